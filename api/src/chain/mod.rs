@@ -1,0 +1,3 @@
+//! Chain-specific rules: address derivation and validation.
+
+pub mod address;

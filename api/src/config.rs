@@ -1,0 +1,379 @@
+//! Configuration: built-in defaults < TOML file < `PAYGATE_*` environment variables.
+//!
+//! The TOML file is `paygate.toml` in the working directory, or the path in `PAYGATE_CONFIG`.
+//! Nested keys use `__` in environment variables: `PAYGATE_RATES__LIVE__PROVIDER=static`.
+//! Unknown keys are rejected, so a typo fails at start-up naming the key.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use figment::Figment;
+use figment::providers::{Env, Format, Serialized, Toml};
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
+
+use crate::chain::address::AccountKeysConfig;
+
+pub const ENV_PREFIX: &str = "PAYGATE_";
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// `sqlite://paygate.db?mode=rwc` (embedded default) or `postgres://…`.
+    pub database_url: String,
+    /// Redis for job queues and shared limits. Empty: the embedded queue (single process).
+    pub redis_url: Option<String>,
+    pub listen: SocketAddr,
+    /// Base of `checkout_url` links handed to payers.
+    pub public_base_url: url::Url,
+    pub log_format: LogFormat,
+    pub db: DbConfig,
+    pub auth: AuthConfig,
+    pub invoices: InvoicesConfig,
+    pub rates: RatesConfig,
+    /// Per environment, per gate overrides: `[gates.live.bitcoin] status = "offline"`.
+    pub gates: GatesConfig,
+    pub addresses: AddressesConfig,
+    pub embedded: EmbeddedConfig,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DbConfig {
+    pub max_connections: u32,
+    pub min_connections: u32,
+    pub acquire_timeout_secs: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthConfig {
+    /// How long a verified key is trusted without asking the database again. This bounds how
+    /// long a revoked key keeps working on an API process.
+    pub cache_ttl_secs: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct InvoicesConfig {
+    /// Lifetime of a draft whose request gives no `draft_expires_at`.
+    pub default_draft_lifetime_secs: i64,
+    /// Derivation indices an API process reserves at a time (20 = the BIP44 gap limit, so a
+    /// restart never leaves a gap a wallet would not scan past).
+    pub address_block_size: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RatesConfig {
+    pub test: RatesSourceConfig,
+    pub live: RatesSourceConfig,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum RatesProviderKind {
+    /// Fixed rates from `static_rates` (the test environment's default).
+    Static,
+    /// A CoinGecko-compatible `simple/price` endpoint.
+    Http,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RatesSourceConfig {
+    pub provider: RatesProviderKind,
+    /// For `http`: base URL; the provider calls `{url}/simple/price?ids=…&vs_currencies=…`.
+    pub url: String,
+    pub refresh_secs: u64,
+    /// Rates older than this are stale: fiat-priced invoices are refused (503 rates_unavailable).
+    pub max_age_secs: u64,
+    pub request_timeout_secs: u64,
+    /// Fiat currencies to fetch.
+    pub fiats: Vec<String>,
+    /// For `http`: asset code -> the provider's coin id.
+    pub coin_ids: BTreeMap<String, String>,
+    /// For `static`: asset code -> fiat code -> price of one unit.
+    pub static_rates: BTreeMap<String, BTreeMap<String, Decimal>>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GatesConfig {
+    pub test: BTreeMap<String, GateOverride>,
+    pub live: BTreeMap<String, GateOverride>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GateOverride {
+    pub status: Option<GateStatus>,
+    /// Narrow the spec's per-invoice minimum/maximum for this deployment.
+    pub min_amount: Option<Decimal>,
+    pub max_amount: Option<Decimal>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum GateStatus {
+    Online,
+    Offline,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AddressesConfig {
+    /// Operator account public keys for the live environment. A family without a key makes its
+    /// live gates `offline`.
+    pub live: AccountKeysConfig,
+    /// Test environment keys; empty = the built-in test keys.
+    pub test: Option<AccountKeysConfig>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EmbeddedConfig {
+    /// On first start (no merchant yet) create a demo merchant and print a test key once.
+    pub seed_demo: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            database_url: "sqlite://paygate.db?mode=rwc".into(),
+            redis_url: None,
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            public_base_url: url::Url::parse("http://127.0.0.1:8080").expect("static url"),
+            log_format: LogFormat::Text,
+            db: DbConfig::default(),
+            auth: AuthConfig::default(),
+            invoices: InvoicesConfig::default(),
+            rates: RatesConfig::default(),
+            gates: GatesConfig::default(),
+            addresses: AddressesConfig::default(),
+            embedded: EmbeddedConfig::default(),
+        }
+    }
+}
+
+impl Default for DbConfig {
+    fn default() -> Self {
+        DbConfig { max_connections: 32, min_connections: 1, acquire_timeout_secs: 10 }
+    }
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        AuthConfig { cache_ttl_secs: 5 }
+    }
+}
+
+impl Default for InvoicesConfig {
+    fn default() -> Self {
+        InvoicesConfig { default_draft_lifetime_secs: 7 * 24 * 3600, address_block_size: 20 }
+    }
+}
+
+impl Default for EmbeddedConfig {
+    fn default() -> Self {
+        EmbeddedConfig { seed_demo: true }
+    }
+}
+
+fn default_coin_ids() -> BTreeMap<String, String> {
+    [
+        ("BTC", "bitcoin"),
+        ("ETH", "ethereum"),
+        ("SOL", "solana"),
+        ("BNB", "binancecoin"),
+        ("TRX", "tron"),
+        ("POL", "polygon-ecosystem-token"),
+        ("XRP", "ripple"),
+        ("USDT", "tether"),
+        ("USDC", "usd-coin"),
+    ]
+    .into_iter()
+    .map(|(a, b)| (a.to_owned(), b.to_owned()))
+    .collect()
+}
+
+/// Sandbox prices: round numbers so tests and demos are easy to follow.
+fn default_static_rates() -> BTreeMap<String, BTreeMap<String, Decimal>> {
+    let usd_eur = |usd: i64| {
+        let usd = Decimal::from(usd);
+        BTreeMap::from([
+            ("USD".to_owned(), usd),
+            ("EUR".to_owned(), usd * Decimal::new(9, 1)),
+            ("GBP".to_owned(), usd * Decimal::new(8, 1)),
+        ])
+    };
+    BTreeMap::from([
+        ("BTC".to_owned(), usd_eur(60_000)),
+        ("ETH".to_owned(), usd_eur(3_000)),
+        ("SOL".to_owned(), usd_eur(150)),
+        ("BNB".to_owned(), usd_eur(600)),
+        ("TRX".to_owned(), BTreeMap::from([("USD".to_owned(), Decimal::new(25, 2)), ("EUR".to_owned(), Decimal::new(225, 3)), ("GBP".to_owned(), Decimal::new(2, 1))])),
+        ("POL".to_owned(), BTreeMap::from([("USD".to_owned(), Decimal::new(5, 1)), ("EUR".to_owned(), Decimal::new(45, 2)), ("GBP".to_owned(), Decimal::new(4, 1))])),
+        ("XRP".to_owned(), BTreeMap::from([("USD".to_owned(), Decimal::new(2, 0)), ("EUR".to_owned(), Decimal::new(18, 1)), ("GBP".to_owned(), Decimal::new(16, 1))])),
+        ("USDT".to_owned(), BTreeMap::from([("USD".to_owned(), Decimal::ONE), ("EUR".to_owned(), Decimal::new(9, 1)), ("GBP".to_owned(), Decimal::new(8, 1))])),
+        ("USDC".to_owned(), BTreeMap::from([("USD".to_owned(), Decimal::ONE), ("EUR".to_owned(), Decimal::new(9, 1)), ("GBP".to_owned(), Decimal::new(8, 1))])),
+    ])
+}
+
+impl RatesSourceConfig {
+    fn with_provider(provider: RatesProviderKind) -> Self {
+        RatesSourceConfig {
+            provider,
+            url: "https://api.coingecko.com/api/v3".into(),
+            refresh_secs: 60,
+            max_age_secs: 600,
+            request_timeout_secs: 10,
+            fiats: vec!["USD".into(), "EUR".into(), "GBP".into()],
+            coin_ids: default_coin_ids(),
+            static_rates: default_static_rates(),
+        }
+    }
+}
+
+impl Default for RatesSourceConfig {
+    fn default() -> Self {
+        Self::with_provider(RatesProviderKind::Static)
+    }
+}
+
+impl Default for RatesConfig {
+    fn default() -> Self {
+        RatesConfig {
+            test: RatesSourceConfig::with_provider(RatesProviderKind::Static),
+            live: RatesSourceConfig::with_provider(RatesProviderKind::Http),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("invalid configuration: {0}")]
+    Figment(#[from] Box<figment::Error>),
+    #[error("invalid configuration: `{key}`: {message}")]
+    Invalid { key: String, message: String },
+}
+
+impl Config {
+    /// Defaults, then the TOML file, then `PAYGATE_*` variables.
+    pub fn load() -> Result<Config, ConfigError> {
+        let path = std::env::var_os("PAYGATE_CONFIG")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("paygate.toml"));
+        Self::from_figment(Self::figment(&path))
+    }
+
+    pub fn figment(toml_path: &std::path::Path) -> Figment {
+        Figment::from(Serialized::defaults(Config::default()))
+            .merge(Toml::file(toml_path))
+            .merge(Env::prefixed(ENV_PREFIX).ignore(&["config"]).split("__"))
+    }
+
+    pub fn from_figment(figment: Figment) -> Result<Config, ConfigError> {
+        let cfg: Config = figment.extract().map_err(Box::new)?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |key: &str, message: &str| {
+            Err(ConfigError::Invalid { key: key.to_owned(), message: message.to_owned() })
+        };
+        if !(self.database_url.starts_with("sqlite:") || self.database_url.starts_with("postgres://") || self.database_url.starts_with("postgresql://")) {
+            return invalid("database_url", "must start with sqlite:, postgres:// or postgresql://");
+        }
+        if self.db.max_connections == 0 {
+            return invalid("db.max_connections", "must be at least 1");
+        }
+        if self.auth.cache_ttl_secs > 60 {
+            return invalid("auth.cache_ttl_secs", "must be at most 60 (revoked keys must stop working within seconds)");
+        }
+        if self.invoices.address_block_size == 0 {
+            return invalid("invoices.address_block_size", "must be at least 1");
+        }
+        if self.invoices.default_draft_lifetime_secs <= 0 {
+            return invalid("invoices.default_draft_lifetime_secs", "must be positive");
+        }
+        for (env, src) in [("test", &self.rates.test), ("live", &self.rates.live)] {
+            if src.refresh_secs == 0 {
+                return invalid(&format!("rates.{env}.refresh_secs"), "must be at least 1");
+            }
+            if src.provider == RatesProviderKind::Http && url::Url::parse(&src.url).is_err() {
+                return invalid(&format!("rates.{env}.url"), "must be an absolute URL");
+            }
+            for (asset, fiats) in &src.static_rates {
+                for (fiat, rate) in fiats {
+                    if *rate <= Decimal::ZERO {
+                        return invalid(&format!("rates.{env}.static_rates.{asset}.{fiat}"), "must be positive");
+                    }
+                }
+            }
+        }
+        for (env, gates) in [("test", &self.gates.test), ("live", &self.gates.live)] {
+            for id in gates.keys() {
+                if crate::gates::find(id).is_none() {
+                    return invalid(&format!("gates.{env}.{id}"), "unknown gate id");
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_overrides_file_and_defaults() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file("c.toml", "listen = \"127.0.0.1:9000\"\n[auth]\ncache_ttl_secs = 2\n")?;
+            jail.set_env("PAYGATE_AUTH__CACHE_TTL_SECS", "3");
+            let cfg = Config::from_figment(Config::figment(std::path::Path::new("c.toml"))).unwrap();
+            assert_eq!(cfg.listen.port(), 9000);
+            assert_eq!(cfg.auth.cache_ttl_secs, 3);
+            assert_eq!(cfg.invoices.address_block_size, 20);
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        figment::Jail::expect_with(|jail| {
+            jail.set_env("PAYGATE_DB__MAX_CONNECTIONS", "many");
+            let err = Config::from_figment(Config::figment(std::path::Path::new("none.toml"))).unwrap_err();
+            assert!(err.to_string().contains("db.max_connections"), "{err}");
+            Ok(())
+        });
+        figment::Jail::expect_with(|jail| {
+            jail.create_file("c.toml", "[rates]\nlive = { provider = \"carrier-pigeon\" }\n")?;
+            let err = Config::from_figment(Config::figment(std::path::Path::new("c.toml"))).unwrap_err();
+            assert!(err.to_string().contains("rates.live.provider"), "{err}");
+            Ok(())
+        });
+        figment::Jail::expect_with(|jail| {
+            jail.set_env("PAYGATE_LISTEN_ADDR", "x");
+            let err = Config::from_figment(Config::figment(std::path::Path::new("none.toml"))).unwrap_err();
+            assert!(err.to_string().contains("listen_addr"), "{err}");
+            Ok(())
+        });
+        figment::Jail::expect_with(|jail| {
+            jail.set_env("PAYGATE_AUTH__CACHE_TTL_SECS", "600");
+            let err = Config::from_figment(Config::figment(std::path::Path::new("none.toml"))).unwrap_err();
+            assert!(err.to_string().contains("auth.cache_ttl_secs"), "{err}");
+            Ok(())
+        });
+    }
+}

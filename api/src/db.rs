@@ -1,0 +1,40 @@
+//! Database connection for PostgreSQL or the embedded SQLite file.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use migration::MigratorTrait;
+use sea_orm::sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sea_orm::{ConnectOptions, Database, DatabaseConnection, SqlxSqliteConnector};
+
+use crate::config::Config;
+
+pub async fn connect(cfg: &Config) -> anyhow::Result<DatabaseConnection> {
+    if cfg.database_url.starts_with("sqlite:") {
+        // WAL + busy timeout: readers never block the writer, writers wait instead of failing.
+        let opts = SqliteConnectOptions::from_str(&cfg.database_url)?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(Duration::from_secs(30))
+            .foreign_keys(true);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(cfg.db.max_connections.min(8))
+            .acquire_timeout(Duration::from_secs(cfg.db.acquire_timeout_secs))
+            .connect_with(opts)
+            .await?;
+        Ok(SqlxSqliteConnector::from_sqlx_sqlite_pool(pool))
+    } else {
+        let mut opts = ConnectOptions::new(cfg.database_url.clone());
+        opts.max_connections(cfg.db.max_connections)
+            .min_connections(cfg.db.min_connections)
+            .acquire_timeout(Duration::from_secs(cfg.db.acquire_timeout_secs))
+            .sqlx_logging(false);
+        Ok(Database::connect(opts).await?)
+    }
+}
+
+pub async fn migrate(db: &DatabaseConnection) -> anyhow::Result<()> {
+    migration::Migrator::up(db, None).await?;
+    Ok(())
+}

@@ -1,0 +1,154 @@
+//! Success envelopes and the request id that every response carries.
+
+use axum::extract::Request;
+use axum::http::{HeaderName, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+pub static REQUEST_ID_HEADER: HeaderName = HeaderName::from_static("x-request-id");
+
+tokio::task_local! {
+    static REQUEST_ID: String;
+}
+
+/// The id of the request being served (empty outside a request).
+pub fn current_request_id() -> String {
+    REQUEST_ID.try_with(Clone::clone).unwrap_or_default()
+}
+
+fn acceptable_incoming_id(v: &HeaderValue) -> Option<String> {
+    let s = v.to_str().ok()?;
+    let ok = !s.is_empty() && s.len() <= 128 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b));
+    ok.then(|| s.to_owned())
+}
+
+/// Honours a well-formed incoming `X-Request-Id`, otherwise makes one; exposes it to handlers
+/// (for `meta.request_id`) and echoes it as a response header.
+pub async fn request_id_layer(req: Request, next: Next) -> Response {
+    let id = req
+        .headers()
+        .get(&REQUEST_ID_HEADER)
+        .and_then(acceptable_incoming_id)
+        .unwrap_or_else(|| format!("req_{}", uuid::Uuid::now_v7().simple()));
+    let span = tracing::info_span!("request", request_id = %id, method = %req.method(), path = %req.uri().path());
+    let mut resp = REQUEST_ID.scope(id.clone(), tracing::Instrument::instrument(next.run(req), span)).await;
+    if let Ok(v) = HeaderValue::from_str(&id) {
+        resp.headers_mut().insert(REQUEST_ID_HEADER.clone(), v);
+    }
+    resp
+}
+
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct Meta {
+    pub request_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pagination: Option<Pagination>,
+}
+
+impl Meta {
+    pub fn current() -> Self {
+        Meta { request_id: current_request_id(), pagination: None }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Serialize, utoipa::ToSchema)]
+pub struct Pagination {
+    pub total: u64,
+    pub limit: u64,
+    pub offset: u64,
+    pub has_more: bool,
+}
+
+impl Pagination {
+    pub fn new(total: u64, limit: u64, offset: u64) -> Self {
+        Pagination { total, limit, offset, has_more: offset.saturating_add(limit) < total }
+    }
+}
+
+/// `{ data, meta }` with a status code.
+pub struct Data<T> {
+    pub status: StatusCode,
+    pub data: T,
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+impl<T> Data<T> {
+    pub fn ok(data: T) -> Self {
+        Data { status: StatusCode::OK, data, headers: Vec::new() }
+    }
+
+    pub fn created(data: T) -> Self {
+        Data { status: StatusCode::CREATED, data, headers: Vec::new() }
+    }
+
+    pub fn with_header(mut self, name: &'static str, value: &'static str) -> Self {
+        self.headers.push((HeaderName::from_static(name), HeaderValue::from_static(value)));
+        self
+    }
+}
+
+#[derive(Serialize)]
+struct Single<'a, T> {
+    data: &'a T,
+    meta: Meta,
+}
+
+impl<T: Serialize> IntoResponse for Data<T> {
+    fn into_response(self) -> Response {
+        let mut resp = (self.status, axum::Json(Single { data: &self.data, meta: Meta::current() })).into_response();
+        for (k, v) in self.headers {
+            resp.headers_mut().insert(k, v);
+        }
+        resp
+    }
+}
+
+/// `{ data: [...], meta: { request_id, pagination } }`.
+pub struct Page<T> {
+    pub data: Vec<T>,
+    pub pagination: Pagination,
+}
+
+/// Plain list without pagination (`/v1/currencies`, `/v1/rates`).
+pub struct List<T>(pub Vec<T>);
+
+#[derive(Serialize)]
+struct Many<'a, T> {
+    data: &'a [T],
+    meta: Meta,
+}
+
+impl<T: Serialize> IntoResponse for Page<T> {
+    fn into_response(self) -> Response {
+        let meta = Meta { request_id: current_request_id(), pagination: Some(self.pagination) };
+        axum::Json(Many { data: &self.data, meta }).into_response()
+    }
+}
+
+impl<T: Serialize> IntoResponse for List<T> {
+    fn into_response(self) -> Response {
+        axum::Json(Many { data: &self.0, meta: Meta::current() }).into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn has_more_follows_offset_and_limit() {
+        assert!(Pagination::new(45, 20, 0).has_more);
+        assert!(Pagination::new(45, 20, 20).has_more);
+        assert!(!Pagination::new(45, 20, 40).has_more);
+        assert!(!Pagination::new(40, 20, 20).has_more);
+        assert!(!Pagination::new(0, 20, 0).has_more);
+    }
+
+    #[test]
+    fn incoming_ids_are_checked() {
+        assert_eq!(acceptable_incoming_id(&HeaderValue::from_static("abc-123")), Some("abc-123".into()));
+        assert_eq!(acceptable_incoming_id(&HeaderValue::from_static("has space")), None);
+        assert_eq!(acceptable_incoming_id(&HeaderValue::from_str(&"a".repeat(129)).unwrap()), None);
+    }
+}

@@ -1,0 +1,172 @@
+//! The 18 gates of spec 2.10: an asset on a network.
+
+use rust_decimal::Decimal;
+
+use crate::chain::address::AddressFamily;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gate {
+    pub id: &'static str,
+    /// Asset code (`USDT`).
+    pub asset: &'static str,
+    pub name: &'static str,
+    pub network: &'static str,
+    pub decimals: u32,
+    pub confirmations: u32,
+    /// Per-invoice minimum / maximum, as (mantissa, scale).
+    min: (i64, u32),
+    max: (i64, u32),
+    pub family: AddressFamily,
+    /// Token contract / mint, for tokens.
+    pub is_token: bool,
+}
+
+impl Gate {
+    pub fn min_amount(&self) -> Decimal {
+        Decimal::new(self.min.0, self.min.1)
+    }
+
+    pub fn max_amount(&self) -> Decimal {
+        Decimal::new(self.max.0, self.max.1)
+    }
+}
+
+const fn gate(
+    id: &'static str,
+    asset: &'static str,
+    name: &'static str,
+    network: &'static str,
+    decimals: u32,
+    confirmations: u32,
+    min: (i64, u32),
+    max: (i64, u32),
+    family: AddressFamily,
+    is_token: bool,
+) -> Gate {
+    Gate { id, asset, name, network, decimals, confirmations, min, max, family, is_token }
+}
+
+use AddressFamily::{Bitcoin, Evm, Solana, Tron, Xrp};
+
+/// Confirmation counts: blocks as in spec 2.10; Solana `commitment` = finalized (1 finalized
+/// observation); XRP `immediate` = one validated ledger.
+pub static GATES: [Gate; 18] = [
+    gate("bitcoin", "BTC", "Bitcoin", "bitcoin", 8, 3, (1, 4), (10, 0), Bitcoin, false),
+    gate("ethereum", "ETH", "Ether", "ethereum", 18, 12, (1, 3), (100, 0), Evm, false),
+    gate("solana", "SOL", "Solana", "solana", 9, 1, (1, 2), (10_000, 0), Solana, false),
+    gate("ethereum_usdt", "USDT", "Tether USD (ERC-20)", "ethereum", 6, 12, (1, 0), (100_000, 0), Evm, true),
+    gate("ethereum_usdc", "USDC", "USD Coin (ERC-20)", "ethereum", 6, 12, (1, 0), (100_000, 0), Evm, true),
+    gate("bsc", "BNB", "BNB", "bsc", 18, 15, (1, 3), (100, 0), Evm, false),
+    gate("bsc_usdt", "USDT", "Tether USD (BEP-20)", "bsc", 18, 15, (1, 0), (100_000, 0), Evm, true),
+    gate("tron", "TRX", "TRON", "tron", 6, 19, (1, 0), (100_000, 0), Tron, false),
+    gate("tron_usdt", "USDT", "Tether USD (TRC-20)", "tron", 6, 19, (1, 0), (100_000, 0), Tron, true),
+    gate("base", "ETH", "Ether on Base", "base", 18, 20, (1, 3), (100, 0), Evm, false),
+    gate("arbitrum", "ETH", "Ether on Arbitrum", "arbitrum", 18, 20, (1, 3), (100, 0), Evm, false),
+    gate("arbitrum_usdt", "USDT", "Tether USD (Arbitrum)", "arbitrum", 6, 20, (1, 0), (100_000, 0), Evm, true),
+    gate("arbitrum_usdc", "USDC", "USD Coin (Arbitrum)", "arbitrum", 6, 20, (1, 0), (100_000, 0), Evm, true),
+    gate("polygon", "POL", "Polygon Ecosystem Token", "polygon", 18, 128, (1, 1), (100_000, 0), Evm, false),
+    gate("polygon_usdt", "USDT", "Tether USD (Polygon)", "polygon", 6, 128, (1, 0), (100_000, 0), Evm, true),
+    gate("polygon_usdc", "USDC", "USD Coin (Polygon)", "polygon", 6, 128, (1, 0), (100_000, 0), Evm, true),
+    gate("solana_usdc", "USDC", "USD Coin (SPL)", "solana", 6, 1, (1, 0), (100_000, 0), Solana, true),
+    gate("xrp", "XRP", "XRP", "xrp", 6, 1, (1, 1), (100_000, 0), Xrp, false),
+];
+
+pub fn find(id: &str) -> Option<&'static Gate> {
+    GATES.iter().find(|g| g.id == id)
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResolveError {
+    /// Neither a gate id nor an asset code we support.
+    UnknownCurrency(String),
+    /// The asset exists, but not on that network.
+    UnknownNetwork { currency: String, network: String },
+    /// The asset exists on several networks and none was given.
+    Ambiguous { currency: String, networks: Vec<&'static str> },
+}
+
+impl ResolveError {
+    /// The request field the problem is about.
+    pub fn field(&self) -> &'static str {
+        match self {
+            ResolveError::UnknownCurrency(_) => "currency",
+            ResolveError::UnknownNetwork { .. } | ResolveError::Ambiguous { .. } => "network",
+        }
+    }
+}
+
+impl std::fmt::Display for ResolveError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ResolveError::UnknownCurrency(c) => write!(f, "unsupported currency {c:?}"),
+            ResolveError::UnknownNetwork { currency, network } => {
+                write!(f, "currency {currency:?} is not supported on network {network:?}")
+            }
+            ResolveError::Ambiguous { currency, networks } => write!(
+                f,
+                "currency {currency:?} exists on several networks ({}); give `network`",
+                networks.join(", ")
+            ),
+        }
+    }
+}
+
+/// Resolve `currency` (asset code like `USDT`, or a gate id like `tron_usdt`) and an optional
+/// `network` to one gate. Asset codes are case-insensitive.
+pub fn resolve(currency: &str, network: Option<&str>) -> Result<&'static Gate, ResolveError> {
+    if let Some(g) = find(currency) {
+        return match network {
+            Some(n) if n != g.network => Err(ResolveError::UnknownNetwork { currency: currency.into(), network: n.into() }),
+            _ => Ok(g),
+        };
+    }
+    let asset = currency.to_ascii_uppercase();
+    let candidates: Vec<&'static Gate> = GATES.iter().filter(|g| g.asset == asset).collect();
+    if candidates.is_empty() {
+        return Err(ResolveError::UnknownCurrency(currency.into()));
+    }
+    match network {
+        Some(n) => candidates
+            .into_iter()
+            .find(|g| g.network == n)
+            .ok_or_else(|| ResolveError::UnknownNetwork { currency: currency.into(), network: n.into() }),
+        None if candidates.len() == 1 => Ok(candidates[0]),
+        None => Err(ResolveError::Ambiguous { currency: currency.into(), networks: candidates.iter().map(|g| g.network).collect() }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eighteen_unique_gates_with_spec_bounds() {
+        let mut ids: Vec<_> = GATES.iter().map(|g| g.id).collect();
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), 18);
+        let btc = find("bitcoin").unwrap();
+        assert_eq!((btc.min_amount().to_string(), btc.max_amount().to_string()), ("0.0001".into(), "10".into()));
+        assert_eq!(find("polygon").unwrap().min_amount().to_string(), "0.1");
+        assert_eq!(find("xrp").unwrap().min_amount().to_string(), "0.1");
+        assert_eq!(find("polygon_usdc").unwrap().confirmations, 128);
+        for g in &GATES {
+            assert!(g.min_amount() < g.max_amount(), "{}", g.id);
+            assert!(g.min_amount().scale() <= g.decimals, "{}", g.id);
+        }
+    }
+
+    #[test]
+    fn resolution_rules() {
+        assert_eq!(resolve("BTC", None).unwrap().id, "bitcoin");
+        assert_eq!(resolve("btc", Some("bitcoin")).unwrap().id, "bitcoin");
+        assert_eq!(resolve("SOL", None).unwrap().id, "solana");
+        assert_eq!(resolve("tron_usdt", None).unwrap().id, "tron_usdt");
+        assert_eq!(resolve("USDT", Some("tron")).unwrap().id, "tron_usdt");
+        assert!(matches!(resolve("USDT", None), Err(ResolveError::Ambiguous { .. })));
+        assert!(matches!(resolve("ETH", None), Err(ResolveError::Ambiguous { .. })));
+        assert!(matches!(resolve("USDT", Some("solana")), Err(ResolveError::UnknownNetwork { .. })));
+        assert!(matches!(resolve("DOGE", None), Err(ResolveError::UnknownCurrency(_))));
+        assert!(matches!(resolve("tron_usdt", Some("ethereum")), Err(ResolveError::UnknownNetwork { .. })));
+    }
+}

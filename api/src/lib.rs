@@ -1,0 +1,33 @@
+//! The merchant API: configuration, storage, authentication and the HTTP resources.
+//! Workers and `ops` reuse its services.
+
+pub mod addresses;
+pub mod app;
+pub mod auth;
+pub mod chain;
+pub mod config;
+pub mod db;
+pub mod envelope;
+pub mod error;
+pub mod extract;
+pub mod gates;
+pub mod invoices;
+pub mod merchants;
+pub mod openapi;
+pub mod public;
+pub mod rates;
+pub mod state;
+pub mod telemetry;
+
+use config::Config;
+use state::AppState;
+
+/// Connects, migrates, builds the state and starts the rates refresher: everything the API
+/// needs before it listens.
+pub async fn bootstrap(config: Config) -> anyhow::Result<AppState> {
+    let db = db::connect(&config).await?;
+    db::migrate(&db).await?;
+    let state = AppState::new(db, config)?;
+    state.rates.start().await;
+    Ok(state)
+}

@@ -1,0 +1,143 @@
+//! Merchants and API keys: the operator-side service behind `ops`.
+
+use chrono::Utc;
+use entity::{Amount, Environment, api_key, merchant};
+use rust_decimal::Decimal;
+use sea_orm::{ActiveModelTrait, ActiveValue::Set, ColumnTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder};
+use uuid::Uuid;
+
+use crate::auth::{Permissions, generate_key, hash_key};
+
+#[derive(Debug, Clone)]
+pub struct MerchantSettings {
+    pub base_currency: String,
+    pub invoice_lifetime_secs: i64,
+    pub underpayment_tolerance_percent: Decimal,
+}
+
+impl Default for MerchantSettings {
+    fn default() -> Self {
+        MerchantSettings { base_currency: "USD".into(), invoice_lifetime_secs: 3600, underpayment_tolerance_percent: Decimal::ZERO }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MerchantError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("merchant {0} not found")]
+    NotFound(Uuid),
+    #[error("API key {0} not found")]
+    KeyNotFound(Uuid),
+    #[error(transparent)]
+    Db(#[from] sea_orm::DbErr),
+}
+
+impl MerchantSettings {
+    pub fn validate(&self) -> Result<(), MerchantError> {
+        let code = &self.base_currency;
+        if code.len() != 3 || !code.bytes().all(|b| b.is_ascii_uppercase()) {
+            return Err(MerchantError::Invalid(format!("base_currency must be a 3-letter upper-case fiat code, got {code:?}")));
+        }
+        if !(60..=30 * 24 * 3600).contains(&self.invoice_lifetime_secs) {
+            return Err(MerchantError::Invalid("invoice_lifetime_secs must be between 60 and 2592000".into()));
+        }
+        if self.underpayment_tolerance_percent < Decimal::ZERO || self.underpayment_tolerance_percent > Decimal::from(50) {
+            return Err(MerchantError::Invalid("underpayment_tolerance_percent must be between 0 and 50".into()));
+        }
+        Ok(())
+    }
+}
+
+pub async fn create_merchant(db: &DatabaseConnection, name: &str, settings: &MerchantSettings) -> Result<merchant::Model, MerchantError> {
+    settings.validate()?;
+    if name.trim().is_empty() || name.len() > 200 {
+        return Err(MerchantError::Invalid("name must be 1 to 200 characters".into()));
+    }
+    let now = Utc::now();
+    let m = merchant::ActiveModel {
+        id: Set(Uuid::now_v7()),
+        name: Set(name.trim().to_owned()),
+        base_currency: Set(settings.base_currency.clone()),
+        invoice_lifetime_secs: Set(settings.invoice_lifetime_secs),
+        underpayment_tolerance_percent: Set(Amount::new(settings.underpayment_tolerance_percent)),
+        created_at: Set(now),
+        updated_at: Set(now),
+    };
+    Ok(m.insert(db).await?)
+}
+
+pub async fn get_merchant(db: &DatabaseConnection, id: Uuid) -> Result<merchant::Model, MerchantError> {
+    merchant::Entity::find_by_id(id).one(db).await?.ok_or(MerchantError::NotFound(id))
+}
+
+pub async fn list_merchants(db: &DatabaseConnection) -> Result<Vec<merchant::Model>, MerchantError> {
+    Ok(merchant::Entity::find().order_by_asc(merchant::Column::CreatedAt).all(db).await?)
+}
+
+pub async fn update_settings(db: &DatabaseConnection, id: Uuid, settings: &MerchantSettings) -> Result<merchant::Model, MerchantError> {
+    settings.validate()?;
+    let m = get_merchant(db, id).await?;
+    let mut am: merchant::ActiveModel = m.into();
+    am.base_currency = Set(settings.base_currency.clone());
+    am.invoice_lifetime_secs = Set(settings.invoice_lifetime_secs);
+    am.underpayment_tolerance_percent = Set(Amount::new(settings.underpayment_tolerance_percent));
+    am.updated_at = Set(Utc::now());
+    Ok(am.update(db).await?)
+}
+
+/// Creates a key and returns it with its plaintext, which is not stored and cannot be shown again.
+pub async fn create_api_key(
+    db: &DatabaseConnection,
+    merchant_id: Uuid,
+    env: Environment,
+    permissions: Permissions,
+    label: Option<&str>,
+) -> Result<(api_key::Model, String), MerchantError> {
+    get_merchant(db, merchant_id).await?;
+    let key = generate_key(env);
+    let model = api_key::ActiveModel {
+        id: Set(Uuid::now_v7()),
+        merchant_id: Set(merchant_id),
+        environment: Set(env),
+        key_hash: Set(hex::encode(hash_key(&key))),
+        key_prefix: Set(key[..16].to_owned()),
+        permissions: Set(permissions.to_json()),
+        label: Set(label.map(str::to_owned)),
+        created_at: Set(Utc::now()),
+        revoked_at: Set(None),
+    }
+    .insert(db)
+    .await?;
+    Ok((model, key))
+}
+
+pub async fn list_api_keys(db: &DatabaseConnection, merchant_id: Option<Uuid>) -> Result<Vec<api_key::Model>, MerchantError> {
+    let mut q = api_key::Entity::find().order_by_asc(api_key::Column::CreatedAt);
+    if let Some(m) = merchant_id {
+        q = q.filter(api_key::Column::MerchantId.eq(m));
+    }
+    Ok(q.all(db).await?)
+}
+
+/// Revokes a key. Idempotent: revoking a revoked key keeps its first revocation time.
+pub async fn revoke_api_key(db: &DatabaseConnection, key_id: Uuid) -> Result<api_key::Model, MerchantError> {
+    let k = api_key::Entity::find_by_id(key_id).one(db).await?.ok_or(MerchantError::KeyNotFound(key_id))?;
+    if k.revoked_at.is_some() {
+        return Ok(k);
+    }
+    let mut am: api_key::ActiveModel = k.into();
+    am.revoked_at = Set(Some(Utc::now()));
+    Ok(am.update(db).await?)
+}
+
+/// First start of the embedded default: when no merchant exists, create a demo merchant and a
+/// test key with every permission. Returns the key (to print once), or None if already seeded.
+pub async fn seed_demo(db: &DatabaseConnection) -> Result<Option<(merchant::Model, String)>, MerchantError> {
+    if merchant::Entity::find().count(db).await? > 0 {
+        return Ok(None);
+    }
+    let m = create_merchant(db, "Demo merchant", &MerchantSettings::default()).await?;
+    let (_, key) = create_api_key(db, m.id, Environment::Test, Permissions::all(), Some("demo")).await?;
+    Ok(Some((m, key)))
+}

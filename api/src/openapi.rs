@@ -1,0 +1,60 @@
+//! The OpenAPI document, generated from the handlers and types.
+
+use serde::Serialize;
+use utoipa::openapi::security::{ApiKey, ApiKeyValue, SecurityScheme};
+use utoipa::{Modify, OpenApi, ToSchema};
+
+use crate::envelope::Meta;
+use crate::invoices::types::InvoiceResponse;
+use crate::public::{CurrencyResponse, RateResponse};
+
+#[derive(Serialize, ToSchema)]
+pub struct InvoiceEnvelope {
+    pub data: InvoiceResponse,
+    pub meta: Meta,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct InvoiceListEnvelope {
+    pub data: Vec<InvoiceResponse>,
+    pub meta: Meta,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct CurrencyListEnvelope {
+    pub data: Vec<CurrencyResponse>,
+    pub meta: Meta,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct RateListEnvelope {
+    pub data: Vec<RateResponse>,
+    pub meta: Meta,
+}
+
+struct SecurityAddon;
+
+impl Modify for SecurityAddon {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme("api_key", SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::new("X-API-Key"))));
+    }
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "Paygate merchant API", version = "1.0.0",
+        description = "Self-hosted crypto payments: invoices, balances, payouts, refunds, static addresses, webhooks. The environment (test/live) is chosen by the API key."),
+    paths(
+        crate::invoices::create_invoice,
+        crate::invoices::list_invoices,
+        crate::invoices::get_invoice,
+        crate::invoices::cancel_invoice,
+        crate::public::list_currencies,
+        crate::public::list_rates,
+    ),
+    components(schemas(crate::error::ErrorEnvelope, crate::error::ErrorCode, crate::envelope::Pagination)),
+    modifiers(&SecurityAddon),
+    tags((name = "invoices"), (name = "public", description = "No API key needed"))
+)]
+pub struct ApiDoc;

@@ -1,0 +1,121 @@
+//! Shared application state handed to every handler.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sea_orm::DatabaseConnection;
+
+use crate::addresses::AddressBook;
+use crate::auth::KeyCache;
+use crate::config::Config;
+use crate::rates::Rates;
+
+#[derive(Clone)]
+pub struct AppState {
+    pub db: DatabaseConnection,
+    pub config: Arc<Config>,
+    pub keys: Arc<KeyCache>,
+    pub rates: Rates,
+    pub addresses: Arc<AddressBook>,
+    pub merchants: Arc<TtlCache<uuid::Uuid, Arc<entity::merchant::Model>>>,
+}
+
+impl AppState {
+    pub fn new(db: DatabaseConnection, config: Config) -> anyhow::Result<AppState> {
+        let addresses = AddressBook::new(&config)?;
+        Ok(AppState {
+            db,
+            keys: Arc::new(KeyCache::new(Duration::from_secs(config.auth.cache_ttl_secs))),
+            rates: Rates::new(&config.rates),
+            addresses: Arc::new(addresses),
+            merchants: Arc::new(TtlCache::new(Duration::from_secs(config.auth.cache_ttl_secs))),
+            config: Arc::new(config),
+        })
+    }
+}
+
+impl AppState {
+    /// `offline` when configured so, or (live) when the gate's address family has no keys.
+    pub fn gate_status(&self, env: entity::Environment, gate: &crate::gates::Gate) -> crate::config::GateStatus {
+        use crate::config::GateStatus;
+        let configured = self.gate_override(env, gate).and_then(|o| o.status);
+        match configured {
+            Some(GateStatus::Offline) => GateStatus::Offline,
+            _ if !self.addresses.supports(env, gate.family) => GateStatus::Offline,
+            _ => GateStatus::Online,
+        }
+    }
+
+    /// Per-invoice (min, max): the spec's bounds, narrowed (never widened) by configuration.
+    pub fn gate_limits(&self, env: entity::Environment, gate: &crate::gates::Gate) -> (rust_decimal::Decimal, rust_decimal::Decimal) {
+        let o = self.gate_override(env, gate);
+        let min = o.and_then(|o| o.min_amount).map_or(gate.min_amount(), |m| m.max(gate.min_amount()));
+        let max = o.and_then(|o| o.max_amount).map_or(gate.max_amount(), |m| m.min(gate.max_amount()));
+        (min, max)
+    }
+
+    fn gate_override(&self, env: entity::Environment, gate: &crate::gates::Gate) -> Option<&crate::config::GateOverride> {
+        let map = match env {
+            entity::Environment::Test => &self.config.gates.test,
+            entity::Environment::Live => &self.config.gates.live,
+        };
+        map.get(gate.id)
+    }
+
+    /// Fiat codes the environment's rates provider prices.
+    pub fn rates_fiats(&self, env: entity::Environment) -> Vec<String> {
+        let src = match env {
+            entity::Environment::Test => &self.config.rates.test,
+            entity::Environment::Live => &self.config.rates.live,
+        };
+        match src.provider {
+            crate::config::RatesProviderKind::Http => src.fiats.iter().map(|f| f.to_ascii_uppercase()).collect(),
+            crate::config::RatesProviderKind::Static => {
+                let mut v: Vec<String> = src.static_rates.values().flat_map(|m| m.keys().map(|k| k.to_ascii_uppercase())).collect();
+                v.sort();
+                v.dedup();
+                v
+            }
+        }
+    }
+
+    /// The merchant's settings, cached like API keys (same TTL).
+    pub async fn merchant(&self, id: uuid::Uuid) -> Result<Arc<entity::merchant::Model>, crate::error::ApiError> {
+        if let Some(m) = self.merchants.get(&id) {
+            return Ok(m);
+        }
+        use sea_orm::EntityTrait;
+        let m = entity::merchant::Entity::find_by_id(id)
+            .one(&self.db)
+            .await?
+            .ok_or_else(|| crate::error::ApiError::internal(format!("merchant {id} of a valid key is missing")))?;
+        let m = Arc::new(m);
+        self.merchants.put(id, m.clone());
+        Ok(m)
+    }
+}
+
+/// A small TTL cache.
+pub struct TtlCache<K, V> {
+    ttl: Duration,
+    map: std::sync::RwLock<std::collections::HashMap<K, (V, std::time::Instant)>>,
+}
+
+impl<K: std::hash::Hash + Eq, V: Clone> TtlCache<K, V> {
+    pub fn new(ttl: Duration) -> Self {
+        TtlCache { ttl, map: std::sync::RwLock::new(std::collections::HashMap::new()) }
+    }
+
+    pub fn get(&self, k: &K) -> Option<V> {
+        let map = self.map.read().unwrap_or_else(|p| p.into_inner());
+        map.get(k).filter(|(_, at)| at.elapsed() < self.ttl).map(|(v, _)| v.clone())
+    }
+
+    pub fn put(&self, k: K, v: V) {
+        let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
+        if map.len() > 100_000 {
+            map.clear();
+        }
+        map.insert(k, (v, std::time::Instant::now()));
+    }
+}

@@ -1,0 +1,69 @@
+use sea_orm::entity::prelude::*;
+
+use crate::{Amount, Environment, InvoiceStatus};
+
+#[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
+#[sea_orm(table_name = "invoices")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: Uuid,
+    pub merchant_id: Uuid,
+    pub environment: Environment,
+    /// Gate id (`ethereum_usdt`); null for a draft whose payment method is not chosen yet.
+    pub gate_id: Option<String>,
+    pub currency: Option<String>,
+    pub network: Option<String>,
+    pub amount_requested: Option<Amount>,
+    pub amount_paid: Amount,
+    pub amount_usd: Option<Amount>,
+    pub amount_fiat: Option<Amount>,
+    pub fiat_currency: Option<String>,
+    pub amount_in_base_currency: Option<Amount>,
+    pub base_currency: Option<String>,
+    /// Fiat price of one unit of the asset used to lock `amount_requested` (fiat-priced only).
+    pub exchange_rate: Option<Amount>,
+    pub status: InvoiceStatus,
+    pub deposit_address: Option<String>,
+    pub deposit_address_tag: Option<String>,
+    /// `<family>:<address>:<tag>`, unique per environment: the scanner's lookup key.
+    pub address_key: Option<String>,
+    pub derivation_index: Option<i64>,
+    pub description: Option<String>,
+    pub external_id: Option<String>,
+    pub idempotency_key: Option<String>,
+    /// SHA-256 of the canonical request body, to tell a replay from a mismatch.
+    pub request_hash: Option<String>,
+    pub metadata: Option<Json>,
+    pub redirect_url: Option<String>,
+    pub source: String,
+    pub static_address_id: Option<Uuid>,
+    pub expires_at: Option<DateTimeUtc>,
+    pub paid_at: Option<DateTimeUtc>,
+    pub created_at: DateTimeUtc,
+    pub updated_at: DateTimeUtc,
+    pub is_deferred: bool,
+    pub draft_expires_at: Option<DateTimeUtc>,
+    pub activated_at: Option<DateTimeUtc>,
+    pub activation_count: i32,
+    pub is_locked_fiat: bool,
+    pub target_settlement_asset: String,
+    pub settlement_target_currency: Option<String>,
+    pub settlement_target_network: Option<String>,
+    pub payer_email: Option<String>,
+    pub sent_at: Option<DateTimeUtc>,
+    pub cancelled_at: Option<DateTimeUtc>,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {
+    #[sea_orm(has_many = "super::payment::Entity")]
+    Payment,
+}
+
+impl Related<super::payment::Entity> for Entity {
+    fn to() -> RelationDef {
+        Relation::Payment.def()
+    }
+}
+
+impl ActiveModelBehavior for ActiveModel {}

@@ -1,0 +1,24 @@
+use sea_orm::entity::prelude::*;
+
+use crate::Amount;
+
+#[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
+#[sea_orm(table_name = "merchants")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: Uuid,
+    pub name: String,
+    /// Fiat code used for `amount_in_base_currency` (e.g. `USD`).
+    pub base_currency: String,
+    /// Payment window of a new invoice, in seconds.
+    pub invoice_lifetime_secs: i64,
+    /// Underpayment/overpayment tolerance as a percentage of the requested amount (0 = exact).
+    pub underpayment_tolerance_percent: Amount,
+    pub created_at: DateTimeUtc,
+    pub updated_at: DateTimeUtc,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

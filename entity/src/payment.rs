@@ -1,0 +1,42 @@
+use sea_orm::entity::prelude::*;
+
+use crate::{Amount, Environment, PaymentStatus};
+
+/// One on-chain transfer to an invoice's address. Unique per gate, tx hash and output/log index.
+#[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
+#[sea_orm(table_name = "payments")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: Uuid,
+    pub invoice_id: Uuid,
+    pub environment: Environment,
+    pub gate_id: String,
+    pub tx_hash: String,
+    pub output_index: i64,
+    pub amount: Amount,
+    pub confirmations: i32,
+    pub required_confirmations: i32,
+    pub status: PaymentStatus,
+    pub block_height: Option<i64>,
+    pub detected_at: DateTimeUtc,
+    pub confirmed_at: Option<DateTimeUtc>,
+    pub created_at: DateTimeUtc,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {
+    #[sea_orm(
+        belongs_to = "super::invoice::Entity",
+        from = "Column::InvoiceId",
+        to = "super::invoice::Column::Id"
+    )]
+    Invoice,
+}
+
+impl Related<super::invoice::Entity> for Entity {
+    fn to() -> RelationDef {
+        Relation::Invoice.def()
+    }
+}
+
+impl ActiveModelBehavior for ActiveModel {}

@@ -1,0 +1,166 @@
+//! Domain enums stored as strings, with their transition rules beside them.
+
+use sea_orm::entity::prelude::*;
+use serde::{Deserialize, Serialize};
+
+/// `test` (sandbox, no real funds) or `live`. Chosen by the API key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EnumIter, DeriveActiveEnum, Serialize, Deserialize, utoipa::ToSchema)]
+#[sea_orm(rs_type = "String", db_type = "String(StringLen::N(8))")]
+#[serde(rename_all = "lowercase")]
+pub enum Environment {
+    #[sea_orm(string_value = "test")]
+    Test,
+    #[sea_orm(string_value = "live")]
+    Live,
+}
+
+impl Environment {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Environment::Test => "test",
+            Environment::Live => "live",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "test" => Some(Environment::Test),
+            "live" => Some(Environment::Live),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Environment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Invoice status (PRODUCT.md "Statuses").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EnumIter, DeriveActiveEnum, Serialize, Deserialize, utoipa::ToSchema)]
+#[sea_orm(rs_type = "String", db_type = "String(StringLen::N(16))")]
+#[serde(rename_all = "snake_case")]
+pub enum InvoiceStatus {
+    #[sea_orm(string_value = "draft")]
+    Draft,
+    #[sea_orm(string_value = "pending")]
+    Pending,
+    #[sea_orm(string_value = "confirming")]
+    Confirming,
+    #[sea_orm(string_value = "paid")]
+    Paid,
+    #[sea_orm(string_value = "overpaid")]
+    Overpaid,
+    #[sea_orm(string_value = "underpaid")]
+    Underpaid,
+    #[sea_orm(string_value = "expired")]
+    Expired,
+    #[sea_orm(string_value = "invalid")]
+    Invalid,
+    #[sea_orm(string_value = "cancelled")]
+    Cancelled,
+}
+
+/// What can happen to an invoice. The confirmation tracker adds payment-driven triggers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InvoiceTrigger {
+    /// Merchant cancels through the API.
+    Cancel,
+    /// Payer picks a gate on the checkout page.
+    Activate,
+    /// `draft_expires_at` passed.
+    DraftExpire,
+    /// `expires_at` passed with nothing seen.
+    Expire,
+}
+
+impl InvoiceStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InvoiceStatus::Draft => "draft",
+            InvoiceStatus::Pending => "pending",
+            InvoiceStatus::Confirming => "confirming",
+            InvoiceStatus::Paid => "paid",
+            InvoiceStatus::Overpaid => "overpaid",
+            InvoiceStatus::Underpaid => "underpaid",
+            InvoiceStatus::Expired => "expired",
+            InvoiceStatus::Invalid => "invalid",
+            InvoiceStatus::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        use InvoiceStatus::*;
+        [Draft, Pending, Confirming, Paid, Overpaid, Underpaid, Expired, Invalid, Cancelled]
+            .into_iter()
+            .find(|st| st.as_str() == s)
+    }
+
+    /// The status `trigger` leads to from `self`, or `None` when the trigger does not apply.
+    /// Exhaustive on purpose: adding a status forces a decision for every trigger.
+    pub fn on(self, trigger: InvoiceTrigger) -> Option<InvoiceStatus> {
+        use InvoiceStatus::*;
+        use InvoiceTrigger::*;
+        match (self, trigger) {
+            (Pending, Cancel) => Some(Cancelled),
+            (Draft, Activate) => Some(Pending),
+            (Draft, DraftExpire) => Some(Expired),
+            (Pending, Expire) => Some(Expired),
+            (Draft, Cancel | Expire)
+            | (Pending, Activate | DraftExpire)
+            | (
+                Confirming | Paid | Overpaid | Underpaid | Expired | Invalid | Cancelled,
+                Cancel | Activate | DraftExpire | Expire,
+            ) => None,
+        }
+    }
+}
+
+/// Payment status (PRODUCT.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EnumIter, DeriveActiveEnum, Serialize, Deserialize, utoipa::ToSchema)]
+#[sea_orm(rs_type = "String", db_type = "String(StringLen::N(16))")]
+#[serde(rename_all = "snake_case")]
+pub enum PaymentStatus {
+    #[sea_orm(string_value = "confirming")]
+    Confirming,
+    #[sea_orm(string_value = "confirmed")]
+    Confirmed,
+    #[sea_orm(string_value = "reversed")]
+    Reversed,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::InvoiceStatus::*;
+    use super::InvoiceTrigger::*;
+    use super::*;
+    use sea_orm::Iterable;
+
+    #[test]
+    fn only_pending_invoices_cancel() {
+        for st in InvoiceStatus::iter() {
+            let expected = (st == Pending).then_some(Cancelled);
+            assert_eq!(st.on(Cancel), expected, "{st:?}");
+        }
+    }
+
+    #[test]
+    fn draft_activation_and_expiry() {
+        assert_eq!(Draft.on(Activate), Some(Pending));
+        assert_eq!(Draft.on(DraftExpire), Some(Expired));
+        assert_eq!(Pending.on(Expire), Some(Expired));
+        assert_eq!(Pending.on(Activate), None);
+        assert_eq!(Confirming.on(Expire), None);
+        assert_eq!(Paid.on(Expire), None);
+    }
+
+    #[test]
+    fn status_strings_round_trip() {
+        for st in InvoiceStatus::iter() {
+            assert_eq!(InvoiceStatus::parse(st.as_str()), Some(st));
+            assert_eq!(serde_json::to_value(st).unwrap(), serde_json::json!(st.as_str()));
+        }
+        assert_eq!(InvoiceStatus::parse("nope"), None);
+    }
+}

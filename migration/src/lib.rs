@@ -1,0 +1,25 @@
+//! Schema migrations. The same migrations run on PostgreSQL and SQLite.
+
+pub use sea_orm_migration::prelude::*;
+
+mod m20261121_000001_foundation;
+
+pub struct Migrator;
+
+#[async_trait::async_trait]
+impl MigratorTrait for Migrator {
+    fn migrations() -> Vec<Box<dyn MigrationTrait>> {
+        vec![Box::new(m20261121_000001_foundation::Migration)]
+    }
+}
+
+/// An exact money column: `NUMERIC` on PostgreSQL; on SQLite `TEXT`, because SQLite's numeric
+/// affinity would turn the decimal string into a lossy double (see `entity::Amount`).
+pub(crate) fn money<T: IntoIden>(backend: sea_orm::DatabaseBackend, name: T) -> ColumnDef {
+    let mut col = ColumnDef::new(name);
+    match backend {
+        sea_orm::DatabaseBackend::Sqlite => col.custom(Alias::new("TEXT")),
+        _ => col.decimal(),
+    };
+    col
+}
