@@ -170,13 +170,19 @@ struct Entry {
 pub struct KeyCache {
     ttl: Duration,
     entries: RwLock<HashMap<[u8; 32], Entry>>,
+    loads: std::sync::atomic::AtomicU64,
 }
 
 const MAX_CACHED_KEYS: usize = 100_000;
 
 impl KeyCache {
     pub fn new(ttl: Duration) -> Self {
-        KeyCache { ttl, entries: RwLock::new(HashMap::new()) }
+        KeyCache { ttl, entries: RwLock::new(HashMap::new()), loads: std::sync::atomic::AtomicU64::new(0) }
+    }
+
+    /// How many times a key was read from the database (cache misses).
+    pub fn loads(&self) -> u64 {
+        self.loads.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn cached(&self, digest: &[u8; 32]) -> Option<Verdict> {
@@ -206,6 +212,7 @@ impl KeyCache {
         let verdict = match self.cached(&digest) {
             Some(v) => v,
             None => {
+                self.loads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let v = Self::load(db, &digest).await?;
                 self.store(digest, v.clone());
                 v

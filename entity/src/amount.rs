@@ -44,7 +44,7 @@ impl From<Amount> for Decimal {
 
 impl fmt::Display for Amount {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.0.normalize(), f)
+        fmt::Display::fmt(&self.0, f)
     }
 }
 
@@ -104,9 +104,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn display_is_normalized_and_exact() {
-        let a = Amount(Decimal::from_str("1.123456789012345678000").unwrap());
+    fn new_normalizes_and_display_is_exact() {
+        let a = Amount::new(Decimal::from_str("1.123456789012345678000").unwrap());
         assert_eq!(a.to_string(), "1.123456789012345678");
+        assert_eq!(Amount(Decimal::new(6000, 2)).to_string(), "60.00");
+        let a = Amount(Decimal::from_str("1.123456789012345678000").unwrap());
         assert_eq!(serde_json::to_string(&a).unwrap(), "\"1.123456789012345678000\"");
     }
 }

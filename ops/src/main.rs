@@ -1,1 +1,242 @@
-fn main() {}
+//! `ops`: the operator CLI. Every command reads the same configuration as the services
+//! (defaults < paygate.toml < PAYGATE_* variables).
+
+mod bench;
+
+use std::str::FromStr;
+
+use anyhow::{Context, bail};
+use api::auth::{Permission, Permissions};
+use api::config::Config;
+use api::merchants::{self, MerchantSettings};
+use clap::{Args, Parser, Subcommand};
+use entity::Environment;
+use rust_decimal::Decimal;
+use uuid::Uuid;
+
+#[derive(Parser)]
+#[command(name = "ops", about = "Operate a paygate deployment", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Apply database migrations.
+    Migrate,
+    /// Run the whole service in one process (the embedded default: SQLite file, sandbox chain).
+    Serve,
+    /// Merchants and their settings.
+    #[command(subcommand)]
+    Merchants(MerchantCmd),
+    /// API keys.
+    #[command(subcommand)]
+    Keys(KeyCmd),
+    /// Load benchmark: invoice creation over HTTP against PostgreSQL, next to a pgbench baseline.
+    Bench(bench::BenchArgs),
+}
+
+#[derive(Subcommand)]
+enum MerchantCmd {
+    /// Create a merchant; prints its id.
+    Create {
+        #[arg(long)]
+        name: String,
+        #[command(flatten)]
+        settings: SettingsArgs,
+    },
+    /// List merchants with their settings.
+    List,
+    /// Change a merchant's settings (only the flags given change).
+    Settings {
+        merchant_id: Uuid,
+        #[command(flatten)]
+        settings: SettingsArgs,
+    },
+}
+
+#[derive(Args, Default)]
+struct SettingsArgs {
+    /// Fiat code for amount_in_base_currency (default USD).
+    #[arg(long)]
+    base_currency: Option<String>,
+    /// Payment window of new invoices in seconds (default 3600).
+    #[arg(long)]
+    invoice_lifetime_secs: Option<i64>,
+    /// Under/overpayment tolerance in percent of the requested amount (default 0).
+    #[arg(long)]
+    underpayment_tolerance_percent: Option<String>,
+}
+
+impl SettingsArgs {
+    fn apply(&self, mut s: MerchantSettings) -> anyhow::Result<MerchantSettings> {
+        if let Some(c) = &self.base_currency {
+            s.base_currency = c.clone();
+        }
+        if let Some(l) = self.invoice_lifetime_secs {
+            s.invoice_lifetime_secs = l;
+        }
+        if let Some(t) = &self.underpayment_tolerance_percent {
+            s.underpayment_tolerance_percent = Decimal::from_str(t).context("--underpayment-tolerance-percent must be a decimal")?;
+        }
+        Ok(s)
+    }
+}
+
+#[derive(Subcommand)]
+enum KeyCmd {
+    /// Create a key; prints it once (only its hash is stored).
+    Create {
+        #[arg(long)]
+        merchant: Uuid,
+        /// test or live
+        #[arg(long, value_parser = parse_env)]
+        env: Environment,
+        /// Comma-separated permissions (invoices:read,invoices:write,…) or `all`.
+        #[arg(long, default_value = "all")]
+        permissions: String,
+        #[arg(long)]
+        label: Option<String>,
+    },
+    /// List keys (never the keys themselves).
+    List {
+        #[arg(long)]
+        merchant: Option<Uuid>,
+    },
+    /// Revoke a key by id; every API process refuses it within `auth.cache_ttl_secs`.
+    Revoke { key_id: Uuid },
+}
+
+fn parse_env(s: &str) -> Result<Environment, String> {
+    Environment::parse(s).ok_or_else(|| format!("expected test or live, got {s:?}"))
+}
+
+fn parse_permissions(s: &str) -> anyhow::Result<Permissions> {
+    if s == "all" {
+        return Ok(Permissions::all());
+    }
+    s.split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            Permission::parse(p).with_context(|| {
+                let known: Vec<&str> = Permission::ALL.iter().map(|p| p.as_str()).collect();
+                format!("unknown permission {p:?}; known: {}", known.join(", "))
+            })
+        })
+        .collect()
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let config = Config::load().map_err(|e| anyhow::anyhow!("{e}"))?;
+    api::telemetry::init(config.log_format);
+    match cli.command {
+        Command::Serve => serve(config).await,
+        Command::Bench(args) => bench::run(args).await,
+        Command::Migrate => {
+            let db = api::db::connect(&config).await?;
+            api::db::migrate(&db).await?;
+            println!("migrations applied");
+            Ok(())
+        }
+        Command::Merchants(cmd) => {
+            let db = connect(&config).await?;
+            match cmd {
+                MerchantCmd::Create { name, settings } => {
+                    let m = merchants::create_merchant(&db, &name, &settings.apply(MerchantSettings::default())?).await?;
+                    println!("{}", m.id);
+                }
+                MerchantCmd::List => {
+                    for m in merchants::list_merchants(&db).await? {
+                        println!(
+                            "{}  {:<24} base={} lifetime={}s tolerance={}%",
+                            m.id, m.name, m.base_currency, m.invoice_lifetime_secs, m.underpayment_tolerance_percent
+                        );
+                    }
+                }
+                MerchantCmd::Settings { merchant_id, settings } => {
+                    let m = merchants::get_merchant(&db, merchant_id).await?;
+                    let current = MerchantSettings {
+                        base_currency: m.base_currency,
+                        invoice_lifetime_secs: m.invoice_lifetime_secs,
+                        underpayment_tolerance_percent: m.underpayment_tolerance_percent.value(),
+                    };
+                    let m = merchants::update_settings(&db, merchant_id, &settings.apply(current)?).await?;
+                    println!(
+                        "{}  base={} lifetime={}s tolerance={}%",
+                        m.id, m.base_currency, m.invoice_lifetime_secs, m.underpayment_tolerance_percent
+                    );
+                }
+            }
+            Ok(())
+        }
+        Command::Keys(cmd) => {
+            let db = connect(&config).await?;
+            match cmd {
+                KeyCmd::Create { merchant, env, permissions, label } => {
+                    let perms = parse_permissions(&permissions)?;
+                    let (k, key) = merchants::create_api_key(&db, merchant, env, perms, label.as_deref()).await?;
+                    eprintln!("key id {} ({}); store the key now, it is not shown again:", k.id, k.environment);
+                    println!("{key}");
+                }
+                KeyCmd::List { merchant } => {
+                    for k in merchants::list_api_keys(&db, merchant).await? {
+                        let perms: Vec<&str> = k.permissions.as_array().into_iter().flatten().filter_map(|v| v.as_str()).collect();
+                        let state = match k.revoked_at {
+                            Some(t) => format!("revoked {}", t.to_rfc3339()),
+                            None => "active".into(),
+                        };
+                        println!("{}  merchant={} {}… {} [{}] {}", k.id, k.merchant_id, k.key_prefix, state, perms.join(","), k.label.unwrap_or_default());
+                    }
+                }
+                KeyCmd::Revoke { key_id } => {
+                    let k = merchants::revoke_api_key(&db, key_id).await?;
+                    println!("revoked {} at {}", k.id, k.revoked_at.map(|t| t.to_rfc3339()).unwrap_or_default());
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Connects and makes sure the schema is current (operators may run ops before the API).
+async fn connect(config: &Config) -> anyhow::Result<sea_orm::DatabaseConnection> {
+    let db = api::db::connect(config).await.with_context(|| format!("connecting to {}", redact(&config.database_url)))?;
+    api::db::migrate(&db).await?;
+    Ok(db)
+}
+
+/// A database URL without its password, for messages.
+fn redact(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut u) if u.password().is_some() => {
+            let _ = u.set_password(Some("***"));
+            u.to_string()
+        }
+        _ => url.to_owned(),
+    }
+}
+
+async fn serve(config: Config) -> anyhow::Result<()> {
+    if config.redis_url.is_some() {
+        bail!("`ops serve` runs the embedded single-process mode; unset redis_url (PAYGATE_REDIS_URL) or run the api and worker binaries");
+    }
+    let listen = config.listen;
+    let seed = config.embedded.seed_demo;
+    let state = api::bootstrap(config).await?;
+    if seed {
+        if let Some((m, key)) = merchants::seed_demo(&state.db).await? {
+            println!("\nFirst start: created merchant {:?} ({}) and a test API key with every permission.", m.name, m.id);
+            println!("It is shown only this once:\n\n    {key}\n");
+            println!("Try:  curl -s -H 'X-API-Key: {key}' -H 'Content-Type: application/json' \\");
+            println!("        -d '{{\"currency\":\"BTC\",\"amount\":\"0.001\"}}' http://{listen}/v1/invoices\n");
+        }
+    }
+    let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
+    tracing::info!(addr = %listener.local_addr()?, "paygate (embedded) listening; API docs at /docs");
+    api::app::serve(listener, state, api::app::shutdown_signal()).await?;
+    Ok(())
+}

@@ -227,8 +227,11 @@ fn resolve_settlement(req: &CreateInvoiceRequest) -> ApiResult<(String, Option<S
     })
 }
 
+/// Fiat values are shown with exactly two decimals (`"60.00"`).
 fn round_fiat(d: Decimal) -> Amount {
-    Amount::new(d.round_dp_with_strategy(2, RoundingStrategy::MidpointAwayFromZero))
+    let mut r = d.round_dp_with_strategy(2, RoundingStrategy::MidpointAwayFromZero);
+    r.rescale(2);
+    Amount(r)
 }
 
 /// Checks the gate's limits for this deployment (spec min/max, narrowed by configuration).

@@ -1,0 +1,425 @@
+//! Spec 4.1-4.4: invoices.
+
+mod common;
+
+use std::collections::HashSet;
+
+use api::chain::address::{AddressFamily, ChainNet, validate_address};
+use chrono::{DateTime, Duration, Utc};
+use common::TestApp;
+use entity::Environment;
+use serde_json::{Value, json};
+
+/// Every field of spec 2.2.
+const INVOICE_FIELDS: [&str; 36] = [
+    "id", "merchant_id", "currency", "network", "amount_requested", "amount_paid", "amount_usd", "amount_fiat",
+    "amount_in_base_currency", "fiat_currency", "status", "environment", "deposit_address", "deposit_address_tag",
+    "description", "external_id", "idempotency_key", "metadata", "redirect_url", "source", "static_address_id",
+    "checkout_url", "payments", "expires_at", "paid_at", "created_at", "is_deferred", "draft_expires_at", "activated_at",
+    "activation_count", "is_locked_fiat", "target_settlement_asset", "settlement_target_currency",
+    "settlement_target_network", "payer_email", "sent_at",
+];
+
+fn ts(v: &Value) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(v.as_str().unwrap_or_else(|| panic!("not a timestamp: {v}"))).unwrap().with_timezone(&Utc)
+}
+
+#[tokio::test]
+async fn create_crypto_invoice_returns_every_field() {
+    let app = TestApp::spawn().await;
+    let (m, key) = app.test_key().await;
+    let r = app
+        .post(
+            "/v1/invoices",
+            Some(&key),
+            &json!({"currency": "BTC", "amount": "0.00150000", "description": "Order 42", "external_id": "ord-42",
+                    "metadata": {"cart": "abc", "n": 3}, "redirect_url": "https://shop.example/thanks"}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let inv = r.data();
+    let obj = inv.as_object().unwrap();
+    for f in INVOICE_FIELDS {
+        assert!(obj.contains_key(f), "missing field {f}");
+    }
+    assert_eq!(inv["merchant_id"], m.to_string());
+    assert_eq!(inv["status"], "pending");
+    assert_eq!(inv["environment"], "test");
+    assert_eq!(inv["currency"], "BTC");
+    assert_eq!(inv["network"], "bitcoin");
+    assert_eq!(inv["amount_requested"], "0.0015");
+    assert_eq!(inv["amount_paid"], "0");
+    assert_eq!(inv["amount_usd"], "90.00"); // 0.0015 * 60000 (sandbox rate)
+    assert_eq!(inv["amount_in_base_currency"], "90.00");
+    assert_eq!(inv["amount_fiat"], Value::Null);
+    assert_eq!(inv["is_locked_fiat"], false);
+    assert_eq!(inv["description"], "Order 42");
+    assert_eq!(inv["external_id"], "ord-42");
+    assert_eq!(inv["metadata"], json!({"cart": "abc", "n": 3}));
+    assert_eq!(inv["redirect_url"], "https://shop.example/thanks");
+    assert_eq!(inv["source"], "api");
+    assert_eq!(inv["payments"], json!([]));
+    assert_eq!(inv["target_settlement_asset"], "passthrough");
+    assert_eq!(inv["activation_count"], 0);
+    assert_eq!(inv["is_deferred"], false);
+    let id = inv["id"].as_str().unwrap();
+    assert_eq!(inv["checkout_url"], format!("http://127.0.0.1:8080/checkout/{id}"));
+    let addr = inv["deposit_address"].as_str().unwrap();
+    assert!(addr.starts_with("tb1q"), "{addr}");
+    validate_address(AddressFamily::Bitcoin, ChainNet::Testnet, addr, None).unwrap();
+    let lifetime = ts(&inv["expires_at"]) - ts(&inv["created_at"]);
+    assert_eq!(lifetime, Duration::seconds(3600));
+
+    // GET returns the same invoice with its (empty) payments.
+    let g = app.get(&format!("/v1/invoices/{id}"), Some(&key)).await;
+    assert_eq!(g.status, 200);
+    assert_eq!(g.data(), inv);
+}
+
+#[tokio::test]
+async fn deposit_addresses_are_unique_and_valid_per_chain() {
+    let app = TestApp::spawn().await;
+    let (m, key) = app.test_key().await;
+    let live = app.key(m, Environment::Live, &[]).await;
+    let cases = [
+        ("bitcoin", "0.001", AddressFamily::Bitcoin),
+        ("ethereum", "0.01", AddressFamily::Evm),
+        ("polygon_usdc", "5", AddressFamily::Evm),
+        ("tron_usdt", "5", AddressFamily::Tron),
+        ("xrp", "5", AddressFamily::Xrp),
+        ("solana", "0.5", AddressFamily::Solana),
+        ("solana_usdc", "5", AddressFamily::Solana),
+    ];
+    let mut seen = HashSet::new();
+    for (env_key, net) in [(&key, ChainNet::Testnet), (&live, ChainNet::Mainnet)] {
+        for (gate, amount, family) in cases {
+            let inv = app.create_invoice(env_key, json!({"currency": gate, "amount": amount})).await;
+            let addr = inv["deposit_address"].as_str().unwrap().to_owned();
+            let tag = inv["deposit_address_tag"].as_str().map(str::to_owned);
+            validate_address(family, net, &addr, tag.as_deref()).unwrap_or_else(|e| panic!("{gate}: {addr}: {e}"));
+            assert_eq!(tag.is_some(), family == AddressFamily::Xrp, "{gate}");
+            assert!(seen.insert((inv["environment"].to_string(), addr, tag)), "{gate}: address reused");
+        }
+    }
+    // Many invoices on one gate: all distinct.
+    let mut addrs = HashSet::new();
+    for _ in 0..45 {
+        let inv = app.create_invoice(&key, json!({"currency": "ETH", "network": "ethereum", "amount": "0.01"})).await;
+        assert!(addrs.insert(inv["deposit_address"].as_str().unwrap().to_owned()));
+    }
+}
+
+#[tokio::test]
+async fn fiat_priced_invoices_lock_the_crypto_amount() {
+    let app = TestApp::spawn().await;
+    let (_, key) = app.test_key().await;
+    let inv = app.create_invoice(&key, json!({"currency": "BTC", "amount_fiat": "100", "fiat_currency": "USD"})).await;
+    // 100 / 60000 = 0.0016666…, rounded up to 8 decimals.
+    assert_eq!(inv["amount_requested"], "0.00166667");
+    assert_eq!(inv["amount_fiat"], "100");
+    assert_eq!(inv["fiat_currency"], "USD");
+    assert_eq!(inv["amount_usd"], "100.00");
+    assert_eq!(inv["is_locked_fiat"], true);
+    let inv = app.create_invoice(&key, json!({"currency": "USDT", "network": "tron", "amount_fiat": "25", "fiat_currency": "EUR"})).await;
+    assert_eq!(inv["amount_requested"], "27.777778"); // 25 / 0.9, 6 decimals, rounded up
+    assert_eq!(inv["amount_usd"], "27.78");
+    // A fiat the provider does not price.
+    app.post("/v1/invoices", Some(&key), &json!({"currency": "BTC", "amount_fiat": "10", "fiat_currency": "JPY"}))
+        .await
+        .assert_error(422, "unsupported_currency", Some("fiat_currency"));
+}
+
+#[tokio::test]
+async fn network_inference_and_unknown_currencies() {
+    let app = TestApp::spawn().await;
+    let (_, key) = app.test_key().await;
+    let inv = app.create_invoice(&key, json!({"currency": "SOL", "amount": "1"})).await;
+    assert_eq!(inv["network"], "solana");
+    let inv = app.create_invoice(&key, json!({"currency": "usdc", "network": "solana", "amount": "5"})).await;
+    assert_eq!((inv["currency"].as_str(), inv["network"].as_str()), (Some("USDC"), Some("solana")));
+    let inv = app.create_invoice(&key, json!({"currency": "arbitrum_usdt", "amount": "5"})).await;
+    assert_eq!(inv["network"], "arbitrum");
+    for (body, field) in [
+        (json!({"currency": "USDT", "amount": "5"}), "network"),
+        (json!({"currency": "ETH", "amount": "0.1"}), "network"),
+        (json!({"currency": "DOGE", "amount": "5"}), "currency"),
+        (json!({"currency": "USDT", "network": "bitcoin", "amount": "5"}), "network"),
+    ] {
+        app.post("/v1/invoices", Some(&key), &body).await.assert_error(422, "unsupported_currency", Some(field));
+    }
+}
+
+#[tokio::test]
+async fn gate_minimum_and_maximum() {
+    let app = TestApp::spawn_with(|c| {
+        c.gates.test.insert("tron".into(), api::config::GateOverride { max_amount: Some(500.into()), ..Default::default() });
+    })
+    .await;
+    let (_, key) = app.test_key().await;
+    app.create_invoice(&key, json!({"currency": "BTC", "amount": "0.0001"})).await;
+    app.create_invoice(&key, json!({"currency": "BTC", "amount": "10"})).await;
+    for amount in ["0.00009999", "10.00000001"] {
+        app.post("/v1/invoices", Some(&key), &json!({"currency": "BTC", "amount": amount}))
+            .await
+            .assert_error(422, "amount_out_of_range", Some("amount"));
+    }
+    // Fiat-priced amounts are checked after conversion: 1 USD = 0.00001667 BTC < 0.0001.
+    app.post("/v1/invoices", Some(&key), &json!({"currency": "BTC", "amount_fiat": "1", "fiat_currency": "USD"}))
+        .await
+        .assert_error(422, "amount_out_of_range", Some("amount"));
+    // Configuration narrows the spec's range.
+    app.post("/v1/invoices", Some(&key), &json!({"currency": "TRX", "amount": "501"})).await.assert_error(422, "amount_out_of_range", Some("amount"));
+    // More decimals than the asset has is malformed (400).
+    app.post("/v1/invoices", Some(&key), &json!({"currency": "BTC", "amount": "0.000000001"})).await.assert_error(400, "validation_error", Some("amount"));
+}
+
+#[tokio::test]
+async fn offline_gates_are_503() {
+    let app = TestApp::spawn_with(|c| {
+        c.gates.test.insert("bitcoin".into(), api::config::GateOverride { status: Some(api::config::GateStatus::Offline), ..Default::default() });
+        c.addresses.live.solana_pool.clear();
+    })
+    .await;
+    let (m, key) = app.test_key().await;
+    app.post("/v1/invoices", Some(&key), &json!({"currency": "BTC", "amount": "0.01"})).await.assert_error(503, "gate_offline", None);
+    app.create_invoice(&key, json!({"currency": "SOL", "amount": "1"})).await;
+    // Live gates without operator keys are offline.
+    let live = app.key(m, Environment::Live, &[]).await;
+    app.post("/v1/invoices", Some(&live), &json!({"currency": "SOL", "amount": "1"})).await.assert_error(503, "gate_offline", None);
+    let cur = app.get("/v1/currencies?environment=live", None).await;
+    let sol = cur.data().as_array().unwrap().iter().find(|c| c["id"] == "solana").unwrap().clone();
+    assert_eq!(sol["status"], "offline");
+    let cur = app.get("/v1/currencies?environment=test", None).await;
+    let btc = cur.data().as_array().unwrap().iter().find(|c| c["id"] == "bitcoin").unwrap().clone();
+    assert_eq!(btc["status"], "offline");
+}
+
+#[tokio::test]
+async fn malformed_requests_are_400_naming_the_field() {
+    let app = TestApp::spawn().await;
+    let (_, key) = app.test_key().await;
+    let r = app.post_raw("/v1/invoices", &key, "{\"currency\": \"BTC\",").await;
+    r.assert_error(400, "validation_error", Some("body"));
+    app.post_raw("/v1/invoices", &key, "[1,2]").await.assert_error(400, "validation_error", Some("body"));
+    app.post_raw("/v1/invoices", &key, "").await.assert_error(400, "validation_error", Some("body"));
+    for (body, field) in [
+        (json!({"currency": "BTC", "amount": 5}), "amount"),
+        (json!({"currency": 7, "amount": "5"}), "currency"),
+        (json!({"currency": "BTC", "amount": "5", "is_deferred": "yes"}), "is_deferred"),
+        (json!({"currency": "BTC", "amount": "5", "metadata": [1]}), "metadata"),
+        (json!({"currency": "BTC", "amount": "5", "amout": "1"}), "amout"),
+        (json!({"currency": "BTC", "amount": "-1"}), "amount"),
+        (json!({"currency": "BTC", "amount": "1e3"}), "amount"),
+        (json!({"currency": "BTC"}), "amount"),
+        (json!({"amount": "0.1"}), "currency"),
+        (json!({"currency": "BTC", "amount": "0.1", "amount_fiat": "5", "fiat_currency": "USD"}), "amount"),
+        (json!({"currency": "BTC", "amount_fiat": "5"}), "fiat_currency"),
+        (json!({"currency": "BTC", "amount": "0.1", "description": "x".repeat(1001)}), "description"),
+        (json!({"currency": "BTC", "amount": "0.1", "external_id": "x".repeat(256)}), "external_id"),
+        (json!({"currency": "BTC", "amount": "0.1", "idempotency_key": "k".repeat(256)}), "idempotency_key"),
+        (json!({"currency": "BTC", "amount": "0.1", "idempotency_key": ""}), "idempotency_key"),
+        (json!({"currency": "BTC", "amount": "0.1", "redirect_url": "javascript:alert(1)"}), "redirect_url"),
+        (json!({"currency": "BTC", "amount": "0.1", "payer_email": "not-an-email"}), "payer_email"),
+        (json!({"currency": "BTC", "amount": "0.1", "draft_expires_at": "2099-01-01T00:00:00Z"}), "draft_expires_at"),
+        (json!({"currency": "BTC", "amount": "0.1", "is_deferred": true, "draft_expires_at": "yesterday"}), "draft_expires_at"),
+    ] {
+        app.post("/v1/invoices", Some(&key), &body).await.assert_error(400, "validation_error", Some(field));
+    }
+    let meta: serde_json::Map<String, Value> = (0..51).map(|i| (format!("k{i}"), json!(i))).collect();
+    app.post("/v1/invoices", Some(&key), &json!({"currency": "BTC", "amount": "0.1", "metadata": meta}))
+        .await
+        .assert_error(400, "validation_error", Some("metadata"));
+    let meta: serde_json::Map<String, Value> = (0..50).map(|i| (format!("k{i}"), json!(i))).collect();
+    app.create_invoice(&key, json!({"currency": "BTC", "amount": "0.1", "metadata": meta})).await;
+    // Bad UUIDs in paths.
+    app.get("/v1/invoices/not-a-uuid", Some(&key)).await.assert_error(400, "validation_error", Some("invoice_id"));
+    app.post("/v1/invoices/123/cancel", Some(&key), &json!({})).await.assert_error(400, "validation_error", Some("invoice_id"));
+    app.get(&format!("/v1/invoices/{}", uuid::Uuid::new_v4()), Some(&key)).await.assert_error(404, "not_found", None);
+    // Nothing was written by any of the refused requests.
+    assert_eq!(app.get("/v1/invoices", Some(&key)).await.body["meta"]["pagination"]["total"], 1);
+}
+
+#[tokio::test]
+async fn idempotency_replays_and_mismatches() {
+    let app = TestApp::spawn().await;
+    let (_, key) = app.test_key().await;
+    let body = json!({"currency": "BTC", "amount": "0.01", "idempotency_key": "order-1", "metadata": {"a": 1, "b": 2}});
+    let first = app.create_invoice(&key, body.clone()).await;
+    // Same body with keys in another order and an explicit null: a replay.
+    let again = app
+        .post("/v1/invoices", Some(&key), &json!({"metadata": {"b": 2, "a": 1}, "idempotency_key": "order-1", "amount": "0.01", "currency": "BTC", "description": null}))
+        .await;
+    assert_eq!(again.status, 201);
+    assert_eq!(again.headers["idempotent-replayed"], "true");
+    assert_eq!(again.data()["id"], first["id"]);
+    assert_eq!(again.data()["deposit_address"], first["deposit_address"]);
+    app.post("/v1/invoices", Some(&key), &json!({"currency": "BTC", "amount": "0.02", "idempotency_key": "order-1"}))
+        .await
+        .assert_error(422, "idempotency_key_mismatch", Some("idempotency_key"));
+    // Keys are per merchant and environment.
+    let (_, other) = app.test_key().await;
+    let theirs = app.create_invoice(&other, body.clone()).await;
+    assert_ne!(theirs["id"], first["id"]);
+}
+
+#[tokio::test]
+async fn concurrent_identical_requests_create_one_invoice() {
+    let app = TestApp::spawn().await;
+    let (_, key) = app.test_key().await;
+    let body = json!({"currency": "ETH", "network": "base", "amount": "0.5", "idempotency_key": "race-1"});
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..24 {
+        let (http, url, key, body) = (app.http.clone(), app.url("/v1/invoices"), key.clone(), body.clone());
+        set.spawn(async move {
+            let r = http.post(url).header("X-API-Key", key).json(&body).send().await.unwrap();
+            (r.status().as_u16(), r.json::<Value>().await.unwrap())
+        });
+    }
+    let mut ids = HashSet::new();
+    while let Some(res) = set.join_next().await {
+        let (status, body) = res.unwrap();
+        assert_eq!(status, 201, "{body}");
+        ids.insert(body["data"]["id"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(ids.len(), 1, "concurrent identical requests created {} invoices", ids.len());
+    assert_eq!(app.get("/v1/invoices", Some(&key)).await.body["meta"]["pagination"]["total"], 1);
+}
+
+#[tokio::test]
+async fn deferred_drafts() {
+    let app = TestApp::spawn().await;
+    let (_, key) = app.test_key().await;
+    let d = app.create_invoice(&key, json!({"is_deferred": true, "amount_fiat": "49.90", "fiat_currency": "USD", "payer_email": "payer@example.com"})).await;
+    assert_eq!(d["status"], "draft");
+    assert_eq!(d["is_deferred"], true);
+    assert_eq!(d["currency"], Value::Null);
+    assert_eq!(d["deposit_address"], Value::Null);
+    assert_eq!(d["expires_at"], Value::Null);
+    assert_eq!(d["amount_usd"], "49.90");
+    assert_eq!(d["payer_email"], "payer@example.com");
+    let default_life = ts(&d["draft_expires_at"]) - ts(&d["created_at"]);
+    assert_eq!(default_life, Duration::days(7));
+    let until = (Utc::now() + Duration::days(2)).to_rfc3339();
+    let d2 = app.create_invoice(&key, json!({"is_deferred": true, "currency": "BTC", "amount": "0.01", "draft_expires_at": until})).await;
+    assert_eq!(d2["status"], "draft");
+    assert_eq!(d2["amount_requested"], "0.01");
+    assert_eq!(ts(&d2["draft_expires_at"]).timestamp(), ts(&json!(until)).timestamp());
+    let past = (Utc::now() - Duration::minutes(1)).to_rfc3339();
+    app.post("/v1/invoices", Some(&key), &json!({"is_deferred": true, "currency": "BTC", "amount": "0.01", "draft_expires_at": past}))
+        .await
+        .assert_error(400, "validation_error", Some("draft_expires_at"));
+    // Drafts are not cancellable through the API (only pending invoices are).
+    app.post(&format!("/v1/invoices/{}/cancel", d["id"].as_str().unwrap()), Some(&key), &json!({}))
+        .await
+        .assert_error(409, "invoice_not_cancellable", None);
+}
+
+#[tokio::test]
+async fn settlement_targets() {
+    let app = TestApp::spawn().await;
+    let (_, key) = app.test_key().await;
+    let inv = app.create_invoice(&key, json!({"currency": "BTC", "amount": "0.01", "target_settlement_asset": "tron_usdt"})).await;
+    assert_eq!(inv["target_settlement_asset"], "tron_usdt");
+    assert_eq!(inv["settlement_target_currency"], "USDT");
+    assert_eq!(inv["settlement_target_network"], "tron");
+    let inv = app.create_invoice(&key, json!({"currency": "BTC", "amount": "0.01", "settlement_target_currency": "USDC", "settlement_target_network": "polygon"})).await;
+    assert_eq!(inv["target_settlement_asset"], "polygon_usdc");
+    app.post("/v1/invoices", Some(&key), &json!({"currency": "BTC", "amount": "0.01", "target_settlement_asset": "gold"}))
+        .await
+        .assert_error(422, "unsupported_currency", Some("target_settlement_asset"));
+}
+
+#[tokio::test]
+async fn list_filters_and_pagination() {
+    let app = TestApp::spawn().await;
+    let (_, key) = app.test_key().await;
+    let mut created = Vec::new();
+    for i in 0..5 {
+        created.push(app.create_invoice(&key, json!({"currency": "BTC", "amount": format!("0.00{}", i + 1)})).await);
+    }
+    for _ in 0..3 {
+        created.push(app.create_invoice(&key, json!({"currency": "USDT", "network": "tron", "amount": "10"})).await);
+    }
+    app.post(&format!("/v1/invoices/{}/cancel", created[0]["id"].as_str().unwrap()), Some(&key), &json!({})).await;
+
+    let r = app.get("/v1/invoices", Some(&key)).await;
+    assert_eq!(r.body["meta"]["pagination"], json!({"total": 8, "limit": 20, "offset": 0, "has_more": false}));
+    // Newest first.
+    assert_eq!(r.data()[0]["id"], created[7]["id"]);
+    let r = app.get("/v1/invoices?limit=3&offset=3", Some(&key)).await;
+    assert_eq!(r.body["meta"]["pagination"], json!({"total": 8, "limit": 3, "offset": 3, "has_more": true}));
+    assert_eq!(r.data().as_array().unwrap().len(), 3);
+    let r = app.get("/v1/invoices?limit=3&offset=6", Some(&key)).await;
+    assert_eq!(r.body["meta"]["pagination"]["has_more"], false);
+    assert_eq!(r.data().as_array().unwrap().len(), 2);
+    let r = app.get("/v1/invoices?offset=100", Some(&key)).await;
+    assert_eq!(r.data(), &json!([]));
+    // Paging by offset += limit visits every invoice once.
+    let mut seen = HashSet::new();
+    let mut offset = 0;
+    loop {
+        let r = app.get(&format!("/v1/invoices?limit=3&offset={offset}"), Some(&key)).await;
+        for inv in r.data().as_array().unwrap() {
+            assert!(seen.insert(inv["id"].as_str().unwrap().to_owned()));
+        }
+        if r.body["meta"]["pagination"]["has_more"] == false {
+            break;
+        }
+        offset += 3;
+    }
+    assert_eq!(seen.len(), 8);
+
+    assert_eq!(app.get("/v1/invoices?currency=USDT", Some(&key)).await.body["meta"]["pagination"]["total"], 3);
+    assert_eq!(app.get("/v1/invoices?currency=tron_usdt", Some(&key)).await.body["meta"]["pagination"]["total"], 3);
+    assert_eq!(app.get("/v1/invoices?network=bitcoin", Some(&key)).await.body["meta"]["pagination"]["total"], 5);
+    assert_eq!(app.get("/v1/invoices?status=cancelled", Some(&key)).await.body["meta"]["pagination"]["total"], 1);
+    assert_eq!(app.get("/v1/invoices?status=pending&currency=BTC", Some(&key)).await.body["meta"]["pagination"]["total"], 4);
+    for bad in ["limit=0", "limit=101", "offset=-1", "limit=x", "status=bogus"] {
+        let field = bad.split('=').next().unwrap();
+        app.get(&format!("/v1/invoices?{bad}"), Some(&key)).await.assert_error(400, "validation_error", Some(field));
+    }
+    assert_eq!(app.get("/v1/invoices?limit=1", Some(&key)).await.status, 200);
+    assert_eq!(app.get("/v1/invoices?limit=100", Some(&key)).await.status, 200);
+}
+
+#[tokio::test]
+async fn cancel_only_pending() {
+    let app = TestApp::spawn().await;
+    let (_, key) = app.test_key().await;
+    let inv = app.create_invoice(&key, json!({"currency": "BTC", "amount": "0.01"})).await;
+    let id = inv["id"].as_str().unwrap();
+    let r = app.post(&format!("/v1/invoices/{id}/cancel"), Some(&key), &json!({})).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.data()["status"], "cancelled");
+    assert_eq!(r.data()["id"], id);
+    app.post(&format!("/v1/invoices/{id}/cancel"), Some(&key), &json!({})).await.assert_error(409, "invoice_not_cancellable", None);
+    assert_eq!(app.get(&format!("/v1/invoices/{id}"), Some(&key)).await.data()["status"], "cancelled");
+    // Concurrent cancels: exactly one succeeds.
+    let inv = app.create_invoice(&key, json!({"currency": "BTC", "amount": "0.01"})).await;
+    let url = app.url(&format!("/v1/invoices/{}/cancel", inv["id"].as_str().unwrap()));
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..8 {
+        let (http, url, key) = (app.http.clone(), url.clone(), key.clone());
+        set.spawn(async move { http.post(url).header("X-API-Key", key).send().await.unwrap().status().as_u16() });
+    }
+    let mut codes = Vec::new();
+    while let Some(c) = set.join_next().await {
+        codes.push(c.unwrap());
+    }
+    codes.sort();
+    assert_eq!(codes, vec![200, 409, 409, 409, 409, 409, 409, 409]);
+}
+
+#[tokio::test]
+async fn amounts_round_trip_exactly_with_all_decimals() {
+    // 19 significant digits: a double would lose the tail (SQLite stores these as TEXT).
+    let app = TestApp::spawn().await;
+    let (_, key) = app.test_key().await;
+    let inv = app.create_invoice(&key, json!({"currency": "ETH", "network": "ethereum", "amount": "1.123456789012345678"})).await;
+    assert_eq!(inv["amount_requested"], "1.123456789012345678");
+    let g = app.get(&format!("/v1/invoices/{}", inv["id"].as_str().unwrap()), Some(&key)).await;
+    assert_eq!(g.data()["amount_requested"], "1.123456789012345678");
+    let l = app.get("/v1/invoices", Some(&key)).await;
+    assert_eq!(l.data()[0]["amount_requested"], "1.123456789012345678");
+    assert_eq!(l.data()[0]["amount_usd"], "3370.37");
+}

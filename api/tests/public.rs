@@ -1,0 +1,141 @@
+//! Spec 4.13, 4.14: currencies and rates; OpenAPI and docs.
+
+mod common;
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::routing::get;
+use common::TestApp;
+use serde_json::{Value, json};
+
+#[tokio::test]
+async fn currencies_list_the_eighteen_gates() {
+    let app = TestApp::spawn().await;
+    for env in ["test", "live"] {
+        let r = app.get(&format!("/v1/currencies?environment={env}"), None).await;
+        assert_eq!(r.status, 200);
+        let list = r.data().as_array().unwrap();
+        assert_eq!(list.len(), 18);
+        for c in list {
+            for f in ["id", "name", "network", "decimals", "confirmations_required", "status", "usd_nominal_available"] {
+                assert!(c.get(f).is_some(), "{f} missing in {c}");
+            }
+            assert_eq!(c["status"], "online", "{c}");
+        }
+        let btc = list.iter().find(|c| c["id"] == "bitcoin").unwrap();
+        assert_eq!((btc["decimals"].as_u64(), btc["confirmations_required"].as_u64()), (Some(8), Some(3)));
+        assert_eq!(btc["usd_nominal_available"], true);
+        let pol = list.iter().find(|c| c["id"] == "polygon_usdt").unwrap();
+        assert_eq!(pol["confirmations_required"], 128);
+    }
+    assert_eq!(app.get("/v1/currencies", None).await.data().as_array().unwrap().len(), 18);
+    app.get("/v1/currencies?environment=staging", None).await.assert_error(400, "validation_error", Some("environment"));
+}
+
+#[tokio::test]
+async fn rates_filter() {
+    let app = TestApp::spawn().await;
+    let r = app.get("/v1/rates?environment=test&currency=BTC&fiat=USD", None).await;
+    assert_eq!(r.status, 200);
+    let rows = r.data().as_array().unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["rate"], "60000");
+    assert_eq!(rows[0]["currency"], "BTC");
+    assert_eq!(rows[0]["fiat_currency"], "USD");
+    assert_eq!(rows[0]["source"], "static");
+    assert!(rows[0]["updated_at"].is_string());
+    assert!(app.get("/v1/rates?environment=test", None).await.data().as_array().unwrap().len() >= 27);
+    app.get("/v1/rates?environment=nope", None).await.assert_error(400, "validation_error", Some("environment"));
+}
+
+/// A fake CoinGecko `simple/price` endpoint whose answer the test can break.
+async fn fake_price_api(healthy: std::sync::Arc<std::sync::atomic::AtomicBool>) -> String {
+    let app = axum::Router::new().route(
+        "/api/v3/simple/price",
+        get(move |q: axum::extract::Query<std::collections::HashMap<String, String>>| {
+            let healthy = healthy.clone();
+            async move {
+                if !healthy.load(std::sync::atomic::Ordering::SeqCst) {
+                    return Err(axum::http::StatusCode::INTERNAL_SERVER_ERROR);
+                }
+                assert!(q.get("ids").unwrap().contains("bitcoin"));
+                assert!(q.get("vs_currencies").unwrap().contains("usd"));
+                let now = chrono::Utc::now().timestamp();
+                Ok(Json(json!({
+                    "bitcoin": {"usd": 65432.1, "eur": 60000, "last_updated_at": now},
+                    "tether": {"usd": 1.0002, "eur": 0.92, "last_updated_at": now},
+                    "ethereum": {"usd": 3100.55, "last_updated_at": now}
+                })))
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{addr}/api/v3")
+}
+
+#[tokio::test]
+async fn http_rates_provider_prices_live_invoices_and_stale_rates_refuse_fiat() {
+    let healthy = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let url = fake_price_api(healthy.clone()).await;
+    let app = TestApp::spawn_with(|c| {
+        c.rates.live.provider = api::config::RatesProviderKind::Http;
+        c.rates.live.url = url;
+        c.rates.live.refresh_secs = 1;
+        c.rates.live.max_age_secs = 2;
+    })
+    .await;
+    let rows = app.get("/v1/rates?currency=BTC", None).await;
+    let usd = rows.data().as_array().unwrap().iter().find(|r| r["fiat_currency"] == "USD").unwrap().clone();
+    assert_eq!(usd["rate"], "65432.1");
+    assert_eq!(usd["source"], "coingecko");
+    let m = app.merchant().await;
+    let live = app.key(m, entity::Environment::Live, &[]).await;
+    let inv = app.create_invoice(&live, json!({"currency": "BTC", "amount_fiat": "654.321", "fiat_currency": "USD"})).await;
+    assert_eq!(inv["amount_requested"], "0.01");
+    assert_eq!(inv["amount_usd"], "654.32");
+    // The provider breaks; once the cached rates are older than max_age, fiat pricing stops.
+    healthy.store(false, std::sync::atomic::Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    app.post("/v1/invoices", Some(&live), &json!({"currency": "BTC", "amount_fiat": "100", "fiat_currency": "USD"}))
+        .await
+        .assert_error(503, "rates_unavailable", None);
+    assert_eq!(app.get("/v1/rates", None).await.data(), &json!([]));
+    // Crypto-priced invoices still work, without USD values.
+    let inv = app.create_invoice(&live, json!({"currency": "BTC", "amount": "0.01"})).await;
+    assert_eq!(inv["amount_usd"], Value::Null);
+    // The provider recovers and so does pricing.
+    healthy.store(true, std::sync::atomic::Ordering::SeqCst);
+    let t = std::time::Instant::now();
+    loop {
+        let r = app.post("/v1/invoices", Some(&live), &json!({"currency": "BTC", "amount_fiat": "100", "fiat_currency": "USD"})).await;
+        if r.status == 201 {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(20), "rates never recovered: {}", r.body);
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[tokio::test]
+async fn openapi_document_and_offline_docs() {
+    let app = TestApp::spawn().await;
+    let doc = app.get("/openapi.json", None).await;
+    assert_eq!(doc.status, 200);
+    for p in ["/v1/invoices", "/v1/invoices/{invoice_id}", "/v1/invoices/{invoice_id}/cancel", "/v1/currencies", "/v1/rates"] {
+        assert!(doc.body["paths"].get(p).is_some(), "{p} not documented");
+    }
+    assert!(doc.body["components"]["securitySchemes"]["api_key"].is_object());
+    let page = app.http.get(app.url("/docs/")).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    let html = page.text().await.unwrap();
+    assert!(html.contains("swagger"), "{html}");
+    // Assets are served by the binary, not a CDN.
+    for asset in ["swagger-ui.css", "swagger-ui-bundle.js"] {
+        assert!(html.contains(&format!("./{asset}")), "{asset} not local");
+        assert_eq!(app.http.get(app.url(&format!("/docs/{asset}"))).send().await.unwrap().status(), 200);
+    }
+    assert!(!html.contains("https://"), "docs page references an external URL");
+}

@@ -1,0 +1,172 @@
+//! `ops bench`: invoice creation over HTTP against a PostgreSQL-backed API, measured next to a
+//! raw single-row PostgreSQL insert (pgbench) on the same machine in the same run.
+//! Floats here are measurements (rates, milliseconds), never money.
+#![allow(clippy::float_arithmetic)]
+
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use api::auth::Permissions;
+use api::config::Config;
+use clap::Args;
+use entity::Environment;
+use sea_orm::{ConnectionTrait, Database};
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Server URL of PostgreSQL (without database); a fresh database is created on it.
+    #[arg(long, default_value = "postgres://postgres@127.0.0.1:5432")]
+    pg: String,
+    /// Name of the scratch database (dropped and recreated).
+    #[arg(long, default_value = "paygate_bench")]
+    database: String,
+    /// Concurrent HTTP connections (and pgbench clients).
+    #[arg(long, default_value_t = 64)]
+    concurrency: usize,
+    /// Measured seconds for each of the two runs.
+    #[arg(long, default_value_t = 10)]
+    seconds: u64,
+    /// Unmeasured warm-up seconds before the HTTP run.
+    #[arg(long, default_value_t = 2)]
+    warmup: u64,
+    /// Exit non-zero unless the targets hold (>= 40% of the raw insert rate, p99 < 25 ms).
+    #[arg(long)]
+    check: bool,
+}
+
+struct HttpResult {
+    requests: u64,
+    errors: u64,
+    elapsed: Duration,
+    p50_ms: f64,
+    p99_ms: f64,
+}
+
+pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
+    let admin = Database::connect(format!("{}/postgres", args.pg.trim_end_matches('/'))).await.context("connecting to PostgreSQL")?;
+    admin.execute_unprepared(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", args.database)).await?;
+    admin.execute_unprepared(&format!("CREATE DATABASE {}", args.database)).await?;
+    let db_url = format!("{}/{}", args.pg.trim_end_matches('/'), args.database);
+
+    let http = http_run(&args, &db_url).await?;
+    let raw_tps = pgbench(&args, &db_url)?;
+
+    let rps = http.requests as f64 / http.elapsed.as_secs_f64();
+    let ratio = rps / raw_tps;
+    println!("invoice create over HTTP: {:.0} req/s  p50 {:.2} ms  p99 {:.2} ms  ({} requests, {} errors, {} connections, {:.1} s)",
+        rps, http.p50_ms, http.p99_ms, http.requests, http.errors, args.concurrency, http.elapsed.as_secs_f64());
+    println!("raw PostgreSQL single-row insert (pgbench): {raw_tps:.0} tps");
+    println!("ratio: {:.1}% of the raw insert rate (target >= 40%), p99 target < 25 ms", ratio * 100.0);
+    let pass = ratio >= 0.40 && http.p99_ms < 25.0 && http.errors == 0;
+    println!("result: {}", if pass { "PASS" } else { "FAIL" });
+    admin.execute_unprepared(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", args.database)).await?;
+    if args.check && !pass {
+        bail!("benchmark targets not met");
+    }
+    Ok(())
+}
+
+async fn http_run(args: &BenchArgs, db_url: &str) -> anyhow::Result<HttpResult> {
+    let mut config = Config { database_url: db_url.to_owned(), ..Config::default() };
+    config.db.max_connections = 32;
+    config.embedded.seed_demo = false;
+    let state = api::bootstrap(config).await?;
+    let m = api::merchants::create_merchant(&state.db, "bench", &Default::default()).await?;
+    let (_, key) = api::merchants::create_api_key(&state.db, m.id, Environment::Test, Permissions::all(), Some("bench")).await?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(api::app::serve(listener, state, async {
+        let _ = stop_rx.await;
+    }));
+
+    let client = reqwest::Client::builder().pool_max_idle_per_host(args.concurrency).build()?;
+    let url = format!("http://{addr}/v1/invoices");
+    let body = r#"{"currency":"BTC","amount":"0.001","description":"bench"}"#;
+    let measuring = Arc::new(AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
+    let errors = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..args.concurrency {
+        let (client, url, key, measuring, stop, errors) = (client.clone(), url.clone(), key.clone(), measuring.clone(), stop.clone(), errors.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut lat = Vec::with_capacity(16_384);
+            while !stop.load(Ordering::Relaxed) {
+                let t = Instant::now();
+                let res = client.post(&url).header("x-api-key", &key).header("content-type", "application/json").body(body).send().await;
+                let ok = match res {
+                    Ok(r) => r.status().as_u16() == 201 && r.bytes().await.is_ok(),
+                    Err(_) => false,
+                };
+                if measuring.load(Ordering::Relaxed) {
+                    if ok {
+                        lat.push(t.elapsed().as_micros() as u32);
+                    } else {
+                        errors.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            lat
+        }));
+    }
+    tokio::time::sleep(Duration::from_secs(args.warmup)).await;
+    measuring.store(true, Ordering::Relaxed);
+    let started = Instant::now();
+    tokio::time::sleep(Duration::from_secs(args.seconds)).await;
+    measuring.store(false, Ordering::Relaxed);
+    let elapsed = started.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await?);
+    }
+    let _ = stop_tx.send(());
+    let _ = server.await;
+    all.sort_unstable();
+    let pct = |p: f64| -> f64 {
+        if all.is_empty() {
+            return f64::NAN;
+        }
+        let i = ((all.len() as f64 * p).ceil() as usize).clamp(1, all.len()) - 1;
+        f64::from(all[i]) / 1000.0
+    };
+    Ok(HttpResult { requests: all.len() as u64, errors: errors.load(Ordering::Relaxed), elapsed, p50_ms: pct(0.50), p99_ms: pct(0.99) })
+}
+
+/// pgbench with a one-statement script: a single-row INSERT of an invoice-sized row.
+fn pgbench(args: &BenchArgs, db_url: &str) -> anyhow::Result<f64> {
+    let u = url::Url::parse(db_url)?;
+    let host = u.host_str().unwrap_or("127.0.0.1").to_owned();
+    let port = u.port().unwrap_or(5432).to_string();
+    let user = if u.username().is_empty() { "postgres".to_owned() } else { u.username().to_owned() };
+    let dbname = u.path().trim_start_matches('/').to_owned();
+    let psql = |sql: &str| -> anyhow::Result<()> {
+        let st = Command::new("psql").args(["-q", "-h", &host, "-p", &port, "-U", &user, "-d", &dbname, "-v", "ON_ERROR_STOP=1", "-c", sql]).status().context("running psql")?;
+        if !st.success() {
+            bail!("psql failed: {sql}");
+        }
+        Ok(())
+    };
+    psql("CREATE TABLE bench_raw_insert (id uuid PRIMARY KEY, merchant_id uuid NOT NULL, amount numeric NOT NULL, status varchar(16) NOT NULL, address varchar(128) NOT NULL, created_at timestamptz NOT NULL DEFAULT now())")?;
+    let script = std::env::temp_dir().join(format!("paygate-bench-{}.sql", std::process::id()));
+    std::fs::write(&script, "INSERT INTO bench_raw_insert (id, merchant_id, amount, status, address) VALUES (gen_random_uuid(), gen_random_uuid(), 0.001, 'pending', md5(random()::text));\n")?;
+    let out = Command::new("pgbench")
+        .args(["-n", "-h", &host, "-p", &port, "-U", &user, "-c", &args.concurrency.to_string(), "-j", "2", "-T", &args.seconds.to_string(), "-f"])
+        .arg(&script)
+        .arg(&dbname)
+        .output()
+        .context("running pgbench (install postgresql-contrib / the PostgreSQL server package)")?;
+    let _ = std::fs::remove_file(&script);
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        bail!("pgbench failed: {}{}", text, String::from_utf8_lossy(&out.stderr));
+    }
+    text.lines()
+        .find(|l| l.starts_with("tps = "))
+        .and_then(|l| l.trim_start_matches("tps = ").split_whitespace().next())
+        .and_then(|n| n.parse::<f64>().ok())
+        .with_context(|| format!("no tps line in pgbench output:\n{text}"))
+}
