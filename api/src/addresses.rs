@@ -43,8 +43,12 @@ pub struct AddressBook {
 
 impl AddressBook {
     pub fn new(cfg: &Config) -> Result<AddressBook, ConfigError> {
-        let invalid = |e: crate::chain::address::AddressConfigError| ConfigError::Invalid { key: e.key().to_owned(), message: e.to_string() };
-        let live = AddressDeriver::from_config(&cfg.addresses.live, ChainNet::Mainnet, "addresses.live").map_err(invalid)?;
+        let invalid = |e: crate::chain::address::AddressConfigError| ConfigError::Invalid {
+            key: e.key().to_owned(),
+            message: e.to_string(),
+        };
+        let live =
+            AddressDeriver::from_config(&cfg.addresses.live, ChainNet::Mainnet, "addresses.live").map_err(invalid)?;
         let test = match &cfg.addresses.test {
             Some(keys) => AddressDeriver::from_config(keys, ChainNet::Testnet, "addresses.test").map_err(invalid)?,
             None => AddressDeriver::builtin_test(),
@@ -79,7 +83,12 @@ impl AddressBook {
     }
 
     /// The next unused address of `family` in `env`.
-    pub async fn allocate(&self, db: &DatabaseConnection, env: Environment, family: AddressFamily) -> Result<Allocated, ApiError> {
+    pub async fn allocate(
+        &self,
+        db: &DatabaseConnection,
+        env: Environment,
+        family: AddressFamily,
+    ) -> Result<Allocated, ApiError> {
         let index = {
             let mut blocks = self.blocks.lock().await;
             let slot = blocks.entry((env, family)).or_insert((0, 0));

@@ -41,7 +41,12 @@ async fn health() -> &'static str {
 async fn ready(State(state): State<AppState>) -> impl IntoResponse {
     match state.db.execute_unprepared("SELECT 1").await {
         Ok(_) => (StatusCode::OK, "ready").into_response(),
-        Err(e) => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, ErrorCode::InternalError, format!("database unreachable: {e}")).into_response(),
+        Err(e) => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::InternalError,
+            format!("database unreachable: {e}"),
+        )
+        .into_response(),
     }
 }
 
@@ -54,7 +59,11 @@ async fn method_not_allowed() -> ApiError {
 }
 
 /// Serves until `shutdown` resolves; in-flight requests finish.
-pub async fn serve(listener: tokio::net::TcpListener, state: AppState, shutdown: impl std::future::Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await
 }
 

@@ -105,7 +105,11 @@ impl Permissions {
 
     pub fn to_json(self) -> serde_json::Value {
         serde_json::Value::Array(
-            Permission::ALL.iter().filter(|p| self.contains(**p)).map(|p| serde_json::Value::from(p.as_str())).collect(),
+            Permission::ALL
+                .iter()
+                .filter(|p| self.contains(**p))
+                .map(|p| serde_json::Value::from(p.as_str()))
+                .collect(),
         )
     }
 }

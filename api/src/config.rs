@@ -220,11 +220,46 @@ fn default_static_rates() -> BTreeMap<String, BTreeMap<String, Decimal>> {
         ("ETH".to_owned(), usd_eur(3_000)),
         ("SOL".to_owned(), usd_eur(150)),
         ("BNB".to_owned(), usd_eur(600)),
-        ("TRX".to_owned(), BTreeMap::from([("USD".to_owned(), Decimal::new(25, 2)), ("EUR".to_owned(), Decimal::new(225, 3)), ("GBP".to_owned(), Decimal::new(2, 1))])),
-        ("POL".to_owned(), BTreeMap::from([("USD".to_owned(), Decimal::new(5, 1)), ("EUR".to_owned(), Decimal::new(45, 2)), ("GBP".to_owned(), Decimal::new(4, 1))])),
-        ("XRP".to_owned(), BTreeMap::from([("USD".to_owned(), Decimal::new(2, 0)), ("EUR".to_owned(), Decimal::new(18, 1)), ("GBP".to_owned(), Decimal::new(16, 1))])),
-        ("USDT".to_owned(), BTreeMap::from([("USD".to_owned(), Decimal::ONE), ("EUR".to_owned(), Decimal::new(9, 1)), ("GBP".to_owned(), Decimal::new(8, 1))])),
-        ("USDC".to_owned(), BTreeMap::from([("USD".to_owned(), Decimal::ONE), ("EUR".to_owned(), Decimal::new(9, 1)), ("GBP".to_owned(), Decimal::new(8, 1))])),
+        (
+            "TRX".to_owned(),
+            BTreeMap::from([
+                ("USD".to_owned(), Decimal::new(25, 2)),
+                ("EUR".to_owned(), Decimal::new(225, 3)),
+                ("GBP".to_owned(), Decimal::new(2, 1)),
+            ]),
+        ),
+        (
+            "POL".to_owned(),
+            BTreeMap::from([
+                ("USD".to_owned(), Decimal::new(5, 1)),
+                ("EUR".to_owned(), Decimal::new(45, 2)),
+                ("GBP".to_owned(), Decimal::new(4, 1)),
+            ]),
+        ),
+        (
+            "XRP".to_owned(),
+            BTreeMap::from([
+                ("USD".to_owned(), Decimal::new(2, 0)),
+                ("EUR".to_owned(), Decimal::new(18, 1)),
+                ("GBP".to_owned(), Decimal::new(16, 1)),
+            ]),
+        ),
+        (
+            "USDT".to_owned(),
+            BTreeMap::from([
+                ("USD".to_owned(), Decimal::ONE),
+                ("EUR".to_owned(), Decimal::new(9, 1)),
+                ("GBP".to_owned(), Decimal::new(8, 1)),
+            ]),
+        ),
+        (
+            "USDC".to_owned(),
+            BTreeMap::from([
+                ("USD".to_owned(), Decimal::ONE),
+                ("EUR".to_owned(), Decimal::new(9, 1)),
+                ("GBP".to_owned(), Decimal::new(8, 1)),
+            ]),
+        ),
     ])
 }
 
@@ -269,9 +304,8 @@ pub enum ConfigError {
 impl Config {
     /// Defaults, then the TOML file, then `PAYGATE_*` variables.
     pub fn load() -> Result<Config, ConfigError> {
-        let path = std::env::var_os("PAYGATE_CONFIG")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("paygate.toml"));
+        let path =
+            std::env::var_os("PAYGATE_CONFIG").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("paygate.toml"));
         Self::from_figment(Self::figment(&path))
     }
 
@@ -288,17 +322,22 @@ impl Config {
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
-        let invalid = |key: &str, message: &str| {
-            Err(ConfigError::Invalid { key: key.to_owned(), message: message.to_owned() })
-        };
-        if !(self.database_url.starts_with("sqlite:") || self.database_url.starts_with("postgres://") || self.database_url.starts_with("postgresql://")) {
+        let invalid =
+            |key: &str, message: &str| Err(ConfigError::Invalid { key: key.to_owned(), message: message.to_owned() });
+        if !(self.database_url.starts_with("sqlite:")
+            || self.database_url.starts_with("postgres://")
+            || self.database_url.starts_with("postgresql://"))
+        {
             return invalid("database_url", "must start with sqlite:, postgres:// or postgresql://");
         }
         if self.db.max_connections == 0 {
             return invalid("db.max_connections", "must be at least 1");
         }
         if self.auth.cache_ttl_secs > 60 {
-            return invalid("auth.cache_ttl_secs", "must be at most 60 (revoked keys must stop working within seconds)");
+            return invalid(
+                "auth.cache_ttl_secs",
+                "must be at most 60 (revoked keys must stop working within seconds)",
+            );
         }
         if self.invoices.address_block_size == 0 {
             return invalid("invoices.address_block_size", "must be at least 1");
@@ -321,6 +360,15 @@ impl Config {
                 }
             }
         }
+        use crate::chain::address::{AddressDeriver, ChainNet};
+        let bad_keys = |e: crate::chain::address::AddressConfigError| ConfigError::Invalid {
+            key: e.key().to_owned(),
+            message: e.to_string(),
+        };
+        AddressDeriver::from_config(&self.addresses.live, ChainNet::Mainnet, "addresses.live").map_err(bad_keys)?;
+        if let Some(test) = &self.addresses.test {
+            AddressDeriver::from_config(test, ChainNet::Testnet, "addresses.test").map_err(bad_keys)?;
+        }
         for (env, gates) in [("test", &self.gates.test), ("live", &self.gates.live)] {
             for id in gates.keys() {
                 if crate::gates::find(id).is_none() {
@@ -333,6 +381,7 @@ impl Config {
 }
 
 #[cfg(test)]
+#[allow(clippy::result_large_err)] // figment::Jail's own signature
 mod tests {
     use super::*;
 

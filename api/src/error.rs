@@ -80,7 +80,11 @@ impl ApiError {
     }
 
     pub fn forbidden(permission: &str) -> Self {
-        Self::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, format!("this API key lacks the `{permission}` permission"))
+        Self::new(
+            StatusCode::FORBIDDEN,
+            ErrorCode::Forbidden,
+            format!("this API key lacks the `{permission}` permission"),
+        )
     }
 
     pub fn not_found(what: &str) -> Self {
@@ -105,7 +109,11 @@ impl ApiError {
     /// 500. The cause is logged with the request id; the client sees only the id.
     pub fn internal(cause: impl std::fmt::Display) -> Self {
         tracing::error!(request_id = %current_request_id(), error = %cause, "internal error");
-        Self::new(StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::InternalError, "internal error; quote meta.request_id to support")
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorCode::InternalError,
+            "internal error; quote meta.request_id to support",
+        )
     }
 }
 
@@ -131,10 +139,10 @@ impl IntoResponse for ApiError {
             meta: Meta::current(),
         };
         let mut resp = (self.status, axum::Json(body)).into_response();
-        if let Some(secs) = self.retry_after {
-            if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
-                resp.headers_mut().insert(header::RETRY_AFTER, v);
-            }
+        if let Some(secs) = self.retry_after
+            && let Ok(v) = HeaderValue::from_str(&secs.to_string())
+        {
+            resp.headers_mut().insert(header::RETRY_AFTER, v);
         }
         resp
     }

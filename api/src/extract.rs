@@ -33,8 +33,8 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
         if bytes.is_empty() {
             return Err(ApiError::invalid_field("body", "a JSON object is required"));
         }
-        let raw: serde_json::Value =
-            serde_json::from_slice(&bytes).map_err(|e| ApiError::invalid_field("body", format!("malformed JSON: {e}")))?;
+        let raw: serde_json::Value = serde_json::from_slice(&bytes)
+            .map_err(|e| ApiError::invalid_field("body", format!("malformed JSON: {e}")))?;
         if !raw.is_object() {
             return Err(ApiError::invalid_field("body", "must be a JSON object"));
         }
@@ -108,10 +108,17 @@ impl QueryParams {
     }
 
     /// An optional enum-like parameter; unknown values are 400 naming the allowed ones.
-    pub fn one_of<T>(&self, name: &str, parse: impl Fn(&str) -> Option<T>, allowed: &str) -> Result<Option<T>, ApiError> {
+    pub fn one_of<T>(
+        &self,
+        name: &str,
+        parse: impl Fn(&str) -> Option<T>,
+        allowed: &str,
+    ) -> Result<Option<T>, ApiError> {
         match self.get(name) {
             None | Some("") => Ok(None),
-            Some(v) => parse(v).map(Some).ok_or_else(|| ApiError::invalid_field(name, format!("must be one of {allowed}, got {v:?}"))),
+            Some(v) => parse(v)
+                .map(Some)
+                .ok_or_else(|| ApiError::invalid_field(name, format!("must be one of {allowed}, got {v:?}"))),
         }
     }
 }

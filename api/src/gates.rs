@@ -31,6 +31,7 @@ impl Gate {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 const fn gate(
     id: &'static str,
     asset: &'static str,
@@ -102,11 +103,9 @@ impl std::fmt::Display for ResolveError {
             ResolveError::UnknownNetwork { currency, network } => {
                 write!(f, "currency {currency:?} is not supported on network {network:?}")
             }
-            ResolveError::Ambiguous { currency, networks } => write!(
-                f,
-                "currency {currency:?} exists on several networks ({}); give `network`",
-                networks.join(", ")
-            ),
+            ResolveError::Ambiguous { currency, networks } => {
+                write!(f, "currency {currency:?} exists on several networks ({}); give `network`", networks.join(", "))
+            }
         }
     }
 }
@@ -116,7 +115,9 @@ impl std::fmt::Display for ResolveError {
 pub fn resolve(currency: &str, network: Option<&str>) -> Result<&'static Gate, ResolveError> {
     if let Some(g) = find(currency) {
         return match network {
-            Some(n) if n != g.network => Err(ResolveError::UnknownNetwork { currency: currency.into(), network: n.into() }),
+            Some(n) if n != g.network => {
+                Err(ResolveError::UnknownNetwork { currency: currency.into(), network: n.into() })
+            }
             _ => Ok(g),
         };
     }
@@ -131,7 +132,10 @@ pub fn resolve(currency: &str, network: Option<&str>) -> Result<&'static Gate, R
             .find(|g| g.network == n)
             .ok_or_else(|| ResolveError::UnknownNetwork { currency: currency.into(), network: n.into() }),
         None if candidates.len() == 1 => Ok(candidates[0]),
-        None => Err(ResolveError::Ambiguous { currency: currency.into(), networks: candidates.iter().map(|g| g.network).collect() }),
+        None => Err(ResolveError::Ambiguous {
+            currency: currency.into(),
+            networks: candidates.iter().map(|g| g.network).collect(),
+        }),
     }
 }
 

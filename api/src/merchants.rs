@@ -3,7 +3,10 @@
 use chrono::Utc;
 use entity::{Amount, Environment, api_key, merchant};
 use rust_decimal::Decimal;
-use sea_orm::{ActiveModelTrait, ActiveValue::Set, ColumnTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder};
+use sea_orm::{
+    ActiveModelTrait, ActiveValue::Set, ColumnTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter,
+    QueryOrder,
+};
 use uuid::Uuid;
 
 use crate::auth::{Permissions, generate_key, hash_key};
@@ -17,7 +20,11 @@ pub struct MerchantSettings {
 
 impl Default for MerchantSettings {
     fn default() -> Self {
-        MerchantSettings { base_currency: "USD".into(), invoice_lifetime_secs: 3600, underpayment_tolerance_percent: Decimal::ZERO }
+        MerchantSettings {
+            base_currency: "USD".into(),
+            invoice_lifetime_secs: 3600,
+            underpayment_tolerance_percent: Decimal::ZERO,
+        }
     }
 }
 
@@ -37,19 +44,27 @@ impl MerchantSettings {
     pub fn validate(&self) -> Result<(), MerchantError> {
         let code = &self.base_currency;
         if code.len() != 3 || !code.bytes().all(|b| b.is_ascii_uppercase()) {
-            return Err(MerchantError::Invalid(format!("base_currency must be a 3-letter upper-case fiat code, got {code:?}")));
+            return Err(MerchantError::Invalid(format!(
+                "base_currency must be a 3-letter upper-case fiat code, got {code:?}"
+            )));
         }
         if !(60..=30 * 24 * 3600).contains(&self.invoice_lifetime_secs) {
             return Err(MerchantError::Invalid("invoice_lifetime_secs must be between 60 and 2592000".into()));
         }
-        if self.underpayment_tolerance_percent < Decimal::ZERO || self.underpayment_tolerance_percent > Decimal::from(50) {
+        if self.underpayment_tolerance_percent < Decimal::ZERO
+            || self.underpayment_tolerance_percent > Decimal::from(50)
+        {
             return Err(MerchantError::Invalid("underpayment_tolerance_percent must be between 0 and 50".into()));
         }
         Ok(())
     }
 }
 
-pub async fn create_merchant(db: &DatabaseConnection, name: &str, settings: &MerchantSettings) -> Result<merchant::Model, MerchantError> {
+pub async fn create_merchant(
+    db: &DatabaseConnection,
+    name: &str,
+    settings: &MerchantSettings,
+) -> Result<merchant::Model, MerchantError> {
     settings.validate()?;
     if name.trim().is_empty() || name.len() > 200 {
         return Err(MerchantError::Invalid("name must be 1 to 200 characters".into()));
@@ -75,7 +90,11 @@ pub async fn list_merchants(db: &DatabaseConnection) -> Result<Vec<merchant::Mod
     Ok(merchant::Entity::find().order_by_asc(merchant::Column::CreatedAt).all(db).await?)
 }
 
-pub async fn update_settings(db: &DatabaseConnection, id: Uuid, settings: &MerchantSettings) -> Result<merchant::Model, MerchantError> {
+pub async fn update_settings(
+    db: &DatabaseConnection,
+    id: Uuid,
+    settings: &MerchantSettings,
+) -> Result<merchant::Model, MerchantError> {
     settings.validate()?;
     let m = get_merchant(db, id).await?;
     let mut am: merchant::ActiveModel = m.into();
@@ -112,7 +131,10 @@ pub async fn create_api_key(
     Ok((model, key))
 }
 
-pub async fn list_api_keys(db: &DatabaseConnection, merchant_id: Option<Uuid>) -> Result<Vec<api_key::Model>, MerchantError> {
+pub async fn list_api_keys(
+    db: &DatabaseConnection,
+    merchant_id: Option<Uuid>,
+) -> Result<Vec<api_key::Model>, MerchantError> {
     let mut q = api_key::Entity::find().order_by_asc(api_key::Column::CreatedAt);
     if let Some(m) = merchant_id {
         q = q.filter(api_key::Column::MerchantId.eq(m));

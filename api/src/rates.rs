@@ -42,7 +42,9 @@ impl Provider {
                 rates: cfg
                     .static_rates
                     .iter()
-                    .flat_map(|(a, fiats)| fiats.iter().map(move |(f, r)| (a.to_ascii_uppercase(), f.to_ascii_uppercase(), *r)))
+                    .flat_map(|(a, fiats)| {
+                        fiats.iter().map(move |(f, r)| (a.to_ascii_uppercase(), f.to_ascii_uppercase(), *r))
+                    })
                     .collect(),
             },
             RatesProviderKind::Http => Provider::Http {
@@ -70,35 +72,40 @@ impl Provider {
         match self {
             Provider::Static { rates } => Ok(rates
                 .iter()
-                .map(|(a, f, r)| Rate { currency: a.clone(), fiat_currency: f.clone(), rate: *r, source: "static".into(), updated_at: now })
+                .map(|(a, f, r)| Rate {
+                    currency: a.clone(),
+                    fiat_currency: f.clone(),
+                    rate: *r,
+                    source: "static".into(),
+                    updated_at: now,
+                })
                 .collect()),
             Provider::Http { client, url, coin_ids, fiats } => {
                 let ids: Vec<&str> = coin_ids.iter().map(|(_, id)| id.as_str()).collect();
                 let vs: Vec<String> = fiats.iter().map(|f| f.to_ascii_lowercase()).collect();
-                let mut endpoint = url::Url::parse(&format!("{url}/simple/price")).map_err(|e| FetchError::Shape(e.to_string()))?;
+                let mut endpoint =
+                    url::Url::parse(&format!("{url}/simple/price")).map_err(|e| FetchError::Shape(e.to_string()))?;
                 endpoint
                     .query_pairs_mut()
                     .append_pair("ids", &ids.join(","))
                     .append_pair("vs_currencies", &vs.join(","))
                     .append_pair("include_last_updated_at", "true");
-                let body: serde_json::Value = client
-                    .get(endpoint)
-                    .send()
-                    .await?
-                    .error_for_status()?
-                    .json()
-                    .await?;
+                let body: serde_json::Value = client.get(endpoint).send().await?.error_for_status()?.json().await?;
                 let obj = body.as_object().ok_or_else(|| FetchError::Shape("top level is not an object".into()))?;
                 let mut out = Vec::new();
                 for (asset, id) in coin_ids {
-                    let Some(prices) = obj.get(id).and_then(|v| v.as_object()) else { continue };
+                    let Some(prices) = obj.get(id).and_then(|v| v.as_object()) else {
+                        continue;
+                    };
                     let updated_at = prices
                         .get("last_updated_at")
                         .and_then(|v| v.as_i64())
                         .and_then(|t| DateTime::<Utc>::from_timestamp(t, 0))
                         .unwrap_or(now);
                     for fiat in fiats {
-                        let Some(n) = prices.get(&fiat.to_ascii_lowercase()) else { continue };
+                        let Some(n) = prices.get(&fiat.to_ascii_lowercase()) else {
+                            continue;
+                        };
                         // Parse the JSON number's text, never through f64 arithmetic.
                         let text = n.to_string();
                         let rate = text
@@ -106,7 +113,13 @@ impl Provider {
                             .or_else(|_| Decimal::from_scientific(&text))
                             .map_err(|e| FetchError::Shape(format!("{id}.{fiat}: {e}")))?;
                         if rate > Decimal::ZERO {
-                            out.push(Rate { currency: asset.clone(), fiat_currency: fiat.clone(), rate, source: "coingecko".into(), updated_at });
+                            out.push(Rate {
+                                currency: asset.clone(),
+                                fiat_currency: fiat.clone(),
+                                rate,
+                                source: "coingecko".into(),
+                                updated_at,
+                            });
                         }
                     }
                 }

@@ -47,14 +47,22 @@ impl AppState {
     }
 
     /// Per-invoice (min, max): the spec's bounds, narrowed (never widened) by configuration.
-    pub fn gate_limits(&self, env: entity::Environment, gate: &crate::gates::Gate) -> (rust_decimal::Decimal, rust_decimal::Decimal) {
+    pub fn gate_limits(
+        &self,
+        env: entity::Environment,
+        gate: &crate::gates::Gate,
+    ) -> (rust_decimal::Decimal, rust_decimal::Decimal) {
         let o = self.gate_override(env, gate);
         let min = o.and_then(|o| o.min_amount).map_or(gate.min_amount(), |m| m.max(gate.min_amount()));
         let max = o.and_then(|o| o.max_amount).map_or(gate.max_amount(), |m| m.min(gate.max_amount()));
         (min, max)
     }
 
-    fn gate_override(&self, env: entity::Environment, gate: &crate::gates::Gate) -> Option<&crate::config::GateOverride> {
+    fn gate_override(
+        &self,
+        env: entity::Environment,
+        gate: &crate::gates::Gate,
+    ) -> Option<&crate::config::GateOverride> {
         let map = match env {
             entity::Environment::Test => &self.config.gates.test,
             entity::Environment::Live => &self.config.gates.live,
@@ -71,7 +79,8 @@ impl AppState {
         match src.provider {
             crate::config::RatesProviderKind::Http => src.fiats.iter().map(|f| f.to_ascii_uppercase()).collect(),
             crate::config::RatesProviderKind::Static => {
-                let mut v: Vec<String> = src.static_rates.values().flat_map(|m| m.keys().map(|k| k.to_ascii_uppercase())).collect();
+                let mut v: Vec<String> =
+                    src.static_rates.values().flat_map(|m| m.keys().map(|k| k.to_ascii_uppercase())).collect();
                 v.sort();
                 v.dedup();
                 v

@@ -81,7 +81,11 @@ async fn missing_permission_is_403() {
     let id = inv["id"].as_str().unwrap();
     app.get("/v1/invoices", Some(&write_only)).await.assert_error(403, "forbidden", None);
     app.get(&format!("/v1/invoices/{id}"), Some(&write_only)).await.assert_error(403, "forbidden", None);
-    app.post(&format!("/v1/invoices/{id}/cancel"), Some(&read_only), &json!({})).await.assert_error(403, "forbidden", None);
+    app.post(&format!("/v1/invoices/{id}/cancel"), Some(&read_only), &json!({})).await.assert_error(
+        403,
+        "forbidden",
+        None,
+    );
     assert_eq!(app.get(&format!("/v1/invoices/{id}"), Some(&read_only)).await.status, 200);
 }
 
@@ -97,7 +101,11 @@ async fn other_merchants_and_environments_see_404_never_403() {
 
     for key in [&kb, &ka_live] {
         app.get(&format!("/v1/invoices/{id}"), Some(key)).await.assert_error(404, "not_found", None);
-        app.post(&format!("/v1/invoices/{id}/cancel"), Some(key), &json!({})).await.assert_error(404, "not_found", None);
+        app.post(&format!("/v1/invoices/{id}/cancel"), Some(key), &json!({})).await.assert_error(
+            404,
+            "not_found",
+            None,
+        );
         let list = app.get("/v1/invoices", Some(key)).await;
         assert_eq!(list.body["meta"]["pagination"]["total"], 0, "{}", list.body);
     }
@@ -105,7 +113,11 @@ async fn other_merchants_and_environments_see_404_never_403() {
     let live = app.create_invoice(&ka_live, json!({"currency": "BTC", "amount": "0.01"})).await;
     assert_eq!(live["environment"], "live");
     assert!(live["deposit_address"].as_str().unwrap().starts_with("bc1q"));
-    app.get(&format!("/v1/invoices/{}", live["id"].as_str().unwrap()), Some(&ka)).await.assert_error(404, "not_found", None);
+    app.get(&format!("/v1/invoices/{}", live["id"].as_str().unwrap()), Some(&ka)).await.assert_error(
+        404,
+        "not_found",
+        None,
+    );
     assert_eq!(app.get("/v1/invoices", Some(&ka)).await.body["meta"]["pagination"]["total"], 1);
 }
 

@@ -12,16 +12,48 @@ use serde_json::{Value, json};
 
 /// Every field of spec 2.2.
 const INVOICE_FIELDS: [&str; 36] = [
-    "id", "merchant_id", "currency", "network", "amount_requested", "amount_paid", "amount_usd", "amount_fiat",
-    "amount_in_base_currency", "fiat_currency", "status", "environment", "deposit_address", "deposit_address_tag",
-    "description", "external_id", "idempotency_key", "metadata", "redirect_url", "source", "static_address_id",
-    "checkout_url", "payments", "expires_at", "paid_at", "created_at", "is_deferred", "draft_expires_at", "activated_at",
-    "activation_count", "is_locked_fiat", "target_settlement_asset", "settlement_target_currency",
-    "settlement_target_network", "payer_email", "sent_at",
+    "id",
+    "merchant_id",
+    "currency",
+    "network",
+    "amount_requested",
+    "amount_paid",
+    "amount_usd",
+    "amount_fiat",
+    "amount_in_base_currency",
+    "fiat_currency",
+    "status",
+    "environment",
+    "deposit_address",
+    "deposit_address_tag",
+    "description",
+    "external_id",
+    "idempotency_key",
+    "metadata",
+    "redirect_url",
+    "source",
+    "static_address_id",
+    "checkout_url",
+    "payments",
+    "expires_at",
+    "paid_at",
+    "created_at",
+    "is_deferred",
+    "draft_expires_at",
+    "activated_at",
+    "activation_count",
+    "is_locked_fiat",
+    "target_settlement_asset",
+    "settlement_target_currency",
+    "settlement_target_network",
+    "payer_email",
+    "sent_at",
 ];
 
 fn ts(v: &Value) -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339(v.as_str().unwrap_or_else(|| panic!("not a timestamp: {v}"))).unwrap().with_timezone(&Utc)
+    DateTime::parse_from_rfc3339(v.as_str().unwrap_or_else(|| panic!("not a timestamp: {v}")))
+        .unwrap()
+        .with_timezone(&Utc)
 }
 
 #[tokio::test]
@@ -120,7 +152,12 @@ async fn fiat_priced_invoices_lock_the_crypto_amount() {
     assert_eq!(inv["fiat_currency"], "USD");
     assert_eq!(inv["amount_usd"], "100.00");
     assert_eq!(inv["is_locked_fiat"], true);
-    let inv = app.create_invoice(&key, json!({"currency": "USDT", "network": "tron", "amount_fiat": "25", "fiat_currency": "EUR"})).await;
+    let inv = app
+        .create_invoice(
+            &key,
+            json!({"currency": "USDT", "network": "tron", "amount_fiat": "25", "fiat_currency": "EUR"}),
+        )
+        .await;
     assert_eq!(inv["amount_requested"], "27.777778"); // 25 / 0.9, 6 decimals, rounded up
     assert_eq!(inv["amount_usd"], "27.78");
     // A fiat the provider does not price.
@@ -152,40 +189,63 @@ async fn network_inference_and_unknown_currencies() {
 #[tokio::test]
 async fn gate_minimum_and_maximum() {
     let app = TestApp::spawn_with(|c| {
-        c.gates.test.insert("tron".into(), api::config::GateOverride { max_amount: Some(500.into()), ..Default::default() });
+        c.gates
+            .test
+            .insert("tron".into(), api::config::GateOverride { max_amount: Some(500.into()), ..Default::default() });
     })
     .await;
     let (_, key) = app.test_key().await;
     app.create_invoice(&key, json!({"currency": "BTC", "amount": "0.0001"})).await;
     app.create_invoice(&key, json!({"currency": "BTC", "amount": "10"})).await;
     for amount in ["0.00009999", "10.00000001"] {
-        app.post("/v1/invoices", Some(&key), &json!({"currency": "BTC", "amount": amount}))
-            .await
-            .assert_error(422, "amount_out_of_range", Some("amount"));
+        app.post("/v1/invoices", Some(&key), &json!({"currency": "BTC", "amount": amount})).await.assert_error(
+            422,
+            "amount_out_of_range",
+            Some("amount"),
+        );
     }
     // Fiat-priced amounts are checked after conversion: 1 USD = 0.00001667 BTC < 0.0001.
     app.post("/v1/invoices", Some(&key), &json!({"currency": "BTC", "amount_fiat": "1", "fiat_currency": "USD"}))
         .await
         .assert_error(422, "amount_out_of_range", Some("amount"));
     // Configuration narrows the spec's range.
-    app.post("/v1/invoices", Some(&key), &json!({"currency": "TRX", "amount": "501"})).await.assert_error(422, "amount_out_of_range", Some("amount"));
+    app.post("/v1/invoices", Some(&key), &json!({"currency": "TRX", "amount": "501"})).await.assert_error(
+        422,
+        "amount_out_of_range",
+        Some("amount"),
+    );
     // More decimals than the asset has is malformed (400).
-    app.post("/v1/invoices", Some(&key), &json!({"currency": "BTC", "amount": "0.000000001"})).await.assert_error(400, "validation_error", Some("amount"));
+    app.post("/v1/invoices", Some(&key), &json!({"currency": "BTC", "amount": "0.000000001"})).await.assert_error(
+        400,
+        "validation_error",
+        Some("amount"),
+    );
 }
 
 #[tokio::test]
 async fn offline_gates_are_503() {
     let app = TestApp::spawn_with(|c| {
-        c.gates.test.insert("bitcoin".into(), api::config::GateOverride { status: Some(api::config::GateStatus::Offline), ..Default::default() });
+        c.gates.test.insert(
+            "bitcoin".into(),
+            api::config::GateOverride { status: Some(api::config::GateStatus::Offline), ..Default::default() },
+        );
         c.addresses.live.solana_pool.clear();
     })
     .await;
     let (m, key) = app.test_key().await;
-    app.post("/v1/invoices", Some(&key), &json!({"currency": "BTC", "amount": "0.01"})).await.assert_error(503, "gate_offline", None);
+    app.post("/v1/invoices", Some(&key), &json!({"currency": "BTC", "amount": "0.01"})).await.assert_error(
+        503,
+        "gate_offline",
+        None,
+    );
     app.create_invoice(&key, json!({"currency": "SOL", "amount": "1"})).await;
     // Live gates without operator keys are offline.
     let live = app.key(m, Environment::Live, &[]).await;
-    app.post("/v1/invoices", Some(&live), &json!({"currency": "SOL", "amount": "1"})).await.assert_error(503, "gate_offline", None);
+    app.post("/v1/invoices", Some(&live), &json!({"currency": "SOL", "amount": "1"})).await.assert_error(
+        503,
+        "gate_offline",
+        None,
+    );
     let cur = app.get("/v1/currencies?environment=live", None).await;
     let sol = cur.data().as_array().unwrap().iter().find(|c| c["id"] == "solana").unwrap().clone();
     assert_eq!(sol["status"], "offline");
@@ -221,7 +281,10 @@ async fn malformed_requests_are_400_naming_the_field() {
         (json!({"currency": "BTC", "amount": "0.1", "redirect_url": "javascript:alert(1)"}), "redirect_url"),
         (json!({"currency": "BTC", "amount": "0.1", "payer_email": "not-an-email"}), "payer_email"),
         (json!({"currency": "BTC", "amount": "0.1", "draft_expires_at": "2099-01-01T00:00:00Z"}), "draft_expires_at"),
-        (json!({"currency": "BTC", "amount": "0.1", "is_deferred": true, "draft_expires_at": "yesterday"}), "draft_expires_at"),
+        (
+            json!({"currency": "BTC", "amount": "0.1", "is_deferred": true, "draft_expires_at": "yesterday"}),
+            "draft_expires_at",
+        ),
     ] {
         app.post("/v1/invoices", Some(&key), &body).await.assert_error(400, "validation_error", Some(field));
     }
@@ -233,7 +296,11 @@ async fn malformed_requests_are_400_naming_the_field() {
     app.create_invoice(&key, json!({"currency": "BTC", "amount": "0.1", "metadata": meta})).await;
     // Bad UUIDs in paths.
     app.get("/v1/invoices/not-a-uuid", Some(&key)).await.assert_error(400, "validation_error", Some("invoice_id"));
-    app.post("/v1/invoices/123/cancel", Some(&key), &json!({})).await.assert_error(400, "validation_error", Some("invoice_id"));
+    app.post("/v1/invoices/123/cancel", Some(&key), &json!({})).await.assert_error(
+        400,
+        "validation_error",
+        Some("invoice_id"),
+    );
     app.get(&format!("/v1/invoices/{}", uuid::Uuid::new_v4()), Some(&key)).await.assert_error(404, "not_found", None);
     // Nothing was written by any of the refused requests.
     assert_eq!(app.get("/v1/invoices", Some(&key)).await.body["meta"]["pagination"]["total"], 1);
@@ -300,33 +367,50 @@ async fn deferred_drafts() {
     let default_life = ts(&d["draft_expires_at"]) - ts(&d["created_at"]);
     assert_eq!(default_life, Duration::days(7));
     let until = (Utc::now() + Duration::days(2)).to_rfc3339();
-    let d2 = app.create_invoice(&key, json!({"is_deferred": true, "currency": "BTC", "amount": "0.01", "draft_expires_at": until})).await;
+    let d2 = app
+        .create_invoice(
+            &key,
+            json!({"is_deferred": true, "currency": "BTC", "amount": "0.01", "draft_expires_at": until}),
+        )
+        .await;
     assert_eq!(d2["status"], "draft");
     assert_eq!(d2["amount_requested"], "0.01");
     assert_eq!(ts(&d2["draft_expires_at"]).timestamp(), ts(&json!(until)).timestamp());
     let past = (Utc::now() - Duration::minutes(1)).to_rfc3339();
-    app.post("/v1/invoices", Some(&key), &json!({"is_deferred": true, "currency": "BTC", "amount": "0.01", "draft_expires_at": past}))
-        .await
-        .assert_error(400, "validation_error", Some("draft_expires_at"));
+    app.post(
+        "/v1/invoices",
+        Some(&key),
+        &json!({"is_deferred": true, "currency": "BTC", "amount": "0.01", "draft_expires_at": past}),
+    )
+    .await
+    .assert_error(400, "validation_error", Some("draft_expires_at"));
     // Drafts are not cancellable through the API (only pending invoices are).
-    app.post(&format!("/v1/invoices/{}/cancel", d["id"].as_str().unwrap()), Some(&key), &json!({}))
-        .await
-        .assert_error(409, "invoice_not_cancellable", None);
+    app.post(&format!("/v1/invoices/{}/cancel", d["id"].as_str().unwrap()), Some(&key), &json!({})).await.assert_error(
+        409,
+        "invoice_not_cancellable",
+        None,
+    );
 }
 
 #[tokio::test]
 async fn settlement_targets() {
     let app = TestApp::spawn().await;
     let (_, key) = app.test_key().await;
-    let inv = app.create_invoice(&key, json!({"currency": "BTC", "amount": "0.01", "target_settlement_asset": "tron_usdt"})).await;
+    let inv = app
+        .create_invoice(&key, json!({"currency": "BTC", "amount": "0.01", "target_settlement_asset": "tron_usdt"}))
+        .await;
     assert_eq!(inv["target_settlement_asset"], "tron_usdt");
     assert_eq!(inv["settlement_target_currency"], "USDT");
     assert_eq!(inv["settlement_target_network"], "tron");
     let inv = app.create_invoice(&key, json!({"currency": "BTC", "amount": "0.01", "settlement_target_currency": "USDC", "settlement_target_network": "polygon"})).await;
     assert_eq!(inv["target_settlement_asset"], "polygon_usdc");
-    app.post("/v1/invoices", Some(&key), &json!({"currency": "BTC", "amount": "0.01", "target_settlement_asset": "gold"}))
-        .await
-        .assert_error(422, "unsupported_currency", Some("target_settlement_asset"));
+    app.post(
+        "/v1/invoices",
+        Some(&key),
+        &json!({"currency": "BTC", "amount": "0.01", "target_settlement_asset": "gold"}),
+    )
+    .await
+    .assert_error(422, "unsupported_currency", Some("target_settlement_asset"));
 }
 
 #[tokio::test]
@@ -373,7 +457,10 @@ async fn list_filters_and_pagination() {
     assert_eq!(app.get("/v1/invoices?currency=tron_usdt", Some(&key)).await.body["meta"]["pagination"]["total"], 3);
     assert_eq!(app.get("/v1/invoices?network=bitcoin", Some(&key)).await.body["meta"]["pagination"]["total"], 5);
     assert_eq!(app.get("/v1/invoices?status=cancelled", Some(&key)).await.body["meta"]["pagination"]["total"], 1);
-    assert_eq!(app.get("/v1/invoices?status=pending&currency=BTC", Some(&key)).await.body["meta"]["pagination"]["total"], 4);
+    assert_eq!(
+        app.get("/v1/invoices?status=pending&currency=BTC", Some(&key)).await.body["meta"]["pagination"]["total"],
+        4
+    );
     for bad in ["limit=0", "limit=101", "offset=-1", "limit=x", "status=bogus"] {
         let field = bad.split('=').next().unwrap();
         app.get(&format!("/v1/invoices?{bad}"), Some(&key)).await.assert_error(400, "validation_error", Some(field));
@@ -392,7 +479,11 @@ async fn cancel_only_pending() {
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.data()["status"], "cancelled");
     assert_eq!(r.data()["id"], id);
-    app.post(&format!("/v1/invoices/{id}/cancel"), Some(&key), &json!({})).await.assert_error(409, "invoice_not_cancellable", None);
+    app.post(&format!("/v1/invoices/{id}/cancel"), Some(&key), &json!({})).await.assert_error(
+        409,
+        "invoice_not_cancellable",
+        None,
+    );
     assert_eq!(app.get(&format!("/v1/invoices/{id}"), Some(&key)).await.data()["status"], "cancelled");
     // Concurrent cancels: exactly one succeeds.
     let inv = app.create_invoice(&key, json!({"currency": "BTC", "amount": "0.01"})).await;
@@ -415,7 +506,9 @@ async fn amounts_round_trip_exactly_with_all_decimals() {
     // 19 significant digits: a double would lose the tail (SQLite stores these as TEXT).
     let app = TestApp::spawn().await;
     let (_, key) = app.test_key().await;
-    let inv = app.create_invoice(&key, json!({"currency": "ETH", "network": "ethereum", "amount": "1.123456789012345678"})).await;
+    let inv = app
+        .create_invoice(&key, json!({"currency": "ETH", "network": "ethereum", "amount": "1.123456789012345678"}))
+        .await;
     assert_eq!(inv["amount_requested"], "1.123456789012345678");
     let g = app.get(&format!("/v1/invoices/{}", inv["id"].as_str().unwrap()), Some(&key)).await;
     assert_eq!(g.data()["amount_requested"], "1.123456789012345678");

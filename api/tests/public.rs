@@ -18,7 +18,8 @@ async fn currencies_list_the_eighteen_gates() {
         let list = r.data().as_array().unwrap();
         assert_eq!(list.len(), 18);
         for c in list {
-            for f in ["id", "name", "network", "decimals", "confirmations_required", "status", "usd_nominal_available"] {
+            for f in ["id", "name", "network", "decimals", "confirmations_required", "status", "usd_nominal_available"]
+            {
                 assert!(c.get(f).is_some(), "{f} missing in {c}");
             }
             assert_eq!(c["status"], "online", "{c}");
@@ -30,7 +31,11 @@ async fn currencies_list_the_eighteen_gates() {
         assert_eq!(pol["confirmations_required"], 128);
     }
     assert_eq!(app.get("/v1/currencies", None).await.data().as_array().unwrap().len(), 18);
-    app.get("/v1/currencies?environment=staging", None).await.assert_error(400, "validation_error", Some("environment"));
+    app.get("/v1/currencies?environment=staging", None).await.assert_error(
+        400,
+        "validation_error",
+        Some("environment"),
+    );
 }
 
 #[tokio::test]
@@ -93,7 +98,8 @@ async fn http_rates_provider_prices_live_invoices_and_stale_rates_refuse_fiat() 
     assert_eq!(usd["source"], "coingecko");
     let m = app.merchant().await;
     let live = app.key(m, entity::Environment::Live, &[]).await;
-    let inv = app.create_invoice(&live, json!({"currency": "BTC", "amount_fiat": "654.321", "fiat_currency": "USD"})).await;
+    let inv =
+        app.create_invoice(&live, json!({"currency": "BTC", "amount_fiat": "654.321", "fiat_currency": "USD"})).await;
     assert_eq!(inv["amount_requested"], "0.01");
     assert_eq!(inv["amount_usd"], "654.32");
     // The provider breaks; once the cached rates are older than max_age, fiat pricing stops.
@@ -110,7 +116,13 @@ async fn http_rates_provider_prices_live_invoices_and_stale_rates_refuse_fiat() 
     healthy.store(true, std::sync::atomic::Ordering::SeqCst);
     let t = std::time::Instant::now();
     loop {
-        let r = app.post("/v1/invoices", Some(&live), &json!({"currency": "BTC", "amount_fiat": "100", "fiat_currency": "USD"})).await;
+        let r = app
+            .post(
+                "/v1/invoices",
+                Some(&live),
+                &json!({"currency": "BTC", "amount_fiat": "100", "fiat_currency": "USD"}),
+            )
+            .await;
         if r.status == 201 {
             break;
         }
@@ -124,7 +136,9 @@ async fn openapi_document_and_offline_docs() {
     let app = TestApp::spawn().await;
     let doc = app.get("/openapi.json", None).await;
     assert_eq!(doc.status, 200);
-    for p in ["/v1/invoices", "/v1/invoices/{invoice_id}", "/v1/invoices/{invoice_id}/cancel", "/v1/currencies", "/v1/rates"] {
+    for p in
+        ["/v1/invoices", "/v1/invoices/{invoice_id}", "/v1/invoices/{invoice_id}/cancel", "/v1/currencies", "/v1/rates"]
+    {
         assert!(doc.body["paths"].get(p).is_some(), "{p} not documented");
     }
     assert!(doc.body["components"]["securitySchemes"]["api_key"].is_object());

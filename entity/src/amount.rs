@@ -85,14 +85,9 @@ impl TryGetable for Amount {
     fn try_get_by<I: ColIdx>(res: &QueryResult, idx: I) -> Result<Self, TryGetError> {
         if res.try_as_sqlite_row().is_some() {
             let text = String::try_get_by(res, idx)?;
-            Decimal::from_str(&text)
-                .or_else(|_| Decimal::from_scientific(&text))
-                .map(Amount)
-                .map_err(|e| {
-                    TryGetError::DbErr(sea_orm::DbErr::Type(format!(
-                        "column {idx:?} holds {text:?}, not a decimal: {e}"
-                    )))
-                })
+            Decimal::from_str(&text).or_else(|_| Decimal::from_scientific(&text)).map(Amount).map_err(|e| {
+                TryGetError::DbErr(sea_orm::DbErr::Type(format!("column {idx:?} holds {text:?}, not a decimal: {e}")))
+            })
         } else {
             Decimal::try_get_by(res, idx).map(Amount)
         }

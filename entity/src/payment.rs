@@ -25,11 +25,7 @@ pub struct Model {
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
 pub enum Relation {
-    #[sea_orm(
-        belongs_to = "super::invoice::Entity",
-        from = "Column::InvoiceId",
-        to = "super::invoice::Column::Id"
-    )]
+    #[sea_orm(belongs_to = "super::invoice::Entity", from = "Column::InvoiceId", to = "super::invoice::Column::Id")]
     Invoice,
 }
 

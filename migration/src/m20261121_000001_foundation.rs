@@ -159,11 +159,7 @@ impl MigrationTrait for Migration {
             .await?;
         manager
             .create_index(
-                Index::create()
-                    .name("idx_api_keys_merchant")
-                    .table(ApiKeys::Table)
-                    .col(ApiKeys::MerchantId)
-                    .to_owned(),
+                Index::create().name("idx_api_keys_merchant").table(ApiKeys::Table).col(ApiKeys::MerchantId).to_owned(),
             )
             .await?;
 
@@ -309,11 +305,7 @@ impl MigrationTrait for Migration {
             .await?;
         manager
             .create_index(
-                Index::create()
-                    .name("idx_payments_invoice")
-                    .table(Payments::Table)
-                    .col(Payments::InvoiceId)
-                    .to_owned(),
+                Index::create().name("idx_payments_invoice").table(Payments::Table).col(Payments::InvoiceId).to_owned(),
             )
             .await?;
 
@@ -324,11 +316,7 @@ impl MigrationTrait for Migration {
                     .col(ColumnDef::new(DerivationCounters::Environment).string_len(8).not_null())
                     .col(ColumnDef::new(DerivationCounters::Family).string_len(16).not_null())
                     .col(ColumnDef::new(DerivationCounters::NextIndex).big_integer().not_null())
-                    .primary_key(
-                        Index::create()
-                            .col(DerivationCounters::Environment)
-                            .col(DerivationCounters::Family),
-                    )
+                    .primary_key(Index::create().col(DerivationCounters::Environment).col(DerivationCounters::Family))
                     .to_owned(),
             )
             .await?;

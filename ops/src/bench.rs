@@ -46,7 +46,9 @@ struct HttpResult {
 }
 
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
-    let admin = Database::connect(format!("{}/postgres", args.pg.trim_end_matches('/'))).await.context("connecting to PostgreSQL")?;
+    let admin = Database::connect(format!("{}/postgres", args.pg.trim_end_matches('/')))
+        .await
+        .context("connecting to PostgreSQL")?;
     admin.execute_unprepared(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", args.database)).await?;
     admin.execute_unprepared(&format!("CREATE DATABASE {}", args.database)).await?;
     let db_url = format!("{}/{}", args.pg.trim_end_matches('/'), args.database);
@@ -56,8 +58,16 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
 
     let rps = http.requests as f64 / http.elapsed.as_secs_f64();
     let ratio = rps / raw_tps;
-    println!("invoice create over HTTP: {:.0} req/s  p50 {:.2} ms  p99 {:.2} ms  ({} requests, {} errors, {} connections, {:.1} s)",
-        rps, http.p50_ms, http.p99_ms, http.requests, http.errors, args.concurrency, http.elapsed.as_secs_f64());
+    println!(
+        "invoice create over HTTP: {:.0} req/s  p50 {:.2} ms  p99 {:.2} ms  ({} requests, {} errors, {} connections, {:.1} s)",
+        rps,
+        http.p50_ms,
+        http.p99_ms,
+        http.requests,
+        http.errors,
+        args.concurrency,
+        http.elapsed.as_secs_f64()
+    );
     println!("raw PostgreSQL single-row insert (pgbench): {raw_tps:.0} tps");
     println!("ratio: {:.1}% of the raw insert rate (target >= 40%), p99 target < 25 ms", ratio * 100.0);
     let pass = ratio >= 0.40 && http.p99_ms < 25.0 && http.errors == 0;
@@ -75,7 +85,8 @@ async fn http_run(args: &BenchArgs, db_url: &str) -> anyhow::Result<HttpResult> 
     config.embedded.seed_demo = false;
     let state = api::bootstrap(config).await?;
     let m = api::merchants::create_merchant(&state.db, "bench", &Default::default()).await?;
-    let (_, key) = api::merchants::create_api_key(&state.db, m.id, Environment::Test, Permissions::all(), Some("bench")).await?;
+    let (_, key) =
+        api::merchants::create_api_key(&state.db, m.id, Environment::Test, Permissions::all(), Some("bench")).await?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -91,12 +102,19 @@ async fn http_run(args: &BenchArgs, db_url: &str) -> anyhow::Result<HttpResult> 
     let errors = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::new();
     for _ in 0..args.concurrency {
-        let (client, url, key, measuring, stop, errors) = (client.clone(), url.clone(), key.clone(), measuring.clone(), stop.clone(), errors.clone());
+        let (client, url, key, measuring, stop, errors) =
+            (client.clone(), url.clone(), key.clone(), measuring.clone(), stop.clone(), errors.clone());
         tasks.push(tokio::spawn(async move {
             let mut lat = Vec::with_capacity(16_384);
             while !stop.load(Ordering::Relaxed) {
                 let t = Instant::now();
-                let res = client.post(&url).header("x-api-key", &key).header("content-type", "application/json").body(body).send().await;
+                let res = client
+                    .post(&url)
+                    .header("x-api-key", &key)
+                    .header("content-type", "application/json")
+                    .body(body)
+                    .send()
+                    .await;
                 let ok = match res {
                     Ok(r) => r.status().as_u16() == 201 && r.bytes().await.is_ok(),
                     Err(_) => false,
@@ -133,7 +151,13 @@ async fn http_run(args: &BenchArgs, db_url: &str) -> anyhow::Result<HttpResult> 
         let i = ((all.len() as f64 * p).ceil() as usize).clamp(1, all.len()) - 1;
         f64::from(all[i]) / 1000.0
     };
-    Ok(HttpResult { requests: all.len() as u64, errors: errors.load(Ordering::Relaxed), elapsed, p50_ms: pct(0.50), p99_ms: pct(0.99) })
+    Ok(HttpResult {
+        requests: all.len() as u64,
+        errors: errors.load(Ordering::Relaxed),
+        elapsed,
+        p50_ms: pct(0.50),
+        p99_ms: pct(0.99),
+    })
 }
 
 /// pgbench with a one-statement script: a single-row INSERT of an invoice-sized row.
@@ -144,17 +168,40 @@ fn pgbench(args: &BenchArgs, db_url: &str) -> anyhow::Result<f64> {
     let user = if u.username().is_empty() { "postgres".to_owned() } else { u.username().to_owned() };
     let dbname = u.path().trim_start_matches('/').to_owned();
     let psql = |sql: &str| -> anyhow::Result<()> {
-        let st = Command::new("psql").args(["-q", "-h", &host, "-p", &port, "-U", &user, "-d", &dbname, "-v", "ON_ERROR_STOP=1", "-c", sql]).status().context("running psql")?;
+        let st = Command::new("psql")
+            .args(["-q", "-h", &host, "-p", &port, "-U", &user, "-d", &dbname, "-v", "ON_ERROR_STOP=1", "-c", sql])
+            .status()
+            .context("running psql")?;
         if !st.success() {
             bail!("psql failed: {sql}");
         }
         Ok(())
     };
-    psql("CREATE TABLE bench_raw_insert (id uuid PRIMARY KEY, merchant_id uuid NOT NULL, amount numeric NOT NULL, status varchar(16) NOT NULL, address varchar(128) NOT NULL, created_at timestamptz NOT NULL DEFAULT now())")?;
+    psql(
+        "CREATE TABLE bench_raw_insert (id uuid PRIMARY KEY, merchant_id uuid NOT NULL, amount numeric NOT NULL, status varchar(16) NOT NULL, address varchar(128) NOT NULL, created_at timestamptz NOT NULL DEFAULT now())",
+    )?;
     let script = std::env::temp_dir().join(format!("paygate-bench-{}.sql", std::process::id()));
-    std::fs::write(&script, "INSERT INTO bench_raw_insert (id, merchant_id, amount, status, address) VALUES (gen_random_uuid(), gen_random_uuid(), 0.001, 'pending', md5(random()::text));\n")?;
+    std::fs::write(
+        &script,
+        "INSERT INTO bench_raw_insert (id, merchant_id, amount, status, address) VALUES (gen_random_uuid(), gen_random_uuid(), 0.001, 'pending', md5(random()::text));\n",
+    )?;
     let out = Command::new("pgbench")
-        .args(["-n", "-h", &host, "-p", &port, "-U", &user, "-c", &args.concurrency.to_string(), "-j", "2", "-T", &args.seconds.to_string(), "-f"])
+        .args([
+            "-n",
+            "-h",
+            &host,
+            "-p",
+            &port,
+            "-U",
+            &user,
+            "-c",
+            &args.concurrency.to_string(),
+            "-j",
+            "2",
+            "-T",
+            &args.seconds.to_string(),
+            "-f",
+        ])
         .arg(&script)
         .arg(&dbname)
         .output()

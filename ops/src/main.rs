@@ -78,7 +78,8 @@ impl SettingsArgs {
             s.invoice_lifetime_secs = l;
         }
         if let Some(t) = &self.underpayment_tolerance_percent {
-            s.underpayment_tolerance_percent = Decimal::from_str(t).context("--underpayment-tolerance-percent must be a decimal")?;
+            s.underpayment_tolerance_percent =
+                Decimal::from_str(t).context("--underpayment-tolerance-percent must be a decimal")?;
         }
         Ok(s)
     }
@@ -146,7 +147,8 @@ async fn main() -> anyhow::Result<()> {
             let db = connect(&config).await?;
             match cmd {
                 MerchantCmd::Create { name, settings } => {
-                    let m = merchants::create_merchant(&db, &name, &settings.apply(MerchantSettings::default())?).await?;
+                    let m =
+                        merchants::create_merchant(&db, &name, &settings.apply(MerchantSettings::default())?).await?;
                     println!("{}", m.id);
                 }
                 MerchantCmd::List => {
@@ -184,12 +186,21 @@ async fn main() -> anyhow::Result<()> {
                 }
                 KeyCmd::List { merchant } => {
                     for k in merchants::list_api_keys(&db, merchant).await? {
-                        let perms: Vec<&str> = k.permissions.as_array().into_iter().flatten().filter_map(|v| v.as_str()).collect();
+                        let perms: Vec<&str> =
+                            k.permissions.as_array().into_iter().flatten().filter_map(|v| v.as_str()).collect();
                         let state = match k.revoked_at {
                             Some(t) => format!("revoked {}", t.to_rfc3339()),
                             None => "active".into(),
                         };
-                        println!("{}  merchant={} {}… {} [{}] {}", k.id, k.merchant_id, k.key_prefix, state, perms.join(","), k.label.unwrap_or_default());
+                        println!(
+                            "{}  merchant={} {}… {} [{}] {}",
+                            k.id,
+                            k.merchant_id,
+                            k.key_prefix,
+                            state,
+                            perms.join(","),
+                            k.label.unwrap_or_default()
+                        );
                     }
                 }
                 KeyCmd::Revoke { key_id } => {
@@ -204,7 +215,8 @@ async fn main() -> anyhow::Result<()> {
 
 /// Connects and makes sure the schema is current (operators may run ops before the API).
 async fn connect(config: &Config) -> anyhow::Result<sea_orm::DatabaseConnection> {
-    let db = api::db::connect(config).await.with_context(|| format!("connecting to {}", redact(&config.database_url)))?;
+    let db =
+        api::db::connect(config).await.with_context(|| format!("connecting to {}", redact(&config.database_url)))?;
     api::db::migrate(&db).await?;
     Ok(db)
 }
@@ -222,18 +234,18 @@ fn redact(url: &str) -> String {
 
 async fn serve(config: Config) -> anyhow::Result<()> {
     if config.redis_url.is_some() {
-        bail!("`ops serve` runs the embedded single-process mode; unset redis_url (PAYGATE_REDIS_URL) or run the api and worker binaries");
+        bail!(
+            "`ops serve` runs the embedded single-process mode; unset redis_url (PAYGATE_REDIS_URL) or run the api and worker binaries"
+        );
     }
     let listen = config.listen;
     let seed = config.embedded.seed_demo;
     let state = api::bootstrap(config).await?;
-    if seed {
-        if let Some((m, key)) = merchants::seed_demo(&state.db).await? {
-            println!("\nFirst start: created merchant {:?} ({}) and a test API key with every permission.", m.name, m.id);
-            println!("It is shown only this once:\n\n    {key}\n");
-            println!("Try:  curl -s -H 'X-API-Key: {key}' -H 'Content-Type: application/json' \\");
-            println!("        -d '{{\"currency\":\"BTC\",\"amount\":\"0.001\"}}' http://{listen}/v1/invoices\n");
-        }
+    if seed && let Some((m, key)) = merchants::seed_demo(&state.db).await? {
+        println!("\nFirst start: created merchant {:?} ({}) and a test API key with every permission.", m.name, m.id);
+        println!("It is shown only this once:\n\n    {key}\n");
+        println!("Try:  curl -s -H 'X-API-Key: {key}' -H 'Content-Type: application/json' \\");
+        println!("        -d '{{\"currency\":\"BTC\",\"amount\":\"0.001\"}}' http://{listen}/v1/invoices\n");
     }
     let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
     tracing::info!(addr = %listener.local_addr()?, "paygate (embedded) listening; API docs at /docs");

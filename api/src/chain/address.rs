@@ -101,20 +101,11 @@ pub struct DerivedAddress {
 pub enum AddressConfigError {
     #[error("{key}: {reason}")]
     InvalidKey { key: String, reason: String },
-    #[error(
-        "{key}: this is a {found} key, but this environment runs on {expected} and needs {accepted}"
-    )]
-    WrongNetwork {
-        key: String,
-        found: &'static str,
-        expected: &'static str,
-        accepted: &'static str,
-    },
+    #[error("{key}: this is a {found} key, but this environment runs on {expected} and needs {accepted}")]
+    WrongNetwork { key: String, found: &'static str, expected: &'static str, accepted: &'static str },
     #[error("{key}: {reason}")]
     InvalidAddress { key: String, reason: AddressError },
-    #[error(
-        "{key}: this address is already listed at {first_key}; every pool address must be unique"
-    )]
+    #[error("{key}: this address is already listed at {first_key}; every pool address must be unique")]
     DuplicatePoolEntry { key: String, first_key: String },
 }
 
@@ -136,21 +127,13 @@ pub enum DeriveError {
     #[error("{} deposit addresses are not configured for this environment", .family.label())]
     NotConfigured { family: AddressFamily },
     #[error("index {index} is too large for {} deposit addresses (the maximum is {max})", .family.label())]
-    IndexOutOfRange {
-        family: AddressFamily,
-        index: u64,
-        max: u64,
-    },
+    IndexOutOfRange { family: AddressFamily, index: u64, max: u64 },
     #[error(
         "the Solana address pool has {size} addresses, so index {index} has none; provision more addresses in solana_pool"
     )]
     PoolExhausted { index: u64, size: usize },
     #[error("could not derive the {} address for index {index}: {reason}", .family.label())]
-    Derivation {
-        family: AddressFamily,
-        index: u64,
-        reason: String,
-    },
+    Derivation { family: AddressFamily, index: u64, reason: String },
 }
 
 /// A destination address (or tag) is not acceptable.
@@ -162,22 +145,14 @@ pub enum AddressError {
     Whitespace,
     #[error("{} addresses do not take a destination tag", .family.label())]
     TagNotAllowed { family: AddressFamily },
-    #[error(
-        "the destination tag {tag:?} is not valid: it must be a whole number from 0 to 4294967295"
-    )]
+    #[error("the destination tag {tag:?} is not valid: it must be a whole number from 0 to 4294967295")]
     InvalidTag { tag: String },
     #[error("the {} address checksum does not match, so it probably contains a typo", .family.label())]
     BadChecksum { family: AddressFamily },
     #[error("this is a {found} Bitcoin address, but a {expected} address is required")]
-    WrongNetwork {
-        found: &'static str,
-        expected: &'static str,
-    },
+    WrongNetwork { found: &'static str, expected: &'static str },
     #[error("not a valid {} address: {reason}", .family.label())]
-    Invalid {
-        family: AddressFamily,
-        reason: String,
-    },
+    Invalid { family: AddressFamily, reason: String },
 }
 
 // ---------------------------------------------------------------------------
@@ -211,34 +186,26 @@ enum SolanaSource {
 impl fmt::Debug for AddressDeriver {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Keys are public but still privacy-sensitive: only show what is configured.
-        let supported: Vec<&str> = ALL_FAMILIES
-            .iter()
-            .filter(|fam| self.supports(**fam))
-            .map(AddressFamily::as_str)
-            .collect();
-        f.debug_struct("AddressDeriver")
-            .field("net", &self.inner.net)
-            .field("supported", &supported)
-            .finish()
+        let supported: Vec<&str> =
+            ALL_FAMILIES.iter().filter(|fam| self.supports(**fam)).map(AddressFamily::as_str).collect();
+        f.debug_struct("AddressDeriver").field("net", &self.inner.net).field("supported", &supported).finish()
     }
 }
 
-const ALL_FAMILIES: [AddressFamily; 5] = [
-    AddressFamily::Bitcoin,
-    AddressFamily::Evm,
-    AddressFamily::Tron,
-    AddressFamily::Xrp,
-    AddressFamily::Solana,
-];
+const ALL_FAMILIES: [AddressFamily; 5] =
+    [AddressFamily::Bitcoin, AddressFamily::Evm, AddressFamily::Tron, AddressFamily::Xrp, AddressFamily::Solana];
 
 /// Built-in test-environment keys. Only account-level public keys are embedded;
 /// the seed they come from was generated at random once and not kept.
 /// `m/84'/1'/0'`
-const BUILTIN_TEST_BITCOIN_VPUB: &str = "vpub5ZgnJBR6ciJxuvY9dTxf9g3FdBX1eCPXhzeYN5BDKfDL2E8XRFXKX68eCQP89T3HRi2sRkG7beQdgbUUCUL7eWpGyhn4A5mNWzudWRiNb6E";
+const BUILTIN_TEST_BITCOIN_VPUB: &str =
+    "vpub5ZgnJBR6ciJxuvY9dTxf9g3FdBX1eCPXhzeYN5BDKfDL2E8XRFXKX68eCQP89T3HRi2sRkG7beQdgbUUCUL7eWpGyhn4A5mNWzudWRiNb6E";
 /// `m/44'/60'/0'`
-const BUILTIN_TEST_EVM_XPUB: &str = "xpub6D6JeLSjLwEYdf6L6RMGSiHFc4z3xUu8V8oQN1ag7PcBUR1Ckou41GF4L9zyv6sXL7qjGwBZVW6RwvRnifwRow9yBdfp5LzFXcrSjy5SKfb";
+const BUILTIN_TEST_EVM_XPUB: &str =
+    "xpub6D6JeLSjLwEYdf6L6RMGSiHFc4z3xUu8V8oQN1ag7PcBUR1Ckou41GF4L9zyv6sXL7qjGwBZVW6RwvRnifwRow9yBdfp5LzFXcrSjy5SKfb";
 /// `m/44'/195'/0'`
-const BUILTIN_TEST_TRON_XPUB: &str = "xpub6D6t97EK4FUvSRbpmwzCwK9gX6oguPJ3s4WRSd1LbhxvP2LCQoHqt7zPjfN7mywpa5jLktx4F8CstFpWE2iQLew8qzDmvssCsqJ9HRqcVQ9";
+const BUILTIN_TEST_TRON_XPUB: &str =
+    "xpub6D6t97EK4FUvSRbpmwzCwK9gX6oguPJ3s4WRSd1LbhxvP2LCQoHqt7zPjfN7mywpa5jLktx4F8CstFpWE2iQLew8qzDmvssCsqJ9HRqcVQ9";
 /// `m/44'/144'/0'/0/0` of the same seed.
 const BUILTIN_TEST_XRP_ADDRESS: &str = "rnx3ewPA7jk2LgdUvnyJZaLSYk1LwvRp2m";
 /// Domain separator of the built-in Solana test pool.
@@ -247,11 +214,7 @@ const BUILTIN_TEST_SOLANA_DOMAIN: &[u8] = b"paygate-test-solana";
 impl AddressDeriver {
     /// Parse and validate every configured key for the environment `net`.
     /// Error messages name the offending key as `{key_prefix}.{field}`.
-    pub fn from_config(
-        cfg: &AccountKeysConfig,
-        net: ChainNet,
-        key_prefix: &str,
-    ) -> Result<Self, AddressConfigError> {
+    pub fn from_config(cfg: &AccountKeysConfig, net: ChainNet, key_prefix: &str) -> Result<Self, AddressConfigError> {
         Self::build(cfg, net, key_prefix, false)
     }
 
@@ -263,51 +226,25 @@ impl AddressDeriver {
     ) -> Result<Self, AddressConfigError> {
         let secp = Secp256k1::verification_only();
         let key = |field: &str| {
-            if key_prefix.is_empty() {
-                field.to_owned()
-            } else {
-                format!("{key_prefix}.{field}")
-            }
+            if key_prefix.is_empty() { field.to_owned() } else { format!("{key_prefix}.{field}") }
         };
 
         let bitcoin = match configured(cfg.bitcoin_xpub.as_ref()) {
-            Some(s) => Some(parse_account_xpub(
-                &secp,
-                s,
-                &key("bitcoin_xpub"),
-                bitcoin_versions(net),
-                net,
-            )?),
+            Some(s) => Some(parse_account_xpub(&secp, s, &key("bitcoin_xpub"), bitcoin_versions(net), net)?),
             None => None,
         };
         let evm = match configured(cfg.evm_xpub.as_ref()) {
-            Some(s) => Some(parse_account_xpub(
-                &secp,
-                s,
-                &key("evm_xpub"),
-                ACCOUNT_VERSIONS_XPUB_ONLY,
-                net,
-            )?),
+            Some(s) => Some(parse_account_xpub(&secp, s, &key("evm_xpub"), ACCOUNT_VERSIONS_XPUB_ONLY, net)?),
             None => None,
         };
         let tron = match configured(cfg.tron_xpub.as_ref()) {
-            Some(s) => Some(parse_account_xpub(
-                &secp,
-                s,
-                &key("tron_xpub"),
-                ACCOUNT_VERSIONS_XPUB_ONLY,
-                net,
-            )?),
+            Some(s) => Some(parse_account_xpub(&secp, s, &key("tron_xpub"), ACCOUNT_VERSIONS_XPUB_ONLY, net)?),
             None => None,
         };
         let xrp = match configured(cfg.xrp_address.as_ref()) {
             Some(s) => {
-                validate_address(AddressFamily::Xrp, net, s, None).map_err(|reason| {
-                    AddressConfigError::InvalidAddress {
-                        key: key("xrp_address"),
-                        reason,
-                    }
-                })?;
+                validate_address(AddressFamily::Xrp, net, s, None)
+                    .map_err(|reason| AddressConfigError::InvalidAddress { key: key("xrp_address"), reason })?;
                 Some(s.to_owned())
             }
             None => None,
@@ -318,12 +255,8 @@ impl AddressDeriver {
         for (i, raw) in cfg.solana_pool.iter().enumerate() {
             let entry = raw.trim();
             let entry_key = key(&format!("solana_pool[{i}]"));
-            validate_address(AddressFamily::Solana, net, entry, None).map_err(|reason| {
-                AddressConfigError::InvalidAddress {
-                    key: entry_key.clone(),
-                    reason,
-                }
-            })?;
+            validate_address(AddressFamily::Solana, net, entry, None)
+                .map_err(|reason| AddressConfigError::InvalidAddress { key: entry_key.clone(), reason })?;
             if let Some(first) = seen.insert(entry, i) {
                 return Err(AddressConfigError::DuplicatePoolEntry {
                     key: entry_key,
@@ -341,11 +274,7 @@ impl AddressDeriver {
                 evm,
                 tron,
                 xrp,
-                solana: if builtin_solana {
-                    SolanaSource::BuiltinTest
-                } else {
-                    SolanaSource::Pool(pool)
-                },
+                solana: if builtin_solana { SolanaSource::BuiltinTest } else { SolanaSource::Pool(pool) },
             }),
         })
     }
@@ -415,10 +344,7 @@ impl AddressDeriver {
                 if index > max {
                     return Err(DeriveError::IndexOutOfRange { family, index, max });
                 }
-                Ok(DerivedAddress {
-                    address: address.clone(),
-                    tag: Some((index + 1).to_string()),
-                })
+                Ok(DerivedAddress { address: address.clone(), tag: Some((index + 1).to_string()) })
             }
             AddressFamily::Solana => match &inner.solana {
                 SolanaSource::Pool(pool) if pool.is_empty() => Err(not_configured),
@@ -426,10 +352,7 @@ impl AddressDeriver {
                     .ok()
                     .and_then(|i| pool.get(i))
                     .map(|a| plain(a.clone()))
-                    .ok_or(DeriveError::PoolExhausted {
-                        index,
-                        size: pool.len(),
-                    }),
+                    .ok_or(DeriveError::PoolExhausted { index, size: pool.len() }),
                 SolanaSource::BuiltinTest => Ok(plain(builtin_test_solana_address(index))),
             },
         }
@@ -442,10 +365,7 @@ fn plain(address: String) -> DerivedAddress {
 
 /// `Some(trimmed)` for a non-blank configured value.
 fn configured(value: Option<&String>) -> Option<&str> {
-    value
-        .map(String::as_str)
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
+    value.map(String::as_str).map(str::trim).filter(|s| !s.is_empty())
 }
 
 fn builtin_test_solana_address(index: u64) -> String {
@@ -468,18 +388,8 @@ fn derive_child(
     let child = u32::try_from(index)
         .ok()
         .and_then(|i| ChildNumber::from_normal_idx(i).ok())
-        .ok_or(DeriveError::IndexOutOfRange {
-            family,
-            index,
-            max: MAX_NORMAL,
-        })?;
-    chain
-        .ckd_pub(secp, child)
-        .map_err(|e| DeriveError::Derivation {
-            family,
-            index,
-            reason: e.to_string(),
-        })
+        .ok_or(DeriveError::IndexOutOfRange { family, index, max: MAX_NORMAL })?;
+    chain.ckd_pub(secp, child).map_err(|e| DeriveError::Derivation { family, index, reason: e.to_string() })
 }
 
 /// Ethereum-style account id: last 20 bytes of keccak256(uncompressed pubkey without 0x04).
@@ -509,26 +419,15 @@ struct AcceptedVersions {
     wrong_net: &'static [(Version, &'static str)],
 }
 
-const ACCOUNT_VERSIONS_XPUB_ONLY: AcceptedVersions = AcceptedVersions {
-    accepted: &[(VERSION_XPUB, "xpub")],
-    accepted_label: "an xpub",
-    wrong_net: &[],
-};
+const ACCOUNT_VERSIONS_XPUB_ONLY: AcceptedVersions =
+    AcceptedVersions { accepted: &[(VERSION_XPUB, "xpub")], accepted_label: "an xpub", wrong_net: &[] };
 
 fn bitcoin_versions(net: ChainNet) -> AcceptedVersions {
     const MAIN: &[(Version, &str)] = &[(VERSION_XPUB, "xpub"), (VERSION_ZPUB, "zpub")];
     const TEST: &[(Version, &str)] = &[(VERSION_TPUB, "tpub"), (VERSION_VPUB, "vpub")];
     match net {
-        ChainNet::Mainnet => AcceptedVersions {
-            accepted: MAIN,
-            accepted_label: "an xpub or zpub",
-            wrong_net: TEST,
-        },
-        ChainNet::Testnet => AcceptedVersions {
-            accepted: TEST,
-            accepted_label: "a tpub or vpub",
-            wrong_net: MAIN,
-        },
+        ChainNet::Mainnet => AcceptedVersions { accepted: MAIN, accepted_label: "an xpub or zpub", wrong_net: TEST },
+        ChainNet::Testnet => AcceptedVersions { accepted: TEST, accepted_label: "a tpub or vpub", wrong_net: MAIN },
     }
 }
 
@@ -559,27 +458,17 @@ fn parse_account_xpub(
     versions: AcceptedVersions,
     net: ChainNet,
 ) -> Result<Xpub, AddressConfigError> {
-    let invalid = |reason: String| AddressConfigError::InvalidKey {
-        key: key.to_owned(),
-        reason,
-    };
-    let mut raw = bs58::decode(text)
-        .with_check(None)
-        .into_vec()
-        .map_err(|e| {
-            invalid(match e {
-                bs58::decode::Error::InvalidChecksum { .. } => {
-                    "the extended public key checksum does not match (is it truncated or mistyped?)"
-                        .to_owned()
-                }
-                other => format!("not a base58check extended public key ({other})"),
-            })
-        })?;
+    let invalid = |reason: String| AddressConfigError::InvalidKey { key: key.to_owned(), reason };
+    let mut raw = bs58::decode(text).with_check(None).into_vec().map_err(|e| {
+        invalid(match e {
+            bs58::decode::Error::InvalidChecksum { .. } => {
+                "the extended public key checksum does not match (is it truncated or mistyped?)".to_owned()
+            }
+            other => format!("not a base58check extended public key ({other})"),
+        })
+    })?;
     if raw.len() != 78 {
-        return Err(invalid(format!(
-            "not an extended public key (decoded to {} bytes, expected 78)",
-            raw.len()
-        )));
+        return Err(invalid(format!("not an extended public key (decoded to {} bytes, expected 78)", raw.len())));
     }
     let version: Version = [raw[0], raw[1], raw[2], raw[3]];
 
@@ -597,10 +486,7 @@ fn parse_account_xpub(
                 "this is a {kind} key; configure the account-level extended PUBLIC key ({}) instead, never a private key",
                 versions.accepted_label
             ),
-            Some(kind) => format!(
-                "this is a {kind} key, but {} is required",
-                versions.accepted_label
-            ),
+            Some(kind) => format!("this is a {kind} key, but {} is required", versions.accepted_label),
             None => format!(
                 "unknown extended key version {:02x}{:02x}{:02x}{:02x}; {} is required",
                 version[0], version[1], version[2], version[3], versions.accepted_label
@@ -616,8 +502,7 @@ fn parse_account_xpub(
         ChainNet::Testnet => VERSION_TPUB,
     };
     raw[..4].copy_from_slice(&normalised);
-    let account = Xpub::decode(&raw)
-        .map_err(|e| invalid(format!("not a valid extended public key ({e})")))?;
+    let account = Xpub::decode(&raw).map_err(|e| invalid(format!("not a valid extended public key ({e})")))?;
 
     if account.depth != 3 || !account.child_number.is_hardened() {
         return Err(invalid(format!(
@@ -629,19 +514,11 @@ fn parse_account_xpub(
 
     account
         .ckd_pub(secp, ChildNumber::Normal { index: 0 })
-        .map_err(|e| {
-            invalid(format!(
-                "cannot derive the external chain from this key ({e})"
-            ))
-        })
+        .map_err(|e| invalid(format!("cannot derive the external chain from this key ({e})")))
 }
 
 fn net_of_version(version: Version) -> ChainNet {
-    if version == VERSION_TPUB || version == VERSION_VPUB {
-        ChainNet::Testnet
-    } else {
-        ChainNet::Mainnet
-    }
+    if version == VERSION_TPUB || version == VERSION_VPUB { ChainNet::Testnet } else { ChainNet::Mainnet }
 }
 
 fn net_name(net: ChainNet) -> &'static str {
@@ -699,10 +576,7 @@ pub fn validate_address(
 }
 
 fn invalid(family: AddressFamily, reason: impl Into<String>) -> AddressError {
-    AddressError::Invalid {
-        family,
-        reason: reason.into(),
-    }
+    AddressError::Invalid { family, reason: reason.into() }
 }
 
 fn validate_bitcoin(net: ChainNet, address: &str) -> Result<(), AddressError> {
@@ -719,18 +593,12 @@ fn validate_bitcoin(net: ChainNet, address: &str) -> Result<(), AddressError> {
         decode_base58check(address, bs58::Alphabet::BITCOIN, FAMILY)?;
     }
 
-    let parsed: bitcoin::Address<NetworkUnchecked> = address
-        .parse()
-        .map_err(|e: bitcoin::address::ParseError| invalid(FAMILY, error_chain(&e)))?;
+    let parsed: bitcoin::Address<NetworkUnchecked> =
+        address.parse().map_err(|e: bitcoin::address::ParseError| invalid(FAMILY, error_chain(&e)))?;
 
     match parsed.assume_checked_ref().address_type() {
-        Some(
-            AddressType::P2pkh
-            | AddressType::P2sh
-            | AddressType::P2wpkh
-            | AddressType::P2wsh
-            | AddressType::P2tr,
-        ) => {}
+        Some(AddressType::P2pkh | AddressType::P2sh | AddressType::P2wpkh | AddressType::P2wsh | AddressType::P2tr) => {
+        }
         _ => {
             return Err(invalid(
                 FAMILY,
@@ -763,24 +631,18 @@ fn validate_bitcoin(net: ChainNet, address: &str) -> Result<(), AddressError> {
 }
 
 fn explain_bech32(e: &bitcoin::bech32::primitives::decode::SegwitHrpstringError) -> AddressError {
-    use bitcoin::bech32::primitives::decode::{
-        CharError, SegwitHrpstringError as E, UncheckedHrpstringError as U,
-    };
+    use bitcoin::bech32::primitives::decode::{CharError, SegwitHrpstringError as E, UncheckedHrpstringError as U};
     const FAMILY: AddressFamily = AddressFamily::Bitcoin;
     match e {
         E::Checksum(_) => AddressError::BadChecksum { family: FAMILY },
-        E::Unchecked(U::Char(CharError::MixedCase)) => {
-            invalid(FAMILY, "mixes upper and lower case letters")
+        E::Unchecked(U::Char(CharError::MixedCase)) => invalid(FAMILY, "mixes upper and lower case letters"),
+        E::Unchecked(U::Char(CharError::InvalidChar(c))) => {
+            invalid(FAMILY, format!("contains the character {c:?}, which cannot appear in a bech32 address"))
         }
-        E::Unchecked(U::Char(CharError::InvalidChar(c))) => invalid(
-            FAMILY,
-            format!("contains the character {c:?}, which cannot appear in a bech32 address"),
-        ),
         E::TooLong(_) => invalid(FAMILY, "is too long"),
-        E::InvalidWitnessVersion(_) | E::WitnessLength(_) | E::NoData | E::Padding(_) => invalid(
-            FAMILY,
-            "the SegWit program has an invalid version or length",
-        ),
+        E::InvalidWitnessVersion(_) | E::WitnessLength(_) | E::NoData | E::Padding(_) => {
+            invalid(FAMILY, "the SegWit program has an invalid version or length")
+        }
         other => invalid(FAMILY, error_chain(other)),
     }
 }
@@ -791,16 +653,10 @@ fn validate_evm(address: &str) -> Result<(), AddressError> {
         return Err(invalid(FAMILY, "must start with 0x"));
     };
     if hex.len() != 40 {
-        return Err(invalid(
-            FAMILY,
-            format!("must have 40 hex digits after 0x, found {}", hex.len()),
-        ));
+        return Err(invalid(FAMILY, format!("must have 40 hex digits after 0x, found {}", hex.len())));
     }
     if let Some(c) = hex.chars().find(|c| !c.is_ascii_hexdigit()) {
-        return Err(invalid(
-            FAMILY,
-            format!("contains {c:?}, which is not a hex digit"),
-        ));
+        return Err(invalid(FAMILY, format!("contains {c:?}, which is not a hex digit")));
     }
     let has_upper = hex.bytes().any(|b| b.is_ascii_uppercase());
     let has_lower = hex.bytes().any(|b| b.is_ascii_lowercase());
@@ -814,23 +670,14 @@ fn validate_evm(address: &str) -> Result<(), AddressError> {
 fn validate_tron(address: &str) -> Result<(), AddressError> {
     const FAMILY: AddressFamily = AddressFamily::Tron;
     if address.starts_with("41") && address.len() == 42 {
-        return Err(invalid(
-            FAMILY,
-            "hex-form Tron addresses are not accepted; use the base58 form starting with T",
-        ));
+        return Err(invalid(FAMILY, "hex-form Tron addresses are not accepted; use the base58 form starting with T"));
     }
     let payload = decode_base58check(address, bs58::Alphabet::BITCOIN, FAMILY)?;
     if payload.len() != 21 {
-        return Err(invalid(
-            FAMILY,
-            format!("decodes to {} bytes, expected 21", payload.len()),
-        ));
+        return Err(invalid(FAMILY, format!("decodes to {} bytes, expected 21", payload.len())));
     }
     if payload[0] != TRON_PREFIX {
-        return Err(invalid(
-            FAMILY,
-            "wrong address prefix: Tron addresses start with T (version byte 0x41)",
-        ));
+        return Err(invalid(FAMILY, "wrong address prefix: Tron addresses start with T (version byte 0x41)"));
     }
     Ok(())
 }
@@ -848,38 +695,23 @@ fn validate_xrp(address: &str) -> Result<(), AddressError> {
     }
     let payload = decode_base58check(address, bs58::Alphabet::RIPPLE, FAMILY)?;
     if payload.len() != 21 || payload[0] != XRP_ACCOUNT_PREFIX {
-        return Err(invalid(
-            FAMILY,
-            "not a classic account address (classic XRP addresses start with r)",
-        ));
+        return Err(invalid(FAMILY, "not a classic account address (classic XRP addresses start with r)"));
     }
     Ok(())
 }
 
 fn validate_xrp_tag(tag: &str) -> Result<(), AddressError> {
-    let ok =
-        !tag.is_empty() && tag.bytes().all(|b| b.is_ascii_digit()) && tag.parse::<u32>().is_ok();
-    if ok {
-        Ok(())
-    } else {
-        Err(AddressError::InvalidTag {
-            tag: tag.to_owned(),
-        })
-    }
+    let ok = !tag.is_empty() && tag.bytes().all(|b| b.is_ascii_digit()) && tag.parse::<u32>().is_ok();
+    if ok { Ok(()) } else { Err(AddressError::InvalidTag { tag: tag.to_owned() }) }
 }
 
 fn validate_solana(address: &str) -> Result<(), AddressError> {
     const FAMILY: AddressFamily = AddressFamily::Solana;
-    let bytes = bs58::decode(address)
-        .into_vec()
-        .map_err(|e| explain_base58(e, FAMILY))?;
+    let bytes = bs58::decode(address).into_vec().map_err(|e| explain_base58(e, FAMILY))?;
     if bytes.len() != 32 {
         return Err(invalid(
             FAMILY,
-            format!(
-                "decodes to {} bytes, but a Solana address is exactly 32 bytes",
-                bytes.len()
-            ),
+            format!("decodes to {} bytes, but a Solana address is exactly 32 bytes", bytes.len()),
         ));
     }
     Ok(())
@@ -891,22 +723,15 @@ fn decode_base58check(
     alphabet: &'static bs58::Alphabet,
     family: AddressFamily,
 ) -> Result<Vec<u8>, AddressError> {
-    bs58::decode(address)
-        .with_alphabet(alphabet)
-        .with_check(None)
-        .into_vec()
-        .map_err(|e| explain_base58(e, family))
+    bs58::decode(address).with_alphabet(alphabet).with_check(None).into_vec().map_err(|e| explain_base58(e, family))
 }
 
 fn explain_base58(e: bs58::decode::Error, family: AddressFamily) -> AddressError {
     use bs58::decode::Error as E;
     match e {
-        E::InvalidCharacter { character, .. } => invalid(
-            family,
-            format!(
-                "contains the character {character:?}, which cannot appear in this address format"
-            ),
-        ),
+        E::InvalidCharacter { character, .. } => {
+            invalid(family, format!("contains the character {character:?}, which cannot appear in this address format"))
+        }
         E::NonAsciiCharacter { .. } => invalid(family, "contains a non-ASCII character"),
         E::InvalidChecksum { .. } => AddressError::BadChecksum { family },
         E::NoChecksum => invalid(family, "is too short"),
@@ -1003,9 +828,7 @@ mod tests {
     }
 
     fn config_error(cfg: &AccountKeysConfig, net: ChainNet) -> String {
-        AddressDeriver::from_config(cfg, net, "addresses.live")
-            .unwrap_err()
-            .to_string()
+        AddressDeriver::from_config(cfg, net, "addresses.live").unwrap_err().to_string()
     }
 
     /// Flip one character in the middle of the string to another of the same alphabet.
@@ -1035,10 +858,7 @@ mod tests {
         let d2 = d.clone();
         assert!(Arc::ptr_eq(&d.inner, &d2.inner));
         let shown = format!("{d:?}");
-        assert!(
-            shown.contains("Testnet") && !shown.contains("vpub"),
-            "{shown}"
-        );
+        assert!(shown.contains("Testnet") && !shown.contains("vpub"), "{shown}");
     }
 
     #[test]
@@ -1057,20 +877,14 @@ mod tests {
 
     #[test]
     fn xpub_and_zpub_of_same_key_agree() {
-        let cfg = AccountKeysConfig {
-            bitcoin_xpub: Some(ABANDON_BTC_XPUB_SAME_KEY.into()),
-            ..Default::default()
-        };
+        let cfg = AccountKeysConfig { bitcoin_xpub: Some(ABANDON_BTC_XPUB_SAME_KEY.into()), ..Default::default() };
         let d = AddressDeriver::from_config(&cfg, ChainNet::Mainnet, "addresses.live").unwrap();
         assert_eq!(addr(&d, AddressFamily::Bitcoin, 0), ABANDON_BTC[0].1);
     }
 
     #[test]
     fn testnet_vpub_of_public_mnemonic() {
-        let cfg = AccountKeysConfig {
-            bitcoin_xpub: Some(ABANDON_TBTC_VPUB.into()),
-            ..Default::default()
-        };
+        let cfg = AccountKeysConfig { bitcoin_xpub: Some(ABANDON_TBTC_VPUB.into()), ..Default::default() };
         let d = AddressDeriver::from_config(&cfg, ChainNet::Testnet, "addresses.test").unwrap();
         assert_eq!(addr(&d, AddressFamily::Bitcoin, 0), ABANDON_TBTC_0);
     }
@@ -1097,10 +911,7 @@ mod tests {
 
     #[test]
     fn builtin_tpub_form_matches_vpub() {
-        let cfg = AccountKeysConfig {
-            bitcoin_xpub: Some(BUILTIN_TPUB_SAME_KEY.into()),
-            ..Default::default()
-        };
+        let cfg = AccountKeysConfig { bitcoin_xpub: Some(BUILTIN_TPUB_SAME_KEY.into()), ..Default::default() };
         let d = AddressDeriver::from_config(&cfg, ChainNet::Testnet, "addresses.test").unwrap();
         assert_eq!(addr(&d, AddressFamily::Bitcoin, 7), BUILTIN_BTC[2].1);
     }
@@ -1123,9 +934,7 @@ mod tests {
         let first = d.derive(AddressFamily::Xrp, 0).unwrap();
         assert_eq!(first.address, BUILTIN_TEST_XRP_ADDRESS);
         assert_eq!(first.tag.as_deref(), Some("1"));
-        let last = d
-            .derive(AddressFamily::Xrp, u64::from(u32::MAX) - 1)
-            .unwrap();
+        let last = d.derive(AddressFamily::Xrp, u64::from(u32::MAX) - 1).unwrap();
         assert_eq!(last.tag.as_deref(), Some("4294967295"));
         for bad in [u64::from(u32::MAX), u64::MAX] {
             let err = d.derive(AddressFamily::Xrp, bad).unwrap_err();
@@ -1135,10 +944,7 @@ mod tests {
 
     #[test]
     fn every_derived_address_validates() {
-        for (d, net) in [
-            (AddressDeriver::builtin_test(), ChainNet::Testnet),
-            (mainnet(), ChainNet::Mainnet),
-        ] {
+        for (d, net) in [(AddressDeriver::builtin_test(), ChainNet::Testnet), (mainnet(), ChainNet::Mainnet)] {
             for fam in ALL_FAMILIES {
                 for i in [0, 1, 2, 7, 1000] {
                     let Ok(derived) = d.derive(fam, i) else {
@@ -1156,11 +962,7 @@ mod tests {
     fn hd_index_limits() {
         let d = AddressDeriver::builtin_test();
         let max = (1u64 << 31) - 1;
-        for fam in [
-            AddressFamily::Bitcoin,
-            AddressFamily::Evm,
-            AddressFamily::Tron,
-        ] {
+        for fam in [AddressFamily::Bitcoin, AddressFamily::Evm, AddressFamily::Tron] {
             assert!(d.derive(fam, max).is_ok());
             let err = d.derive(fam, max + 1).unwrap_err();
             assert!(matches!(err, DeriveError::IndexOutOfRange { .. }), "{err}");
@@ -1170,29 +972,20 @@ mod tests {
     #[test]
     fn solana_pool_and_unsupported() {
         let d = mainnet();
-        assert_eq!(
-            addr(&d, AddressFamily::Solana, 1),
-            "7iJA1L9KZZEcQwYHvq8NbG62T74sjfHswVMrETapJnhn"
-        );
+        assert_eq!(addr(&d, AddressFamily::Solana, 1), "7iJA1L9KZZEcQwYHvq8NbG62T74sjfHswVMrETapJnhn");
         let err = d.derive(AddressFamily::Solana, 2).unwrap_err();
         assert_eq!(err, DeriveError::PoolExhausted { index: 2, size: 2 });
         assert!(err.to_string().contains("solana_pool"));
 
         let empty = AddressDeriver::from_config(
-            &AccountKeysConfig {
-                bitcoin_xpub: Some("   ".into()),
-                ..Default::default()
-            },
+            &AccountKeysConfig { bitcoin_xpub: Some("   ".into()), ..Default::default() },
             ChainNet::Mainnet,
             "addresses.live",
         )
         .unwrap();
         for fam in ALL_FAMILIES {
             assert!(!empty.supports(fam));
-            assert_eq!(
-                empty.derive(fam, 0).unwrap_err(),
-                DeriveError::NotConfigured { family: fam }
-            );
+            assert_eq!(empty.derive(fam, 0).unwrap_err(), DeriveError::NotConfigured { family: fam });
         }
     }
 
@@ -1204,15 +997,9 @@ mod tests {
             (ABANDON_ZPUB, ChainNet::Testnet),
             (ABANDON_BTC_XPUB_SAME_KEY, ChainNet::Testnet),
         ] {
-            let cfg = AccountKeysConfig {
-                bitcoin_xpub: Some(key.into()),
-                ..Default::default()
-            };
+            let cfg = AccountKeysConfig { bitcoin_xpub: Some(key.into()), ..Default::default() };
             let err = AddressDeriver::from_config(&cfg, net, "addresses.live").unwrap_err();
-            assert!(
-                matches!(err, AddressConfigError::WrongNetwork { .. }),
-                "{err}"
-            );
+            assert!(matches!(err, AddressConfigError::WrongNetwork { .. }), "{err}");
             let msg = err.to_string();
             assert!(msg.contains("addresses.live.bitcoin_xpub"), "{msg}");
             assert!(!msg.contains(key), "key must not be echoed: {msg}");
@@ -1223,17 +1010,11 @@ mod tests {
     fn bad_config_values_name_their_key() {
         let cases: Vec<(AccountKeysConfig, &str)> = vec![
             (
-                AccountKeysConfig {
-                    evm_xpub: Some(flip(ABANDON_EVM_XPUB, 50)),
-                    ..Default::default()
-                },
+                AccountKeysConfig { evm_xpub: Some(flip(ABANDON_EVM_XPUB, 50)), ..Default::default() },
                 "addresses.live.evm_xpub",
             ),
             (
-                AccountKeysConfig {
-                    tron_xpub: Some(ABANDON_ZPUB.into()),
-                    ..Default::default()
-                },
+                AccountKeysConfig { tron_xpub: Some(ABANDON_ZPUB.into()), ..Default::default() },
                 "addresses.live.tron_xpub",
             ),
             (
@@ -1245,10 +1026,7 @@ mod tests {
             ),
             (
                 AccountKeysConfig {
-                    solana_pool: vec![
-                        "DFpBSQbtdtwUZ6b72SEtMuF4QqmLyfTfnP3Q94PSxszT".into(),
-                        "0xnotsolana".into(),
-                    ],
+                    solana_pool: vec!["DFpBSQbtdtwUZ6b72SEtMuF4QqmLyfTfnP3Q94PSxszT".into(), "0xnotsolana".into()],
                     ..Default::default()
                 },
                 "addresses.live.solana_pool[1]",
@@ -1275,43 +1053,24 @@ mod tests {
     fn non_account_level_and_private_keys_rejected() {
         // Depth-0 master public key (BIP32 test vector 1).
         let master = "xpub661MyMwAqRbcFtXgS5sYJABqqG9YLmC4Q1Rdap9gSE8NqtwybGhePY2gZ29ESFjqJoCu1Rupje8YtGqsefD265TMg7usUDFdp6W1EGMcet8";
-        let msg = config_error(
-            &AccountKeysConfig {
-                evm_xpub: Some(master.into()),
-                ..Default::default()
-            },
-            ChainNet::Mainnet,
-        );
-        assert!(
-            msg.contains("addresses.live.evm_xpub") && msg.contains("depth 0"),
-            "{msg}"
-        );
+        let msg =
+            config_error(&AccountKeysConfig { evm_xpub: Some(master.into()), ..Default::default() }, ChainNet::Mainnet);
+        assert!(msg.contains("addresses.live.evm_xpub") && msg.contains("depth 0"), "{msg}");
 
         // BIP32 test vector 1 master private key: must be refused, and never echoed.
         let xprv = "xprv9s21ZrQH143K3QTDL4LXw2F7HEK3wJUD2nW2nRk4stbPy6cq3jPPqjiChkVvvNKmPGJxWUtg6LnF5kejMRNNU3TGtRBeJgk33yuGBxrMPHi";
         let msg = config_error(
-            &AccountKeysConfig {
-                bitcoin_xpub: Some(xprv.into()),
-                ..Default::default()
-            },
+            &AccountKeysConfig { bitcoin_xpub: Some(xprv.into()), ..Default::default() },
             ChainNet::Mainnet,
         );
-        assert!(
-            msg.contains("addresses.live.bitcoin_xpub") && msg.contains("private"),
-            "{msg}"
-        );
+        assert!(msg.contains("addresses.live.bitcoin_xpub") && msg.contains("private"), "{msg}");
         assert!(!msg.contains(xprv));
     }
 
     #[test]
     fn empty_prefix_uses_bare_key() {
-        let cfg = AccountKeysConfig {
-            evm_xpub: Some("nope".into()),
-            ..Default::default()
-        };
-        let msg = AddressDeriver::from_config(&cfg, ChainNet::Mainnet, "")
-            .unwrap_err()
-            .to_string();
+        let cfg = AccountKeysConfig { evm_xpub: Some("nope".into()), ..Default::default() };
+        let msg = AddressDeriver::from_config(&cfg, ChainNet::Mainnet, "").unwrap_err().to_string();
         assert!(msg.starts_with("evm_xpub:"), "{msg}");
     }
 
@@ -1342,24 +1101,12 @@ mod tests {
         use ChainNet::{Mainnet as M, Testnet as T};
         ok(B, M, "bc1qcr8te4kr609gcawutmrza0j4xv80jy8z306fyu"); // p2wpkh
         ok(B, M, "BC1QCR8TE4KR609GCAWUTMRZA0J4XV80JY8Z306FYU"); // upper case
-        ok(
-            B,
-            M,
-            "bc1qrp33g0q5c5txsp9arysrx4k6zdkfs4nce4xj0gdcccefvpysxf3qccfmv3",
-        ); // p2wsh
-        ok(
-            B,
-            M,
-            "bc1p5cyxnuxmeuwuvkwfem96lqzszd02n6xdcjrs20cac6yqjjwudpxqkedrcr",
-        ); // taproot (BIP86)
+        ok(B, M, "bc1qrp33g0q5c5txsp9arysrx4k6zdkfs4nce4xj0gdcccefvpysxf3qccfmv3"); // p2wsh
+        ok(B, M, "bc1p5cyxnuxmeuwuvkwfem96lqzszd02n6xdcjrs20cac6yqjjwudpxqkedrcr"); // taproot (BIP86)
         ok(B, M, "1BvBMSEYstWetqTFn5Au4m4GFg7xJaNVN2"); // p2pkh
         ok(B, M, "3J98t1WpEZ73CNmQviecrnyiWrnqRhWNLy"); // p2sh
         ok(B, T, "tb1q6rz28mcfaxtmd6v789l9rrlrusdprr9pqcpvkl");
-        ok(
-            B,
-            T,
-            "tb1qrp33g0q5c5txsp9arysrx4k6zdkfs4nce4xj0gdcccefvpysxf3q0sl5k7",
-        );
+        ok(B, T, "tb1qrp33g0q5c5txsp9arysrx4k6zdkfs4nce4xj0gdcccefvpysxf3q0sl5k7");
         ok(B, T, "mipcBbFg9gMiCh81Kj8tqqdgoZub1ZJRfn");
         ok(B, T, "2MzQwSSnBHWHqSAqtTVQ6v47XtaisrJa1Vc");
     }
@@ -1368,37 +1115,14 @@ mod tests {
     fn bitcoin_invalid() {
         use AddressFamily::Bitcoin as B;
         use ChainNet::{Mainnet as M, Testnet as T};
-        let e = bad(
-            B,
-            M,
-            &flip("bc1qcr8te4kr609gcawutmrza0j4xv80jy8z306fyu", 20),
-            None,
-        );
+        let e = bad(B, M, &flip("bc1qcr8te4kr609gcawutmrza0j4xv80jy8z306fyu", 20), None);
         assert_eq!(e, AddressError::BadChecksum { family: B });
         let e = bad(B, M, &flip("1BvBMSEYstWetqTFn5Au4m4GFg7xJaNVN2", 10), None);
         assert_eq!(e, AddressError::BadChecksum { family: B });
         let e = bad(B, T, "bc1qcr8te4kr609gcawutmrza0j4xv80jy8z306fyu", None);
-        assert!(
-            matches!(
-                e,
-                AddressError::WrongNetwork {
-                    found: "mainnet",
-                    ..
-                }
-            ),
-            "{e}"
-        );
+        assert!(matches!(e, AddressError::WrongNetwork { found: "mainnet", .. }), "{e}");
         let e = bad(B, M, "tb1q6rz28mcfaxtmd6v789l9rrlrusdprr9pqcpvkl", None);
-        assert!(
-            matches!(
-                e,
-                AddressError::WrongNetwork {
-                    found: "testnet",
-                    ..
-                }
-            ),
-            "{e}"
-        );
+        assert!(matches!(e, AddressError::WrongNetwork { found: "testnet", .. }), "{e}");
         assert!(e.to_string().contains("mainnet"), "{e}");
         bad(B, M, "mipcBbFg9gMiCh81Kj8tqqdgoZub1ZJRfn", None);
         bad(B, T, "3J98t1WpEZ73CNmQviecrnyiWrnqRhWNLy", None);
@@ -1411,18 +1135,10 @@ mod tests {
         let e = bad(B, M, "bc1zw508d6qejxtdg4y5r3zarvaryvaxxpcs", None);
         assert!(e.to_string().contains("unsupported"), "{e}");
         bad(B, M, "0x9858EfFD232B4033E47d90003D41EC34EcaEda94", None);
-        let e = bad(
-            B,
-            M,
-            "bc1qcr8te4kr609gcawutmrza0j4xv80jy8z306fyu",
-            Some("1"),
-        );
+        let e = bad(B, M, "bc1qcr8te4kr609gcawutmrza0j4xv80jy8z306fyu", Some("1"));
         assert_eq!(e, AddressError::TagNotAllowed { family: B });
         assert_eq!(bad(B, M, "", None), AddressError::Empty);
-        assert_eq!(
-            bad(B, M, " bc1qcr8te4kr609gcawutmrza0j4xv80jy8z306fyu", None),
-            AddressError::Whitespace
-        );
+        assert_eq!(bad(B, M, " bc1qcr8te4kr609gcawutmrza0j4xv80jy8z306fyu", None), AddressError::Whitespace);
     }
 
     #[test]
@@ -1439,12 +1155,7 @@ mod tests {
         bad(E, net, "0x9858EfFD232B4033E47d90003D41EC34EcaEda9", None);
         bad(E, net, "0x9858EfFD232B4033E47d90003D41EC34EcaEda944", None);
         bad(E, net, "0x9858EfFD232B4033E47d90003D41EC34EcaEda9g", None);
-        let e = bad(
-            E,
-            net,
-            "0x9858EfFD232B4033E47d90003D41EC34EcaEda94",
-            Some("5"),
-        );
+        let e = bad(E, net, "0x9858EfFD232B4033E47d90003D41EC34EcaEda94", Some("5"));
         assert_eq!(e, AddressError::TagNotAllowed { family: E });
     }
 
@@ -1453,12 +1164,7 @@ mod tests {
         use AddressFamily::Tron as T;
         let net = ChainNet::Mainnet;
         ok(T, net, "TUEZSdKsoDHQMeZwihtdoBiN46zxhGWYdH");
-        let e = bad(
-            T,
-            net,
-            &flip("TUEZSdKsoDHQMeZwihtdoBiN46zxhGWYdH", 12),
-            None,
-        );
+        let e = bad(T, net, &flip("TUEZSdKsoDHQMeZwihtdoBiN46zxhGWYdH", 12), None);
         assert_eq!(e, AddressError::BadChecksum { family: T });
         // Valid base58check, but a bitcoin (0x00) prefix.
         bad(T, net, "1BvBMSEYstWetqTFn5Au4m4GFg7xJaNVN2", None);
@@ -1485,12 +1191,7 @@ mod tests {
         // Bitcoin-alphabet base58check is not an XRP address.
         bad(X, net, "1BvBMSEYstWetqTFn5Au4m4GFg7xJaNVN2", None);
         // X-address form.
-        let e = bad(
-            X,
-            net,
-            "XVLhHMPHU98es4dbozjVtdWzVrDjtV18pX8yuPT7y4xaEHi",
-            None,
-        );
+        let e = bad(X, net, "XVLhHMPHU98es4dbozjVtdWzVrDjtV18pX8yuPT7y4xaEHi", None);
         assert!(e.to_string().contains("X-address"), "{e}");
     }
 

@@ -22,7 +22,8 @@ pub fn router() -> Router<AppState> {
         .route("/v1/invoices/{invoice_id}/cancel", post(cancel_invoice))
 }
 
-pub(crate) const STATUS_VALUES: &str = "draft, pending, confirming, paid, overpaid, underpaid, expired, invalid, cancelled";
+pub(crate) const STATUS_VALUES: &str =
+    "draft, pending, confirming, paid, overpaid, underpaid, expired, invalid, cancelled";
 
 /// Create an invoice.
 #[utoipa::path(post, path = "/v1/invoices", tag = "invoices", request_body = CreateInvoiceRequest,
@@ -35,7 +36,11 @@ pub(crate) const STATUS_VALUES: &str = "draft, pending, confirming, paid, overpa
         (status = 422, description = "unsupported_currency, amount_out_of_range, idempotency_key_mismatch", body = ErrorEnvelope),
         (status = 503, description = "gate_offline, rates_unavailable", body = ErrorEnvelope),
     ))]
-pub async fn create_invoice(State(state): State<AppState>, auth: Auth, body: JsonBody<CreateInvoiceRequest>) -> ApiResult<Data<InvoiceResponse>> {
+pub async fn create_invoice(
+    State(state): State<AppState>,
+    auth: Auth,
+    body: JsonBody<CreateInvoiceRequest>,
+) -> ApiResult<Data<InvoiceResponse>> {
     auth.require(Permission::InvoicesWrite)?;
     let base = &state.config.public_base_url;
     Ok(match service::create(&state, &auth, body.value, &body.raw).await? {
@@ -60,7 +65,11 @@ pub async fn create_invoice(State(state): State<AppState>, auth: Auth, body: Jso
         (status = 200, body = inline(crate::openapi::InvoiceListEnvelope)),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
     ))]
-pub async fn list_invoices(State(state): State<AppState>, auth: Auth, q: QueryParams) -> ApiResult<Page<InvoiceResponse>> {
+pub async fn list_invoices(
+    State(state): State<AppState>,
+    auth: Auth,
+    q: QueryParams,
+) -> ApiResult<Page<InvoiceResponse>> {
     auth.require(Permission::InvoicesRead)?;
     let (limit, offset) = q.pagination()?;
     let filter = ListFilter {
@@ -84,7 +93,11 @@ pub async fn list_invoices(State(state): State<AppState>, auth: Auth, q: QueryPa
         (status = 200, body = inline(crate::openapi::InvoiceEnvelope)),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope),
     ))]
-pub async fn get_invoice(State(state): State<AppState>, auth: Auth, PathId(id): PathId) -> ApiResult<Data<InvoiceResponse>> {
+pub async fn get_invoice(
+    State(state): State<AppState>,
+    auth: Auth,
+    PathId(id): PathId,
+) -> ApiResult<Data<InvoiceResponse>> {
     auth.require(Permission::InvoicesRead)?;
     let (inv, payments) = service::get(&state, &auth, id).await?;
     Ok(Data::ok(InvoiceResponse::from_model(&inv, &payments, &state.config.public_base_url)))
@@ -98,7 +111,11 @@ pub async fn get_invoice(State(state): State<AppState>, auth: Auth, PathId(id): 
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
         (status = 404, body = ErrorEnvelope), (status = 409, description = "invoice_not_cancellable", body = ErrorEnvelope),
     ))]
-pub async fn cancel_invoice(State(state): State<AppState>, auth: Auth, PathId(id): PathId) -> ApiResult<Data<InvoiceResponse>> {
+pub async fn cancel_invoice(
+    State(state): State<AppState>,
+    auth: Auth,
+    PathId(id): PathId,
+) -> ApiResult<Data<InvoiceResponse>> {
     auth.require(Permission::InvoicesWrite)?;
     let (inv, payments) = service::cancel(&state, &auth, id).await?;
     Ok(Data::ok(InvoiceResponse::from_model(&inv, &payments, &state.config.public_base_url)))

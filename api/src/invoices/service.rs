@@ -88,8 +88,16 @@ fn is_fiat_code(s: &str) -> bool {
 }
 
 fn valid_email(s: &str) -> bool {
-    let Some((local, domain)) = s.split_once('@') else { return false };
-    !local.is_empty() && domain.contains('.') && !domain.starts_with('.') && !domain.ends_with('.') && !s.chars().any(char::is_whitespace) && !domain.contains('@') && s.len() <= 320
+    let Some((local, domain)) = s.split_once('@') else {
+        return false;
+    };
+    !local.is_empty()
+        && domain.contains('.')
+        && !domain.starts_with('.')
+        && !domain.ends_with('.')
+        && !s.chars().any(char::is_whitespace)
+        && !domain.contains('@')
+        && s.len() <= 320
 }
 
 /// The structurally valid request, before business rules.
@@ -115,14 +123,16 @@ fn check_structure(req: &CreateInvoiceRequest) -> ApiResult<Checked> {
         },
         (None, Some(f)) => {
             let amount = parse_amount("amount_fiat", f).map_err(|e| p.push(format!("amount_fiat: {e}"))).ok();
-            if let Some(a) = amount {
-                if a.scale() > 8 {
-                    p.push("amount_fiat: at most 8 decimal places".into());
-                }
+            if let Some(a) = amount
+                && a.scale() > 8
+            {
+                p.push("amount_fiat: at most 8 decimal places".into());
             }
             match req.fiat_currency.as_deref() {
                 None => p.push("fiat_currency: required with amount_fiat".into()),
-                Some(c) if !is_fiat_code(c) => p.push(format!("fiat_currency: must be a 3-letter upper-case code like \"USD\", got {c:?}")),
+                Some(c) if !is_fiat_code(c) => {
+                    p.push(format!("fiat_currency: must be a 3-letter upper-case code like \"USD\", got {c:?}"))
+                }
                 Some(c) => fiat = amount.map(|a| (a, c.to_owned())),
             }
         }
@@ -150,10 +160,10 @@ fn check_structure(req: &CreateInvoiceRequest) -> ApiResult<Checked> {
             }
         }
     }
-    if let Some(k) = &req.idempotency_key {
-        if k.is_empty() || k.chars().count() > 255 {
-            p.push("idempotency_key: must be 1 to 255 characters".into());
-        }
+    if let Some(k) = &req.idempotency_key
+        && (k.is_empty() || k.chars().count() > 255)
+    {
+        p.push("idempotency_key: must be 1 to 255 characters".into());
     }
     if let Some(m) = &req.metadata {
         if m.len() > MAX_METADATA_PROPERTIES {
@@ -164,14 +174,17 @@ fn check_structure(req: &CreateInvoiceRequest) -> ApiResult<Checked> {
     }
     if let Some(u) = &req.redirect_url {
         match url::Url::parse(u) {
-            Ok(parsed) if (parsed.scheme() == "https" || parsed.scheme() == "http") && parsed.has_host() && u.len() <= 2048 => {}
+            Ok(parsed)
+                if (parsed.scheme() == "https" || parsed.scheme() == "http")
+                    && parsed.has_host()
+                    && u.len() <= 2048 => {}
             _ => p.push("redirect_url: must be an absolute http(s) URL of at most 2048 characters".into()),
         }
     }
-    if let Some(e) = &req.payer_email {
-        if !valid_email(e) {
-            p.push("payer_email: must be an email address".into());
-        }
+    if let Some(e) = &req.payer_email
+        && !valid_email(e)
+    {
+        p.push("payer_email: must be an email address".into());
     }
     let now = Utc::now();
     if let Some(t) = req.draft_expires_at {
@@ -191,7 +204,8 @@ fn check_structure(req: &CreateInvoiceRequest) -> ApiResult<Checked> {
 }
 
 fn resolve_gate(currency: &str, network: Option<&str>) -> ApiResult<&'static Gate> {
-    gates::resolve(currency, network).map_err(|e| ApiError::unprocessable(ErrorCode::UnsupportedCurrency, e.field(), e.to_string()))
+    gates::resolve(currency, network)
+        .map_err(|e| ApiError::unprocessable(ErrorCode::UnsupportedCurrency, e.field(), e.to_string()))
 }
 
 /// `(target_settlement_asset, settlement_target_currency, settlement_target_network)`.
@@ -199,24 +213,35 @@ fn resolve_settlement(req: &CreateInvoiceRequest) -> ApiResult<(String, Option<S
     let by_asset = match req.target_settlement_asset.as_deref() {
         None | Some("passthrough") => None,
         Some(id) => Some(gates::find(id).ok_or_else(|| {
-            ApiError::unprocessable(ErrorCode::UnsupportedCurrency, "target_settlement_asset", format!("must be \"passthrough\" or a gate id, got {id:?}"))
+            ApiError::unprocessable(
+                ErrorCode::UnsupportedCurrency,
+                "target_settlement_asset",
+                format!("must be \"passthrough\" or a gate id, got {id:?}"),
+            )
         })?),
     };
     let by_currency = match req.settlement_target_currency.as_deref() {
         None => {
             if req.settlement_target_network.is_some() {
-                return Err(ApiError::invalid_field("settlement_target_network", "only allowed with settlement_target_currency"));
+                return Err(ApiError::invalid_field(
+                    "settlement_target_network",
+                    "only allowed with settlement_target_currency",
+                ));
             }
             None
         }
         Some(c) => Some(gates::resolve(c, req.settlement_target_network.as_deref()).map_err(|e| {
-            let field = if e.field() == "currency" { "settlement_target_currency" } else { "settlement_target_network" };
+            let field =
+                if e.field() == "currency" { "settlement_target_currency" } else { "settlement_target_network" };
             ApiError::unprocessable(ErrorCode::UnsupportedCurrency, field, e.to_string())
         })?),
     };
     let target = match (by_asset, by_currency) {
         (Some(a), Some(b)) if a.id != b.id => {
-            return Err(ApiError::invalid_field("settlement_target_currency", format!("contradicts target_settlement_asset {:?}", a.id)));
+            return Err(ApiError::invalid_field(
+                "settlement_target_currency",
+                format!("contradicts target_settlement_asset {:?}", a.id),
+            ));
         }
         (Some(g), _) | (None, Some(g)) => Some(g),
         (None, None) => None,
@@ -247,15 +272,20 @@ fn check_range(state: &AppState, env: Environment, gate: &Gate, amount: Decimal)
     Ok(())
 }
 
-pub async fn create(state: &AppState, who: &Principal, req: CreateInvoiceRequest, raw: &serde_json::Value) -> ApiResult<Created> {
+pub async fn create(
+    state: &AppState,
+    who: &Principal,
+    req: CreateInvoiceRequest,
+    raw: &serde_json::Value,
+) -> ApiResult<Created> {
     let checked = check_structure(&req)?;
     let request_hash = canonical_hash(raw);
     let env = who.environment;
 
-    if let Some(key) = &req.idempotency_key {
-        if let Some(existing) = find_by_idempotency_key(state, who, key).await? {
-            return replay_or_mismatch(existing, &request_hash);
-        }
+    if let Some(key) = &req.idempotency_key
+        && let Some(existing) = find_by_idempotency_key(state, who, key).await?
+    {
+        return replay_or_mismatch(existing, &request_hash);
     }
 
     let gate = req.currency.as_deref().map(|c| resolve_gate(c, req.network.as_deref())).transpose()?;
@@ -263,10 +293,13 @@ pub async fn create(state: &AppState, who: &Principal, req: CreateInvoiceRequest
         return Err(ApiError::invalid_field("network", "only allowed with currency"));
     }
     let (target_asset, target_currency, target_network) = resolve_settlement(&req)?;
-    if let Some(g) = gate {
-        if state.gate_status(env, g) == GateStatus::Offline {
-            return Err(ApiError::unavailable(ErrorCode::GateOffline, format!("the {} gate is offline in the {env} environment", g.id)));
-        }
+    if let Some(g) = gate
+        && state.gate_status(env, g) == GateStatus::Offline
+    {
+        return Err(ApiError::unavailable(
+            ErrorCode::GateOffline,
+            format!("the {} gate is offline in the {env} environment", g.id),
+        ));
     }
     let merchant = state.merchant(who.merchant_id).await?;
 
@@ -277,7 +310,11 @@ pub async fn create(state: &AppState, who: &Principal, req: CreateInvoiceRequest
     let mut amount_in_base = None;
     if let Some((fiat_amount, fiat)) = &checked.fiat {
         if !state.rates_fiats(env).iter().any(|f| f == fiat) {
-            return Err(ApiError::unprocessable(ErrorCode::UnsupportedCurrency, "fiat_currency", format!("fiat currency {fiat:?} is not priced in the {env} environment")));
+            return Err(ApiError::unprocessable(
+                ErrorCode::UnsupportedCurrency,
+                "fiat_currency",
+                format!("fiat currency {fiat:?} is not priced in the {env} environment"),
+            ));
         }
         if fiat == "USD" {
             amount_usd = Some(round_fiat(*fiat_amount));
@@ -290,13 +327,22 @@ pub async fn create(state: &AppState, who: &Principal, req: CreateInvoiceRequest
         let crypto = match (&checked.crypto_amount, &checked.fiat) {
             (Some(a), _) => {
                 if a.scale() > g.decimals {
-                    return Err(ApiError::invalid_field("amount", format!("at most {} decimal places for the {} gate", g.decimals, g.id)));
+                    return Err(ApiError::invalid_field(
+                        "amount",
+                        format!("at most {} decimal places for the {} gate", g.decimals, g.id),
+                    ));
                 }
                 *a
             }
             (None, Some((fiat_amount, fiat))) => {
                 let rate = state.rates.get(env, g.asset, fiat).ok_or_else(|| {
-                    ApiError::unavailable(ErrorCode::RatesUnavailable, format!("no fresh {}/{fiat} rate; fiat-priced invoices are refused until rates recover", g.asset))
+                    ApiError::unavailable(
+                        ErrorCode::RatesUnavailable,
+                        format!(
+                            "no fresh {}/{fiat} rate; fiat-priced invoices are refused until rates recover",
+                            g.asset
+                        ),
+                    )
                 })?;
                 exchange_rate = Some(Amount::new(rate.rate));
                 // Round up to the gate's precision so the merchant receives at least the fiat amount.
@@ -314,7 +360,11 @@ pub async fn create(state: &AppState, who: &Principal, req: CreateInvoiceRequest
             amount_usd = state.rates.get(env, g.asset, "USD").and_then(|r| crypto.checked_mul(r.rate)).map(round_fiat);
         }
         if amount_in_base.is_none() {
-            amount_in_base = state.rates.get(env, g.asset, &merchant.base_currency).and_then(|r| crypto.checked_mul(r.rate)).map(round_fiat);
+            amount_in_base = state
+                .rates
+                .get(env, g.asset, &merchant.base_currency)
+                .and_then(|r| crypto.checked_mul(r.rate))
+                .map(round_fiat);
         }
     }
 
@@ -357,9 +407,11 @@ pub async fn create(state: &AppState, who: &Principal, req: CreateInvoiceRequest
         created_at: now,
         updated_at: now,
         is_deferred: checked.is_deferred,
-        draft_expires_at: checked
-            .is_deferred
-            .then(|| checked.draft_expires_at.unwrap_or(now + Duration::seconds(state.config.invoices.default_draft_lifetime_secs))),
+        draft_expires_at: checked.is_deferred.then(|| {
+            checked
+                .draft_expires_at
+                .unwrap_or(now + Duration::seconds(state.config.invoices.default_draft_lifetime_secs))
+        }),
         activated_at: None,
         activation_count: 0,
         is_locked_fiat: checked.fiat.is_some(),
@@ -375,9 +427,13 @@ pub async fn create(state: &AppState, who: &Principal, req: CreateInvoiceRequest
         // Concurrent identical requests: exactly one insert wins, the others replay it.
         invoice::Entity::insert(am)
             .on_conflict(
-                OnConflict::columns([invoice::Column::MerchantId, invoice::Column::Environment, invoice::Column::IdempotencyKey])
-                    .do_nothing()
-                    .to_owned(),
+                OnConflict::columns([
+                    invoice::Column::MerchantId,
+                    invoice::Column::Environment,
+                    invoice::Column::IdempotencyKey,
+                ])
+                .do_nothing()
+                .to_owned(),
             )
             .exec_without_returning(&state.db)
             .await?
@@ -386,7 +442,9 @@ pub async fn create(state: &AppState, who: &Principal, req: CreateInvoiceRequest
     };
     if inserted == 0 {
         let key = req.idempotency_key.as_deref().unwrap_or_default();
-        let existing = find_by_idempotency_key(state, who, key).await?.ok_or_else(|| ApiError::internal("idempotency conflict without a row"))?;
+        let existing = find_by_idempotency_key(state, who, key)
+            .await?
+            .ok_or_else(|| ApiError::internal("idempotency conflict without a row"))?;
         return replay_or_mismatch(existing, &request_hash);
     }
     Ok(Created::New(model))
@@ -441,7 +499,13 @@ pub struct ListFilter {
     pub static_address_id: Option<Uuid>,
 }
 
-pub async fn list(state: &AppState, who: &Principal, f: &ListFilter, limit: u64, offset: u64) -> ApiResult<(Vec<(invoice::Model, Vec<payment::Model>)>, u64)> {
+pub async fn list(
+    state: &AppState,
+    who: &Principal,
+    f: &ListFilter,
+    limit: u64,
+    offset: u64,
+) -> ApiResult<(Vec<(invoice::Model, Vec<payment::Model>)>, u64)> {
     let mut q = invoice::Entity::find()
         .filter(invoice::Column::MerchantId.eq(who.merchant_id))
         .filter(invoice::Column::Environment.eq(who.environment));
@@ -513,7 +577,10 @@ pub async fn cancel(state: &AppState, who: &Principal, id: Uuid) -> ApiResult<(i
 }
 
 fn not_cancellable(status: InvoiceStatus) -> ApiError {
-    ApiError::conflict(ErrorCode::InvoiceNotCancellable, format!("only pending invoices can be cancelled; this one is {}", status.as_str()))
+    ApiError::conflict(
+        ErrorCode::InvoiceNotCancellable,
+        format!("only pending invoices can be cancelled; this one is {}", status.as_str()),
+    )
 }
 
 #[cfg(test)]
@@ -557,7 +624,12 @@ mod tests {
         for f in ["amount:", "redirect_url:", "payer_email:"] {
             assert!(details.iter().any(|d| d.starts_with(f)), "{f} in {details:?}");
         }
-        let draft = CreateInvoiceRequest { amount_fiat: Some("10".into()), fiat_currency: Some("EUR".into()), is_deferred: Some(true), ..Default::default() };
+        let draft = CreateInvoiceRequest {
+            amount_fiat: Some("10".into()),
+            fiat_currency: Some("EUR".into()),
+            is_deferred: Some(true),
+            ..Default::default()
+        };
         assert!(check_structure(&draft).is_ok());
     }
 
@@ -572,7 +644,10 @@ mod tests {
             })
         };
         assert_eq!(r(None, None, None).unwrap().0, "passthrough");
-        assert_eq!(r(Some("tron_usdt"), None, None).unwrap(), ("tron_usdt".into(), Some("USDT".into()), Some("tron".into())));
+        assert_eq!(
+            r(Some("tron_usdt"), None, None).unwrap(),
+            ("tron_usdt".into(), Some("USDT".into()), Some("tron".into()))
+        );
         assert_eq!(r(None, Some("USDC"), Some("solana")).unwrap().0, "solana_usdc");
         assert_eq!(r(Some("nope"), None, None).unwrap_err().status.as_u16(), 422);
         assert_eq!(r(None, Some("USDT"), None).unwrap_err().status.as_u16(), 422);

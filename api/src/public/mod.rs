@@ -93,10 +93,10 @@ pub async fn list_rates(State(state): State<AppState>, q: QueryParams) -> ApiRes
     let currency = q.get("currency").filter(|s| !s.is_empty());
     let fiat = q.get("fiat").filter(|s| !s.is_empty());
     for (name, v) in [("currency", currency), ("fiat", fiat)] {
-        if let Some(v) = v {
-            if v.len() > 20 || !v.bytes().all(|b| b.is_ascii_alphanumeric()) {
-                return Err(crate::error::ApiError::invalid_field(name, "must be an alphanumeric code"));
-            }
+        if let Some(v) = v
+            && (v.len() > 20 || !v.bytes().all(|b| b.is_ascii_alphanumeric()))
+        {
+            return Err(crate::error::ApiError::invalid_field(name, "must be an alphanumeric code"));
         }
     }
     Ok(List(

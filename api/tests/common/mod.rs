@@ -117,14 +117,23 @@ pub struct Resp {
 impl Resp {
     /// Asserts the error envelope and returns `error.code`.
     pub fn error_code(&self) -> &str {
-        assert!(self.body["meta"]["request_id"].as_str().is_some_and(|s| !s.is_empty()), "no request id: {}", self.body);
+        assert!(
+            self.body["meta"]["request_id"].as_str().is_some_and(|s| !s.is_empty()),
+            "no request id: {}",
+            self.body
+        );
         assert!(self.body["error"]["message"].is_string(), "{}", self.body);
         assert!(self.body["error"]["details"].is_array(), "{}", self.body);
         self.body["error"]["code"].as_str().unwrap_or_else(|| panic!("no error code: {}", self.body))
     }
 
     pub fn details(&self) -> Vec<String> {
-        self.body["error"]["details"].as_array().into_iter().flatten().filter_map(|v| v.as_str().map(str::to_owned)).collect()
+        self.body["error"]["details"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_str().map(str::to_owned))
+            .collect()
     }
 
     /// Asserts a 4xx/5xx status with that code, and a detail naming `field` if given.
@@ -172,7 +181,10 @@ impl TestApp {
     }
 
     pub async fn merchant(&self) -> Uuid {
-        api::merchants::create_merchant(&self.state.db, "Test merchant", &Default::default()).await.expect("merchant").id
+        api::merchants::create_merchant(&self.state.db, "Test merchant", &Default::default())
+            .await
+            .expect("merchant")
+            .id
     }
 
     pub async fn key(&self, merchant: Uuid, env: Environment, perms: &[Permission]) -> String {
@@ -213,7 +225,14 @@ impl TestApp {
     }
 
     pub async fn post_raw(&self, path: &str, key: &str, body: &str) -> Resp {
-        self.send(self.http.post(self.url(path)).header("X-API-Key", key).header("content-type", "application/json").body(body.to_owned())).await
+        self.send(
+            self.http
+                .post(self.url(path))
+                .header("X-API-Key", key)
+                .header("content-type", "application/json")
+                .body(body.to_owned()),
+        )
+        .await
     }
 
     pub async fn create_invoice(&self, key: &str, body: Value) -> Value {

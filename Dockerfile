@@ -1,0 +1,16 @@
+# One image for every binary of the workspace; docker-compose.yml picks the command.
+FROM rust:1.95-bookworm AS build
+WORKDIR /src
+COPY . .
+RUN cargo build --release --workspace --bins \
+ && mkdir /out && find target/release -maxdepth 1 -type f -executable -exec cp {} /out/ \;
+
+FROM debian:bookworm-slim
+RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates && rm -rf /var/lib/apt/lists/* \
+ && useradd --system --uid 10001 paygate
+COPY --from=build /out/ /usr/local/bin/
+USER paygate
+WORKDIR /var/lib/paygate
+ENV RUST_LOG=info,sqlx=warn PAYGATE_LOG_FORMAT=json
+EXPOSE 8080
+CMD ["api"]

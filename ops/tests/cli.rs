@@ -1,0 +1,192 @@
+//! The `ops` binary as an operator runs it, on a scratch SQLite database.
+
+use std::process::{Command, Output};
+
+struct Ops {
+    dir: tempfile::TempDir,
+}
+
+impl Ops {
+    fn new() -> Ops {
+        Ops { dir: tempfile::tempdir().unwrap() }
+    }
+
+    fn run_env(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        let db = format!("sqlite://{}?mode=rwc", self.dir.path().join("ops.db").display());
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ops"));
+        cmd.args(args).current_dir(self.dir.path()).env("PAYGATE_DATABASE_URL", db).env("RUST_LOG", "error");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.output().unwrap()
+    }
+
+    #[track_caller]
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.run_env(args, &[]);
+        assert!(out.status.success(), "ops {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    }
+}
+
+#[test]
+fn merchants_keys_and_settings() {
+    let ops = Ops::new();
+    assert!(ops.ok(&["migrate"]).contains("migrations applied"));
+    let merchant = ops.ok(&["merchants", "create", "--name", "Acme", "--base-currency", "EUR"]).trim().to_owned();
+    uuid::Uuid::parse_str(&merchant).expect("merchant id");
+    let out = ops.ok(&[
+        "merchants",
+        "settings",
+        &merchant,
+        "--invoice-lifetime-secs",
+        "900",
+        "--underpayment-tolerance-percent",
+        "0.5",
+    ]);
+    assert!(out.contains("base=EUR lifetime=900s tolerance=0.5%"), "{out}");
+    let listed = ops.ok(&["merchants", "list"]);
+    assert!(listed.contains("Acme") && listed.contains("lifetime=900s"), "{listed}");
+
+    let key = ops.ok(&[
+        "keys",
+        "create",
+        "--merchant",
+        &merchant,
+        "--env",
+        "live",
+        "--permissions",
+        "invoices:read,balances:read",
+        "--label",
+        "erp",
+    ]);
+    let key = key.trim();
+    assert!(key.starts_with("sk_live_") && key.len() == 72 && key[8..].bytes().all(|b| b.is_ascii_hexdigit()), "{key}");
+    let test_key = ops.ok(&["keys", "create", "--merchant", &merchant, "--env", "test"]);
+    assert!(test_key.trim().starts_with("sk_test_"));
+
+    let list = ops.ok(&["keys", "list", "--merchant", &merchant]);
+    assert_eq!(list.lines().count(), 2, "{list}");
+    assert!(list.contains("invoices:read,balances:read") && list.contains("active"), "{list}");
+    assert!(!list.contains(&key[8..]), "keys list must never show a key");
+    let key_id = list.lines().next().unwrap().split_whitespace().next().unwrap().to_owned();
+    assert!(ops.ok(&["keys", "revoke", &key_id]).contains("revoked"));
+    assert!(ops.ok(&["keys", "list"]).lines().next().unwrap().contains("revoked"));
+
+    // Only the hash is stored.
+    let raw = std::fs::read(ops.dir.path().join("ops.db")).unwrap();
+    let hay = String::from_utf8_lossy(&raw);
+    assert!(!hay.contains(&key[8..]), "plaintext key found in the database file");
+}
+
+#[test]
+fn refuses_bad_input_and_bad_configuration() {
+    let ops = Ops::new();
+    let out = ops.run_env(&["keys", "create", "--merchant", "not-a-uuid", "--env", "test"], &[]);
+    assert!(!out.status.success());
+    let out = ops.run_env(&["keys", "create", "--merchant", &uuid::Uuid::new_v4().to_string(), "--env", "prod"], &[]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("expected test or live"));
+    let out = ops.run_env(&["keys", "create", "--merchant", &uuid::Uuid::new_v4().to_string(), "--env", "test"], &[]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not found"));
+    let m = ops.ok(&["merchants", "create", "--name", "X"]).trim().to_owned();
+    let out =
+        ops.run_env(&["keys", "create", "--merchant", &m, "--env", "test", "--permissions", "invoices:delete"], &[]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown permission"));
+    let out = ops.run_env(&["merchants", "settings", &m, "--base-currency", "euro"], &[]);
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("base_currency"));
+
+    // Invalid configuration fails at start-up, naming the key.
+    let out = ops.run_env(&["migrate"], &[("PAYGATE_AUTH__CACHE_TTL_SECS", "lots")]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).to_lowercase().contains("auth.cache_ttl_secs"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::write(ops.dir.path().join("paygate.toml"), "[addresses.live]\nbitcoin_xpub = \"tpubDC8msFGeGuwnKG9Upg7DM2b4DaRqg3CUZa5g8v2SRQ6K4NSkxUgd7HsL2XVWbVm39yBA4LAxysQAm397zwQSQoQgewGiYZqrA9DsP4zbQ1M\"\n").unwrap();
+    let out = ops.run_env(&["migrate"], &[]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("addresses.live.bitcoin_xpub"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The README's run command: first start seeds a demo merchant and prints a test key once;
+/// the key works; a restart prints no new key; SIGTERM stops it cleanly.
+#[test]
+fn serve_embedded_default_seeds_once_and_serves() {
+    use std::io::{BufRead, BufReader};
+    let ops = Ops::new();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let db = format!("sqlite://{}?mode=rwc", ops.dir.path().join("serve.db").display());
+    let start = || {
+        Command::new(env!("CARGO_BIN_EXE_ops"))
+            .arg("serve")
+            .current_dir(ops.dir.path())
+            .env("PAYGATE_DATABASE_URL", &db)
+            .env("PAYGATE_LISTEN", format!("127.0.0.1:{port}"))
+            .env("PAYGATE_RATES__LIVE__PROVIDER", "static")
+            .env("RUST_LOG", "info")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let wait_ready = || {
+        for _ in 0..100 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        panic!("ops serve did not listen on {port}");
+    };
+    let stop = |mut child: std::process::Child| -> String {
+        let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+        let status = child.wait().unwrap();
+        assert!(status.success(), "ops serve exited with {status}");
+        let mut out = String::new();
+        std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
+        out
+    };
+
+    let mut child = start();
+    let mut key = None;
+    let reader = BufReader::new(child.stdout.take().unwrap());
+    let mut lines = reader.lines();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        if let Some(k) = line.split_whitespace().find(|w| w.starts_with("sk_test_")) {
+            key = Some(k.to_owned());
+            break;
+        }
+    }
+    let key = key.expect("first start prints a test key");
+    wait_ready();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (status, body) = rt.block_on(async {
+        let r = reqwest::Client::new()
+            .post(format!("http://127.0.0.1:{port}/v1/invoices"))
+            .header("X-API-Key", &key)
+            .json(&serde_json::json!({"currency": "BTC", "amount": "0.001"}))
+            .send()
+            .await
+            .unwrap();
+        (r.status().as_u16(), r.json::<serde_json::Value>().await.unwrap())
+    });
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["data"]["environment"], "test");
+    child.stdout = None;
+    drop(lines);
+    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    assert!(child.wait().unwrap().success());
+
+    let second = start();
+    wait_ready();
+    let out = stop(second);
+    assert!(!out.contains("sk_test_"), "a restart must not print a key again: {out}");
+}
