@@ -4,17 +4,20 @@
 //! from the `derivation_counters` row, reserved in blocks of `invoices.address_block_size` so
 //! the hot path costs no extra database statement and processes never contend on the counter;
 //! an index is never handed out twice (the reservation is one atomic `UPDATE … RETURNING`),
-//! and the unique `(environment, address_key)` index backs that up.
+//! and the unique `(environment, address_key)` index backs that up. The next block is fetched
+//! in the background once the current one is half used, so no request waits on the counter
+//! while holding the allocator lock.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use entity::{Environment, derivation_counter};
 use sea_orm::sea_query::{Expr, ExprTrait, OnConflict, Query};
 use sea_orm::{ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait};
 
-use crate::chain::address::{AccountKeysConfig, AddressDeriver, AddressFamily, ChainNet};
+use crate::chain::address::{AccountKeysConfig, AddressDeriver, AddressFamily, ChainNet, DeriveError};
 use crate::config::{Config, ConfigError};
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 
 #[derive(Debug, Clone)]
 pub struct Allocated {
@@ -38,7 +41,29 @@ pub struct AddressBook {
     test: AddressDeriver,
     live: AddressDeriver,
     block_size: i64,
-    blocks: tokio::sync::Mutex<HashMap<(Environment, AddressFamily), (i64, i64)>>,
+    blocks: Arc<Mutex<HashMap<(Environment, AddressFamily), Blocks>>>,
+}
+
+/// Reserved, unused indices of one (environment, family): `current` is being handed out,
+/// `next` is ready for when it runs out. `refill` admits one reservation at a time, so a burst
+/// that drains the blocks waits for one counter update instead of stampeding the counter row.
+#[derive(Default)]
+struct Blocks {
+    current: std::ops::Range<i64>,
+    next: Option<std::ops::Range<i64>>,
+    prefetching: bool,
+    refill: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl Blocks {
+    fn install(&mut self, fresh: std::ops::Range<i64>) {
+        if self.current.is_empty() {
+            self.current = fresh;
+        } else if self.next.is_none() {
+            self.next = Some(fresh);
+        }
+        // else: both full already; these indices stay unused (a harmless gap).
+    }
 }
 
 impl AddressBook {
@@ -57,7 +82,7 @@ impl AddressBook {
             test,
             live,
             block_size: i64::from(cfg.invoices.address_block_size),
-            blocks: tokio::sync::Mutex::new(HashMap::new()),
+            blocks: Arc::new(Mutex::new(HashMap::new())),
         })
     }
 
@@ -89,21 +114,90 @@ impl AddressBook {
         env: Environment,
         family: AddressFamily,
     ) -> Result<Allocated, ApiError> {
-        let index = {
-            let mut blocks = self.blocks.lock().await;
-            let slot = blocks.entry((env, family)).or_insert((0, 0));
-            if slot.0 >= slot.1 {
-                let end = reserve(db, env, family, self.block_size).await?;
-                *slot = (end - self.block_size, end);
+        let block = self.block_size(env, family);
+        let index = loop {
+            let taken = {
+                let mut map = self.blocks.lock().unwrap_or_else(|p| p.into_inner());
+                let b = map.entry((env, family)).or_default();
+                if b.current.is_empty()
+                    && let Some(next) = b.next.take()
+                {
+                    b.current = next;
+                }
+                match b.current.next() {
+                    Some(i) => {
+                        let low = (b.current.end - b.current.start) <= block / 2;
+                        let start_prefetch = low && b.next.is_none() && !b.prefetching;
+                        b.prefetching |= start_prefetch;
+                        Ok((i, start_prefetch))
+                    }
+                    None => Err(b.refill.clone()),
+                }
+            };
+            match taken {
+                Ok((i, start_prefetch)) => {
+                    if start_prefetch {
+                        self.spawn_prefetch(db.clone(), env, family, block);
+                    }
+                    break i;
+                }
+                // Nothing reserved (first use, or the prefetch is late): one request reserves,
+                // the others wait for it and then take from the new block.
+                Err(refill) => {
+                    let _turn = refill.lock().await;
+                    let still_empty = {
+                        let map = self.blocks.lock().unwrap_or_else(|p| p.into_inner());
+                        map.get(&(env, family)).is_none_or(|b| b.current.is_empty() && b.next.is_none())
+                    };
+                    if still_empty {
+                        let end = reserve(db, env, family, block).await?;
+                        let mut map = self.blocks.lock().unwrap_or_else(|p| p.into_inner());
+                        map.entry((env, family)).or_default().install((end - block)..end);
+                    }
+                }
             }
-            let i = slot.0;
-            slot.0 += 1;
-            i
         };
         let idx = u64::try_from(index).map_err(ApiError::internal)?;
-        let derived = self.deriver(env).derive(family, idx).map_err(ApiError::internal)?;
+        let derived = self.deriver(env).derive(family, idx).map_err(|e| match e {
+            // Operational states, not bugs: the gate cannot issue addresses right now.
+            DeriveError::PoolExhausted { .. } | DeriveError::NotConfigured { .. } | DeriveError::IndexOutOfRange { .. } => {
+                tracing::error!(environment = %env, family = family.as_str(), error = %e, "cannot issue deposit addresses");
+                ApiError::unavailable(ErrorCode::GateOffline, format!("no deposit address available: {e}"))
+            }
+            DeriveError::Derivation { .. } => ApiError::internal(e),
+        })?;
         let key = address_key(family, &derived.address, derived.tag.as_deref());
         Ok(Allocated { address: derived.address, tag: derived.tag, index, key })
+    }
+
+    /// Indices reserved at a time. Operator-provisioned pools (live Solana) are finite, so they
+    /// are reserved one at a time and a restart wastes none.
+    fn block_size(&self, env: Environment, family: AddressFamily) -> i64 {
+        match (env, family) {
+            (Environment::Live, AddressFamily::Solana) => 1,
+            _ => self.block_size,
+        }
+    }
+
+    fn spawn_prefetch(&self, db: DatabaseConnection, env: Environment, family: AddressFamily, n: i64) {
+        let blocks = self.blocks.clone();
+        tokio::spawn(async move {
+            let refill = {
+                let mut map = blocks.lock().unwrap_or_else(|p| p.into_inner());
+                map.entry((env, family)).or_default().refill.clone()
+            };
+            let _turn = refill.lock().await;
+            let reserved = reserve(&db, env, family, n).await;
+            let mut map = blocks.lock().unwrap_or_else(|p| p.into_inner());
+            let b = map.entry((env, family)).or_default();
+            b.prefetching = false;
+            match reserved {
+                Ok(end) => b.install((end - n)..end),
+                Err(e) => {
+                    tracing::warn!(error = %e.message, "prefetching deposit address indices failed; will reserve inline")
+                }
+            }
+        });
     }
 }
 

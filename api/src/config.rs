@@ -66,8 +66,9 @@ pub struct AuthConfig {
 pub struct InvoicesConfig {
     /// Lifetime of a draft whose request gives no `draft_expires_at`.
     pub default_draft_lifetime_secs: i64,
-    /// Derivation indices an API process reserves at a time (20 = the BIP44 gap limit, so a
-    /// restart never leaves a gap a wallet would not scan past).
+    /// Derivation indices an API process reserves at a time. A restart leaves at most two
+    /// blocks unused; unpaid invoices leave gaps anyway, so the service (not a wallet's gap
+    /// limit) is what watches derived addresses. Live Solana pools always reserve one at a time.
     pub address_block_size: u32,
 }
 
@@ -178,7 +179,7 @@ impl Default for AuthConfig {
 
 impl Default for InvoicesConfig {
     fn default() -> Self {
-        InvoicesConfig { default_draft_lifetime_secs: 7 * 24 * 3600, address_block_size: 20 }
+        InvoicesConfig { default_draft_lifetime_secs: 7 * 24 * 3600, address_block_size: 100 }
     }
 }
 
@@ -393,7 +394,7 @@ mod tests {
             let cfg = Config::from_figment(Config::figment(std::path::Path::new("c.toml"))).unwrap();
             assert_eq!(cfg.listen.port(), 9000);
             assert_eq!(cfg.auth.cache_ttl_secs, 3);
-            assert_eq!(cfg.invoices.address_block_size, 20);
+            assert_eq!(cfg.invoices.address_block_size, 100);
             Ok(())
         });
     }

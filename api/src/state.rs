@@ -18,17 +18,19 @@ pub struct AppState {
     pub rates: Rates,
     pub addresses: Arc<AddressBook>,
     pub merchants: Arc<TtlCache<uuid::Uuid, Arc<entity::merchant::Model>>>,
+    pub invoice_writer: crate::invoices::writer::InvoiceWriter,
 }
 
 impl AppState {
     pub fn new(db: DatabaseConnection, config: Config) -> anyhow::Result<AppState> {
         let addresses = AddressBook::new(&config)?;
         Ok(AppState {
-            db,
+            db: db.clone(),
             keys: Arc::new(KeyCache::new(Duration::from_secs(config.auth.cache_ttl_secs))),
             rates: Rates::new(&config.rates),
             addresses: Arc::new(addresses),
             merchants: Arc::new(TtlCache::new(Duration::from_secs(config.auth.cache_ttl_secs))),
+            invoice_writer: crate::invoices::writer::InvoiceWriter::spawn(db.clone()),
             config: Arc::new(config),
         })
     }

@@ -516,3 +516,72 @@ async fn amounts_round_trip_exactly_with_all_decimals() {
     assert_eq!(l.data()[0]["amount_requested"], "1.123456789012345678");
     assert_eq!(l.data()[0]["amount_usd"], "3370.37");
 }
+
+#[tokio::test]
+async fn merchant_settings_drive_lifetime_and_base_currency() {
+    let app = TestApp::spawn().await;
+    let settings = api::merchants::MerchantSettings {
+        base_currency: "EUR".into(),
+        invoice_lifetime_secs: 900,
+        underpayment_tolerance_percent: "0.5".parse().unwrap(),
+    };
+    let m = api::merchants::create_merchant(&app.state.db, "EU shop", &settings).await.unwrap();
+    let key = app.key(m.id, Environment::Test, &[]).await;
+    let inv = app.create_invoice(&key, json!({"currency": "BTC", "amount": "0.01"})).await;
+    assert_eq!(ts(&inv["expires_at"]) - ts(&inv["created_at"]), Duration::seconds(900));
+    assert_eq!(inv["amount_in_base_currency"], "540.00"); // 0.01 BTC * 54000 EUR
+    assert_eq!(inv["amount_usd"], "600.00");
+}
+
+#[tokio::test]
+async fn internal_errors_render_the_envelope_without_leaking_the_cause() {
+    use sea_orm::ConnectionTrait;
+    let app = TestApp::spawn().await;
+    let (_, key) = app.test_key().await;
+    let inv = app.create_invoice(&key, json!({"currency": "BTC", "amount": "0.01"})).await;
+    // Break the schema under the running API.
+    app.state.db.execute_unprepared("DROP TABLE payments").await.unwrap();
+    let r = app.get(&format!("/v1/invoices/{}", inv["id"].as_str().unwrap()), Some(&key)).await;
+    r.assert_error(500, "internal_error", None);
+    let text = r.body.to_string();
+    assert!(!text.contains("payments") && !text.to_lowercase().contains("sql"), "{text}");
+    assert_eq!(r.body["meta"]["request_id"], r.headers["x-request-id"].to_str().unwrap());
+}
+
+#[tokio::test]
+async fn two_processes_allocating_concurrently_never_share_an_address() {
+    let a = TestApp::spawn_with(|c| c.invoices.address_block_size = 4).await;
+    let b = TestApp::spawn_on(a.db.clone(), |c| c.invoices.address_block_size = 4).await;
+    let mut set = tokio::task::JoinSet::new();
+    for i in 0..120 {
+        let (state, db) =
+            if i % 2 == 0 { (a.state.clone(), a.state.db.clone()) } else { (b.state.clone(), b.state.db.clone()) };
+        set.spawn(async move { state.addresses.allocate(&db, Environment::Test, AddressFamily::Evm).await.unwrap() });
+    }
+    let (mut indices, mut addrs) = (HashSet::new(), HashSet::new());
+    while let Some(r) = set.join_next().await {
+        let got = r.unwrap();
+        assert!(indices.insert(got.index), "index {} handed out twice", got.index);
+        assert!(addrs.insert(got.address.clone()), "address {} handed out twice", got.address);
+    }
+    assert_eq!(indices.len(), 120);
+}
+
+#[tokio::test]
+async fn an_exhausted_solana_pool_is_503_and_wastes_no_entries() {
+    let app = TestApp::spawn().await; // live pool: two addresses
+    let m = app.merchant().await;
+    let live = app.key(m, Environment::Live, &[]).await;
+    let a = app.create_invoice(&live, json!({"currency": "SOL", "amount": "1"})).await;
+    let b = app.create_invoice(&live, json!({"currency": "solana_usdc", "amount": "5"})).await;
+    let pool: HashSet<String> = common::live_keys().solana_pool.into_iter().collect();
+    assert!(
+        pool.contains(a["deposit_address"].as_str().unwrap()) && pool.contains(b["deposit_address"].as_str().unwrap())
+    );
+    assert_ne!(a["deposit_address"], b["deposit_address"]);
+    app.post("/v1/invoices", Some(&live), &json!({"currency": "SOL", "amount": "1"})).await.assert_error(
+        503,
+        "gate_offline",
+        None,
+    );
+}

@@ -2,6 +2,7 @@
 
 pub mod service;
 pub mod types;
+pub mod writer;
 
 use axum::Router;
 use axum::routing::{get, post};

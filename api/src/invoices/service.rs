@@ -5,7 +5,7 @@ use std::str::FromStr;
 use chrono::{Duration, Utc};
 use entity::{Amount, Environment, InvoiceStatus, InvoiceTrigger, invoice, payment};
 use rust_decimal::{Decimal, RoundingStrategy};
-use sea_orm::sea_query::{Expr, OnConflict};
+use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
@@ -422,25 +422,8 @@ pub async fn create(
         sent_at: None,
         cancelled_at: None,
     };
-    let am = invoice_active_model(&model);
-    let inserted = if req.idempotency_key.is_some() {
-        // Concurrent identical requests: exactly one insert wins, the others replay it.
-        invoice::Entity::insert(am)
-            .on_conflict(
-                OnConflict::columns([
-                    invoice::Column::MerchantId,
-                    invoice::Column::Environment,
-                    invoice::Column::IdempotencyKey,
-                ])
-                .do_nothing()
-                .to_owned(),
-            )
-            .exec_without_returning(&state.db)
-            .await?
-    } else {
-        invoice::Entity::insert(am).exec_without_returning(&state.db).await?
-    };
-    if inserted == 0 {
+    let inserted = state.invoice_writer.insert(model.clone()).await?;
+    if !inserted {
         let key = req.idempotency_key.as_deref().unwrap_or_default();
         let existing = find_by_idempotency_key(state, who, key)
             .await?
@@ -448,10 +431,6 @@ pub async fn create(
         return replay_or_mismatch(existing, &request_hash);
     }
     Ok(Created::New(model))
-}
-
-fn invoice_active_model(m: &invoice::Model) -> invoice::ActiveModel {
-    invoice::ActiveModel::from(m.clone())
 }
 
 async fn find_by_idempotency_key(state: &AppState, who: &Principal, key: &str) -> ApiResult<Option<invoice::Model>> {

@@ -163,6 +163,8 @@ impl TestApp {
 
     /// Another API process on the same database (for cross-process behaviour).
     pub async fn spawn_on(db: std::sync::Arc<Db>, f: impl FnOnce(&mut Config)) -> TestApp {
+        // Logs (internal errors included) show up in a failing test's output.
+        let _ = tracing_subscriber::fmt().with_env_filter("warn,sqlx=error").with_test_writer().try_init();
         let mut config = test_config();
         config.database_url = db.url.clone();
         f(&mut config);
