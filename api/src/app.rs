@@ -22,6 +22,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(crate::invoices::router())
         .merge(crate::public::router())
+        .merge(crate::balances::router())
         .route("/health", get(health))
         .route("/ready", get(ready))
         .merge(SwaggerUi::new("/docs").url("/openapi.json", ApiDoc::openapi()))

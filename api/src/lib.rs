@@ -4,6 +4,7 @@
 pub mod addresses;
 pub mod app;
 pub mod auth;
+pub mod balances;
 pub mod chain;
 pub mod config;
 pub mod db;
@@ -12,6 +13,7 @@ pub mod error;
 pub mod extract;
 pub mod gates;
 pub mod invoices;
+pub mod ledger;
 pub mod merchants;
 pub mod openapi;
 pub mod public;

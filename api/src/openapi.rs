@@ -21,6 +21,18 @@ pub struct InvoiceListEnvelope {
 }
 
 #[derive(Serialize, ToSchema)]
+pub struct BalanceListEnvelope {
+    pub data: Vec<crate::balances::BalanceResponse>,
+    pub meta: Meta,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct LedgerListEnvelope {
+    pub data: Vec<crate::balances::LedgerEntryResponse>,
+    pub meta: Meta,
+}
+
+#[derive(Serialize, ToSchema)]
 pub struct CurrencyListEnvelope {
     pub data: Vec<CurrencyResponse>,
     pub meta: Meta,
@@ -51,11 +63,13 @@ impl Modify for SecurityAddon {
         crate::invoices::list_invoices,
         crate::invoices::get_invoice,
         crate::invoices::cancel_invoice,
+        crate::balances::list_balances,
+        crate::balances::list_ledger,
         crate::public::list_currencies,
         crate::public::list_rates,
     ),
     components(schemas(crate::error::ErrorEnvelope, crate::error::ErrorCode, crate::envelope::Pagination)),
     modifiers(&SecurityAddon),
-    tags((name = "invoices"), (name = "public", description = "No API key needed"))
+    tags((name = "invoices"), (name = "balances"), (name = "public", description = "No API key needed"))
 )]
 pub struct ApiDoc;

@@ -4,10 +4,12 @@ pub mod amount;
 pub mod types;
 
 pub mod api_key;
+pub mod balance;
 pub mod derivation_counter;
 pub mod invoice;
+pub mod ledger_entry;
 pub mod merchant;
 pub mod payment;
 
 pub use amount::Amount;
-pub use types::{Environment, InvoiceStatus, InvoiceTrigger, PaymentStatus};
+pub use types::{Bucket, EntryType, Environment, InvoiceStatus, InvoiceTrigger, PaymentStatus};

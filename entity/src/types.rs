@@ -170,3 +170,74 @@ mod tests {
         assert_eq!(InvoiceStatus::parse("nope"), None);
     }
 }
+
+/// Which part of a balance a ledger entry moves.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, EnumIter, DeriveActiveEnum, Serialize, Deserialize, utoipa::ToSchema,
+)]
+#[sea_orm(rs_type = "String", db_type = "String(StringLen::N(16))")]
+#[serde(rename_all = "snake_case")]
+pub enum Bucket {
+    /// Spendable.
+    #[sea_orm(string_value = "available")]
+    Available,
+    /// Seen on chain, not yet confirmed.
+    #[sea_orm(string_value = "pending")]
+    Pending,
+    /// Held for payouts and refunds in progress.
+    #[sea_orm(string_value = "reserved")]
+    Reserved,
+}
+
+/// Ledger entry types (PRODUCT.md "Shapes the spec leaves open").
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, EnumIter, DeriveActiveEnum, Serialize, Deserialize, utoipa::ToSchema,
+)]
+#[sea_orm(rs_type = "String", db_type = "String(StringLen::N(32))")]
+#[serde(rename_all = "snake_case")]
+pub enum EntryType {
+    #[sea_orm(string_value = "invoice_credit")]
+    InvoiceCredit,
+    #[sea_orm(string_value = "conversion_debit")]
+    ConversionDebit,
+    #[sea_orm(string_value = "conversion_credit")]
+    ConversionCredit,
+    #[sea_orm(string_value = "payout_reserve")]
+    PayoutReserve,
+    #[sea_orm(string_value = "payout_release")]
+    PayoutRelease,
+    #[sea_orm(string_value = "payout_debit")]
+    PayoutDebit,
+    #[sea_orm(string_value = "payout_fee")]
+    PayoutFee,
+    #[sea_orm(string_value = "network_fee")]
+    NetworkFee,
+    #[sea_orm(string_value = "refund_fee")]
+    RefundFee,
+    #[sea_orm(string_value = "deposit_reversal")]
+    DepositReversal,
+    #[sea_orm(string_value = "adjustment")]
+    Adjustment,
+}
+
+impl EntryType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EntryType::InvoiceCredit => "invoice_credit",
+            EntryType::ConversionDebit => "conversion_debit",
+            EntryType::ConversionCredit => "conversion_credit",
+            EntryType::PayoutReserve => "payout_reserve",
+            EntryType::PayoutRelease => "payout_release",
+            EntryType::PayoutDebit => "payout_debit",
+            EntryType::PayoutFee => "payout_fee",
+            EntryType::NetworkFee => "network_fee",
+            EntryType::RefundFee => "refund_fee",
+            EntryType::DepositReversal => "deposit_reversal",
+            EntryType::Adjustment => "adjustment",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        <EntryType as sea_orm::Iterable>::iter().find(|t| t.as_str() == s)
+    }
+}

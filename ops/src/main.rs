@@ -33,6 +33,9 @@ enum Command {
     /// API keys.
     #[command(subcommand)]
     Keys(KeyCmd),
+    /// Balances and operator adjustments.
+    #[command(subcommand)]
+    Ledger(LedgerCmd),
     /// Load benchmark: invoice creation over HTTP against PostgreSQL, next to a pgbench baseline.
     Bench(bench::BenchArgs),
 }
@@ -109,6 +112,33 @@ enum KeyCmd {
     Revoke { key_id: Uuid },
 }
 
+#[derive(Subcommand)]
+enum LedgerCmd {
+    /// Credit (positive) or debit (negative, refused below zero) a merchant's available
+    /// balance, recorded as an `adjustment` ledger entry with the reason.
+    Adjust {
+        #[arg(long)]
+        merchant: Uuid,
+        #[arg(long, value_parser = parse_env)]
+        env: Environment,
+        /// Gate id, e.g. `bitcoin` or `tron_usdt`.
+        #[arg(long)]
+        gate: String,
+        /// Signed decimal, e.g. `1.5` or `-0.25`.
+        #[arg(long, allow_hyphen_values = true)]
+        amount: String,
+        #[arg(long)]
+        reason: String,
+    },
+    /// Show a merchant's non-zero balances.
+    Balances {
+        #[arg(long)]
+        merchant: Uuid,
+        #[arg(long, value_parser = parse_env)]
+        env: Environment,
+    },
+}
+
 fn parse_env(s: &str) -> Result<Environment, String> {
     Environment::parse(s).ok_or_else(|| format!("expected test or live, got {s:?}"))
 }
@@ -171,6 +201,40 @@ async fn main() -> anyhow::Result<()> {
                         "{}  base={} lifetime={}s tolerance={}%",
                         m.id, m.base_currency, m.invoice_lifetime_secs, m.underpayment_tolerance_percent
                     );
+                }
+            }
+            Ok(())
+        }
+        Command::Ledger(cmd) => {
+            let db = connect(&config).await?;
+            match cmd {
+                LedgerCmd::Adjust { merchant, env, gate, amount, reason } => {
+                    merchants::get_merchant(&db, merchant).await?;
+                    let g = api::gates::find(&gate).with_context(|| format!("unknown gate {gate:?}"))?;
+                    let amount = Decimal::from_str(&amount).context("--amount must be a signed decimal")?;
+                    if reason.trim().is_empty() {
+                        bail!("--reason must not be empty");
+                    }
+                    let b = api::ledger::adjust(&db, merchant, env, g, amount, reason.trim()).await?;
+                    println!(
+                        "{} {} available={} pending={} reserved={}",
+                        g.id, env, b.available, b.pending, b.reserved
+                    );
+                }
+                LedgerCmd::Balances { merchant, env } => {
+                    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
+                    let rows = entity::balance::Entity::find()
+                        .filter(entity::balance::Column::MerchantId.eq(merchant))
+                        .filter(entity::balance::Column::Environment.eq(env))
+                        .order_by_asc(entity::balance::Column::GateId)
+                        .all(&db)
+                        .await?;
+                    for b in rows {
+                        println!(
+                            "{:<14} available={} pending={} reserved={}",
+                            b.gate_id, b.available, b.pending, b.reserved
+                        );
+                    }
                 }
             }
             Ok(())

@@ -73,6 +73,81 @@ fn merchants_keys_and_settings() {
     assert!(ops.ok(&["keys", "revoke", &key_id]).contains("revoked"));
     assert!(ops.ok(&["keys", "list"]).lines().next().unwrap().contains("revoked"));
 
+    // Operator adjustments: credit, debit, and a refused overdraft that changes nothing.
+    let out = ops.ok(&[
+        "ledger",
+        "adjust",
+        "--merchant",
+        &merchant,
+        "--env",
+        "test",
+        "--gate",
+        "bitcoin",
+        "--amount",
+        "0.5",
+        "--reason",
+        "funding",
+    ]);
+    assert!(out.contains("available=0.5"), "{out}");
+    let out = ops.ok(&[
+        "ledger",
+        "adjust",
+        "--merchant",
+        &merchant,
+        "--env",
+        "test",
+        "--gate",
+        "bitcoin",
+        "--amount",
+        "-0.2",
+        "--reason",
+        "correction",
+    ]);
+    assert!(out.contains("available=0.3"), "{out}");
+    let refused = ops.run_env(
+        &[
+            "ledger",
+            "adjust",
+            "--merchant",
+            &merchant,
+            "--env",
+            "test",
+            "--gate",
+            "bitcoin",
+            "--amount",
+            "-1",
+            "--reason",
+            "x",
+        ],
+        &[],
+    );
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("insufficient"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    let bad_gate = ops.run_env(
+        &[
+            "ledger",
+            "adjust",
+            "--merchant",
+            &merchant,
+            "--env",
+            "test",
+            "--gate",
+            "doge",
+            "--amount",
+            "1",
+            "--reason",
+            "x",
+        ],
+        &[],
+    );
+    assert!(String::from_utf8_lossy(&bad_gate.stderr).contains("unknown gate"));
+    let balances = ops.ok(&["ledger", "balances", "--merchant", &merchant, "--env", "test"]);
+    assert!(balances.contains("bitcoin") && balances.contains("available=0.3"), "{balances}");
+
     // Only the hash is stored.
     let raw = std::fs::read(ops.dir.path().join("ops.db")).unwrap();
     let hay = String::from_utf8_lossy(&raw);

@@ -1,0 +1,188 @@
+//! Balances and their ledger: `/v1/balances`, `/v1/balances/{currency}/ledger`.
+
+use axum::Router;
+use axum::extract::State;
+use axum::routing::get;
+use chrono::{DateTime, Utc};
+use entity::{EntryType, balance, ledger_entry};
+use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect};
+use serde::Serialize;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::auth::{Auth, Permission};
+use crate::envelope::{Page, Pagination};
+use crate::error::{ApiError, ApiResult, ErrorCode, ErrorEnvelope};
+use crate::extract::QueryParams;
+use crate::gates::{self, GATES};
+use crate::invoices::types::ts;
+use crate::state::AppState;
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/v1/balances", get(list_balances)).route("/v1/balances/{currency}/ledger", get(list_ledger))
+}
+
+/// A balance row (PRODUCT.md): one per gate, zeros included.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BalanceResponse {
+    pub currency: String,
+    pub network: String,
+    pub gate_id: String,
+    /// Spendable.
+    pub available: String,
+    /// Seen on chain, awaiting confirmations.
+    pub pending: String,
+    /// Held for payouts and refunds in progress.
+    pub reserved: String,
+    /// available + pending + reserved.
+    pub total: String,
+    pub environment: String,
+    /// Last change; null for a balance never touched.
+    pub updated_at: Option<String>,
+}
+
+/// A ledger entry (PRODUCT.md).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LedgerEntryResponse {
+    pub id: Uuid,
+    pub currency: String,
+    pub network: String,
+    pub gate_id: String,
+    #[serde(rename = "type")]
+    pub entry_type: EntryType,
+    /// Which part of the balance moved: `available`, `pending` or `reserved`.
+    pub bucket: entity::Bucket,
+    /// Signed change.
+    pub amount: String,
+    /// The bucket's value after this entry.
+    pub balance_after: String,
+    pub reference_type: Option<String>,
+    pub reference_id: Option<Uuid>,
+    pub description: Option<String>,
+    pub created_at: String,
+}
+
+/// Balances of the key's merchant and environment: one row per gate, zeros included.
+/// `limit`/`offset` are accepted (and validated) but reserved: every gate is always returned.
+#[utoipa::path(get, path = "/v1/balances", tag = "balances", security(("api_key" = [])),
+    params(
+        ("environment" = Option<String>, Query, description = "Ignored: the key decides"),
+        ("limit" = Option<u32>, Query, description = "Reserved, no effect (1..100)"),
+        ("offset" = Option<u32>, Query, description = "Reserved, no effect (>= 0)"),
+    ),
+    responses((status = 200, body = inline(crate::openapi::BalanceListEnvelope)),
+        (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope)))]
+pub async fn list_balances(
+    State(state): State<AppState>,
+    auth: Auth,
+    q: QueryParams,
+) -> ApiResult<Page<BalanceResponse>> {
+    auth.require(Permission::BalancesRead)?;
+    q.pagination()?;
+    let rows = balance::Entity::find()
+        .filter(balance::Column::MerchantId.eq(auth.merchant_id))
+        .filter(balance::Column::Environment.eq(auth.environment))
+        .all(&state.db)
+        .await?;
+    let data: Vec<BalanceResponse> = GATES
+        .iter()
+        .map(|g| {
+            let row = rows.iter().find(|r| r.gate_id == g.id);
+            let zero = rust_decimal::Decimal::ZERO;
+            let (a, p, r) = row.map_or((zero, zero, zero), |b| (b.available.0, b.pending.0, b.reserved.0));
+            let total = a.checked_add(p).and_then(|x| x.checked_add(r)).unwrap_or(rust_decimal::Decimal::MAX);
+            BalanceResponse {
+                currency: g.asset.into(),
+                network: g.network.into(),
+                gate_id: g.id.into(),
+                available: a.normalize().to_string(),
+                pending: p.normalize().to_string(),
+                reserved: r.normalize().to_string(),
+                total: total.normalize().to_string(),
+                environment: auth.environment.as_str().into(),
+                updated_at: row.map(|b| ts(b.updated_at)),
+            }
+        })
+        .collect();
+    let n = data.len() as u64;
+    Ok(Page { data, pagination: Pagination::new(n, n, 0) })
+}
+
+fn parse_time(q: &QueryParams, name: &str) -> ApiResult<Option<DateTime<Utc>>> {
+    match q.get(name).filter(|s| !s.is_empty()) {
+        None => Ok(None),
+        Some(s) => DateTime::parse_from_rfc3339(s)
+            .map(|t| Some(t.with_timezone(&Utc)))
+            .map_err(|_| ApiError::invalid_field(name, format!("must be an RFC 3339 timestamp, got {s:?}"))),
+    }
+}
+
+const TYPE_VALUES: &str = "invoice_credit, conversion_debit, conversion_credit, payout_reserve, payout_release, payout_debit, payout_fee, network_fee, refund_fee, deposit_reversal, adjustment";
+
+/// Ledger history of one currency (gate id, or an asset code on one network only), newest first.
+#[utoipa::path(get, path = "/v1/balances/{currency}/ledger", tag = "balances", security(("api_key" = [])),
+    params(
+        ("currency" = String, Path, description = "Gate id (`tron_usdt`) or an unambiguous asset code (`BTC`)"),
+        ("type" = Option<String>, Query, description = "Entry type filter"),
+        ("from" = Option<String>, Query, description = "RFC 3339; entries at or after"),
+        ("to" = Option<String>, Query, description = "RFC 3339; entries before"),
+        ("limit" = Option<u32>, Query, description = "1..100, default 20"),
+        ("offset" = Option<u32>, Query, description = ">= 0, default 0"),
+    ),
+    responses((status = 200, body = inline(crate::openapi::LedgerListEnvelope)),
+        (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
+        (status = 422, description = "unsupported_currency: unknown or ambiguous currency", body = ErrorEnvelope)))]
+pub async fn list_ledger(
+    State(state): State<AppState>,
+    auth: Auth,
+    axum::extract::Path(currency): axum::extract::Path<String>,
+    q: QueryParams,
+) -> ApiResult<Page<LedgerEntryResponse>> {
+    auth.require(Permission::BalancesRead)?;
+    let gate = gates::resolve(&currency, None)
+        .map_err(|e| ApiError::unprocessable(ErrorCode::UnsupportedCurrency, "currency", e.to_string()))?;
+    let (limit, offset) = q.pagination()?;
+    let entry_type = q.one_of("type", EntryType::parse, TYPE_VALUES)?;
+    let (from, to) = (parse_time(&q, "from")?, parse_time(&q, "to")?);
+    let mut query = ledger_entry::Entity::find()
+        .filter(ledger_entry::Column::MerchantId.eq(auth.merchant_id))
+        .filter(ledger_entry::Column::Environment.eq(auth.environment))
+        .filter(ledger_entry::Column::GateId.eq(gate.id));
+    if let Some(t) = entry_type {
+        query = query.filter(ledger_entry::Column::EntryType.eq(t));
+    }
+    if let Some(f) = from {
+        query = query.filter(ledger_entry::Column::CreatedAt.gte(f));
+    }
+    if let Some(t) = to {
+        query = query.filter(ledger_entry::Column::CreatedAt.lt(t));
+    }
+    let total = query.clone().count(&state.db).await?;
+    let rows = query
+        .order_by_desc(ledger_entry::Column::CreatedAt)
+        .order_by_desc(ledger_entry::Column::Id)
+        .limit(limit)
+        .offset(offset)
+        .all(&state.db)
+        .await?;
+    Ok(Page {
+        data: rows
+            .into_iter()
+            .map(|e| LedgerEntryResponse {
+                id: e.id,
+                currency: gate.asset.into(),
+                network: gate.network.into(),
+                gate_id: gate.id.into(),
+                entry_type: e.entry_type,
+                bucket: e.bucket,
+                amount: e.amount.0.normalize().to_string(),
+                balance_after: e.balance_after.0.normalize().to_string(),
+                reference_type: e.reference_type,
+                reference_id: e.reference_id,
+                description: e.description,
+                created_at: ts(e.created_at),
+            })
+            .collect(),
+        pagination: Pagination::new(total, limit, offset),
+    })
+}

@@ -1,0 +1,151 @@
+//! The ledger: the only place balances change.
+//!
+//! `post` applies signed postings to one balance inside the caller's transaction: it locks the
+//! balance row (an upsert that creates the zero row on first use and otherwise takes the row
+//! lock: `FOR UPDATE` semantics on PostgreSQL, the write lock on SQLite), checks every bucket
+//! stays >= 0 with checked `Decimal` arithmetic, inserts one immutable entry per posting with
+//! the bucket's value after it, and writes the new bucket values. Concurrent postings to one
+//! balance serialize on that lock, so no interleaving can take a bucket below zero, and the
+//! balance row always equals the sum of its entries. Money columns are TEXT on SQLite, so no
+//! arithmetic happens in SQL.
+
+use chrono::Utc;
+use entity::{Amount, Bucket, EntryType, Environment, balance, ledger_entry};
+use rust_decimal::Decimal;
+use sea_orm::sea_query::OnConflict;
+use sea_orm::{ActiveModelTrait, ActiveValue::Set, ConnectionTrait, DbErr, EntityTrait};
+use uuid::Uuid;
+
+/// One signed change of one bucket.
+#[derive(Debug, Clone)]
+pub struct Posting {
+    pub bucket: Bucket,
+    pub amount: Decimal,
+    pub entry_type: EntryType,
+    /// What caused it: (`invoice`|`payment`|`payout`|`refund`|`adjustment`, id).
+    pub reference: Option<(&'static str, Uuid)>,
+    pub description: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    #[error("insufficient {bucket:?} balance: {has} available, {needed} needed")]
+    Insufficient { bucket: Bucket, has: Decimal, needed: Decimal },
+    #[error("amount overflow")]
+    Overflow,
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Db(#[from] DbErr),
+}
+
+/// Locks (creating if needed) the balance row and returns its current values.
+async fn lock_balance<C: ConnectionTrait>(
+    txn: &C,
+    merchant_id: Uuid,
+    env: Environment,
+    gate_id: &str,
+) -> Result<balance::Model, DbErr> {
+    let now = Utc::now();
+    let row = balance::ActiveModel {
+        id: Set(Uuid::now_v7()),
+        merchant_id: Set(merchant_id),
+        environment: Set(env),
+        gate_id: Set(gate_id.to_owned()),
+        available: Set(Amount::ZERO),
+        pending: Set(Amount::ZERO),
+        reserved: Set(Amount::ZERO),
+        created_at: Set(now),
+        updated_at: Set(now),
+    };
+    // Insert the zero row, or touch the existing one: either way this statement holds the row
+    // (PostgreSQL) or the database write lock (SQLite) until the transaction ends.
+    balance::Entity::insert(row)
+        .on_conflict(
+            OnConflict::columns([balance::Column::MerchantId, balance::Column::Environment, balance::Column::GateId])
+                .update_column(balance::Column::UpdatedAt)
+                .to_owned(),
+        )
+        .exec_with_returning(txn)
+        .await
+}
+
+/// Applies `postings` to the balance of (`merchant_id`, `env`, `gate_id`) in the caller's
+/// transaction. All or nothing: on error nothing is written (the caller rolls back).
+pub async fn post<C: ConnectionTrait>(
+    txn: &C,
+    merchant_id: Uuid,
+    env: Environment,
+    gate_id: &str,
+    postings: &[Posting],
+) -> Result<balance::Model, LedgerError> {
+    let current = lock_balance(txn, merchant_id, env, gate_id).await?;
+    let (mut available, mut pending, mut reserved) = (current.available.0, current.pending.0, current.reserved.0);
+    let now = Utc::now();
+    let mut entries = Vec::with_capacity(postings.len());
+    for p in postings {
+        let slot = match p.bucket {
+            Bucket::Available => &mut available,
+            Bucket::Pending => &mut pending,
+            Bucket::Reserved => &mut reserved,
+        };
+        let next = slot.checked_add(p.amount).ok_or(LedgerError::Overflow)?;
+        if next < Decimal::ZERO {
+            return Err(LedgerError::Insufficient { bucket: p.bucket, has: *slot, needed: -p.amount });
+        }
+        *slot = next;
+        entries.push(ledger_entry::ActiveModel {
+            id: Set(Uuid::now_v7()),
+            merchant_id: Set(merchant_id),
+            environment: Set(env),
+            gate_id: Set(gate_id.to_owned()),
+            bucket: Set(p.bucket),
+            entry_type: Set(p.entry_type),
+            amount: Set(Amount::new(p.amount)),
+            balance_after: Set(Amount::new(next)),
+            reference_type: Set(p.reference.map(|(t, _)| t.to_owned())),
+            reference_id: Set(p.reference.map(|(_, id)| id)),
+            description: Set(p.description.clone()),
+            created_at: Set(now),
+        });
+    }
+    if !entries.is_empty() {
+        ledger_entry::Entity::insert_many(entries).exec_without_returning(txn).await?;
+    }
+    let mut row: balance::ActiveModel = current.into();
+    row.available = Set(Amount::new(available));
+    row.pending = Set(Amount::new(pending));
+    row.reserved = Set(Amount::new(reserved));
+    row.updated_at = Set(now);
+    Ok(row.update(txn).await?)
+}
+
+/// An operator adjustment of the available balance (`ops ledger adjust`): positive credits,
+/// negative debits (refused below zero). Returns the balance after it.
+pub async fn adjust(
+    db: &sea_orm::DatabaseConnection,
+    merchant_id: Uuid,
+    env: Environment,
+    gate: &crate::gates::Gate,
+    amount: Decimal,
+    reason: &str,
+) -> Result<balance::Model, LedgerError> {
+    use sea_orm::TransactionTrait;
+    if amount.is_zero() {
+        return Err(LedgerError::Invalid("an adjustment must not be zero".into()));
+    }
+    if amount.scale() > gate.decimals {
+        return Err(LedgerError::Invalid(format!("{} allows at most {} decimal places", gate.id, gate.decimals)));
+    }
+    let txn = db.begin().await?;
+    let posting = Posting {
+        bucket: Bucket::Available,
+        amount,
+        entry_type: EntryType::Adjustment,
+        reference: Some(("adjustment", Uuid::now_v7())),
+        description: Some(reason.to_owned()),
+    };
+    let after = post(&txn, merchant_id, env, gate.id, &[posting]).await?;
+    txn.commit().await?;
+    Ok(after)
+}
