@@ -23,6 +23,7 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::invoices::router())
         .merge(crate::public::router())
         .merge(crate::balances::router())
+        .merge(crate::payouts::router())
         .route("/health", get(health))
         .route("/ready", get(ready))
         .merge(SwaggerUi::new("/docs").url("/openapi.json", ApiDoc::openapi()))

@@ -36,6 +36,46 @@ pub struct Config {
     pub gates: GatesConfig,
     pub addresses: AddressesConfig,
     pub embedded: EmbeddedConfig,
+    /// Per gate id: payout fee, network fee estimate and refund fee, in the gate's asset.
+    pub fees: BTreeMap<String, GateFees>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct GateFees {
+    /// Charged per payout.
+    pub payout_fee: Decimal,
+    /// Network fee estimate reserved at creation (the actual fee is settled on completion).
+    pub network_fee: Decimal,
+    /// Charged per refund.
+    pub refund_fee: Decimal,
+}
+
+/// Network fee estimates per gate (payout and refund fees default to zero).
+fn default_fees() -> BTreeMap<String, GateFees> {
+    [
+        ("bitcoin", Decimal::new(5, 5)),
+        ("ethereum", Decimal::new(5, 4)),
+        ("solana", Decimal::new(5, 6)),
+        ("ethereum_usdt", Decimal::new(2, 0)),
+        ("ethereum_usdc", Decimal::new(2, 0)),
+        ("bsc", Decimal::new(2, 4)),
+        ("bsc_usdt", Decimal::new(2, 1)),
+        ("tron", Decimal::new(1, 0)),
+        ("tron_usdt", Decimal::new(2, 0)),
+        ("base", Decimal::new(2, 5)),
+        ("arbitrum", Decimal::new(5, 5)),
+        ("arbitrum_usdt", Decimal::new(2, 1)),
+        ("arbitrum_usdc", Decimal::new(2, 1)),
+        ("polygon", Decimal::new(5, 2)),
+        ("polygon_usdt", Decimal::new(5, 2)),
+        ("polygon_usdc", Decimal::new(5, 2)),
+        ("solana_usdc", Decimal::new(1, 2)),
+        ("xrp", Decimal::new(1, 5)),
+    ]
+    .into_iter()
+    .map(|(g, n)| (g.to_owned(), GateFees { network_fee: n, ..GateFees::default() }))
+    .collect()
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -161,6 +201,7 @@ impl Default for Config {
             gates: GatesConfig::default(),
             addresses: AddressesConfig::default(),
             embedded: EmbeddedConfig::default(),
+            fees: default_fees(),
         }
     }
 }
@@ -369,6 +410,21 @@ impl Config {
         AddressDeriver::from_config(&self.addresses.live, ChainNet::Mainnet, "addresses.live").map_err(bad_keys)?;
         if let Some(test) = &self.addresses.test {
             AddressDeriver::from_config(test, ChainNet::Testnet, "addresses.test").map_err(bad_keys)?;
+        }
+        for (gate, f) in &self.fees {
+            let Some(g) = crate::gates::find(gate) else {
+                return invalid(&format!("fees.{gate}"), "unknown gate id");
+            };
+            for (name, v) in
+                [("payout_fee", f.payout_fee), ("network_fee", f.network_fee), ("refund_fee", f.refund_fee)]
+            {
+                if v < Decimal::ZERO || v.scale() > g.decimals {
+                    return invalid(
+                        &format!("fees.{gate}.{name}"),
+                        &format!("must be >= 0 with at most {} decimals", g.decimals),
+                    );
+                }
+            }
         }
         for (env, gates) in [("test", &self.gates.test), ("live", &self.gates.live)] {
             for id in gates.keys() {

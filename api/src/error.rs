@@ -102,6 +102,15 @@ impl ApiError {
         Self::new(StatusCode::UNPROCESSABLE_ENTITY, code, message).with_details(vec![detail])
     }
 
+    /// 422 with several `field: problem` details.
+    pub fn unprocessable_many(code: ErrorCode, details: Vec<String>) -> Self {
+        let message = match details.as_slice() {
+            [one] => one.clone(),
+            _ => format!("{} problems", details.len()),
+        };
+        Self::new(StatusCode::UNPROCESSABLE_ENTITY, code, message).with_details(details)
+    }
+
     pub fn unavailable(code: ErrorCode, message: impl Into<String>) -> Self {
         Self::new(StatusCode::SERVICE_UNAVAILABLE, code, message)
     }

@@ -16,6 +16,7 @@ pub mod invoices;
 pub mod ledger;
 pub mod merchants;
 pub mod openapi;
+pub mod payouts;
 pub mod public;
 pub mod rates;
 pub mod state;

@@ -21,6 +21,24 @@ pub struct InvoiceListEnvelope {
 }
 
 #[derive(Serialize, ToSchema)]
+pub struct PayoutShortEnvelope {
+    pub data: crate::payouts::types::PayoutShort,
+    pub meta: Meta,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct PayoutFullEnvelope {
+    pub data: crate::payouts::types::PayoutFull,
+    pub meta: Meta,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct PayoutListEnvelope {
+    pub data: Vec<crate::payouts::types::PayoutFull>,
+    pub meta: Meta,
+}
+
+#[derive(Serialize, ToSchema)]
 pub struct BalanceListEnvelope {
     pub data: Vec<crate::balances::BalanceResponse>,
     pub meta: Meta,
@@ -63,6 +81,10 @@ impl Modify for SecurityAddon {
         crate::invoices::list_invoices,
         crate::invoices::get_invoice,
         crate::invoices::cancel_invoice,
+        crate::payouts::create_payout,
+        crate::payouts::list_payouts,
+        crate::payouts::get_payout,
+        crate::payouts::cancel_payout,
         crate::balances::list_balances,
         crate::balances::list_ledger,
         crate::public::list_currencies,
@@ -70,6 +92,6 @@ impl Modify for SecurityAddon {
     ),
     components(schemas(crate::error::ErrorEnvelope, crate::error::ErrorCode, crate::envelope::Pagination)),
     modifiers(&SecurityAddon),
-    tags((name = "invoices"), (name = "balances"), (name = "public", description = "No API key needed"))
+    tags((name = "invoices"), (name = "balances"), (name = "payouts"), (name = "public", description = "No API key needed"))
 )]
 pub struct ApiDoc;

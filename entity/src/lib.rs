@@ -9,7 +9,12 @@ pub mod derivation_counter;
 pub mod invoice;
 pub mod ledger_entry;
 pub mod merchant;
+pub mod merchant_env_settings;
 pub mod payment;
+pub mod payout;
 
 pub use amount::Amount;
-pub use types::{Bucket, EntryType, Environment, InvoiceStatus, InvoiceTrigger, PaymentStatus};
+pub use types::{
+    Bucket, EntryType, Environment, FeeAllocation, InvoiceStatus, InvoiceTrigger, PaymentStatus, PayoutStatus,
+    PayoutTrigger,
+};

@@ -241,3 +241,150 @@ impl EntryType {
         <EntryType as sea_orm::Iterable>::iter().find(|t| t.as_str() == s)
     }
 }
+
+/// Who bears a fee: `customer` (deducted from what the recipient gets) or `merchant` (added to
+/// what leaves the merchant's balance).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, EnumIter, DeriveActiveEnum, Serialize, Deserialize, utoipa::ToSchema,
+)]
+#[sea_orm(rs_type = "String", db_type = "String(StringLen::N(16))")]
+#[serde(rename_all = "snake_case")]
+pub enum FeeAllocation {
+    #[sea_orm(string_value = "customer")]
+    Customer,
+    #[sea_orm(string_value = "merchant")]
+    Merchant,
+}
+
+impl FeeAllocation {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "customer" => Some(FeeAllocation::Customer),
+            "merchant" => Some(FeeAllocation::Merchant),
+            _ => None,
+        }
+    }
+}
+
+/// Payout status (PRODUCT.md).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, EnumIter, DeriveActiveEnum, Serialize, Deserialize, utoipa::ToSchema,
+)]
+#[sea_orm(rs_type = "String", db_type = "String(StringLen::N(20))")]
+#[serde(rename_all = "snake_case")]
+pub enum PayoutStatus {
+    #[sea_orm(string_value = "pending_approval")]
+    PendingApproval,
+    #[sea_orm(string_value = "approved")]
+    Approved,
+    #[sea_orm(string_value = "queued")]
+    Queued,
+    #[sea_orm(string_value = "processing")]
+    Processing,
+    #[sea_orm(string_value = "completed")]
+    Completed,
+    #[sea_orm(string_value = "failed")]
+    Failed,
+    #[sea_orm(string_value = "cancelled")]
+    Cancelled,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PayoutTrigger {
+    /// Merchant cancels through the API.
+    Cancel,
+    /// Operator approves (`ops payouts approve`).
+    Approve,
+    /// Operator rejects (`ops payouts reject`).
+    Reject,
+    /// The executor takes it once `executable_at` passes.
+    Queue,
+    /// Broadcast.
+    Broadcast,
+    /// Confirmed on chain.
+    Complete,
+    /// Broadcast failed or the transaction was dropped.
+    Fail,
+}
+
+impl PayoutStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PayoutStatus::PendingApproval => "pending_approval",
+            PayoutStatus::Approved => "approved",
+            PayoutStatus::Queued => "queued",
+            PayoutStatus::Processing => "processing",
+            PayoutStatus::Completed => "completed",
+            PayoutStatus::Failed => "failed",
+            PayoutStatus::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        <PayoutStatus as sea_orm::Iterable>::iter().find(|st| st.as_str() == s)
+    }
+
+    /// Whether the reservation is still held in this status.
+    pub fn holds_reservation(self) -> bool {
+        match self {
+            PayoutStatus::PendingApproval
+            | PayoutStatus::Approved
+            | PayoutStatus::Queued
+            | PayoutStatus::Processing => true,
+            PayoutStatus::Completed | PayoutStatus::Failed | PayoutStatus::Cancelled => false,
+        }
+    }
+
+    /// The status `trigger` leads to, or `None` when it does not apply. Exhaustive on purpose.
+    pub fn on(self, trigger: PayoutTrigger) -> Option<PayoutStatus> {
+        use PayoutStatus::*;
+        use PayoutTrigger::*;
+        match (self, trigger) {
+            (PendingApproval | Approved, Cancel) => Some(Cancelled),
+            (PendingApproval, Approve) => Some(Approved),
+            (PendingApproval, Reject) => Some(Failed),
+            (Approved, Queue) => Some(Queued),
+            (Queued, Broadcast) => Some(Processing),
+            (Processing, Complete) => Some(Completed),
+            (Queued | Processing, Fail) => Some(Failed),
+            (PendingApproval, Queue | Broadcast | Complete | Fail)
+            | (Approved, Approve | Reject | Broadcast | Complete | Fail)
+            | (Queued, Cancel | Approve | Reject | Queue | Complete)
+            | (Processing, Cancel | Approve | Reject | Queue | Broadcast)
+            | (Completed | Failed | Cancelled, Cancel | Approve | Reject | Queue | Broadcast | Complete | Fail) => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod payout_tests {
+    use super::PayoutStatus::*;
+    use super::PayoutTrigger::*;
+    use super::*;
+    use sea_orm::Iterable;
+
+    #[test]
+    fn cancel_only_before_execution() {
+        for st in PayoutStatus::iter() {
+            let expected = matches!(st, PendingApproval | Approved).then_some(Cancelled);
+            assert_eq!(st.on(Cancel), expected, "{st:?}");
+        }
+    }
+
+    #[test]
+    fn lifecycle() {
+        assert_eq!(PendingApproval.on(Approve), Some(Approved));
+        assert_eq!(PendingApproval.on(Reject), Some(Failed));
+        assert_eq!(Approved.on(Queue), Some(Queued));
+        assert_eq!(Queued.on(Broadcast), Some(Processing));
+        assert_eq!(Processing.on(Complete), Some(Completed));
+        assert_eq!(Processing.on(Fail), Some(Failed));
+        assert_eq!(Approved.on(Approve), None);
+        assert_eq!(Completed.on(Fail), None);
+        for st in PayoutStatus::iter() {
+            assert_eq!(PayoutStatus::parse(st.as_str()), Some(st));
+            let terminal = matches!(st, Completed | Failed | Cancelled);
+            assert_eq!(st.holds_reservation(), !terminal);
+        }
+    }
+}

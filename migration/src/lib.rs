@@ -4,13 +4,18 @@ pub use sea_orm_migration::prelude::*;
 
 mod m20261121_000001_foundation;
 mod m20261121_000002_ledger;
+mod m20261121_000004_payouts;
 
 pub struct Migrator;
 
 #[async_trait::async_trait]
 impl MigratorTrait for Migrator {
     fn migrations() -> Vec<Box<dyn MigrationTrait>> {
-        vec![Box::new(m20261121_000001_foundation::Migration), Box::new(m20261121_000002_ledger::Migration)]
+        vec![
+            Box::new(m20261121_000001_foundation::Migration),
+            Box::new(m20261121_000002_ledger::Migration),
+            Box::new(m20261121_000004_payouts::Migration),
+        ]
     }
 }
 

@@ -36,6 +36,9 @@ enum Command {
     /// Balances and operator adjustments.
     #[command(subcommand)]
     Ledger(LedgerCmd),
+    /// Payout approval and per-environment payout settings.
+    #[command(subcommand)]
+    Payouts(PayoutCmd),
     /// Load benchmark: invoice creation over HTTP against PostgreSQL, next to a pgbench baseline.
     Bench(bench::BenchArgs),
 }
@@ -110,6 +113,40 @@ enum KeyCmd {
     },
     /// Revoke a key by id; every API process refuses it within `auth.cache_ttl_secs`.
     Revoke { key_id: Uuid },
+}
+
+#[derive(Subcommand)]
+enum PayoutCmd {
+    /// Approve a payout in pending_approval; it becomes executable after the merchant's delay.
+    Approve { payout_id: Uuid },
+    /// Reject a payout in pending_approval: it fails with the reason and its funds are released.
+    Reject {
+        payout_id: Uuid,
+        #[arg(long)]
+        reason: String,
+    },
+    /// Show or change a merchant's payout settings for one environment (only given flags change).
+    Settings {
+        #[arg(long)]
+        merchant: Uuid,
+        #[arg(long, value_parser = parse_env)]
+        env: Environment,
+        /// New payouts start approved.
+        #[arg(long)]
+        auto_approve: Option<bool>,
+        /// Seconds between approval and execution.
+        #[arg(long)]
+        delay_secs: Option<i64>,
+        /// customer (deducted from the recipient amount) or merchant (added to the debit).
+        #[arg(long, value_parser = parse_alloc)]
+        payout_fee_allocation: Option<entity::FeeAllocation>,
+        #[arg(long, value_parser = parse_alloc)]
+        network_fee_allocation: Option<entity::FeeAllocation>,
+    },
+}
+
+fn parse_alloc(s: &str) -> Result<entity::FeeAllocation, String> {
+    entity::FeeAllocation::parse(s).ok_or_else(|| format!("expected customer or merchant, got {s:?}"))
 }
 
 #[derive(Subcommand)]
@@ -200,6 +237,61 @@ async fn main() -> anyhow::Result<()> {
                     println!(
                         "{}  base={} lifetime={}s tolerance={}%",
                         m.id, m.base_currency, m.invoice_lifetime_secs, m.underpayment_tolerance_percent
+                    );
+                }
+            }
+            Ok(())
+        }
+        Command::Payouts(cmd) => {
+            use api::payouts::service as payouts;
+            let db = connect(&config).await?;
+            match cmd {
+                PayoutCmd::Approve { payout_id } => {
+                    let p = payouts::approve(&db, payout_id).await?;
+                    println!(
+                        "{} {} executable_at={}",
+                        p.id,
+                        p.status.as_str(),
+                        p.executable_at.map(|t| t.to_rfc3339()).unwrap_or_default()
+                    );
+                }
+                PayoutCmd::Reject { payout_id, reason } => {
+                    if reason.trim().is_empty() {
+                        bail!("--reason must not be empty");
+                    }
+                    let p = payouts::reject(&db, payout_id, reason.trim()).await?;
+                    println!("{} {} ({})", p.id, p.status.as_str(), p.failure_reason.unwrap_or_default());
+                }
+                PayoutCmd::Settings {
+                    merchant,
+                    env,
+                    auto_approve,
+                    delay_secs,
+                    payout_fee_allocation,
+                    network_fee_allocation,
+                } => {
+                    merchants::get_merchant(&db, merchant).await?;
+                    let mut s = payouts::settings(&db, merchant, env).await?;
+                    if let Some(v) = auto_approve {
+                        s.payout_auto_approve = v;
+                    }
+                    if let Some(v) = delay_secs {
+                        if !(0..=30 * 24 * 3600).contains(&v) {
+                            bail!("--delay-secs must be between 0 and 2592000");
+                        }
+                        s.payout_delay_secs = v;
+                    }
+                    if let Some(v) = payout_fee_allocation {
+                        s.payout_fee_allocation = v;
+                    }
+                    if let Some(v) = network_fee_allocation {
+                        s.network_fee_allocation = v;
+                    }
+                    s.updated_at = chrono::Utc::now();
+                    payouts::save_settings(&db, s.clone()).await?;
+                    println!(
+                        "{merchant} {env} auto_approve={} delay_secs={} payout_fee_allocation={:?} network_fee_allocation={:?}",
+                        s.payout_auto_approve, s.payout_delay_secs, s.payout_fee_allocation, s.network_fee_allocation
                     );
                 }
             }

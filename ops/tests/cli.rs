@@ -148,6 +148,30 @@ fn merchants_keys_and_settings() {
     let balances = ops.ok(&["ledger", "balances", "--merchant", &merchant, "--env", "test"]);
     assert!(balances.contains("bitcoin") && balances.contains("available=0.3"), "{balances}");
 
+    // Payout settings and operator approval.
+    let out = ops.ok(&[
+        "payouts",
+        "settings",
+        "--merchant",
+        &merchant,
+        "--env",
+        "test",
+        "--auto-approve",
+        "false",
+        "--delay-secs",
+        "60",
+        "--payout-fee-allocation",
+        "merchant",
+    ]);
+    assert!(out.contains("auto_approve=false delay_secs=60 payout_fee_allocation=Merchant"), "{out}");
+    let bad = ops.run_env(
+        &["payouts", "settings", "--merchant", &merchant, "--env", "test", "--network-fee-allocation", "nobody"],
+        &[],
+    );
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("expected customer or merchant"));
+    let missing = ops.run_env(&["payouts", "approve", &uuid::Uuid::new_v4().to_string()], &[]);
+    assert!(!missing.status.success() && String::from_utf8_lossy(&missing.stderr).contains("not found"));
+
     // Only the hash is stored.
     let raw = std::fs::read(ops.dir.path().join("ops.db")).unwrap();
     let hay = String::from_utf8_lossy(&raw);

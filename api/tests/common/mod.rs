@@ -226,6 +226,11 @@ impl TestApp {
         self.send(rb).await
     }
 
+    /// `post` with an owned body (handy in closures).
+    pub async fn post_owned(&self, path: &str, key: &str, body: Value) -> Resp {
+        self.post(path, Some(key), &body).await
+    }
+
     pub async fn post_raw(&self, path: &str, key: &str, body: &str) -> Resp {
         self.send(
             self.http

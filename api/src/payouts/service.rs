@@ -1,0 +1,510 @@
+//! Payout rules: validation, fees, reservation, approval and cancellation.
+
+use chrono::{Duration, Utc};
+use entity::{
+    Amount, Bucket, EntryType, Environment, FeeAllocation, PayoutStatus, PayoutTrigger, merchant_env_settings, payout,
+};
+use rust_decimal::{Decimal, RoundingStrategy};
+use sea_orm::sea_query::{Expr, ExprTrait, OnConflict};
+use sea_orm::{
+    ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
+    QuerySelect, TransactionTrait,
+};
+use uuid::Uuid;
+
+use super::types::CreatePayoutRequest;
+use crate::auth::Principal;
+use crate::chain::address::{ChainNet, validate_address};
+use crate::config::GateStatus;
+use crate::error::{ApiError, ApiResult, ErrorCode};
+use crate::gates::{self, Gate};
+use crate::ledger::{self, LedgerError, Posting};
+use crate::state::AppState;
+
+pub enum Created {
+    New(payout::Model),
+    Replayed(payout::Model),
+}
+
+/// What a payout costs and delivers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Quote {
+    pub recipient_amount: Decimal,
+    pub merchant_debit_amount: Decimal,
+}
+
+/// `customer` fees come out of what the recipient gets; `merchant` fees are added to what
+/// leaves the balance. `None` when the customer's share leaves nothing to send.
+pub fn quote(
+    amount: Decimal,
+    fee: Decimal,
+    fee_alloc: FeeAllocation,
+    network_fee: Decimal,
+    net_alloc: FeeAllocation,
+) -> Option<Quote> {
+    let mut recipient = amount;
+    let mut debit = amount;
+    for (f, a) in [(fee, fee_alloc), (network_fee, net_alloc)] {
+        match a {
+            FeeAllocation::Customer => recipient = recipient.checked_sub(f)?,
+            FeeAllocation::Merchant => debit = debit.checked_add(f)?,
+        }
+    }
+    (recipient > Decimal::ZERO).then_some(Quote { recipient_amount: recipient, merchant_debit_amount: debit })
+}
+
+pub fn chain_net(env: Environment) -> ChainNet {
+    match env {
+        Environment::Test => ChainNet::Testnet,
+        Environment::Live => ChainNet::Mainnet,
+    }
+}
+
+/// The merchant's per-environment payout settings (defaults when never set).
+pub async fn settings<C: ConnectionTrait>(
+    db: &C,
+    merchant_id: Uuid,
+    env: Environment,
+) -> Result<merchant_env_settings::Model, sea_orm::DbErr> {
+    Ok(merchant_env_settings::Entity::find_by_id((merchant_id, env)).one(db).await?.unwrap_or(
+        merchant_env_settings::Model {
+            merchant_id,
+            environment: env,
+            payout_auto_approve: false,
+            payout_delay_secs: 0,
+            payout_fee_allocation: FeeAllocation::Customer,
+            network_fee_allocation: FeeAllocation::Customer,
+            updated_at: Utc::now(),
+        },
+    ))
+}
+
+pub async fn save_settings(db: &DatabaseConnection, s: merchant_env_settings::Model) -> Result<(), sea_orm::DbErr> {
+    use merchant_env_settings::Column as C;
+    merchant_env_settings::Entity::insert(merchant_env_settings::ActiveModel::from(s))
+        .on_conflict(
+            OnConflict::columns([C::MerchantId, C::Environment])
+                .update_columns([
+                    C::PayoutAutoApprove,
+                    C::PayoutDelaySecs,
+                    C::PayoutFeeAllocation,
+                    C::NetworkFeeAllocation,
+                    C::UpdatedAt,
+                ])
+                .to_owned(),
+        )
+        .exec_without_returning(db)
+        .await?;
+    Ok(())
+}
+
+fn required<'a>(p: &mut Vec<String>, name: &str, v: &'a Option<String>, max: usize) -> Option<&'a str> {
+    match v.as_deref() {
+        None | Some("") => {
+            p.push(format!("{name}: required"));
+            None
+        }
+        Some(s) if s.chars().count() > max => {
+            p.push(format!("{name}: at most {max} characters"));
+            None
+        }
+        Some(s) => Some(s),
+    }
+}
+
+struct Checked<'a> {
+    currency: &'a str,
+    amount: &'a str,
+    destination: &'a str,
+}
+
+/// Spec 4.5 bounds; violations are 422 `validation_error`, all reported at once.
+fn check_bounds(req: &CreatePayoutRequest) -> ApiResult<Checked<'_>> {
+    let mut p = Vec::new();
+    let currency = required(&mut p, "currency", &req.currency, 20);
+    let amount = required(&mut p, "amount", &req.amount, 50);
+    let destination = required(&mut p, "destination", &req.destination, 256);
+    for (name, v, max) in [
+        ("network", &req.network, 64),
+        ("destination_tag", &req.destination_tag, 256),
+        ("description", &req.description, 1000),
+        ("idempotency_key", &req.idempotency_key, 255),
+    ] {
+        if v.as_ref().is_some_and(|s| s.chars().count() > max) {
+            p.push(format!("{name}: at most {max} characters"));
+        }
+    }
+    if req.idempotency_key.as_deref() == Some("") {
+        p.push("idempotency_key: must not be empty".into());
+    }
+    if req.metadata.as_ref().is_some_and(|m| m.len() > 50) {
+        p.push("metadata: at most 50 properties".into());
+    }
+    match (currency, amount, destination, p.is_empty()) {
+        (Some(currency), Some(amount), Some(destination), true) => Ok(Checked { currency, amount, destination }),
+        _ => Err(ApiError::unprocessable_many(ErrorCode::ValidationError, p)),
+    }
+}
+
+fn parse_amount(gate: &Gate, s: &str) -> ApiResult<Decimal> {
+    let d = crate::invoices::service::parse_amount("amount", s)
+        .map_err(|e| ApiError::unprocessable(ErrorCode::ValidationError, "amount", e))?;
+    if d.scale() > gate.decimals {
+        return Err(ApiError::unprocessable(
+            ErrorCode::ValidationError,
+            "amount",
+            format!("at most {} decimal places for the {} gate", gate.decimals, gate.id),
+        ));
+    }
+    Ok(d)
+}
+
+async fn find_by_key<C: ConnectionTrait>(db: &C, who: &Principal, key: &str) -> ApiResult<Option<payout::Model>> {
+    Ok(payout::Entity::find()
+        .filter(payout::Column::MerchantId.eq(who.merchant_id))
+        .filter(payout::Column::Environment.eq(who.environment))
+        .filter(payout::Column::IdempotencyKey.eq(key))
+        .one(db)
+        .await?)
+}
+
+fn ledger_error(e: LedgerError, gate: &Gate) -> ApiError {
+    match e {
+        LedgerError::Insufficient { has, needed, .. } => ApiError::unprocessable(
+            ErrorCode::InsufficientBalance,
+            "amount",
+            format!("{needed} {} needed, {has} available", gate.asset),
+        ),
+        other => ApiError::internal(other),
+    }
+}
+
+/// Creates a payout and reserves `merchant_debit_amount` in the same transaction.
+pub async fn create(state: &AppState, who: &Principal, req: &CreatePayoutRequest) -> ApiResult<Created> {
+    let c = check_bounds(req)?;
+    let env = who.environment;
+    if let Some(key) = &req.idempotency_key
+        && let Some(existing) = find_by_key(&state.db, who, key).await?
+    {
+        return Ok(Created::Replayed(existing));
+    }
+    let gate = gates::resolve(c.currency, req.network.as_deref())
+        .map_err(|e| ApiError::unprocessable(ErrorCode::UnsupportedCurrency, e.field(), e.to_string()))?;
+    if state.gate_status(env, gate) == GateStatus::Offline {
+        return Err(ApiError::unavailable(
+            ErrorCode::GateOffline,
+            format!("the {} gate is offline in the {env} environment", gate.id),
+        ));
+    }
+    let amount = parse_amount(gate, c.amount)?;
+    let (min, max) = state.gate_limits(env, gate);
+    if amount < min || amount > max {
+        return Err(ApiError::unprocessable(
+            ErrorCode::AmountOutOfRange,
+            "amount",
+            format!("{} {amount} is outside the {} gate's range {min} to {max}", gate.asset, gate.id),
+        ));
+    }
+    if let Err(e) = validate_address(gate.family, chain_net(env), c.destination, None) {
+        return Err(ApiError::unprocessable(ErrorCode::ValidationError, "destination", e.to_string()));
+    }
+    if let Some(tag) = req.destination_tag.as_deref()
+        && let Err(e) = validate_address(gate.family, chain_net(env), c.destination, Some(tag))
+    {
+        return Err(ApiError::unprocessable(ErrorCode::ValidationError, "destination_tag", e.to_string()));
+    }
+
+    let s = settings(&state.db, who.merchant_id, env).await?;
+    let fees = state.config.fees.get(gate.id).cloned().unwrap_or_default();
+    let q = quote(amount, fees.payout_fee, s.payout_fee_allocation, fees.network_fee, s.network_fee_allocation)
+        .ok_or_else(|| {
+            ApiError::unprocessable(
+                ErrorCode::AmountOutOfRange,
+                "amount",
+                format!(
+                    "{amount} {} does not cover the fees ({} payout fee, {} network fee)",
+                    gate.asset, fees.payout_fee, fees.network_fee
+                ),
+            )
+        })?;
+    let merchant = state.merchant(who.merchant_id).await?;
+    let amount_in_base =
+        state.rates.get(env, gate.asset, &merchant.base_currency).and_then(|r| amount.checked_mul(r.rate)).map(|v| {
+            let mut r = v.round_dp_with_strategy(2, RoundingStrategy::MidpointAwayFromZero);
+            r.rescale(2);
+            Amount(r)
+        });
+    let now = Utc::now();
+    let (status, approved_at, executable_at) = if s.payout_auto_approve {
+        (PayoutStatus::Approved, Some(now), Some(now + Duration::seconds(s.payout_delay_secs)))
+    } else {
+        (PayoutStatus::PendingApproval, None, None)
+    };
+    let model = payout::Model {
+        id: Uuid::now_v7(),
+        merchant_id: who.merchant_id,
+        environment: env,
+        gate_id: gate.id.into(),
+        currency: gate.asset.into(),
+        network: gate.network.into(),
+        amount: Amount::new(amount),
+        amount_in_base_currency: amount_in_base,
+        recipient_amount: Amount::new(q.recipient_amount),
+        merchant_debit_amount: Amount::new(q.merchant_debit_amount),
+        fee_amount: Amount::new(fees.payout_fee),
+        payout_fee_allocation: s.payout_fee_allocation,
+        network_fee: Amount::new(fees.network_fee),
+        configured_network_fee_amount: Amount::new(fees.network_fee),
+        network_fee_allocation: s.network_fee_allocation,
+        destination: c.destination.into(),
+        destination_tag: req.destination_tag.clone(),
+        status,
+        tx_hash: None,
+        idempotency_key: req.idempotency_key.clone(),
+        description: req.description.clone(),
+        metadata: req.metadata.clone().map(serde_json::Value::Object),
+        failure_reason: None,
+        executable_at,
+        approved_at,
+        completed_at: None,
+        cancelled_at: None,
+        created_at: now,
+        updated_at: now,
+    };
+
+    let txn = state.db.begin().await?;
+    let debit = q.merchant_debit_amount;
+    let reserve = [
+        Posting {
+            bucket: Bucket::Available,
+            amount: -debit,
+            entry_type: EntryType::PayoutReserve,
+            reference: Some(("payout", model.id)),
+            description: None,
+        },
+        Posting {
+            bucket: Bucket::Reserved,
+            amount: debit,
+            entry_type: EntryType::PayoutReserve,
+            reference: Some(("payout", model.id)),
+            description: None,
+        },
+    ];
+    ledger::post(&txn, who.merchant_id, env, gate.id, &reserve).await.map_err(|e| ledger_error(e, gate))?;
+    let inserted = payout::Entity::insert(payout::ActiveModel::from(model.clone()))
+        .on_conflict(
+            OnConflict::columns([
+                payout::Column::MerchantId,
+                payout::Column::Environment,
+                payout::Column::IdempotencyKey,
+            ])
+            .target_and_where(Expr::col(payout::Column::IdempotencyKey).is_not_null())
+            .do_nothing()
+            .to_owned(),
+        )
+        .exec_without_returning(&txn)
+        .await?;
+    if inserted == 0 {
+        // A concurrent request with the same key won: undo our reservation, return theirs.
+        txn.rollback().await?;
+        let key = req.idempotency_key.as_deref().unwrap_or_default();
+        let existing =
+            find_by_key(&state.db, who, key).await?.ok_or_else(|| ApiError::internal("idempotent payout vanished"))?;
+        return Ok(Created::Replayed(existing));
+    }
+    txn.commit().await?;
+    Ok(Created::New(model))
+}
+
+pub async fn get(state: &AppState, who: &Principal, id: Uuid) -> ApiResult<payout::Model> {
+    payout::Entity::find_by_id(id)
+        .filter(payout::Column::MerchantId.eq(who.merchant_id))
+        .filter(payout::Column::Environment.eq(who.environment))
+        .one(&state.db)
+        .await?
+        .ok_or_else(|| ApiError::not_found("payout"))
+}
+
+pub async fn list(
+    state: &AppState,
+    who: &Principal,
+    status: Option<PayoutStatus>,
+    limit: u64,
+    offset: u64,
+) -> ApiResult<(Vec<payout::Model>, u64)> {
+    let mut q = payout::Entity::find()
+        .filter(payout::Column::MerchantId.eq(who.merchant_id))
+        .filter(payout::Column::Environment.eq(who.environment));
+    if let Some(s) = status {
+        q = q.filter(payout::Column::Status.eq(s));
+    }
+    let total = q.clone().count(&state.db).await?;
+    let rows = q
+        .order_by_desc(payout::Column::CreatedAt)
+        .order_by_desc(payout::Column::Id)
+        .limit(limit)
+        .offset(offset)
+        .all(&state.db)
+        .await?;
+    Ok((rows, total))
+}
+
+/// Moves a payout out of a reservation-holding status with a guarded update and releases the
+/// reservation in the same transaction. `Ok(None)` when the guard did not match.
+async fn end_with_release(
+    db: &DatabaseConnection,
+    p: &payout::Model,
+    trigger: PayoutTrigger,
+    failure_reason: Option<&str>,
+) -> Result<Option<payout::Model>, ApiError> {
+    let Some(next) = p.status.on(trigger) else { return Ok(None) };
+    let now = Utc::now();
+    let txn = db.begin().await?;
+    let mut update = payout::Entity::update_many()
+        .col_expr(payout::Column::Status, Expr::value(next.as_str()))
+        .col_expr(payout::Column::UpdatedAt, Expr::value(now))
+        .filter(payout::Column::Id.eq(p.id))
+        .filter(payout::Column::Status.eq(p.status));
+    if next == PayoutStatus::Cancelled {
+        update = update.col_expr(payout::Column::CancelledAt, Expr::value(now));
+    }
+    if let Some(r) = failure_reason {
+        update = update.col_expr(payout::Column::FailureReason, Expr::value(r));
+    }
+    if update.exec(&txn).await?.rows_affected == 0 {
+        txn.rollback().await?;
+        return Ok(None);
+    }
+    let debit = p.merchant_debit_amount.0;
+    let release = [
+        Posting {
+            bucket: Bucket::Reserved,
+            amount: -debit,
+            entry_type: EntryType::PayoutRelease,
+            reference: Some(("payout", p.id)),
+            description: None,
+        },
+        Posting {
+            bucket: Bucket::Available,
+            amount: debit,
+            entry_type: EntryType::PayoutRelease,
+            reference: Some(("payout", p.id)),
+            description: None,
+        },
+    ];
+    ledger::post(&txn, p.merchant_id, p.environment, &p.gate_id, &release).await.map_err(ApiError::internal)?;
+    let after =
+        payout::Entity::find_by_id(p.id).one(&txn).await?.ok_or_else(|| ApiError::internal("payout vanished"))?;
+    txn.commit().await?;
+    Ok(Some(after))
+}
+
+fn not_cancellable(status: PayoutStatus) -> ApiError {
+    ApiError::conflict(
+        ErrorCode::PayoutNotCancellable,
+        format!("only pending_approval or approved payouts can be cancelled; this one is {}", status.as_str()),
+    )
+}
+
+/// Merchant cancel (spec 4.8): from `pending_approval`/`approved`, releasing the reservation.
+pub async fn cancel(state: &AppState, who: &Principal, id: Uuid) -> ApiResult<payout::Model> {
+    let p = get(state, who, id).await?;
+    match end_with_release(&state.db, &p, PayoutTrigger::Cancel, None).await? {
+        Some(after) => Ok(after),
+        None => Err(not_cancellable(get(state, who, id).await?.status)),
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum OperatorError {
+    #[error("payout {0} not found")]
+    NotFound(Uuid),
+    #[error("payout {id} is {status}, not pending_approval")]
+    WrongStatus { id: Uuid, status: &'static str },
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl From<ApiError> for OperatorError {
+    fn from(e: ApiError) -> Self {
+        OperatorError::Failed(e.message)
+    }
+}
+
+impl From<sea_orm::DbErr> for OperatorError {
+    fn from(e: sea_orm::DbErr) -> Self {
+        OperatorError::Failed(e.to_string())
+    }
+}
+
+async fn load(db: &DatabaseConnection, id: Uuid) -> Result<payout::Model, OperatorError> {
+    payout::Entity::find_by_id(id).one(db).await?.ok_or(OperatorError::NotFound(id))
+}
+
+/// Operator approval (`ops payouts approve`): `executable_at` = now + the merchant's delay.
+pub async fn approve(db: &DatabaseConnection, id: Uuid) -> Result<payout::Model, OperatorError> {
+    let p = load(db, id).await?;
+    let wrong = |p: &payout::Model| OperatorError::WrongStatus { id, status: p.status.as_str() };
+    let Some(next) = p.status.on(PayoutTrigger::Approve) else { return Err(wrong(&p)) };
+    let delay = settings(db, p.merchant_id, p.environment).await?.payout_delay_secs;
+    let now = Utc::now();
+    let res = payout::Entity::update_many()
+        .col_expr(payout::Column::Status, Expr::value(next.as_str()))
+        .col_expr(payout::Column::ApprovedAt, Expr::value(now))
+        .col_expr(payout::Column::ExecutableAt, Expr::value(now + Duration::seconds(delay)))
+        .col_expr(payout::Column::UpdatedAt, Expr::value(now))
+        .filter(payout::Column::Id.eq(id))
+        .filter(payout::Column::Status.eq(p.status))
+        .exec(db)
+        .await?;
+    let after = load(db, id).await?;
+    if res.rows_affected == 0 {
+        return Err(wrong(&after));
+    }
+    Ok(after)
+}
+
+/// Operator rejection (`ops payouts reject`): `failed` with the reason; reservation released.
+pub async fn reject(db: &DatabaseConnection, id: Uuid, reason: &str) -> Result<payout::Model, OperatorError> {
+    let p = load(db, id).await?;
+    match end_with_release(db, &p, PayoutTrigger::Reject, Some(&format!("rejected by operator: {reason}"))).await? {
+        Some(after) => Ok(after),
+        None => Err(OperatorError::WrongStatus { id, status: load(db, id).await?.status.as_str() }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use FeeAllocation::{Customer, Merchant};
+
+    fn d(s: &str) -> Decimal {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn fee_allocation_rules() {
+        let q = |f, fa, n, na| quote(d("10"), d(f), fa, d(n), na);
+        assert_eq!(
+            q("0.5", Customer, "0.2", Customer),
+            Some(Quote { recipient_amount: d("9.3"), merchant_debit_amount: d("10") })
+        );
+        assert_eq!(
+            q("0.5", Merchant, "0.2", Merchant),
+            Some(Quote { recipient_amount: d("10"), merchant_debit_amount: d("10.7") })
+        );
+        assert_eq!(
+            q("0.5", Customer, "0.2", Merchant),
+            Some(Quote { recipient_amount: d("9.5"), merchant_debit_amount: d("10.2") })
+        );
+        assert_eq!(
+            q("0.5", Merchant, "0.2", Customer),
+            Some(Quote { recipient_amount: d("9.8"), merchant_debit_amount: d("10.5") })
+        );
+        assert_eq!(q("9.8", Customer, "0.2", Customer), None);
+        assert_eq!(
+            q("0", Customer, "0", Customer),
+            Some(Quote { recipient_amount: d("10"), merchant_debit_amount: d("10") })
+        );
+    }
+}

@@ -1,0 +1,25 @@
+use sea_orm::entity::prelude::*;
+
+use crate::{Environment, FeeAllocation};
+
+/// A merchant's settings that differ per environment (payout approval and fee allocation).
+#[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
+#[sea_orm(table_name = "merchant_env_settings")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub merchant_id: Uuid,
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub environment: Environment,
+    /// New payouts start `approved` instead of `pending_approval`.
+    pub payout_auto_approve: bool,
+    /// `executable_at` = approval time + this delay.
+    pub payout_delay_secs: i64,
+    pub payout_fee_allocation: FeeAllocation,
+    pub network_fee_allocation: FeeAllocation,
+    pub updated_at: DateTimeUtc,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

@@ -1,0 +1,48 @@
+use sea_orm::entity::prelude::*;
+
+use crate::{Amount, Environment, FeeAllocation, PayoutStatus};
+
+#[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
+#[sea_orm(table_name = "payouts")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: Uuid,
+    pub merchant_id: Uuid,
+    pub environment: Environment,
+    pub gate_id: String,
+    pub currency: String,
+    pub network: String,
+    /// The amount the merchant asked to pay out.
+    pub amount: Amount,
+    /// `amount` in the merchant's base currency at creation (null without a fresh rate).
+    pub amount_in_base_currency: Option<Amount>,
+    /// What the destination receives: `amount` less the fees allocated to the customer.
+    pub recipient_amount: Amount,
+    /// What leaves the merchant's balance: `amount` plus the fees allocated to the merchant.
+    pub merchant_debit_amount: Amount,
+    pub fee_amount: Amount,
+    pub payout_fee_allocation: FeeAllocation,
+    /// The estimate at creation; the actual fee once completed.
+    pub network_fee: Amount,
+    pub configured_network_fee_amount: Amount,
+    pub network_fee_allocation: FeeAllocation,
+    pub destination: String,
+    pub destination_tag: Option<String>,
+    pub status: PayoutStatus,
+    pub tx_hash: Option<String>,
+    pub idempotency_key: Option<String>,
+    pub description: Option<String>,
+    pub metadata: Option<Json>,
+    pub failure_reason: Option<String>,
+    pub executable_at: Option<DateTimeUtc>,
+    pub approved_at: Option<DateTimeUtc>,
+    pub completed_at: Option<DateTimeUtc>,
+    pub cancelled_at: Option<DateTimeUtc>,
+    pub created_at: DateTimeUtc,
+    pub updated_at: DateTimeUtc,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}
