@@ -8,6 +8,7 @@ pub mod derivation_counter;
 pub mod invoice;
 pub mod merchant;
 pub mod payment;
+pub mod static_address;
 
 pub use amount::Amount;
 pub use types::{Environment, InvoiceStatus, InvoiceTrigger, PaymentStatus};
