@@ -17,6 +17,7 @@ pub mod openapi;
 pub mod public;
 pub mod rates;
 pub mod state;
+pub mod static_addresses;
 pub mod telemetry;
 
 use config::Config;

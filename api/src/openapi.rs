@@ -7,6 +7,7 @@ use utoipa::{Modify, OpenApi, ToSchema};
 use crate::envelope::Meta;
 use crate::invoices::types::InvoiceResponse;
 use crate::public::{CurrencyResponse, RateResponse};
+use crate::static_addresses::types::StaticAddressResponse;
 
 #[derive(Serialize, ToSchema)]
 pub struct InvoiceEnvelope {
@@ -17,6 +18,18 @@ pub struct InvoiceEnvelope {
 #[derive(Serialize, ToSchema)]
 pub struct InvoiceListEnvelope {
     pub data: Vec<InvoiceResponse>,
+    pub meta: Meta,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct StaticAddressEnvelope {
+    pub data: StaticAddressResponse,
+    pub meta: Meta,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct StaticAddressListEnvelope {
+    pub data: Vec<StaticAddressResponse>,
     pub meta: Meta,
 }
 
@@ -51,11 +64,15 @@ impl Modify for SecurityAddon {
         crate::invoices::list_invoices,
         crate::invoices::get_invoice,
         crate::invoices::cancel_invoice,
+        crate::static_addresses::create_address,
+        crate::static_addresses::list_addresses,
+        crate::static_addresses::get_address,
+        crate::static_addresses::list_address_invoices,
         crate::public::list_currencies,
         crate::public::list_rates,
     ),
     components(schemas(crate::error::ErrorEnvelope, crate::error::ErrorCode, crate::envelope::Pagination)),
     modifiers(&SecurityAddon),
-    tags((name = "invoices"), (name = "public", description = "No API key needed"))
+    tags((name = "invoices"), (name = "addresses", description = "Static deposit addresses"), (name = "public", description = "No API key needed"))
 )]
 pub struct ApiDoc;
