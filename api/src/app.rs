@@ -21,6 +21,7 @@ const MAX_BODY_BYTES: usize = 64 * 1024;
 pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(crate::invoices::router())
+        .merge(crate::static_addresses::router())
         .merge(crate::public::router())
         .merge(crate::balances::router())
         .merge(crate::payouts::router())

@@ -20,6 +20,7 @@ pub mod payouts;
 pub mod public;
 pub mod rates;
 pub mod state;
+pub mod static_addresses;
 pub mod telemetry;
 
 use config::Config;

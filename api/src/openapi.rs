@@ -7,6 +7,7 @@ use utoipa::{Modify, OpenApi, ToSchema};
 use crate::envelope::Meta;
 use crate::invoices::types::InvoiceResponse;
 use crate::public::{CurrencyResponse, RateResponse};
+use crate::static_addresses::types::StaticAddressResponse;
 
 #[derive(Serialize, ToSchema)]
 pub struct InvoiceEnvelope {
@@ -51,6 +52,18 @@ pub struct LedgerListEnvelope {
 }
 
 #[derive(Serialize, ToSchema)]
+pub struct StaticAddressEnvelope {
+    pub data: StaticAddressResponse,
+    pub meta: Meta,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct StaticAddressListEnvelope {
+    pub data: Vec<StaticAddressResponse>,
+    pub meta: Meta,
+}
+
+#[derive(Serialize, ToSchema)]
 pub struct CurrencyListEnvelope {
     pub data: Vec<CurrencyResponse>,
     pub meta: Meta,
@@ -87,11 +100,21 @@ impl Modify for SecurityAddon {
         crate::payouts::cancel_payout,
         crate::balances::list_balances,
         crate::balances::list_ledger,
+        crate::static_addresses::create_address,
+        crate::static_addresses::list_addresses,
+        crate::static_addresses::get_address,
+        crate::static_addresses::list_address_invoices,
         crate::public::list_currencies,
         crate::public::list_rates,
     ),
     components(schemas(crate::error::ErrorEnvelope, crate::error::ErrorCode, crate::envelope::Pagination)),
     modifiers(&SecurityAddon),
-    tags((name = "invoices"), (name = "balances"), (name = "payouts"), (name = "public", description = "No API key needed"))
+    tags(
+        (name = "invoices"),
+        (name = "balances"),
+        (name = "payouts"),
+        (name = "addresses", description = "Static deposit addresses"),
+        (name = "public", description = "No API key needed")
+    )
 )]
 pub struct ApiDoc;

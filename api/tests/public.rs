@@ -136,9 +136,18 @@ async fn openapi_document_and_offline_docs() {
     let app = TestApp::spawn().await;
     let doc = app.get("/openapi.json", None).await;
     assert_eq!(doc.status, 200);
-    for p in
-        ["/v1/invoices", "/v1/invoices/{invoice_id}", "/v1/invoices/{invoice_id}/cancel", "/v1/currencies", "/v1/rates"]
-    {
+    for p in [
+        "/v1/invoices",
+        "/v1/invoices/{invoice_id}",
+        "/v1/invoices/{invoice_id}/cancel",
+        "/v1/payouts",
+        "/v1/payouts/{payout_id}",
+        "/v1/payouts/{payout_id}/cancel",
+        "/v1/balances",
+        "/v1/balances/{currency}/ledger",
+        "/v1/currencies",
+        "/v1/rates",
+    ] {
         assert!(doc.body["paths"].get(p).is_some(), "{p} not documented");
     }
     assert!(doc.body["components"]["securitySchemes"]["api_key"].is_object());

@@ -12,6 +12,7 @@ pub mod merchant;
 pub mod merchant_env_settings;
 pub mod payment;
 pub mod payout;
+pub mod static_address;
 
 pub use amount::Amount;
 pub use types::{

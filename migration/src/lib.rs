@@ -4,6 +4,7 @@ pub use sea_orm_migration::prelude::*;
 
 mod m20261121_000001_foundation;
 mod m20261121_000002_ledger;
+mod m20261121_000003_static_addresses;
 mod m20261121_000004_payouts;
 
 pub struct Migrator;
@@ -14,6 +15,7 @@ impl MigratorTrait for Migrator {
         vec![
             Box::new(m20261121_000001_foundation::Migration),
             Box::new(m20261121_000002_ledger::Migration),
+            Box::new(m20261121_000003_static_addresses::Migration),
             Box::new(m20261121_000004_payouts::Migration),
         ]
     }

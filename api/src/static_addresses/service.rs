@@ -1,0 +1,158 @@
+//! Static address rules: validation, gate resolution, address allocation, reads.
+
+use chrono::Utc;
+use entity::{Amount, static_address};
+use sea_orm::{ColumnTrait, EntityTrait, IntoActiveModel, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect};
+use uuid::Uuid;
+
+use super::types::CreateStaticAddressRequest;
+use crate::auth::Principal;
+use crate::config::GateStatus;
+use crate::error::{ApiError, ApiResult, ErrorCode};
+use crate::gates::{self, Gate};
+use crate::state::AppState;
+
+pub const MAX_LABEL_CHARS: usize = 255;
+
+/// 400-class checks, all collected so the caller sees every problem at once.
+fn check_structure(req: &CreateStaticAddressRequest) -> ApiResult<()> {
+    let mut p: Vec<String> = Vec::new();
+    if req.currency.is_none() {
+        p.push("currency: required (an asset code like \"BTC\" or a gate id like \"tron_usdt\")".into());
+    }
+    for (name, v, max) in [("currency", &req.currency, 20), ("network", &req.network, 64)] {
+        if let Some(s) = v {
+            if s.is_empty() {
+                p.push(format!("{name}: must not be empty"));
+            } else if s.chars().count() > max {
+                p.push(format!("{name}: at most {max} characters"));
+            }
+        }
+    }
+    if let Some(l) = &req.label
+        && l.chars().count() > MAX_LABEL_CHARS
+    {
+        p.push(format!("label: at most {MAX_LABEL_CHARS} characters"));
+    }
+    if p.is_empty() { Ok(()) } else { Err(ApiError::validation(p)) }
+}
+
+fn resolve_gate(currency: &str, network: Option<&str>) -> ApiResult<&'static Gate> {
+    gates::resolve(currency, network)
+        .map_err(|e| ApiError::unprocessable(ErrorCode::UnsupportedCurrency, e.field(), e.to_string()))
+}
+
+/// Creates a static address: a fresh address from the same derivation counters as invoices, so
+/// it never coincides with an invoice's address or another static address.
+pub async fn create(
+    state: &AppState,
+    who: &Principal,
+    req: CreateStaticAddressRequest,
+) -> ApiResult<static_address::Model> {
+    check_structure(&req)?;
+    let env = who.environment;
+    let currency = req.currency.as_deref().ok_or_else(|| ApiError::internal("currency missing after validation"))?;
+    let gate = resolve_gate(currency, req.network.as_deref())?;
+    if state.gate_status(env, gate) == GateStatus::Offline {
+        return Err(ApiError::unavailable(
+            ErrorCode::GateOffline,
+            format!("the {} gate is offline in the {env} environment", gate.id),
+        ));
+    }
+    let allocated = state.addresses.allocate(&state.db, env, gate.family).await?;
+    let now = Utc::now();
+    let model = static_address::Model {
+        id: Uuid::now_v7(),
+        merchant_id: who.merchant_id,
+        environment: env,
+        gate_id: gate.id.to_owned(),
+        currency: gate.asset.to_owned(),
+        network: gate.network.to_owned(),
+        address: allocated.address,
+        address_tag: allocated.tag,
+        address_key: allocated.key,
+        derivation_index: allocated.index,
+        label: req.label,
+        total_received: Amount::ZERO,
+        invoice_count: 0,
+        created_at: now,
+        updated_at: now,
+    };
+    static_address::Entity::insert(model.clone().into_active_model()).exec_without_returning(&state.db).await?;
+    Ok(model)
+}
+
+/// A static address of the caller's merchant and environment; anything else is 404.
+pub async fn get(state: &AppState, who: &Principal, id: Uuid) -> ApiResult<static_address::Model> {
+    static_address::Entity::find_by_id(id)
+        .filter(static_address::Column::MerchantId.eq(who.merchant_id))
+        .filter(static_address::Column::Environment.eq(who.environment))
+        .one(&state.db)
+        .await?
+        .ok_or_else(|| ApiError::not_found("static address"))
+}
+
+#[derive(Debug, Default)]
+pub struct ListFilter {
+    /// An asset code (`USDT`) or a gate id (`tron_usdt`).
+    pub currency: Option<String>,
+    pub network: Option<String>,
+}
+
+/// One page of the caller's static addresses, newest first, and the total matching the filter.
+pub async fn list(
+    state: &AppState,
+    who: &Principal,
+    f: &ListFilter,
+    limit: u64,
+    offset: u64,
+) -> ApiResult<(Vec<static_address::Model>, u64)> {
+    let mut q = static_address::Entity::find()
+        .filter(static_address::Column::MerchantId.eq(who.merchant_id))
+        .filter(static_address::Column::Environment.eq(who.environment));
+    if let Some(c) = &f.currency {
+        q = match gates::find(c) {
+            Some(g) => q.filter(static_address::Column::GateId.eq(g.id)),
+            None => q.filter(static_address::Column::Currency.eq(c.to_ascii_uppercase())),
+        };
+    }
+    if let Some(n) = &f.network {
+        q = q.filter(static_address::Column::Network.eq(n.as_str()));
+    }
+    let total = q.clone().count(&state.db).await?;
+    let rows = q
+        .order_by_desc(static_address::Column::CreatedAt)
+        .order_by_desc(static_address::Column::Id)
+        .limit(limit)
+        .offset(offset)
+        .all(&state.db)
+        .await?;
+    Ok((rows, total))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn structure_checks_name_fields() {
+        let details = check_structure(&CreateStaticAddressRequest::default()).unwrap_err().details;
+        assert!(details.iter().any(|d| d.starts_with("currency:")), "{details:?}");
+        let req = CreateStaticAddressRequest {
+            currency: Some("x".repeat(21)),
+            network: Some(String::new()),
+            label: Some("l".repeat(MAX_LABEL_CHARS + 1)),
+        };
+        let details = check_structure(&req).unwrap_err().details;
+        for f in ["currency:", "network:", "label:"] {
+            assert!(details.iter().any(|d| d.starts_with(f)), "{f} in {details:?}");
+        }
+        // 255 characters, multi-byte ones included, is the limit.
+        let ok = CreateStaticAddressRequest {
+            currency: Some("BTC".into()),
+            label: Some("é".repeat(MAX_LABEL_CHARS)),
+            ..Default::default()
+        };
+        assert!(check_structure(&ok).is_ok());
+    }
+}
