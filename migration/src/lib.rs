@@ -31,3 +31,10 @@ pub(crate) fn money<T: IntoIden>(backend: sea_orm::DatabaseBackend, name: T) -> 
     };
     col
 }
+
+/// A timestamp-with-time-zone column (`timestamptz` on PostgreSQL).
+pub(crate) fn ts<T: IntoIden>(name: T) -> ColumnDef {
+    let mut c = ColumnDef::new(name);
+    c.timestamp_with_time_zone();
+    c
+}

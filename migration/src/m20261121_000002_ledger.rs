@@ -1,6 +1,6 @@
 use sea_orm_migration::prelude::*;
 
-use crate::money;
+use crate::{money, ts};
 
 pub struct Migration;
 
@@ -39,12 +39,6 @@ enum LedgerEntries {
     ReferenceId,
     Description,
     CreatedAt,
-}
-
-fn ts<T: IntoIden>(name: T) -> ColumnDef {
-    let mut c = ColumnDef::new(name);
-    c.timestamp_with_time_zone();
-    c
 }
 
 #[async_trait::async_trait]

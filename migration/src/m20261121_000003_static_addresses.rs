@@ -2,7 +2,7 @@
 
 use sea_orm_migration::prelude::*;
 
-use crate::money;
+use crate::{money, ts};
 
 pub struct Migration;
 
@@ -30,12 +30,6 @@ enum StaticAddresses {
     InvoiceCount,
     CreatedAt,
     UpdatedAt,
-}
-
-fn ts<T: IntoIden>(name: T) -> ColumnDef {
-    let mut c = ColumnDef::new(name);
-    c.timestamp_with_time_zone();
-    c
 }
 
 #[async_trait::async_trait]

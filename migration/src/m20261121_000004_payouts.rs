@@ -1,7 +1,7 @@
 use sea_orm_migration::prelude::*;
 use sea_orm_migration::sea_orm::ConnectionTrait;
 
-use crate::money;
+use crate::{money, ts};
 
 pub struct Migration;
 
@@ -55,12 +55,6 @@ enum MerchantEnvSettings {
     PayoutFeeAllocation,
     NetworkFeeAllocation,
     UpdatedAt,
-}
-
-fn ts<T: IntoIden>(name: T) -> ColumnDef {
-    let mut c = ColumnDef::new(name);
-    c.timestamp_with_time_zone();
-    c
 }
 
 #[async_trait::async_trait]
