@@ -1,0 +1,181 @@
+//! Property test over the money services: random sequences of credits, payouts, cancels,
+//! approvals and rejections against a simple model. After every step the balance matches the
+//! model, the reserved bucket equals the debits of the payouts still holding a reservation, and
+//! every bucket equals the sum of its ledger entries. (Refunds join when they exist.)
+
+mod common;
+
+use std::collections::HashMap;
+
+use api::auth::{Permissions, Principal};
+use api::config::GateFees;
+use api::payouts::service::{self, Created};
+use api::payouts::types::CreatePayoutRequest;
+use common::TestApp;
+use entity::{Environment, FeeAllocation, PayoutStatus};
+use proptest::prelude::*;
+use rust_decimal::Decimal;
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+use uuid::Uuid;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Credit(u32),
+    Payout(u32),
+    Cancel(usize),
+    Approve(usize),
+    Reject(usize),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        (1u32..200).prop_map(Op::Credit),
+        (1u32..120).prop_map(Op::Payout),
+        (0usize..8).prop_map(Op::Cancel),
+        (0usize..8).prop_map(Op::Approve),
+        (0usize..8).prop_map(Op::Reject),
+    ]
+}
+
+async fn balance_and_entries(app: &TestApp, m: Uuid) -> ([Decimal; 2], [Decimal; 2]) {
+    let b = entity::balance::Entity::find()
+        .filter(entity::balance::Column::MerchantId.eq(m))
+        .filter(entity::balance::Column::GateId.eq("tron_usdt"))
+        .one(&app.state.db)
+        .await
+        .unwrap()
+        .map_or([Decimal::ZERO; 2], |b| [b.available.0, b.reserved.0]);
+    let entries = entity::ledger_entry::Entity::find()
+        .filter(entity::ledger_entry::Column::MerchantId.eq(m))
+        .filter(entity::ledger_entry::Column::GateId.eq("tron_usdt"))
+        .all(&app.state.db)
+        .await
+        .unwrap();
+    let sum = |bucket| entries.iter().filter(|e| e.bucket == bucket).map(|e| e.amount.0).sum::<Decimal>();
+    (b, [sum(entity::Bucket::Available), sum(entity::Bucket::Reserved)])
+}
+
+#[test]
+fn money_services_keep_the_ledger_consistent() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let app = rt.block_on(TestApp::spawn_with(|c| {
+        c.fees.insert(
+            "tron_usdt".into(),
+            GateFees { payout_fee: Decimal::ONE, network_fee: Decimal::TWO, refund_fee: Decimal::ZERO },
+        );
+    }));
+    let cases = if cfg!(feature = "pg-tests") { 12 } else { 32 };
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig { cases, ..ProptestConfig::default() });
+    runner
+        .run(&(proptest::collection::vec(op(), 1..30), any::<bool>()), |(ops, merchant_pays_fees)| {
+            rt.block_on(async {
+                let m = app.merchant().await;
+                let who = Principal {
+                    key_id: Uuid::nil(),
+                    merchant_id: m,
+                    environment: Environment::Test,
+                    permissions: Permissions::all(),
+                };
+                let alloc = if merchant_pays_fees { FeeAllocation::Merchant } else { FeeAllocation::Customer };
+                let mut s = service::settings(&app.state.db, m, Environment::Test).await.unwrap();
+                (s.payout_fee_allocation, s.network_fee_allocation) = (alloc, alloc);
+                service::save_settings(&app.state.db, s).await.unwrap();
+                let gate = api::gates::find("tron_usdt").unwrap();
+
+                let mut available = Decimal::ZERO;
+                let mut payouts: Vec<Uuid> = Vec::new();
+                let mut model_status: HashMap<Uuid, (PayoutStatus, Decimal)> = HashMap::new();
+                for op in &ops {
+                    match *op {
+                        Op::Credit(n) => {
+                            api::ledger::adjust(&app.state.db, m, Environment::Test, gate, Decimal::from(n), "credit")
+                                .await
+                                .unwrap();
+                            available += Decimal::from(n);
+                        }
+                        Op::Payout(n) => {
+                            let amount = Decimal::from(n);
+                            let debit = if merchant_pays_fees { amount + Decimal::from(3) } else { amount };
+                            let req = CreatePayoutRequest {
+                                currency: Some("tron_usdt".into()),
+                                amount: Some(n.to_string()),
+                                destination: Some("TTxSA9fmLZbSEfkEejjU2vDqE8GyS5nCJP".into()),
+                                ..Default::default()
+                            };
+                            let covers_fees = merchant_pays_fees || amount > Decimal::from(3);
+                            match service::create(&app.state, &who, &req).await {
+                                Ok(Created::New(p)) => {
+                                    assert!(
+                                        covers_fees && debit <= available,
+                                        "{op:?} accepted with {available} available"
+                                    );
+                                    assert_eq!(p.merchant_debit_amount.0, debit);
+                                    available -= debit;
+                                    payouts.push(p.id);
+                                    model_status.insert(p.id, (PayoutStatus::PendingApproval, debit));
+                                }
+                                Ok(Created::Replayed(_)) => panic!("no idempotency key was sent"),
+                                Err(e) => {
+                                    let expected =
+                                        if !covers_fees { "AmountOutOfRange" } else { "InsufficientBalance" };
+                                    assert_eq!(format!("{:?}", e.code), expected, "{op:?}: {}", e.message);
+                                    assert!(!covers_fees || debit > available);
+                                }
+                            }
+                        }
+                        Op::Cancel(i) | Op::Approve(i) | Op::Reject(i) => {
+                            let Some(&id) = payouts.get(i) else { continue };
+                            let (status, debit) = model_status[&id];
+                            match *op {
+                                Op::Cancel(_) => {
+                                    let res = service::cancel(&app.state, &who, id).await;
+                                    let cancellable =
+                                        matches!(status, PayoutStatus::PendingApproval | PayoutStatus::Approved);
+                                    assert_eq!(res.is_ok(), cancellable, "{op:?} from {status:?}");
+                                    if cancellable {
+                                        available += debit;
+                                        model_status.insert(id, (PayoutStatus::Cancelled, debit));
+                                    }
+                                }
+                                Op::Approve(_) => {
+                                    let res = service::approve(&app.state.db, id).await;
+                                    assert_eq!(
+                                        res.is_ok(),
+                                        status == PayoutStatus::PendingApproval,
+                                        "{op:?} from {status:?}"
+                                    );
+                                    if res.is_ok() {
+                                        model_status.insert(id, (PayoutStatus::Approved, debit));
+                                    }
+                                }
+                                _ => {
+                                    let res = service::reject(&app.state.db, id, "property test").await;
+                                    assert_eq!(
+                                        res.is_ok(),
+                                        status == PayoutStatus::PendingApproval,
+                                        "{op:?} from {status:?}"
+                                    );
+                                    if res.is_ok() {
+                                        available += debit;
+                                        model_status.insert(id, (PayoutStatus::Failed, debit));
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    let reserved: Decimal =
+                        model_status.values().filter(|(s, _)| s.holds_reservation()).map(|(_, d)| *d).sum();
+                    let (balance, sums) = balance_and_entries(&app, m).await;
+                    assert_eq!(balance, [available, reserved], "after {op:?}");
+                    assert_eq!(sums, balance, "ledger sums differ from the balance row after {op:?}");
+                    assert!(balance[0] >= Decimal::ZERO && balance[1] >= Decimal::ZERO);
+                }
+                // The stored statuses match the model.
+                for (id, (status, _)) in &model_status {
+                    assert_eq!(service::get(&app.state, &who, *id).await.unwrap().status, *status);
+                }
+            });
+            Ok(())
+        })
+        .unwrap();
+}
