@@ -6,9 +6,9 @@
 //! round trip; after that it is read again, so a revoked key stops working on every API
 //! process within that many seconds.
 
-use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
@@ -19,6 +19,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use uuid::Uuid;
 
+use crate::cache::TtlCache;
 use crate::error::ApiError;
 use crate::state::AppState;
 
@@ -165,46 +166,22 @@ enum Verdict {
     Rejected(&'static str),
 }
 
-struct Entry {
-    digest: [u8; 32],
-    verdict: Verdict,
-    at: Instant,
-}
-
+/// Verified (and rejected) keys by SHA-256 digest. A lookup by digest reveals nothing about a
+/// key through timing (finding a key from its digest is a preimage attack); the stored hash is
+/// compared with the presented one in constant time when a key is loaded.
 pub struct KeyCache {
-    ttl: Duration,
-    entries: RwLock<HashMap<[u8; 32], Entry>>,
-    loads: std::sync::atomic::AtomicU64,
+    verdicts: TtlCache<[u8; 32], Verdict>,
+    loads: AtomicU64,
 }
-
-const MAX_CACHED_KEYS: usize = 100_000;
 
 impl KeyCache {
     pub fn new(ttl: Duration) -> Self {
-        KeyCache { ttl, entries: RwLock::new(HashMap::new()), loads: std::sync::atomic::AtomicU64::new(0) }
+        KeyCache { verdicts: TtlCache::new(ttl), loads: AtomicU64::new(0) }
     }
 
     /// How many times a key was read from the database (cache misses).
     pub fn loads(&self) -> u64 {
-        self.loads.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    fn cached(&self, digest: &[u8; 32]) -> Option<Verdict> {
-        let map = self.entries.read().unwrap_or_else(|p| p.into_inner());
-        let e = map.get(digest)?;
-        (e.at.elapsed() < self.ttl && bool::from(e.digest.ct_eq(digest))).then(|| e.verdict.clone())
-    }
-
-    fn store(&self, digest: [u8; 32], verdict: Verdict) {
-        let mut map = self.entries.write().unwrap_or_else(|p| p.into_inner());
-        if map.len() >= MAX_CACHED_KEYS {
-            let ttl = self.ttl;
-            map.retain(|_, e| e.at.elapsed() < ttl);
-            if map.len() >= MAX_CACHED_KEYS {
-                map.clear();
-            }
-        }
-        map.insert(digest, Entry { digest, verdict, at: Instant::now() });
+        self.loads.load(Ordering::Relaxed)
     }
 
     /// Verifies a key string: format, then cache, then database.
@@ -213,12 +190,12 @@ impl KeyCache {
             ApiError::unauthorized("malformed API key: expected sk_test_ or sk_live_ followed by 64 hex characters")
         })?;
         let digest = hash_key(key);
-        let verdict = match self.cached(&digest) {
+        let verdict = match self.verdicts.get(&digest) {
             Some(v) => v,
             None => {
-                self.loads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.loads.fetch_add(1, Ordering::Relaxed);
                 let v = Self::load(db, &digest).await?;
-                self.store(digest, v.clone());
+                self.verdicts.put(digest, v.clone());
                 v
             }
         };

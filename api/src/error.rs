@@ -126,6 +126,13 @@ impl ApiError {
     }
 }
 
+/// An unknown or ambiguous currency/network in a request: 422 naming the field.
+impl From<crate::gates::ResolveError> for ApiError {
+    fn from(e: crate::gates::ResolveError) -> Self {
+        ApiError::unprocessable(ErrorCode::UnsupportedCurrency, e.field(), e.to_string())
+    }
+}
+
 impl From<sea_orm::DbErr> for ApiError {
     fn from(e: sea_orm::DbErr) -> Self {
         ApiError::internal(e)

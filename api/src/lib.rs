@@ -5,6 +5,7 @@ pub mod addresses;
 pub mod app;
 pub mod auth;
 pub mod balances;
+pub mod cache;
 pub mod chain;
 pub mod config;
 pub mod db;

@@ -17,7 +17,7 @@ pub struct AppState {
     pub keys: Arc<KeyCache>,
     pub rates: Rates,
     pub addresses: Arc<AddressBook>,
-    pub merchants: Arc<TtlCache<uuid::Uuid, Arc<entity::merchant::Model>>>,
+    pub merchants: Arc<crate::cache::TtlCache<uuid::Uuid, Arc<entity::merchant::Model>>>,
     pub invoice_writer: crate::invoices::writer::InvoiceWriter,
 }
 
@@ -29,7 +29,7 @@ impl AppState {
             keys: Arc::new(KeyCache::new(Duration::from_secs(config.auth.cache_ttl_secs))),
             rates: Rates::new(&config.rates),
             addresses: Arc::new(addresses),
-            merchants: Arc::new(TtlCache::new(Duration::from_secs(config.auth.cache_ttl_secs))),
+            merchants: Arc::new(crate::cache::TtlCache::new(Duration::from_secs(config.auth.cache_ttl_secs))),
             invoice_writer: crate::invoices::writer::InvoiceWriter::spawn(db.clone()),
             config: Arc::new(config),
         })
@@ -58,6 +58,39 @@ impl AppState {
         let min = o.and_then(|o| o.min_amount).map_or(gate.min_amount(), |m| m.max(gate.min_amount()));
         let max = o.and_then(|o| o.max_amount).map_or(gate.max_amount(), |m| m.min(gate.max_amount()));
         (min, max)
+    }
+
+    /// 503 `gate_offline` unless the gate is online in `env`.
+    pub fn ensure_online(
+        &self,
+        env: entity::Environment,
+        gate: &crate::gates::Gate,
+    ) -> Result<(), crate::error::ApiError> {
+        match self.gate_status(env, gate) {
+            crate::config::GateStatus::Online => Ok(()),
+            crate::config::GateStatus::Offline => Err(crate::error::ApiError::unavailable(
+                crate::error::ErrorCode::GateOffline,
+                format!("the {} gate is offline in the {env} environment", gate.id),
+            )),
+        }
+    }
+
+    /// 422 `amount_out_of_range` unless `amount` is within the gate's limits for `env`.
+    pub fn check_amount_range(
+        &self,
+        env: entity::Environment,
+        gate: &crate::gates::Gate,
+        amount: rust_decimal::Decimal,
+    ) -> Result<(), crate::error::ApiError> {
+        let (min, max) = self.gate_limits(env, gate);
+        if amount < min || amount > max {
+            return Err(crate::error::ApiError::unprocessable(
+                crate::error::ErrorCode::AmountOutOfRange,
+                "amount",
+                format!("{} {amount} is outside the {} gate's range {min} to {max}", gate.asset, gate.id),
+            ));
+        }
+        Ok(())
     }
 
     fn gate_override(
@@ -103,30 +136,5 @@ impl AppState {
         let m = Arc::new(m);
         self.merchants.put(id, m.clone());
         Ok(m)
-    }
-}
-
-/// A small TTL cache.
-pub struct TtlCache<K, V> {
-    ttl: Duration,
-    map: std::sync::RwLock<std::collections::HashMap<K, (V, std::time::Instant)>>,
-}
-
-impl<K: std::hash::Hash + Eq, V: Clone> TtlCache<K, V> {
-    pub fn new(ttl: Duration) -> Self {
-        TtlCache { ttl, map: std::sync::RwLock::new(std::collections::HashMap::new()) }
-    }
-
-    pub fn get(&self, k: &K) -> Option<V> {
-        let map = self.map.read().unwrap_or_else(|p| p.into_inner());
-        map.get(k).filter(|(_, at)| at.elapsed() < self.ttl).map(|(v, _)| v.clone())
-    }
-
-    pub fn put(&self, k: K, v: V) {
-        let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
-        if map.len() > 100_000 {
-            map.clear();
-        }
-        map.insert(k, (v, std::time::Instant::now()));
     }
 }

@@ -25,6 +25,13 @@ impl Amount {
         Amount(d.normalize())
     }
 
+    /// A fiat value: rounded half away from zero to exactly two decimals (`"60.00"`).
+    pub fn fiat(d: Decimal) -> Self {
+        let mut r = d.round_dp_with_strategy(2, rust_decimal::RoundingStrategy::MidpointAwayFromZero);
+        r.rescale(2);
+        Amount(r)
+    }
+
     pub fn value(self) -> Decimal {
         self.0
     }
@@ -103,6 +110,9 @@ mod tests {
         let a = Amount::new(Decimal::from_str("1.123456789012345678000").unwrap());
         assert_eq!(a.to_string(), "1.123456789012345678");
         assert_eq!(Amount(Decimal::new(6000, 2)).to_string(), "60.00");
+        assert_eq!(Amount::fiat(Decimal::new(60, 0)).to_string(), "60.00");
+        assert_eq!(Amount::fiat(Decimal::new(27777778, 6)).to_string(), "27.78");
+        assert_eq!(Amount::fiat(Decimal::new(1005, 3)).to_string(), "1.01");
         let a = Amount(Decimal::from_str("1.123456789012345678000").unwrap());
         assert_eq!(serde_json::to_string(&a).unwrap(), "\"1.123456789012345678000\"");
     }

@@ -3,7 +3,7 @@
 use std::str::FromStr;
 
 use chrono::{Duration, Utc};
-use entity::{Amount, Environment, InvoiceStatus, InvoiceTrigger, invoice, payment};
+use entity::{Amount, InvoiceStatus, InvoiceTrigger, invoice, payment};
 use rust_decimal::{Decimal, RoundingStrategy};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect};
@@ -12,9 +12,8 @@ use uuid::Uuid;
 
 use super::types::CreateInvoiceRequest;
 use crate::auth::Principal;
-use crate::config::GateStatus;
 use crate::error::{ApiError, ApiResult, ErrorCode};
-use crate::gates::{self, Gate};
+use crate::gates;
 use crate::state::AppState;
 
 pub const MAX_METADATA_PROPERTIES: usize = 50;
@@ -203,11 +202,6 @@ fn check_structure(req: &CreateInvoiceRequest) -> ApiResult<Checked> {
     }
 }
 
-fn resolve_gate(currency: &str, network: Option<&str>) -> ApiResult<&'static Gate> {
-    gates::resolve(currency, network)
-        .map_err(|e| ApiError::unprocessable(ErrorCode::UnsupportedCurrency, e.field(), e.to_string()))
-}
-
 /// `(target_settlement_asset, settlement_target_currency, settlement_target_network)`.
 fn resolve_settlement(req: &CreateInvoiceRequest) -> ApiResult<(String, Option<String>, Option<String>)> {
     let by_asset = match req.target_settlement_asset.as_deref() {
@@ -252,26 +246,6 @@ fn resolve_settlement(req: &CreateInvoiceRequest) -> ApiResult<(String, Option<S
     })
 }
 
-/// Fiat values are shown with exactly two decimals (`"60.00"`).
-fn round_fiat(d: Decimal) -> Amount {
-    let mut r = d.round_dp_with_strategy(2, RoundingStrategy::MidpointAwayFromZero);
-    r.rescale(2);
-    Amount(r)
-}
-
-/// Checks the gate's limits for this deployment (spec min/max, narrowed by configuration).
-fn check_range(state: &AppState, env: Environment, gate: &Gate, amount: Decimal) -> ApiResult<()> {
-    let (min, max) = state.gate_limits(env, gate);
-    if amount < min || amount > max {
-        return Err(ApiError::unprocessable(
-            ErrorCode::AmountOutOfRange,
-            "amount",
-            format!("{} {amount} is outside the {} gate's range {min} to {max}", gate.asset, gate.id),
-        ));
-    }
-    Ok(())
-}
-
 pub async fn create(
     state: &AppState,
     who: &Principal,
@@ -279,27 +253,23 @@ pub async fn create(
     raw: &serde_json::Value,
 ) -> ApiResult<Created> {
     let checked = check_structure(&req)?;
-    let request_hash = canonical_hash(raw);
+    // Only an idempotent request is ever compared with a later one.
+    let request_hash = req.idempotency_key.as_ref().map(|_| canonical_hash(raw));
     let env = who.environment;
 
-    if let Some(key) = &req.idempotency_key
+    if let (Some(key), Some(hash)) = (&req.idempotency_key, &request_hash)
         && let Some(existing) = find_by_idempotency_key(state, who, key).await?
     {
-        return replay_or_mismatch(existing, &request_hash);
+        return replay_or_mismatch(existing, Some(hash));
     }
 
-    let gate = req.currency.as_deref().map(|c| resolve_gate(c, req.network.as_deref())).transpose()?;
+    let gate = req.currency.as_deref().map(|c| gates::resolve(c, req.network.as_deref())).transpose()?;
     if req.currency.is_none() && req.network.is_some() {
         return Err(ApiError::invalid_field("network", "only allowed with currency"));
     }
     let (target_asset, target_currency, target_network) = resolve_settlement(&req)?;
-    if let Some(g) = gate
-        && state.gate_status(env, g) == GateStatus::Offline
-    {
-        return Err(ApiError::unavailable(
-            ErrorCode::GateOffline,
-            format!("the {} gate is offline in the {env} environment", g.id),
-        ));
+    if let Some(g) = gate {
+        state.ensure_online(env, g)?;
     }
     let merchant = state.merchant(who.merchant_id).await?;
 
@@ -317,10 +287,10 @@ pub async fn create(
             ));
         }
         if fiat == "USD" {
-            amount_usd = Some(round_fiat(*fiat_amount));
+            amount_usd = Some(Amount::fiat(*fiat_amount));
         }
         if *fiat == merchant.base_currency {
-            amount_in_base = Some(round_fiat(*fiat_amount));
+            amount_in_base = Some(Amount::fiat(*fiat_amount));
         }
     }
     if let Some(g) = gate {
@@ -354,17 +324,18 @@ pub async fn create(
             }
             (None, None) => return Err(ApiError::internal("amount missing after validation")),
         };
-        check_range(state, env, g, crypto)?;
+        state.check_amount_range(env, g, crypto)?;
         amount_requested = Some(Amount::new(crypto));
         if amount_usd.is_none() {
-            amount_usd = state.rates.get(env, g.asset, "USD").and_then(|r| crypto.checked_mul(r.rate)).map(round_fiat);
+            amount_usd =
+                state.rates.get(env, g.asset, "USD").and_then(|r| crypto.checked_mul(r.rate)).map(Amount::fiat);
         }
         if amount_in_base.is_none() {
             amount_in_base = state
                 .rates
                 .get(env, g.asset, &merchant.base_currency)
                 .and_then(|r| crypto.checked_mul(r.rate))
-                .map(round_fiat);
+                .map(Amount::fiat);
         }
     }
 
@@ -397,7 +368,7 @@ pub async fn create(
         description: req.description.clone(),
         external_id: req.external_id.clone(),
         idempotency_key: req.idempotency_key.clone(),
-        request_hash: Some(request_hash.clone()),
+        request_hash: request_hash.clone(),
         metadata: req.metadata.clone().map(serde_json::Value::Object),
         redirect_url: req.redirect_url.clone(),
         source: "api".into(),
@@ -428,7 +399,7 @@ pub async fn create(
         let existing = find_by_idempotency_key(state, who, key)
             .await?
             .ok_or_else(|| ApiError::internal("idempotency conflict without a row"))?;
-        return replay_or_mismatch(existing, &request_hash);
+        return replay_or_mismatch(existing, request_hash.as_deref());
     }
     Ok(Created::New(model))
 }
@@ -442,8 +413,8 @@ async fn find_by_idempotency_key(state: &AppState, who: &Principal, key: &str) -
         .await?)
 }
 
-fn replay_or_mismatch(existing: invoice::Model, request_hash: &str) -> ApiResult<Created> {
-    if existing.request_hash.as_deref() == Some(request_hash) {
+fn replay_or_mismatch(existing: invoice::Model, request_hash: Option<&str>) -> ApiResult<Created> {
+    if request_hash.is_some() && existing.request_hash.as_deref() == request_hash {
         Ok(Created::Replayed(existing))
     } else {
         Err(ApiError::unprocessable(

@@ -4,7 +4,7 @@ use chrono::{Duration, Utc};
 use entity::{
     Amount, Bucket, EntryType, Environment, FeeAllocation, PayoutStatus, PayoutTrigger, merchant_env_settings, payout,
 };
-use rust_decimal::{Decimal, RoundingStrategy};
+use rust_decimal::Decimal;
 use sea_orm::sea_query::{Expr, ExprTrait, OnConflict};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
@@ -15,7 +15,6 @@ use uuid::Uuid;
 use super::types::CreatePayoutRequest;
 use crate::auth::Principal;
 use crate::chain::address::{ChainNet, validate_address};
-use crate::config::GateStatus;
 use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::gates::{self, Gate};
 use crate::ledger::{self, LedgerError, Posting};
@@ -188,23 +187,10 @@ pub async fn create(state: &AppState, who: &Principal, req: &CreatePayoutRequest
     {
         return Ok(Created::Replayed(existing));
     }
-    let gate = gates::resolve(c.currency, req.network.as_deref())
-        .map_err(|e| ApiError::unprocessable(ErrorCode::UnsupportedCurrency, e.field(), e.to_string()))?;
-    if state.gate_status(env, gate) == GateStatus::Offline {
-        return Err(ApiError::unavailable(
-            ErrorCode::GateOffline,
-            format!("the {} gate is offline in the {env} environment", gate.id),
-        ));
-    }
+    let gate = gates::resolve(c.currency, req.network.as_deref())?;
+    state.ensure_online(env, gate)?;
     let amount = parse_amount(gate, c.amount)?;
-    let (min, max) = state.gate_limits(env, gate);
-    if amount < min || amount > max {
-        return Err(ApiError::unprocessable(
-            ErrorCode::AmountOutOfRange,
-            "amount",
-            format!("{} {amount} is outside the {} gate's range {min} to {max}", gate.asset, gate.id),
-        ));
-    }
+    state.check_amount_range(env, gate, amount)?;
     if let Err(e) = validate_address(gate.family, chain_net(env), c.destination, None) {
         return Err(ApiError::unprocessable(ErrorCode::ValidationError, "destination", e.to_string()));
     }
@@ -228,12 +214,11 @@ pub async fn create(state: &AppState, who: &Principal, req: &CreatePayoutRequest
             )
         })?;
     let merchant = state.merchant(who.merchant_id).await?;
-    let amount_in_base =
-        state.rates.get(env, gate.asset, &merchant.base_currency).and_then(|r| amount.checked_mul(r.rate)).map(|v| {
-            let mut r = v.round_dp_with_strategy(2, RoundingStrategy::MidpointAwayFromZero);
-            r.rescale(2);
-            Amount(r)
-        });
+    let amount_in_base = state
+        .rates
+        .get(env, gate.asset, &merchant.base_currency)
+        .and_then(|r| amount.checked_mul(r.rate))
+        .map(Amount::fiat);
     let now = Utc::now();
     let (status, approved_at, executable_at) = if s.payout_auto_approve {
         (PayoutStatus::Approved, Some(now), Some(now + Duration::seconds(s.payout_delay_secs)))

@@ -7,9 +7,8 @@ use uuid::Uuid;
 
 use super::types::CreateStaticAddressRequest;
 use crate::auth::Principal;
-use crate::config::GateStatus;
-use crate::error::{ApiError, ApiResult, ErrorCode};
-use crate::gates::{self, Gate};
+use crate::error::{ApiError, ApiResult};
+use crate::gates;
 use crate::state::AppState;
 
 pub const MAX_LABEL_CHARS: usize = 255;
@@ -37,11 +36,6 @@ fn check_structure(req: &CreateStaticAddressRequest) -> ApiResult<()> {
     if p.is_empty() { Ok(()) } else { Err(ApiError::validation(p)) }
 }
 
-fn resolve_gate(currency: &str, network: Option<&str>) -> ApiResult<&'static Gate> {
-    gates::resolve(currency, network)
-        .map_err(|e| ApiError::unprocessable(ErrorCode::UnsupportedCurrency, e.field(), e.to_string()))
-}
-
 /// Creates a static address: a fresh address from the same derivation counters as invoices, so
 /// it never coincides with an invoice's address or another static address.
 pub async fn create(
@@ -52,13 +46,8 @@ pub async fn create(
     check_structure(&req)?;
     let env = who.environment;
     let currency = req.currency.as_deref().ok_or_else(|| ApiError::internal("currency missing after validation"))?;
-    let gate = resolve_gate(currency, req.network.as_deref())?;
-    if state.gate_status(env, gate) == GateStatus::Offline {
-        return Err(ApiError::unavailable(
-            ErrorCode::GateOffline,
-            format!("the {} gate is offline in the {env} environment", gate.id),
-        ));
-    }
+    let gate = gates::resolve(currency, req.network.as_deref())?;
+    state.ensure_online(env, gate)?;
     let allocated = state.addresses.allocate(&state.db, env, gate.family).await?;
     let now = Utc::now();
     let model = static_address::Model {
