@@ -25,6 +25,7 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::public::router())
         .merge(crate::balances::router())
         .merge(crate::payouts::router())
+        .merge(crate::refunds::router())
         .route("/health", get(health))
         .route("/ready", get(ready))
         .merge(SwaggerUi::new("/docs").url("/openapi.json", ApiDoc::openapi()))

@@ -18,6 +18,8 @@ pub enum ErrorCode {
     PayoutNotCancellable,
     IdempotencyKeyMismatch,
     InsufficientBalance,
+    RefundExceedsCredit,
+    RefundCurrencyMismatch,
     AmountOutOfRange,
     UnsupportedCurrency,
     GateOffline,

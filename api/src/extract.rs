@@ -63,6 +63,35 @@ impl<S: Send + Sync> FromRequestParts<S> for PathId {
     }
 }
 
+/// The mandatory `Idempotency-Key` header (spec 4.9, section 8): 1..=255 visible ASCII
+/// characters; missing, empty, longer or unreadable is 400 naming the header.
+#[derive(Debug)]
+pub struct IdempotencyKey(pub String);
+
+impl IdempotencyKey {
+    pub const HEADER: &'static str = "Idempotency-Key";
+    pub const MAX_LEN: usize = 255;
+
+    pub fn parse(value: Option<&axum::http::HeaderValue>) -> Result<Self, ApiError> {
+        let bad = |problem: &str| ApiError::invalid_field(Self::HEADER, problem);
+        let v = value.ok_or_else(|| bad("header required"))?;
+        let s = v.to_str().map_err(|_| bad("must be visible ASCII characters"))?;
+        match s.len() {
+            0 => Err(bad("must not be empty")),
+            n if n > Self::MAX_LEN => Err(bad(&format!("at most {} characters, got {n}", Self::MAX_LEN))),
+            _ => Ok(IdempotencyKey(s.to_owned())),
+        }
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        Self::parse(parts.headers.get(Self::HEADER))
+    }
+}
+
 /// Raw query parameters; handlers validate each one they use by name.
 pub struct QueryParams(pub Vec<(String, String)>);
 
@@ -142,5 +171,19 @@ mod tests {
             assert!(err.details[0].starts_with(bad.split('=').next().unwrap()), "{bad}: {:?}", err.details);
         }
         assert_eq!(q("limit=0&offset=-1").pagination().unwrap_err().details.len(), 2);
+    }
+
+    #[test]
+    fn idempotency_key_bounds() {
+        use axum::http::HeaderValue;
+        let parse = |v: &str| IdempotencyKey::parse(Some(&HeaderValue::from_str(v).unwrap()));
+        assert_eq!(parse("k").unwrap().0, "k");
+        assert_eq!(parse(&"x".repeat(255)).unwrap().0.len(), 255);
+        for err in
+            [IdempotencyKey::parse(None).unwrap_err(), parse("").unwrap_err(), parse(&"x".repeat(256)).unwrap_err()]
+        {
+            assert_eq!(err.status, axum::http::StatusCode::BAD_REQUEST);
+            assert!(err.details[0].starts_with("Idempotency-Key:"), "{:?}", err.details);
+        }
     }
 }

@@ -149,3 +149,84 @@ pub async fn adjust(
     txn.commit().await?;
     Ok(after)
 }
+
+/// Credits a confirmed payment to its merchant's available balance, exactly once, in the
+/// caller's transaction: the payment row is stamped `credited_at` with a guarded update (no
+/// second stamp can succeed), the `invoice_credit` entry is posted to the credited gate's
+/// balance, and the invoice's per-asset credit (the refund cap) grows by the same amount.
+/// `credited_gate` is the paid gate or, after a settlement conversion, the target gate.
+/// Returns `false` when the payment was already credited (nothing is written).
+pub async fn credit_payment<C: ConnectionTrait>(
+    txn: &C,
+    payment: &entity::payment::Model,
+    merchant_id: Uuid,
+    credited_gate: &str,
+    amount: Decimal,
+) -> Result<bool, LedgerError> {
+    use entity::payment;
+    use sea_orm::sea_query::{Expr, ExprTrait};
+    use sea_orm::{ColumnTrait, QueryFilter};
+
+    if amount <= Decimal::ZERO {
+        return Err(LedgerError::Invalid(format!("a credit must be positive, got {amount}")));
+    }
+    let now = Utc::now();
+    let stamped = payment::Entity::update_many()
+        .col_expr(payment::Column::CreditedAt, Expr::value(now))
+        .col_expr(payment::Column::CreditedGateId, Expr::value(credited_gate))
+        .col_expr(payment::Column::CreditedAmount, Expr::value(Amount::new(amount)))
+        .filter(payment::Column::Id.eq(payment.id))
+        .filter(Expr::col(payment::Column::CreditedAt).is_null())
+        .exec(txn)
+        .await?;
+    if stamped.rows_affected == 0 {
+        return Ok(false);
+    }
+    let posting = Posting {
+        bucket: Bucket::Available,
+        amount,
+        entry_type: EntryType::InvoiceCredit,
+        reference: Some(("payment", payment.id)),
+        description: None,
+    };
+    // The balance lock taken here also serializes this invoice's credit row with refunds.
+    post(txn, merchant_id, payment.environment, credited_gate, &[posting]).await?;
+    add_invoice_credit(txn, payment.invoice_id, merchant_id, payment.environment, credited_gate, amount).await?;
+    Ok(true)
+}
+
+/// Grows (or creates) the invoice's credit in `gate_id`. Call with that gate's balance locked.
+async fn add_invoice_credit<C: ConnectionTrait>(
+    txn: &C,
+    invoice_id: Uuid,
+    merchant_id: Uuid,
+    env: Environment,
+    gate_id: &str,
+    amount: Decimal,
+) -> Result<(), LedgerError> {
+    use entity::invoice_credit;
+    let now = Utc::now();
+    match invoice_credit::Entity::find_by_id((invoice_id, gate_id.to_owned())).one(txn).await? {
+        Some(row) => {
+            let credited = row.credited.0.checked_add(amount).ok_or(LedgerError::Overflow)?;
+            let mut row: invoice_credit::ActiveModel = row.into();
+            row.credited = Set(Amount::new(credited));
+            row.updated_at = Set(now);
+            row.update(txn).await?;
+        }
+        None => {
+            invoice_credit::ActiveModel {
+                invoice_id: Set(invoice_id),
+                gate_id: Set(gate_id.to_owned()),
+                merchant_id: Set(merchant_id),
+                environment: Set(env),
+                credited: Set(Amount::new(amount)),
+                refunded: Set(Amount::ZERO),
+                updated_at: Set(now),
+            }
+            .insert(txn)
+            .await?;
+        }
+    }
+    Ok(())
+}

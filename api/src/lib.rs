@@ -20,6 +20,7 @@ pub mod openapi;
 pub mod payouts;
 pub mod public;
 pub mod rates;
+pub mod refunds;
 pub mod state;
 pub mod static_addresses;
 pub mod telemetry;

@@ -75,6 +75,18 @@ pub struct RateListEnvelope {
     pub meta: Meta,
 }
 
+#[derive(Serialize, ToSchema)]
+pub struct RefundEnvelope {
+    pub data: crate::refunds::types::RefundResponse,
+    pub meta: Meta,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct RefundListEnvelope {
+    pub data: Vec<crate::refunds::types::RefundResponse>,
+    pub meta: Meta,
+}
+
 struct SecurityAddon;
 
 impl Modify for SecurityAddon {
@@ -98,6 +110,9 @@ impl Modify for SecurityAddon {
         crate::payouts::list_payouts,
         crate::payouts::get_payout,
         crate::payouts::cancel_payout,
+        crate::refunds::create_refund,
+        crate::refunds::list_refunds,
+        crate::refunds::get_refund,
         crate::balances::list_balances,
         crate::balances::list_ledger,
         crate::static_addresses::create_address,
@@ -113,6 +128,7 @@ impl Modify for SecurityAddon {
         (name = "invoices"),
         (name = "balances"),
         (name = "payouts"),
+        (name = "refunds", description = "Refunds of invoices' credited payments, carried out by linked payouts"),
         (name = "addresses", description = "Static deposit addresses"),
         (name = "public", description = "No API key needed")
     )

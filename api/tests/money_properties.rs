@@ -1,7 +1,9 @@
 //! Property test over the money services: random sequences of credits, payouts, cancels,
 //! approvals and rejections against a simple model. After every step the balance matches the
 //! model, the reserved bucket equals the debits of the payouts still holding a reservation, and
-//! every bucket equals the sum of its ledger entries. (Refunds join when they exist.)
+//! every bucket equals the sum of its ledger entries. Refunds draw on one invoice's credit:
+//! they are accepted exactly when the model says the credit (minus live refunds) and the balance
+//! cover them, and a cancelled or rejected refund's amount becomes refundable again.
 
 mod common;
 
@@ -11,6 +13,8 @@ use api::auth::{Permissions, Principal};
 use api::config::GateFees;
 use api::payouts::service::{self, Created};
 use api::payouts::types::CreatePayoutRequest;
+use api::refunds::service as refunds;
+use api::refunds::types::CreateRefundRequest;
 use common::TestApp;
 use entity::{Environment, FeeAllocation, PayoutStatus};
 use proptest::prelude::*;
@@ -21,7 +25,9 @@ use uuid::Uuid;
 #[derive(Debug, Clone)]
 enum Op {
     Credit(u32),
+    InvoiceCredit(u32),
     Payout(u32),
+    Refund(u32),
     Cancel(usize),
     Approve(usize),
     Reject(usize),
@@ -30,7 +36,9 @@ enum Op {
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         (1u32..200).prop_map(Op::Credit),
+        (1u32..200).prop_map(Op::InvoiceCredit),
         (1u32..120).prop_map(Op::Payout),
+        (1u32..120).prop_map(Op::Refund),
         (0usize..8).prop_map(Op::Cancel),
         (0usize..8).prop_map(Op::Approve),
         (0usize..8).prop_map(Op::Reject),
@@ -61,7 +69,7 @@ fn money_services_keep_the_ledger_consistent() {
     let app = rt.block_on(TestApp::spawn_with(|c| {
         c.fees.insert(
             "tron_usdt".into(),
-            GateFees { payout_fee: Decimal::ONE, network_fee: Decimal::TWO, refund_fee: Decimal::ZERO },
+            GateFees { payout_fee: Decimal::ONE, network_fee: Decimal::TWO, refund_fee: Decimal::TEN },
         );
     }));
     let cases = if cfg!(feature = "pg-tests") { 12 } else { 32 };
@@ -78,20 +86,75 @@ fn money_services_keep_the_ledger_consistent() {
                 };
                 let alloc = if merchant_pays_fees { FeeAllocation::Merchant } else { FeeAllocation::Customer };
                 let mut s = service::settings(&app.state.db, m, Environment::Test).await.unwrap();
-                (s.payout_fee_allocation, s.network_fee_allocation) = (alloc, alloc);
+                (s.payout_fee_allocation, s.network_fee_allocation, s.refund_fee_allocation) = (alloc, alloc, alloc);
                 service::save_settings(&app.state.db, s).await.unwrap();
                 let gate = api::gates::find("tron_usdt").unwrap();
 
                 let mut available = Decimal::ZERO;
                 let mut payouts: Vec<Uuid> = Vec::new();
                 let mut model_status: HashMap<Uuid, (PayoutStatus, Decimal)> = HashMap::new();
-                for op in &ops {
+                // The invoice refunds draw on: what it credited, what live refunds took, and
+                // which payouts are refunds (payout id -> refund id, amount).
+                let key = app.key(m, Environment::Test, &[]).await;
+                let invoice: Uuid = app
+                    .create_invoice(&key, serde_json::json!({"currency": "USDT", "network": "tron", "amount": "50"}))
+                    .await["id"]
+                    .as_str()
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                let (mut credited, mut refunded) = (Decimal::ZERO, Decimal::ZERO);
+                let mut refund_of: HashMap<Uuid, (Uuid, Decimal)> = HashMap::new();
+                for (step, op) in ops.iter().enumerate() {
                     match *op {
                         Op::Credit(n) => {
                             api::ledger::adjust(&app.state.db, m, Environment::Test, gate, Decimal::from(n), "credit")
                                 .await
                                 .unwrap();
                             available += Decimal::from(n);
+                        }
+                        Op::InvoiceCredit(n) => {
+                            common::credit_invoice(&app, m, invoice, "tron_usdt", &n.to_string()).await;
+                            available += Decimal::from(n);
+                            credited += Decimal::from(n);
+                        }
+                        Op::Refund(n) => {
+                            let amount = Decimal::from(n);
+                            let debit = if merchant_pays_fees { amount + Decimal::from(12) } else { amount };
+                            let body = serde_json::json!({
+                                "invoice_id": invoice, "currency": "USDT", "network": "tron",
+                                "amount": n.to_string(), "destination": "TTxSA9fmLZbSEfkEejjU2vDqE8GyS5nCJP",
+                            });
+                            let req: CreateRefundRequest = serde_json::from_value(body.clone()).unwrap();
+                            let within_credit = credited > Decimal::ZERO && amount <= credited - refunded;
+                            let covers_fees = merchant_pays_fees || amount > Decimal::from(12);
+                            let idem = format!("r{step}");
+                            match refunds::create(&app.state, &who, &idem, &req, &body).await {
+                                Ok(refunds::Created::New(r, p)) => {
+                                    assert!(
+                                        within_credit && covers_fees && debit <= available,
+                                        "{op:?} accepted: credited {credited}, refunded {refunded}, available {available}"
+                                    );
+                                    assert_eq!(p.merchant_debit_amount.0, debit);
+                                    available -= debit;
+                                    refunded += amount;
+                                    payouts.push(p.id);
+                                    model_status.insert(p.id, (PayoutStatus::PendingApproval, debit));
+                                    refund_of.insert(p.id, (r.id, amount));
+                                }
+                                Ok(refunds::Created::Replayed(..)) => panic!("every refund has a new key"),
+                                Err(e) => {
+                                    let expected = if !within_credit {
+                                        "RefundExceedsCredit"
+                                    } else if !covers_fees {
+                                        "AmountOutOfRange"
+                                    } else {
+                                        "InsufficientBalance"
+                                    };
+                                    assert_eq!(format!("{:?}", e.code), expected, "{op:?}: {}", e.message);
+                                    assert!(!within_credit || !covers_fees || debit > available);
+                                }
+                            }
                         }
                         Op::Payout(n) => {
                             let amount = Decimal::from(n);
@@ -134,6 +197,7 @@ fn money_services_keep_the_ledger_consistent() {
                                     assert_eq!(res.is_ok(), cancellable, "{op:?} from {status:?}");
                                     if cancellable {
                                         available += debit;
+                                        refunded -= refund_of.get(&id).map_or(Decimal::ZERO, |r| r.1);
                                         model_status.insert(id, (PayoutStatus::Cancelled, debit));
                                     }
                                 }
@@ -157,6 +221,7 @@ fn money_services_keep_the_ledger_consistent() {
                                     );
                                     if res.is_ok() {
                                         available += debit;
+                                        refunded -= refund_of.get(&id).map_or(Decimal::ZERO, |r| r.1);
                                         model_status.insert(id, (PayoutStatus::Failed, debit));
                                     }
                                 }
@@ -169,10 +234,21 @@ fn money_services_keep_the_ledger_consistent() {
                     assert_eq!(balance, [available, reserved], "after {op:?}");
                     assert_eq!(sums, balance, "ledger sums differ from the balance row after {op:?}");
                     assert!(balance[0] >= Decimal::ZERO && balance[1] >= Decimal::ZERO);
+                    if let Some(c) = entity::invoice_credit::Entity::find_by_id((invoice, "tron_usdt".to_owned()))
+                        .one(&app.state.db)
+                        .await
+                        .unwrap()
+                    {
+                        assert_eq!((c.credited.0, c.refunded.0), (credited, refunded), "invoice credit after {op:?}");
+                    }
                 }
                 // The stored statuses match the model.
                 for (id, (status, _)) in &model_status {
                     assert_eq!(service::get(&app.state, &who, *id).await.unwrap().status, *status);
+                    if let Some((refund_id, _)) = refund_of.get(id) {
+                        let (r, _) = api::refunds::service::get(&app.state, &who, *refund_id).await.unwrap();
+                        assert_eq!(r.status, entity::RefundStatus::mirroring(*status));
+                    }
                 }
             });
             Ok(())

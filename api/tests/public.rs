@@ -143,6 +143,8 @@ async fn openapi_document_and_offline_docs() {
         "/v1/payouts",
         "/v1/payouts/{payout_id}",
         "/v1/payouts/{payout_id}/cancel",
+        "/v1/refunds",
+        "/v1/refunds/{refund_id}",
         "/v1/balances",
         "/v1/balances/{currency}/ledger",
         "/v1/currencies",
@@ -151,6 +153,14 @@ async fn openapi_document_and_offline_docs() {
         assert!(doc.body["paths"].get(p).is_some(), "{p} not documented");
     }
     assert!(doc.body["components"]["securitySchemes"]["api_key"].is_object());
+    let refund = &doc.body["paths"]["/v1/refunds"]["post"];
+    assert!(
+        refund["parameters"].as_array().unwrap().iter().any(|p| p["name"] == "Idempotency-Key" && p["in"] == "header"),
+        "Idempotency-Key header undocumented: {refund}"
+    );
+    for status in ["201", "400", "404", "409", "422"] {
+        assert!(refund["responses"].get(status).is_some(), "POST /v1/refunds {status} undocumented");
+    }
     let page = app.http.get(app.url("/docs/")).send().await.unwrap();
     assert_eq!(page.status(), 200);
     let html = page.text().await.unwrap();

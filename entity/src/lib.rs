@@ -7,15 +7,17 @@ pub mod api_key;
 pub mod balance;
 pub mod derivation_counter;
 pub mod invoice;
+pub mod invoice_credit;
 pub mod ledger_entry;
 pub mod merchant;
 pub mod merchant_env_settings;
 pub mod payment;
 pub mod payout;
+pub mod refund;
 pub mod static_address;
 
 pub use amount::Amount;
 pub use types::{
     Bucket, EntryType, Environment, FeeAllocation, InvoiceStatus, InvoiceTrigger, PaymentStatus, PayoutStatus,
-    PayoutTrigger,
+    PayoutTrigger, RefundStatus,
 };

@@ -17,6 +17,8 @@ pub struct Model {
     pub payout_fee_allocation: FeeAllocation,
     pub network_fee_allocation: FeeAllocation,
     pub updated_at: DateTimeUtc,
+    /// Who bears the configured refund fee.
+    pub refund_fee_allocation: FeeAllocation,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

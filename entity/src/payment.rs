@@ -21,6 +21,11 @@ pub struct Model {
     pub detected_at: DateTimeUtc,
     pub confirmed_at: Option<DateTimeUtc>,
     pub created_at: DateTimeUtc,
+    /// The gate the merchant's balance was credited in (the paid gate, or the conversion target).
+    pub credited_gate_id: Option<String>,
+    pub credited_amount: Option<Amount>,
+    /// Set once, in the crediting transaction: a payment is credited exactly once.
+    pub credited_at: Option<DateTimeUtc>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -356,6 +356,61 @@ impl PayoutStatus {
     }
 }
 
+/// Refund status: the linked payout's status seen from the refund (PRODUCT.md "Statuses").
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, EnumIter, DeriveActiveEnum, Serialize, Deserialize, utoipa::ToSchema,
+)]
+#[sea_orm(rs_type = "String", db_type = "String(StringLen::N(16))")]
+#[serde(rename_all = "snake_case")]
+pub enum RefundStatus {
+    #[sea_orm(string_value = "pending")]
+    Pending,
+    #[sea_orm(string_value = "processing")]
+    Processing,
+    #[sea_orm(string_value = "completed")]
+    Completed,
+    #[sea_orm(string_value = "failed")]
+    Failed,
+    #[sea_orm(string_value = "cancelled")]
+    Cancelled,
+}
+
+impl RefundStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RefundStatus::Pending => "pending",
+            RefundStatus::Processing => "processing",
+            RefundStatus::Completed => "completed",
+            RefundStatus::Failed => "failed",
+            RefundStatus::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        <RefundStatus as sea_orm::Iterable>::iter().find(|st| st.as_str() == s)
+    }
+
+    /// The refund status that mirrors a payout status. Exhaustive on purpose.
+    pub fn mirroring(p: PayoutStatus) -> RefundStatus {
+        match p {
+            PayoutStatus::PendingApproval | PayoutStatus::Approved | PayoutStatus::Queued => RefundStatus::Pending,
+            PayoutStatus::Processing => RefundStatus::Processing,
+            PayoutStatus::Completed => RefundStatus::Completed,
+            PayoutStatus::Failed => RefundStatus::Failed,
+            PayoutStatus::Cancelled => RefundStatus::Cancelled,
+        }
+    }
+
+    /// Whether the refunded amount still counts against the invoice's credit: everything but a
+    /// refund whose payout failed or was cancelled (its amount becomes refundable again).
+    pub fn counts_against_credit(self) -> bool {
+        match self {
+            RefundStatus::Pending | RefundStatus::Processing | RefundStatus::Completed => true,
+            RefundStatus::Failed | RefundStatus::Cancelled => false,
+        }
+    }
+}
+
 #[cfg(test)]
 mod payout_tests {
     use super::PayoutStatus::*;
@@ -385,6 +440,23 @@ mod payout_tests {
             assert_eq!(PayoutStatus::parse(st.as_str()), Some(st));
             let terminal = matches!(st, Completed | Failed | Cancelled);
             assert_eq!(st.holds_reservation(), !terminal);
+        }
+    }
+
+    #[test]
+    fn refund_mirrors_payout() {
+        for st in PayoutStatus::iter() {
+            let r = RefundStatus::mirroring(st);
+            // A refund's amount counts against the credit exactly while its payout is not
+            // released: held (reserved) or completed.
+            assert_eq!(r.counts_against_credit(), st.holds_reservation() || st == Completed, "{st:?}");
+        }
+        assert_eq!(RefundStatus::mirroring(PendingApproval), RefundStatus::Pending);
+        assert_eq!(RefundStatus::mirroring(Queued), RefundStatus::Pending);
+        assert_eq!(RefundStatus::mirroring(Processing), RefundStatus::Processing);
+        assert_eq!(RefundStatus::mirroring(Cancelled), RefundStatus::Cancelled);
+        for st in RefundStatus::iter() {
+            assert_eq!(RefundStatus::parse(st.as_str()), Some(st));
         }
     }
 }

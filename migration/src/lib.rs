@@ -6,6 +6,7 @@ mod m20261121_000001_foundation;
 mod m20261121_000002_ledger;
 mod m20261121_000003_static_addresses;
 mod m20261121_000004_payouts;
+mod m20261121_000005_refunds;
 
 pub struct Migrator;
 
@@ -17,6 +18,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261121_000002_ledger::Migration),
             Box::new(m20261121_000003_static_addresses::Migration),
             Box::new(m20261121_000004_payouts::Migration),
+            Box::new(m20261121_000005_refunds::Migration),
         ]
     }
 }

@@ -142,6 +142,9 @@ enum PayoutCmd {
         payout_fee_allocation: Option<entity::FeeAllocation>,
         #[arg(long, value_parser = parse_alloc)]
         network_fee_allocation: Option<entity::FeeAllocation>,
+        /// Who bears the configured refund fee on refunds.
+        #[arg(long, value_parser = parse_alloc)]
+        refund_fee_allocation: Option<entity::FeeAllocation>,
     },
 }
 
@@ -269,6 +272,7 @@ async fn main() -> anyhow::Result<()> {
                     delay_secs,
                     payout_fee_allocation,
                     network_fee_allocation,
+                    refund_fee_allocation,
                 } => {
                     merchants::get_merchant(&db, merchant).await?;
                     let mut s = payouts::settings(&db, merchant, env).await?;
@@ -287,11 +291,18 @@ async fn main() -> anyhow::Result<()> {
                     if let Some(v) = network_fee_allocation {
                         s.network_fee_allocation = v;
                     }
+                    if let Some(v) = refund_fee_allocation {
+                        s.refund_fee_allocation = v;
+                    }
                     s.updated_at = chrono::Utc::now();
                     payouts::save_settings(&db, s.clone()).await?;
                     println!(
-                        "{merchant} {env} auto_approve={} delay_secs={} payout_fee_allocation={:?} network_fee_allocation={:?}",
-                        s.payout_auto_approve, s.payout_delay_secs, s.payout_fee_allocation, s.network_fee_allocation
+                        "{merchant} {env} auto_approve={} delay_secs={} payout_fee_allocation={:?} network_fee_allocation={:?} refund_fee_allocation={:?}",
+                        s.payout_auto_approve,
+                        s.payout_delay_secs,
+                        s.payout_fee_allocation,
+                        s.network_fee_allocation,
+                        s.refund_fee_allocation
                     );
                 }
             }

@@ -73,6 +73,7 @@ pub async fn settings<C: ConnectionTrait>(
             payout_delay_secs: 0,
             payout_fee_allocation: FeeAllocation::Customer,
             network_fee_allocation: FeeAllocation::Customer,
+            refund_fee_allocation: FeeAllocation::Customer,
             updated_at: Utc::now(),
         },
     ))
@@ -88,6 +89,7 @@ pub async fn save_settings(db: &DatabaseConnection, s: merchant_env_settings::Mo
                     C::PayoutDelaySecs,
                     C::PayoutFeeAllocation,
                     C::NetworkFeeAllocation,
+                    C::RefundFeeAllocation,
                     C::UpdatedAt,
                 ])
                 .to_owned(),
@@ -97,7 +99,7 @@ pub async fn save_settings(db: &DatabaseConnection, s: merchant_env_settings::Mo
     Ok(())
 }
 
-fn required<'a>(p: &mut Vec<String>, name: &str, v: &'a Option<String>, max: usize) -> Option<&'a str> {
+pub(crate) fn required<'a>(p: &mut Vec<String>, name: &str, v: &'a Option<String>, max: usize) -> Option<&'a str> {
     match v.as_deref() {
         None | Some("") => {
             p.push(format!("{name}: required"));
@@ -145,7 +147,7 @@ fn check_bounds(req: &CreatePayoutRequest) -> ApiResult<Checked<'_>> {
     }
 }
 
-fn parse_amount(gate: &Gate, s: &str) -> ApiResult<Decimal> {
+pub(crate) fn parse_amount(gate: &Gate, s: &str) -> ApiResult<Decimal> {
     let d = crate::invoices::service::parse_amount("amount", s)
         .map_err(|e| ApiError::unprocessable(ErrorCode::ValidationError, "amount", e))?;
     if d.scale() > gate.decimals {
@@ -178,41 +180,58 @@ fn ledger_error(e: LedgerError, gate: &Gate) -> ApiError {
     }
 }
 
-/// Creates a payout and reserves `merchant_debit_amount` in the same transaction.
-pub async fn create(state: &AppState, who: &Principal, req: &CreatePayoutRequest) -> ApiResult<Created> {
-    let c = check_bounds(req)?;
-    let env = who.environment;
-    if let Some(key) = &req.idempotency_key
-        && let Some(existing) = find_by_key(&state.db, who, key).await?
-    {
-        return Ok(Created::Replayed(existing));
-    }
-    let gate = gates::resolve(c.currency, req.network.as_deref())?;
+/// Which fee the payout path charges: a payout's own fee or, for a refund's payout, the
+/// refund fee (each with its own allocation setting).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FeeKind {
+    Payout,
+    Refund,
+}
+
+/// A payout to price and validate: from `POST /v1/payouts` or from a refund.
+pub struct PayoutSpec<'a> {
+    pub gate: &'static Gate,
+    pub amount: Decimal,
+    pub destination: &'a str,
+    pub destination_tag: Option<&'a str>,
+    pub description: Option<String>,
+    pub metadata: Option<serde_json::Value>,
+    pub idempotency_key: Option<String>,
+    pub fee_kind: FeeKind,
+}
+
+/// The payout path shared by payouts and refunds: gate online, amount within the gate's range,
+/// destination (and tag) valid for the chain, fees priced with the merchant's allocation and
+/// the status its approval setting gives. Nothing is written.
+pub async fn prepare(state: &AppState, who: &Principal, spec: PayoutSpec<'_>) -> ApiResult<payout::Model> {
+    let (env, gate, amount) = (who.environment, spec.gate, spec.amount);
     state.ensure_online(env, gate)?;
-    let amount = parse_amount(gate, c.amount)?;
     state.check_amount_range(env, gate, amount)?;
-    if let Err(e) = validate_address(gate.family, chain_net(env), c.destination, None) {
+    if let Err(e) = validate_address(gate.family, chain_net(env), spec.destination, None) {
         return Err(ApiError::unprocessable(ErrorCode::ValidationError, "destination", e.to_string()));
     }
-    if let Some(tag) = req.destination_tag.as_deref()
-        && let Err(e) = validate_address(gate.family, chain_net(env), c.destination, Some(tag))
+    if let Some(tag) = spec.destination_tag
+        && let Err(e) = validate_address(gate.family, chain_net(env), spec.destination, Some(tag))
     {
         return Err(ApiError::unprocessable(ErrorCode::ValidationError, "destination_tag", e.to_string()));
     }
 
     let s = settings(&state.db, who.merchant_id, env).await?;
     let fees = state.config.fees.get(gate.id).cloned().unwrap_or_default();
-    let q = quote(amount, fees.payout_fee, s.payout_fee_allocation, fees.network_fee, s.network_fee_allocation)
-        .ok_or_else(|| {
-            ApiError::unprocessable(
-                ErrorCode::AmountOutOfRange,
-                "amount",
-                format!(
-                    "{amount} {} does not cover the fees ({} payout fee, {} network fee)",
-                    gate.asset, fees.payout_fee, fees.network_fee
-                ),
-            )
-        })?;
+    let (fee, fee_alloc, fee_name) = match spec.fee_kind {
+        FeeKind::Payout => (fees.payout_fee, s.payout_fee_allocation, "payout fee"),
+        FeeKind::Refund => (fees.refund_fee, s.refund_fee_allocation, "refund fee"),
+    };
+    let q = quote(amount, fee, fee_alloc, fees.network_fee, s.network_fee_allocation).ok_or_else(|| {
+        ApiError::unprocessable(
+            ErrorCode::AmountOutOfRange,
+            "amount",
+            format!(
+                "{amount} {} does not cover the fees ({fee} {fee_name}, {} network fee)",
+                gate.asset, fees.network_fee
+            ),
+        )
+    })?;
     let merchant = state.merchant(who.merchant_id).await?;
     let amount_in_base = state
         .rates
@@ -225,7 +244,7 @@ pub async fn create(state: &AppState, who: &Principal, req: &CreatePayoutRequest
     } else {
         (PayoutStatus::PendingApproval, None, None)
     };
-    let model = payout::Model {
+    Ok(payout::Model {
         id: Uuid::now_v7(),
         merchant_id: who.merchant_id,
         environment: env,
@@ -236,18 +255,18 @@ pub async fn create(state: &AppState, who: &Principal, req: &CreatePayoutRequest
         amount_in_base_currency: amount_in_base,
         recipient_amount: Amount::new(q.recipient_amount),
         merchant_debit_amount: Amount::new(q.merchant_debit_amount),
-        fee_amount: Amount::new(fees.payout_fee),
-        payout_fee_allocation: s.payout_fee_allocation,
+        fee_amount: Amount::new(fee),
+        payout_fee_allocation: fee_alloc,
         network_fee: Amount::new(fees.network_fee),
         configured_network_fee_amount: Amount::new(fees.network_fee),
         network_fee_allocation: s.network_fee_allocation,
-        destination: c.destination.into(),
-        destination_tag: req.destination_tag.clone(),
+        destination: spec.destination.into(),
+        destination_tag: spec.destination_tag.map(str::to_owned),
         status,
         tx_hash: None,
-        idempotency_key: req.idempotency_key.clone(),
-        description: req.description.clone(),
-        metadata: req.metadata.clone().map(serde_json::Value::Object),
+        idempotency_key: spec.idempotency_key,
+        description: spec.description,
+        metadata: spec.metadata,
         failure_reason: None,
         executable_at,
         approved_at,
@@ -255,28 +274,32 @@ pub async fn create(state: &AppState, who: &Principal, req: &CreatePayoutRequest
         cancelled_at: None,
         created_at: now,
         updated_at: now,
-    };
+    })
+}
 
-    let txn = state.db.begin().await?;
-    let debit = q.merchant_debit_amount;
+/// Reserves the payout's `merchant_debit_amount` and inserts it, in the caller's transaction.
+/// `Ok(false)`: a payout with the same idempotency key already exists (the caller rolls back).
+pub async fn insert_reserved<C: ConnectionTrait>(txn: &C, p: &payout::Model) -> ApiResult<bool> {
+    let gate = gates::find(&p.gate_id).ok_or_else(|| ApiError::internal("payout on an unknown gate"))?;
+    let debit = p.merchant_debit_amount.0;
     let reserve = [
         Posting {
             bucket: Bucket::Available,
             amount: -debit,
             entry_type: EntryType::PayoutReserve,
-            reference: Some(("payout", model.id)),
+            reference: Some(("payout", p.id)),
             description: None,
         },
         Posting {
             bucket: Bucket::Reserved,
             amount: debit,
             entry_type: EntryType::PayoutReserve,
-            reference: Some(("payout", model.id)),
+            reference: Some(("payout", p.id)),
             description: None,
         },
     ];
-    ledger::post(&txn, who.merchant_id, env, gate.id, &reserve).await.map_err(|e| ledger_error(e, gate))?;
-    let inserted = payout::Entity::insert(payout::ActiveModel::from(model.clone()))
+    ledger::post(txn, p.merchant_id, p.environment, gate.id, &reserve).await.map_err(|e| ledger_error(e, gate))?;
+    let inserted = payout::Entity::insert(payout::ActiveModel::from(p.clone()))
         .on_conflict(
             OnConflict::columns([
                 payout::Column::MerchantId,
@@ -287,9 +310,34 @@ pub async fn create(state: &AppState, who: &Principal, req: &CreatePayoutRequest
             .do_nothing()
             .to_owned(),
         )
-        .exec_without_returning(&txn)
+        .exec_without_returning(txn)
         .await?;
-    if inserted == 0 {
+    Ok(inserted == 1)
+}
+
+/// Creates a payout and reserves `merchant_debit_amount` in the same transaction.
+pub async fn create(state: &AppState, who: &Principal, req: &CreatePayoutRequest) -> ApiResult<Created> {
+    let c = check_bounds(req)?;
+    if let Some(key) = &req.idempotency_key
+        && let Some(existing) = find_by_key(&state.db, who, key).await?
+    {
+        return Ok(Created::Replayed(existing));
+    }
+    let gate = gates::resolve(c.currency, req.network.as_deref())?;
+    let amount = parse_amount(gate, c.amount)?;
+    let spec = PayoutSpec {
+        gate,
+        amount,
+        destination: c.destination,
+        destination_tag: req.destination_tag.as_deref(),
+        description: req.description.clone(),
+        metadata: req.metadata.clone().map(serde_json::Value::Object),
+        idempotency_key: req.idempotency_key.clone(),
+        fee_kind: FeeKind::Payout,
+    };
+    let model = prepare(state, who, spec).await?;
+    let txn = state.db.begin().await?;
+    if !insert_reserved(&txn, &model).await? {
         // A concurrent request with the same key won: undo our reservation, return theirs.
         txn.rollback().await?;
         let key = req.idempotency_key.as_deref().unwrap_or_default();
@@ -380,6 +428,7 @@ async fn end_with_release(
     ledger::post(&txn, p.merchant_id, p.environment, &p.gate_id, &release).await.map_err(ApiError::internal)?;
     let after =
         payout::Entity::find_by_id(p.id).one(&txn).await?.ok_or_else(|| ApiError::internal("payout vanished"))?;
+    crate::refunds::service::mirror_payout(&txn, &after).await?;
     txn.commit().await?;
     Ok(Some(after))
 }

@@ -248,3 +248,38 @@ impl TestApp {
         r.body["data"].clone()
     }
 }
+
+/// Records a confirmed payment of `amount` to the invoice and credits it through the ledger's
+/// crediting service (what the confirmation tracker does), returning the payment id.
+pub async fn credit_invoice(app: &TestApp, merchant: Uuid, invoice_id: Uuid, gate: &str, amount: &str) -> Uuid {
+    use sea_orm::{ActiveModelTrait, IntoActiveModel, TransactionTrait};
+    let amount: rust_decimal::Decimal = amount.parse().expect("amount");
+    let now = chrono::Utc::now();
+    let payment = entity::payment::Model {
+        id: Uuid::now_v7(),
+        invoice_id,
+        environment: Environment::Test,
+        gate_id: gate.into(),
+        tx_hash: format!("test-{}", Uuid::new_v4().simple()),
+        output_index: 0,
+        amount: entity::Amount::new(amount),
+        confirmations: 1,
+        required_confirmations: 1,
+        status: entity::PaymentStatus::Confirmed,
+        block_height: Some(1),
+        detected_at: now,
+        confirmed_at: Some(now),
+        created_at: now,
+        credited_gate_id: None,
+        credited_amount: None,
+        credited_at: None,
+    };
+    let txn = app.state.db.begin().await.expect("begin");
+    let payment = payment.into_active_model().insert(&txn).await.expect("payment");
+    let credited = api::ledger::credit_payment(&txn, &payment, merchant, gate, amount).await.expect("credit");
+    assert!(credited, "a fresh payment is credited");
+    // A second credit of the same payment is refused without writing anything.
+    assert!(!api::ledger::credit_payment(&txn, &payment, merchant, gate, amount).await.expect("re-credit"));
+    txn.commit().await.expect("commit");
+    payment.id
+}

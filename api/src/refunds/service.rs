@@ -1,0 +1,349 @@
+//! Refund rules (spec 4.9, 2.6): idempotency by header, the invoice's credit as the cap, and a
+//! linked payout created through the payout path in the same transaction.
+
+use std::collections::HashMap;
+
+use chrono::Utc;
+use entity::{Amount, RefundStatus, invoice, invoice_credit, payout, refund};
+use rust_decimal::Decimal;
+use sea_orm::sea_query::{Expr, OnConflict};
+use sea_orm::{
+    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter,
+    QueryOrder, QuerySelect, TransactionTrait,
+};
+use uuid::Uuid;
+
+use super::types::CreateRefundRequest;
+use crate::auth::Principal;
+use crate::error::{ApiError, ApiResult, ErrorCode};
+use crate::gates::{self, Gate};
+use crate::invoices::service::canonical_hash;
+use crate::payouts::service::{self as payouts, FeeKind, PayoutSpec, required};
+use crate::state::AppState;
+
+/// The `Idempotency-Key` header's name, as errors name it.
+pub const KEY_HEADER: &str = "Idempotency-Key";
+
+pub enum Created {
+    New(refund::Model, payout::Model),
+    Replayed(refund::Model, payout::Model),
+}
+
+struct Checked<'a> {
+    invoice_id: Uuid,
+    currency: &'a str,
+    amount: &'a str,
+    destination: &'a str,
+}
+
+/// Spec 4.9 bounds; violations are 422 `validation_error`, all reported at once.
+fn check_bounds(req: &CreateRefundRequest) -> ApiResult<Checked<'_>> {
+    let mut p = Vec::new();
+    if req.invoice_id.is_none() {
+        p.push("invoice_id: required".to_owned());
+    }
+    let currency = required(&mut p, "currency", &req.currency, 20);
+    let amount = required(&mut p, "amount", &req.amount, 50);
+    let destination = required(&mut p, "destination", &req.destination, 256);
+    for (name, v, max) in [
+        ("network", &req.network, 64),
+        ("destination_tag", &req.destination_tag, 256),
+        ("description", &req.description, 1000),
+    ] {
+        if v.as_ref().is_some_and(|s| s.chars().count() > max) {
+            p.push(format!("{name}: at most {max} characters"));
+        }
+    }
+    if req.metadata.as_ref().is_some_and(|m| m.len() > 50) {
+        p.push("metadata: at most 50 properties".into());
+    }
+    match (req.invoice_id, currency, amount, destination, p.is_empty()) {
+        (Some(invoice_id), Some(currency), Some(amount), Some(destination), true) => {
+            Ok(Checked { invoice_id, currency, amount, destination })
+        }
+        _ => Err(ApiError::unprocessable_many(ErrorCode::ValidationError, p)),
+    }
+}
+
+async fn find_by_key<C: ConnectionTrait>(db: &C, who: &Principal, key: &str) -> ApiResult<Option<refund::Model>> {
+    Ok(refund::Entity::find()
+        .filter(refund::Column::MerchantId.eq(who.merchant_id))
+        .filter(refund::Column::Environment.eq(who.environment))
+        .filter(refund::Column::IdempotencyKey.eq(key))
+        .one(db)
+        .await?)
+}
+
+async fn linked_payout<C: ConnectionTrait>(db: &C, r: &refund::Model) -> ApiResult<payout::Model> {
+    payout::Entity::find_by_id(r.payout_id).one(db).await?.ok_or_else(|| ApiError::internal("refund without payout"))
+}
+
+/// The recorded refund for a replayed key, or 409 when the key came with another body.
+async fn replay_or_mismatch<C: ConnectionTrait>(db: &C, existing: refund::Model, hash: &str) -> ApiResult<Created> {
+    if existing.request_hash != hash {
+        return Err(ApiError::conflict(
+            ErrorCode::IdempotencyKeyMismatch,
+            "this Idempotency-Key was already used with a different request body",
+        )
+        .with_details(vec![format!("{KEY_HEADER}: already used with a different request body")]));
+    }
+    let p = linked_payout(db, &existing).await?;
+    Ok(Created::Replayed(existing, p))
+}
+
+/// What is left to refund of `credit`.
+fn refundable(credit: &invoice_credit::Model) -> Decimal {
+    credit.credited.0.checked_sub(credit.refunded.0).unwrap_or(Decimal::ZERO).max(Decimal::ZERO)
+}
+
+fn exceeds_credit(amount: Decimal, credit: &invoice_credit::Model, gate: &Gate) -> ApiError {
+    ApiError::unprocessable(
+        ErrorCode::RefundExceedsCredit,
+        "amount",
+        format!(
+            "{amount} {asset} is more than the invoice's refundable {left} {asset} (credited {c}, already refunded {r})",
+            asset = gate.asset,
+            left = refundable(credit).normalize(),
+            c = credit.credited.0.normalize(),
+            r = credit.refunded.0.normalize(),
+        ),
+    )
+}
+
+/// Picks the invoice credit the refund draws on: the requested asset must be one the invoice
+/// credited.
+fn matching_credit<'a>(
+    credits: &'a [invoice_credit::Model],
+    gate: &Gate,
+    invoice_id: Uuid,
+) -> ApiResult<&'a invoice_credit::Model> {
+    if credits.is_empty() {
+        return Err(ApiError::unprocessable(
+            ErrorCode::RefundExceedsCredit,
+            "invoice_id",
+            format!("invoice {invoice_id} has no credited payment to refund"),
+        ));
+    }
+    credits.iter().find(|c| c.gate_id == gate.id).ok_or_else(|| {
+        let credited: Vec<String> = credits
+            .iter()
+            .filter_map(|c| gates::find(&c.gate_id))
+            .map(|g| format!("{} on {}", g.asset, g.network))
+            .collect();
+        ApiError::unprocessable(
+            ErrorCode::RefundCurrencyMismatch,
+            "currency",
+            format!(
+                "refunds are paid in the asset the invoice credited ({}), not {} on {}",
+                credited.join(", "),
+                gate.asset,
+                gate.network
+            ),
+        )
+    })
+}
+
+/// Creates a refund and its payout (reserving the debit) in one transaction, or returns the
+/// recorded refund for a replayed `Idempotency-Key`.
+pub async fn create(
+    state: &AppState,
+    who: &Principal,
+    key: &str,
+    req: &CreateRefundRequest,
+    raw: &serde_json::Value,
+) -> ApiResult<Created> {
+    let hash = canonical_hash(raw);
+    if let Some(existing) = find_by_key(&state.db, who, key).await? {
+        return replay_or_mismatch(&state.db, existing, &hash).await;
+    }
+    let c = check_bounds(req)?;
+    let inv = invoice::Entity::find_by_id(c.invoice_id)
+        .filter(invoice::Column::MerchantId.eq(who.merchant_id))
+        .filter(invoice::Column::Environment.eq(who.environment))
+        .one(&state.db)
+        .await?
+        .ok_or_else(|| ApiError::not_found("invoice"))?;
+    let gate = gates::resolve(c.currency, req.network.as_deref())?;
+    let credits =
+        invoice_credit::Entity::find().filter(invoice_credit::Column::InvoiceId.eq(inv.id)).all(&state.db).await?;
+    let credit = matching_credit(&credits, gate, inv.id)?;
+    let amount = payouts::parse_amount(gate, c.amount)?;
+    if amount > refundable(credit) {
+        return Err(exceeds_credit(amount, credit, gate));
+    }
+
+    let refund_id = Uuid::now_v7();
+    let spec = PayoutSpec {
+        gate,
+        amount,
+        destination: c.destination,
+        destination_tag: req.destination_tag.as_deref(),
+        description: Some(format!("refund {refund_id} of invoice {}", inv.id)),
+        metadata: None,
+        idempotency_key: None,
+        fee_kind: FeeKind::Refund,
+    };
+    let p = payouts::prepare(state, who, spec).await?;
+    let now = Utc::now();
+    let r = refund::Model {
+        id: refund_id,
+        merchant_id: who.merchant_id,
+        environment: who.environment,
+        invoice_id: inv.id,
+        payout_id: p.id,
+        gate_id: gate.id.into(),
+        currency: gate.asset.into(),
+        network: gate.network.into(),
+        amount: p.amount,
+        recipient_amount: p.recipient_amount,
+        merchant_debit_amount: p.merchant_debit_amount,
+        refund_fee: p.fee_amount,
+        refund_fee_allocation: p.payout_fee_allocation,
+        configured_network_fee_amount: p.configured_network_fee_amount,
+        network_fee_allocation: p.network_fee_allocation,
+        destination: p.destination.clone(),
+        destination_tag: p.destination_tag.clone(),
+        status: RefundStatus::mirroring(p.status),
+        idempotency_key: key.to_owned(),
+        request_hash: hash.clone(),
+        description: req.description.clone(),
+        metadata: req.metadata.clone().map(serde_json::Value::Object),
+        created_at: now,
+        updated_at: now,
+    };
+
+    let txn = state.db.begin().await?;
+    // Locks the gate's balance first: every change to this invoice's credit row happens under
+    // that lock, so the cap below is checked against the latest committed refunds.
+    if !payouts::insert_reserved(&txn, &p).await? {
+        return Err(ApiError::internal("a refund's payout has no idempotency key to collide on"));
+    }
+    let credit = invoice_credit::Entity::find_by_id((inv.id, gate.id.to_owned()))
+        .one(&txn)
+        .await?
+        .ok_or_else(|| ApiError::internal("invoice credit vanished"))?;
+    if amount > refundable(&credit) {
+        txn.rollback().await?;
+        return Err(exceeds_credit(amount, &credit, gate));
+    }
+    let refunded = credit.refunded.0.checked_add(amount).ok_or_else(|| ApiError::internal("refund overflow"))?;
+    let mut row: invoice_credit::ActiveModel = credit.into();
+    row.refunded = Set(Amount::new(refunded));
+    row.updated_at = Set(now);
+    row.update(&txn).await?;
+    let inserted = refund::Entity::insert(refund::ActiveModel::from(r.clone()))
+        .on_conflict(
+            OnConflict::columns([
+                refund::Column::MerchantId,
+                refund::Column::Environment,
+                refund::Column::IdempotencyKey,
+            ])
+            .do_nothing()
+            .to_owned(),
+        )
+        .exec_without_returning(&txn)
+        .await?;
+    if inserted == 0 {
+        // A concurrent request with the same key won: undo everything, answer as a replay.
+        txn.rollback().await?;
+        let existing =
+            find_by_key(&state.db, who, key).await?.ok_or_else(|| ApiError::internal("idempotent refund vanished"))?;
+        return replay_or_mismatch(&state.db, existing, &hash).await;
+    }
+    txn.commit().await?;
+    Ok(Created::New(r, p))
+}
+
+/// Brings a refund in line with its payout's new status, in the payout transition's
+/// transaction (after that transaction posted to the gate's balance, so the balance lock is
+/// held). A failed or cancelled refund gives its amount back to the invoice's refundable credit.
+/// Does nothing for a payout that is not a refund's.
+pub async fn mirror_payout<C: ConnectionTrait>(txn: &C, p: &payout::Model) -> Result<(), sea_orm::DbErr> {
+    let Some(r) = refund::Entity::find().filter(refund::Column::PayoutId.eq(p.id)).one(txn).await? else {
+        return Ok(());
+    };
+    let next = RefundStatus::mirroring(p.status);
+    if next == r.status {
+        return Ok(());
+    }
+    let now = Utc::now();
+    let moved = refund::Entity::update_many()
+        .col_expr(refund::Column::Status, Expr::value(next.as_str()))
+        .col_expr(refund::Column::UpdatedAt, Expr::value(now))
+        .filter(refund::Column::Id.eq(r.id))
+        .filter(refund::Column::Status.eq(r.status))
+        .exec(txn)
+        .await?;
+    if moved.rows_affected == 1 && r.status.counts_against_credit() && !next.counts_against_credit() {
+        let key = (r.invoice_id, r.gate_id.clone());
+        let credit = invoice_credit::Entity::find_by_id(key)
+            .one(txn)
+            .await?
+            .ok_or_else(|| sea_orm::DbErr::RecordNotFound("invoice credit of a refund".into()))?;
+        let left = credit.refunded.0.checked_sub(r.amount.0).filter(|d| *d >= Decimal::ZERO).ok_or_else(|| {
+            sea_orm::DbErr::Custom(format!("refund {} releases more than its invoice's refunded total", r.id))
+        })?;
+        let mut row: invoice_credit::ActiveModel = credit.into();
+        row.refunded = Set(Amount::new(left));
+        row.updated_at = Set(now);
+        row.update(txn).await?;
+    }
+    Ok(())
+}
+
+pub async fn get(state: &AppState, who: &Principal, id: Uuid) -> ApiResult<(refund::Model, payout::Model)> {
+    let r = refund::Entity::find_by_id(id)
+        .filter(refund::Column::MerchantId.eq(who.merchant_id))
+        .filter(refund::Column::Environment.eq(who.environment))
+        .one(&state.db)
+        .await?
+        .ok_or_else(|| ApiError::not_found("refund"))?;
+    let p = linked_payout(&state.db, &r).await?;
+    Ok((r, p))
+}
+
+pub struct ListFilter {
+    pub status: Option<RefundStatus>,
+    pub invoice_id: Option<Uuid>,
+}
+
+pub async fn list(
+    state: &AppState,
+    who: &Principal,
+    f: ListFilter,
+    limit: u64,
+    offset: u64,
+) -> ApiResult<(Vec<(refund::Model, payout::Model)>, u64)> {
+    let mut q = refund::Entity::find()
+        .filter(refund::Column::MerchantId.eq(who.merchant_id))
+        .filter(refund::Column::Environment.eq(who.environment));
+    if let Some(s) = f.status {
+        q = q.filter(refund::Column::Status.eq(s));
+    }
+    if let Some(id) = f.invoice_id {
+        q = q.filter(refund::Column::InvoiceId.eq(id));
+    }
+    let total = q.clone().count(&state.db).await?;
+    let rows = q
+        .order_by_desc(refund::Column::CreatedAt)
+        .order_by_desc(refund::Column::Id)
+        .limit(limit)
+        .offset(offset)
+        .all(&state.db)
+        .await?;
+    let mut payouts: HashMap<Uuid, payout::Model> = payout::Entity::find()
+        .filter(payout::Column::Id.is_in(rows.iter().map(|r| r.payout_id)))
+        .all(&state.db)
+        .await?
+        .into_iter()
+        .map(|p| (p.id, p))
+        .collect();
+    let rows = rows
+        .into_iter()
+        .map(|r| {
+            let p = payouts.remove(&r.payout_id).ok_or_else(|| ApiError::internal("refund without payout"))?;
+            Ok((r, p))
+        })
+        .collect::<ApiResult<Vec<_>>>()?;
+    Ok((rows, total))
+}

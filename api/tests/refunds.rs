@@ -1,0 +1,514 @@
+//! Spec 4.9 and 2.6: refunds of an invoice's credit, carried out by linked payouts.
+
+mod common;
+
+use std::str::FromStr;
+
+use api::auth::Permission;
+use api::config::GateFees;
+use common::{TestApp, credit_invoice};
+use entity::{Environment, FeeAllocation};
+use rust_decimal::Decimal;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+const TRON_DEST: &str = "TTxSA9fmLZbSEfkEejjU2vDqE8GyS5nCJP";
+
+fn d(s: &str) -> Decimal {
+    Decimal::from_str(s).unwrap()
+}
+
+struct Setup {
+    app: TestApp,
+    merchant: Uuid,
+    key: String,
+    invoice: Uuid,
+}
+
+/// A merchant with a tron USDT invoice that credited `credited` USDT; tron_usdt fees: payout 5,
+/// network 2, refund 1.
+async fn setup(credited: &str) -> Setup {
+    let app = TestApp::spawn_with(|c| {
+        c.fees.insert("tron_usdt".into(), GateFees { payout_fee: d("5"), network_fee: d("2"), refund_fee: d("1") });
+    })
+    .await;
+    let (merchant, key) = app.test_key().await;
+    let inv = app.create_invoice(&key, json!({"currency": "USDT", "network": "tron", "amount": "100"})).await;
+    let invoice = Uuid::parse_str(inv["id"].as_str().unwrap()).unwrap();
+    if credited != "0" {
+        credit_invoice(&app, merchant, invoice, "tron_usdt", credited).await;
+    }
+    Setup { app, merchant, key, invoice }
+}
+
+impl Setup {
+    fn body(&self, amount: &str) -> Value {
+        json!({"invoice_id": self.invoice, "currency": "USDT", "network": "tron", "amount": amount, "destination": TRON_DEST})
+    }
+
+    async fn refund(&self, idem: &str, body: &Value) -> common::Resp {
+        self.refund_with(&self.key, Some(idem), body).await
+    }
+
+    async fn refund_with(&self, key: &str, idem: Option<&str>, body: &Value) -> common::Resp {
+        let mut rb = self.app.http.post(self.app.url("/v1/refunds")).header("X-API-Key", key).json(body);
+        if let Some(k) = idem {
+            rb = rb.header("Idempotency-Key", k);
+        }
+        self.app.send(rb).await
+    }
+
+    async fn balance(&self) -> (String, String) {
+        let rows = self.app.get("/v1/balances", Some(&self.key)).await.body["data"].clone();
+        let row = rows.as_array().unwrap().iter().find(|r| r["gate_id"] == "tron_usdt").unwrap().clone();
+        (row["available"].as_str().unwrap().to_owned(), row["reserved"].as_str().unwrap().to_owned())
+    }
+
+    async fn refund_count(&self) -> u64 {
+        let r = self.app.get("/v1/refunds?limit=1", Some(&self.key)).await;
+        r.body["meta"]["pagination"]["total"].as_u64().unwrap()
+    }
+}
+
+#[tokio::test]
+async fn create_links_a_reserved_payout_and_mirrors_its_status() {
+    let s = setup("100").await;
+    let r = s.refund("r-1", &s.body("40")).await;
+    assert_eq!(r.status.as_u16(), 201, "{}", r.body);
+    let data = r.data().clone();
+    assert_eq!(data["status"], "pending");
+    assert_eq!(data["environment"], "test");
+    assert_eq!(data["invoice_id"], s.invoice.to_string());
+    assert_eq!(data["currency"], "USDT");
+    assert_eq!(data["network"], "tron");
+    assert_eq!(data["amount"], "40");
+    // Customer allocation (default): the refund fee and network fee come out of what the payer gets.
+    assert_eq!(data["refund_fee"], "1");
+    assert_eq!(data["refund_fee_allocation"], "customer");
+    assert_eq!(data["network_fee"], "2");
+    assert_eq!(data["configured_network_fee_amount"], "2");
+    assert_eq!(data["network_fee_allocation"], "customer");
+    assert_eq!(data["recipient_amount"], "37");
+    assert_eq!(data["merchant_debit_amount"], "40");
+    assert_eq!(data["destination"], TRON_DEST);
+    for k in ["tx_hash", "failure_reason", "completed_at", "destination_tag"] {
+        assert!(data[k].is_null(), "{k}: {data}");
+    }
+    assert_eq!(s.balance().await, ("60".into(), "40".into()));
+
+    // The linked payout went through the payout path: reserved, pending approval, refund fee.
+    let pid = data["payout_id"].as_str().unwrap();
+    let p = s.app.get(&format!("/v1/payouts/{pid}"), Some(&s.key)).await;
+    assert_eq!(p.status.as_u16(), 200);
+    assert_eq!(p.data()["status"], "pending_approval");
+    assert_eq!(p.data()["amount"], "40");
+    assert_eq!(p.data()["fee_amount"], "1");
+    assert_eq!(p.data()["recipient_amount"], "37");
+    assert_eq!(p.data()["destination"], TRON_DEST);
+
+    // GET mirrors; cancelling the payout cancels the refund and frees its share of the credit.
+    let id = data["id"].as_str().unwrap();
+    let g = s.app.get(&format!("/v1/refunds/{id}"), Some(&s.key)).await;
+    assert_eq!(g.data(), &data);
+    let c = s.app.post(&format!("/v1/payouts/{pid}/cancel"), Some(&s.key), &json!({})).await;
+    assert_eq!(c.status.as_u16(), 200, "{}", c.body);
+    let g = s.app.get(&format!("/v1/refunds/{id}"), Some(&s.key)).await;
+    assert_eq!(g.data()["status"], "cancelled");
+    assert_eq!(s.balance().await, ("100".into(), "0".into()));
+    let again = s.refund("r-2", &s.body("100")).await;
+    assert_eq!(again.status.as_u16(), 201, "cancelled refund's amount is refundable again: {}", again.body);
+
+    // An operator rejection fails the refund with the reason and frees the credit too.
+    let pid2: Uuid = again.data()["payout_id"].as_str().unwrap().parse().unwrap();
+    api::payouts::service::reject(&s.app.state.db, pid2, "address on a sanctions list").await.unwrap();
+    let g = s.app.get(&format!("/v1/refunds/{}", again.data()["id"].as_str().unwrap()), Some(&s.key)).await;
+    assert_eq!(g.data()["status"], "failed");
+    assert!(g.data()["failure_reason"].as_str().unwrap().contains("sanctions"), "{}", g.body);
+    assert_eq!(s.refund("r-3", &s.body("100")).await.status.as_u16(), 201);
+
+    // Approval keeps the refund pending (its payout is not executing yet).
+    let last = s.app.get("/v1/refunds?limit=1", Some(&s.key)).await.data()[0].clone();
+    api::payouts::service::approve(&s.app.state.db, last["payout_id"].as_str().unwrap().parse().unwrap())
+        .await
+        .unwrap();
+    let g = s.app.get(&format!("/v1/refunds/{}", last["id"].as_str().unwrap()), Some(&s.key)).await;
+    assert_eq!(g.data()["status"], "pending");
+}
+
+#[tokio::test]
+async fn merchant_allocation_charges_the_fees_to_the_balance() {
+    let s = setup("100").await;
+    let mut st = api::payouts::service::settings(&s.app.state.db, s.merchant, Environment::Test).await.unwrap();
+    st.refund_fee_allocation = FeeAllocation::Merchant;
+    st.network_fee_allocation = FeeAllocation::Merchant;
+    api::payouts::service::save_settings(&s.app.state.db, st).await.unwrap();
+    let r = s.refund("m-1", &s.body("40")).await;
+    assert_eq!(r.status.as_u16(), 201, "{}", r.body);
+    assert_eq!(r.data()["refund_fee_allocation"], "merchant");
+    assert_eq!(r.data()["network_fee_allocation"], "merchant");
+    assert_eq!(r.data()["recipient_amount"], "40");
+    assert_eq!(r.data()["merchant_debit_amount"], "43");
+    assert_eq!(s.balance().await, ("57".into(), "43".into()));
+    // The cap is on the refunded amount, not on the fees: 60 more is still refundable, but the
+    // balance (57) cannot cover 60 + 3 of fees.
+    s.refund("m-2", &s.body("60")).await.assert_error(422, "insufficient_balance", Some("amount"));
+    s.refund("m-3", &s.body("54")).await;
+    assert_eq!(s.balance().await, ("0".into(), "100".into()));
+}
+
+#[tokio::test]
+async fn idempotency_key_header_is_required_and_bounded() {
+    let s = setup("100").await;
+    let body = s.body("5");
+    s.refund_with(&s.key, None, &body).await.assert_error(400, "validation_error", Some("Idempotency-Key"));
+    s.refund_with(&s.key, Some(""), &body).await.assert_error(400, "validation_error", Some("Idempotency-Key"));
+    let long = "k".repeat(256);
+    s.refund_with(&s.key, Some(&long), &body).await.assert_error(400, "validation_error", Some("Idempotency-Key"));
+    assert_eq!(s.refund_count().await, 0);
+    assert_eq!(s.refund(&"k".repeat(255), &body).await.status.as_u16(), 201);
+    assert_eq!(s.refund("k", &body).await.status.as_u16(), 201);
+    assert_eq!(s.refund_count().await, 2);
+}
+
+#[tokio::test]
+async fn replay_returns_the_recorded_refund_and_another_body_conflicts() {
+    let s = setup("100").await;
+    let first = s.refund("same", &s.body("10")).await;
+    assert_eq!(first.status.as_u16(), 201);
+    assert!(first.headers.get("idempotent-replayed").is_none());
+    // Same body, keys reordered and an explicit null: the same request.
+    let mut reordered =
+        json!({"destination": TRON_DEST, "amount": "10", "network": "tron", "currency": "USDT", "description": null});
+    reordered["invoice_id"] = json!(s.invoice);
+    for body in [s.body("10"), reordered] {
+        let again = s.refund("same", &body).await;
+        assert_eq!(again.status.as_u16(), 201, "{}", again.body);
+        assert_eq!(again.headers.get("idempotent-replayed").unwrap(), "true");
+        assert_eq!(again.data(), first.data());
+    }
+    assert_eq!(s.balance().await, ("90".into(), "10".into()), "no second reservation");
+    assert_eq!(s.refund_count().await, 1);
+    assert_eq!(s.app.get("/v1/payouts", Some(&s.key)).await.body["meta"]["pagination"]["total"], 1);
+
+    let other = s.refund("same", &s.body("11")).await;
+    other.assert_error(409, "idempotency_key_mismatch", Some("Idempotency-Key"));
+    assert_eq!(s.balance().await, ("90".into(), "10".into()));
+    // Keys are per merchant and environment: another merchant may use the same key.
+    let other_key = s.app.key(s.app.merchant().await, Environment::Test, &[]).await;
+    s.refund_with(&other_key, Some("same"), &s.body("10")).await.assert_error(404, "not_found", None);
+
+    // Concurrent first uses of one key: one refund, one reservation.
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..16 {
+        let (http, url, key, body) = (s.app.http.clone(), s.app.url("/v1/refunds"), s.key.clone(), s.body("5"));
+        set.spawn(async move {
+            let r = http.post(url).header("X-API-Key", key).header("Idempotency-Key", "burst").json(&body);
+            let r = r.send().await.unwrap();
+            (r.status().as_u16(), r.json::<Value>().await.unwrap()["data"]["id"].clone())
+        });
+    }
+    let mut ids = std::collections::HashSet::new();
+    while let Some(r) = set.join_next().await {
+        let (status, id) = r.unwrap();
+        assert_eq!(status, 201);
+        ids.insert(id.to_string());
+    }
+    assert_eq!(ids.len(), 1);
+    assert_eq!(s.balance().await, ("85".into(), "15".into()));
+}
+
+#[tokio::test]
+async fn the_invoice_must_be_the_keys_merchant_and_environment() {
+    let s = setup("100").await;
+    // Another merchant's key, a live key of the same merchant, an unknown id: all 404.
+    let stranger = s.app.key(s.app.merchant().await, Environment::Test, &[]).await;
+    let live = s.app.key(s.merchant, Environment::Live, &[]).await;
+    for key in [&stranger, &live] {
+        s.refund_with(key, Some("x"), &s.body("1")).await.assert_error(404, "not_found", None);
+    }
+    let mut unknown = s.body("1");
+    unknown["invoice_id"] = json!(Uuid::now_v7());
+    s.refund("x", &unknown).await.assert_error(404, "not_found", None);
+    let mut bad = s.body("1");
+    bad["invoice_id"] = json!("not-a-uuid");
+    s.refund("x", &bad).await.assert_error(400, "validation_error", Some("invoice_id"));
+    assert_eq!(s.refund_count().await, 0);
+    // Refunds themselves are scoped the same way.
+    let r = s.refund("mine", &s.body("5")).await;
+    let id = r.data()["id"].as_str().unwrap().to_owned();
+    for key in [&stranger, &live] {
+        s.app.get(&format!("/v1/refunds/{id}"), Some(key)).await.assert_error(404, "not_found", None);
+        assert_eq!(s.app.get("/v1/refunds", Some(key)).await.body["meta"]["pagination"]["total"], 0);
+    }
+    s.app.get("/v1/refunds/nope", Some(&s.key)).await.assert_error(400, "validation_error", Some("refund_id"));
+}
+
+#[tokio::test]
+async fn currency_and_network_must_be_the_credited_asset() {
+    let s = setup("100").await;
+    let mut b = s.body("1");
+    b["network"] = json!("ethereum");
+    s.refund("a", &b).await.assert_error(422, "refund_currency_mismatch", Some("currency"));
+    b["currency"] = json!("BTC");
+    b["network"] = json!(null);
+    s.refund("b", &b).await.assert_error(422, "refund_currency_mismatch", Some("currency"));
+    b["currency"] = json!("DOGE");
+    s.refund("c", &b).await.assert_error(422, "unsupported_currency", Some("currency"));
+    b["currency"] = json!("USDT");
+    s.refund("d", &b).await.assert_error(422, "unsupported_currency", Some("network"));
+    // The gate id names the asset too, and `network` may then be left out.
+    b["currency"] = json!("tron_usdt");
+    b["amount"] = json!("5");
+    assert_eq!(s.refund("e", &b).await.status.as_u16(), 201);
+    // More decimals than the gate has is refused with the field named.
+    let mut b = s.body("1.0000001");
+    b["currency"] = json!("tron_usdt");
+    s.refund("f", &b).await.assert_error(422, "validation_error", Some("amount"));
+}
+
+#[tokio::test]
+async fn amount_is_capped_by_the_credit_minus_refunds() {
+    let s = setup("100").await;
+    // Extra funds on the balance do not raise the cap: it is what this invoice credited.
+    api::ledger::adjust(
+        &s.app.state.db,
+        s.merchant,
+        Environment::Test,
+        api::gates::find("tron_usdt").unwrap(),
+        d("500"),
+        "f",
+    )
+    .await
+    .unwrap();
+    // Below the gate minimum / not covering the fees: amount_out_of_range.
+    s.refund("0", &s.body("0.5")).await.assert_error(422, "amount_out_of_range", Some("amount"));
+    let r = s.refund("1", &s.body("100.000001")).await;
+    r.assert_error(422, "refund_exceeds_credit", Some("amount"));
+    assert!(r.body["error"]["message"].as_str().unwrap().contains("refundable 100"), "{}", r.body);
+    assert_eq!(s.refund("2", &s.body("60")).await.status.as_u16(), 201);
+    s.refund("3", &s.body("40.5")).await.assert_error(422, "refund_exceeds_credit", Some("amount"));
+    assert_eq!(s.refund("4", &s.body("40")).await.status.as_u16(), 201);
+    s.refund("5", &s.body("0.000001")).await.assert_error(422, "refund_exceeds_credit", Some("amount"));
+    // A second credited payment raises the cap by its amount.
+    credit_invoice(&s.app, s.merchant, s.invoice, "tron_usdt", "7.5").await;
+    assert_eq!(s.refund("6", &s.body("7.5")).await.status.as_u16(), 201);
+    s.refund("7", &s.body("0.000001")).await.assert_error(422, "refund_exceeds_credit", Some("amount"));
+
+    // An invoice with nothing credited has nothing to refund.
+    let inv = s.app.create_invoice(&s.key, json!({"currency": "USDT", "network": "tron", "amount": "5"})).await;
+    let mut b = s.body("1");
+    b["invoice_id"] = inv["id"].clone();
+    s.refund("8", &b).await.assert_error(422, "refund_exceeds_credit", Some("invoice_id"));
+}
+
+#[tokio::test]
+async fn every_bound_of_section_8() {
+    let s = setup("100").await;
+    let cases: Vec<(&str, Value)> = vec![
+        ("currency", json!("U".repeat(21))),
+        ("network", json!("n".repeat(65))),
+        ("amount", json!("1".repeat(51))),
+        ("destination", json!("T".repeat(257))),
+        ("destination_tag", json!("1".repeat(257))),
+        ("description", json!("d".repeat(1001))),
+        ("metadata", Value::Object((0..51).map(|i| (format!("k{i}"), json!(i))).collect())),
+    ];
+    for (field, value) in cases {
+        let mut b = s.body("1");
+        b[field] = value;
+        s.refund(&format!("bound-{field}"), &b).await.assert_error(422, "validation_error", Some(field));
+    }
+    // At the bound: accepted by the bounds check (the other rules then apply).
+    let mut b = s.body("5");
+    b["description"] = json!("d".repeat(1000));
+    b["metadata"] = Value::Object((0..50).map(|i| (format!("k{i}"), json!(i))).collect());
+    let ok = s.refund("at-bound", &b).await;
+    assert_eq!(ok.status.as_u16(), 201, "{}", ok.body);
+    assert_eq!(ok.data()["description"].as_str().unwrap().len(), 1000);
+    assert_eq!(ok.data()["metadata"].as_object().unwrap().len(), 50);
+    let mut b = s.body("1");
+    b["currency"] = json!("U".repeat(20));
+    s.refund("cur-20", &b).await.assert_error(422, "unsupported_currency", Some("currency"));
+    let mut b = s.body("1");
+    b["network"] = json!("n".repeat(64));
+    s.refund("net-64", &b).await.assert_error(422, "unsupported_currency", Some("network"));
+
+    // Missing required fields are named, all at once.
+    let r = s.refund("empty", &json!({})).await;
+    r.assert_error(422, "validation_error", None);
+    for f in ["invoice_id", "currency", "amount", "destination"] {
+        assert!(r.details().iter().any(|d| d.starts_with(&format!("{f}:"))), "{f}: {}", r.body);
+    }
+    // Malformed JSON, wrong types and unknown fields are 400.
+    let raw = s.app.http.post(s.app.url("/v1/refunds")).header("X-API-Key", &s.key).header("Idempotency-Key", "raw");
+    let r = s.app.send(raw.header("content-type", "application/json").body("{\"amount\":")).await;
+    r.assert_error(400, "validation_error", Some("body"));
+    let mut b = s.body("1");
+    b["amount"] = json!(1);
+    s.refund("type", &b).await.assert_error(400, "validation_error", Some("amount"));
+    let mut b = s.body("1");
+    b["surprise"] = json!(true);
+    s.refund("unknown", &b).await.assert_error(400, "validation_error", None);
+    // Destinations follow the chain's rules.
+    let mut b = s.body("1");
+    b["destination"] = json!("0x52908400098527886E0F7030069857D2E4169EE7");
+    s.refund("dest", &b).await.assert_error(422, "validation_error", Some("destination"));
+    assert_eq!(s.balance().await, ("95".into(), "5".into()), "no partial writes");
+}
+
+#[tokio::test]
+async fn permissions_list_and_filters() {
+    let s = setup("100").await;
+    let read_only = s.app.key(s.merchant, Environment::Test, &[Permission::RefundsRead]).await;
+    let write_only = s.app.key(s.merchant, Environment::Test, &[Permission::RefundsWrite]).await;
+    s.refund_with(&read_only, Some("p"), &s.body("1")).await.assert_error(403, "forbidden", None);
+    s.app.get("/v1/refunds", Some(&write_only)).await.assert_error(403, "forbidden", None);
+    s.app.post("/v1/refunds", None, &s.body("1")).await.assert_error(401, "unauthorized", None);
+    for i in 0..5 {
+        let r = s.refund_with(&write_only, Some(&format!("p{i}")), &s.body("5")).await;
+        assert_eq!(r.status.as_u16(), 201);
+    }
+    let first = s.app.get("/v1/refunds?limit=1", Some(&read_only)).await.data()[0].clone();
+    s.app.post(&format!("/v1/payouts/{}/cancel", first["payout_id"].as_str().unwrap()), Some(&s.key), &json!({})).await;
+
+    let page = s.app.get("/v1/refunds?limit=2&offset=2", Some(&read_only)).await;
+    assert_eq!(page.body["meta"]["pagination"], json!({"total": 5, "limit": 2, "offset": 2, "has_more": true}));
+    let all = s.app.get("/v1/refunds?limit=100", Some(&read_only)).await;
+    let created: Vec<&str> = all.data().as_array().unwrap().iter().map(|r| r["created_at"].as_str().unwrap()).collect();
+    assert!(created.windows(2).all(|w| w[0] >= w[1]), "newest first: {created:?}");
+    let cancelled = s.app.get("/v1/refunds?status=cancelled", Some(&read_only)).await;
+    assert_eq!(cancelled.body["meta"]["pagination"]["total"], 1);
+    assert_eq!(cancelled.data()[0]["id"], first["id"]);
+    assert_eq!(s.app.get("/v1/refunds?status=pending", Some(&read_only)).await.body["meta"]["pagination"]["total"], 4);
+    let by_invoice = s.app.get(&format!("/v1/refunds?invoice_id={}", s.invoice), Some(&read_only)).await;
+    assert_eq!(by_invoice.body["meta"]["pagination"]["total"], 5);
+    let other = s.app.get(&format!("/v1/refunds?invoice_id={}", Uuid::now_v7()), Some(&read_only)).await;
+    assert_eq!(other.body["meta"]["pagination"]["total"], 0);
+    s.app.get("/v1/refunds?status=done", Some(&read_only)).await.assert_error(400, "validation_error", Some("status"));
+    s.app.get("/v1/refunds?invoice_id=x", Some(&read_only)).await.assert_error(
+        400,
+        "validation_error",
+        Some("invoice_id"),
+    );
+    s.app.get("/v1/refunds?limit=101", Some(&read_only)).await.assert_error(400, "validation_error", Some("limit"));
+}
+
+/// Refunds racing payouts for one invoice's credit: the balance covers exactly 100 of the 200
+/// requests, the credit caps refunds, nothing goes below zero and the ledger matches.
+#[tokio::test]
+async fn refunds_racing_payouts_on_one_invoice_credit() {
+    let app = TestApp::spawn_with(|c| {
+        c.fees.insert("tron_usdt".into(), GateFees::default());
+        c.db.max_connections = 16;
+    })
+    .await;
+    let (m, key) = app.test_key().await;
+    let inv = app.create_invoice(&key, json!({"currency": "USDT", "network": "tron", "amount": "100"})).await;
+    let invoice = Uuid::parse_str(inv["id"].as_str().unwrap()).unwrap();
+    credit_invoice(&app, m, invoice, "tron_usdt", "100").await;
+
+    let mut set = tokio::task::JoinSet::new();
+    for i in 0..200 {
+        let (http, key) = (app.http.clone(), key.clone());
+        let (url, body, idem) = if i % 2 == 0 {
+            let body = json!({"invoice_id": invoice, "currency": "USDT", "network": "tron", "amount": "1", "destination": TRON_DEST});
+            (app.url("/v1/refunds"), body, Some(format!("race-{i}")))
+        } else {
+            let body = json!({"currency": "USDT", "network": "tron", "amount": "1", "destination": TRON_DEST});
+            (app.url("/v1/payouts"), body, None)
+        };
+        set.spawn(async move {
+            let mut rb = http.post(url).header("X-API-Key", key).json(&body);
+            if let Some(k) = idem {
+                rb = rb.header("Idempotency-Key", k);
+            }
+            let r = rb.send().await.unwrap();
+            (i % 2 == 0, r.status().as_u16(), r.json::<Value>().await.unwrap())
+        });
+    }
+    let (mut refunds, mut payouts, mut refused) = (0, 0, 0);
+    while let Some(r) = set.join_next().await {
+        let (is_refund, status, body) = r.unwrap();
+        match (status, is_refund) {
+            (201, true) => refunds += 1,
+            (201, false) => payouts += 1,
+            (422, _) => {
+                assert_eq!(body["error"]["code"], "insufficient_balance", "{body}");
+                refused += 1;
+            }
+            (other, _) => panic!("unexpected {other}: {body}"),
+        }
+    }
+    assert_eq!(refunds + payouts, 100, "{refunds} refunds, {payouts} payouts");
+    assert_eq!(refused, 100);
+    assert_ledger_consistent(&app, m, "0", "100").await;
+    assert_eq!(refunded(&app, invoice).await, Decimal::from(refunds));
+
+    // Now the balance is not the limit but the credit is: fund 1000 more and race 150 refunds
+    // of 1 for the invoice's remaining credit.
+    let left = 100 - refunds;
+    api::ledger::adjust(&app.state.db, m, Environment::Test, api::gates::find("tron_usdt").unwrap(), d("1000"), "f")
+        .await
+        .unwrap();
+    let mut set = tokio::task::JoinSet::new();
+    for i in 0..150 {
+        let (http, url, key) = (app.http.clone(), app.url("/v1/refunds"), key.clone());
+        let body = json!({"invoice_id": invoice, "currency": "USDT", "network": "tron", "amount": "1", "destination": TRON_DEST});
+        set.spawn(async move {
+            let r = http.post(url).header("X-API-Key", key).header("Idempotency-Key", format!("cap-{i}")).json(&body);
+            let r = r.send().await.unwrap();
+            (r.status().as_u16(), r.json::<Value>().await.unwrap())
+        });
+    }
+    let (mut ok, mut capped) = (0, 0);
+    while let Some(r) = set.join_next().await {
+        let (status, body) = r.unwrap();
+        match status {
+            201 => ok += 1,
+            422 => {
+                assert_eq!(body["error"]["code"], "refund_exceeds_credit", "{body}");
+                capped += 1;
+            }
+            other => panic!("unexpected {other}: {body}"),
+        }
+    }
+    assert_eq!((ok, capped), (left, 150 - left));
+    assert_eq!(refunded(&app, invoice).await, d("100"));
+    assert_ledger_consistent(&app, m, &(1000 - left).to_string(), &(100 + left).to_string()).await;
+}
+
+async fn refunded(app: &TestApp, invoice: Uuid) -> Decimal {
+    use sea_orm::EntityTrait;
+    let row = entity::invoice_credit::Entity::find_by_id((invoice, "tron_usdt".to_owned()))
+        .one(&app.state.db)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(row.credited.0, d("100"));
+    row.refunded.0
+}
+
+/// Every bucket of the merchant's tron_usdt balance equals the sum of its entries, and no
+/// entry ever recorded a bucket below zero.
+async fn assert_ledger_consistent(app: &TestApp, m: Uuid, available: &str, reserved: &str) {
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+    let b = entity::balance::Entity::find()
+        .filter(entity::balance::Column::MerchantId.eq(m))
+        .filter(entity::balance::Column::GateId.eq("tron_usdt"))
+        .one(&app.state.db)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((b.available.0, b.reserved.0), (d(available), d(reserved)));
+    let entries = entity::ledger_entry::Entity::find()
+        .filter(entity::ledger_entry::Column::MerchantId.eq(m))
+        .filter(entity::ledger_entry::Column::GateId.eq("tron_usdt"))
+        .all(&app.state.db)
+        .await
+        .unwrap();
+    assert!(entries.iter().all(|e| e.balance_after.0 >= Decimal::ZERO), "a bucket went below zero");
+    let sum = |bucket| entries.iter().filter(|e| e.bucket == bucket).map(|e| e.amount.0).sum::<Decimal>();
+    assert_eq!(sum(entity::Bucket::Available), b.available.0);
+    assert_eq!(sum(entity::Bucket::Reserved), b.reserved.0);
+    assert_eq!(sum(entity::Bucket::Pending), b.pending.0);
+}
