@@ -38,6 +38,59 @@ pub struct Config {
     pub embedded: EmbeddedConfig,
     /// Per gate id: payout fee, network fee estimate and refund fee, in the gate's asset.
     pub fees: BTreeMap<String, GateFees>,
+    /// The test environment's sandbox chains.
+    pub sandbox: SandboxConfig,
+    /// Deposit scanning and confirmation tracking.
+    pub pipeline: PipelineConfig,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct SandboxConfig {
+    /// One sandbox block per this many milliseconds on every gate; 0 = blocks only when mined
+    /// explicitly (`POST /v1/test/blocks`, `ops sandbox mine`).
+    pub block_interval_ms: u64,
+    /// Per gate id overrides of `block_interval_ms`.
+    pub gate_block_interval_ms: BTreeMap<String, u64>,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        SandboxConfig { block_interval_ms: 1000, gate_block_interval_ms: BTreeMap::new() }
+    }
+}
+
+impl SandboxConfig {
+    pub fn interval_ms(&self, gate_id: &str) -> u64 {
+        self.gate_block_interval_ms.get(gate_id).copied().unwrap_or(self.block_interval_ms)
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct PipelineConfig {
+    /// How often the scanner polls each gate's tip.
+    pub scan_interval_ms: u64,
+    /// Most blocks one scan reads (catch-up happens in batches of this size).
+    pub scan_batch_blocks: u64,
+    /// Delay before the tracker looks at an unconfirmed payment again.
+    pub track_interval_ms: u64,
+    /// How often the sweeper re-derives work from the database (expiries, stale payments).
+    pub sweep_interval_ms: u64,
+    /// A seen deposit not confirmed within this window makes its invoice `invalid`.
+    pub monitor_window_secs: u64,
+}
+
+impl Default for PipelineConfig {
+    fn default() -> Self {
+        PipelineConfig {
+            scan_interval_ms: 1000,
+            scan_batch_blocks: 500,
+            track_interval_ms: 1000,
+            sweep_interval_ms: 5000,
+            monitor_window_secs: 24 * 3600,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -202,6 +255,8 @@ impl Default for Config {
             addresses: AddressesConfig::default(),
             embedded: EmbeddedConfig::default(),
             fees: default_fees(),
+            sandbox: SandboxConfig::default(),
+            pipeline: PipelineConfig::default(),
         }
     }
 }

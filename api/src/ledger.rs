@@ -79,6 +79,29 @@ pub async fn post<C: ConnectionTrait>(
     gate_id: &str,
     postings: &[Posting],
 ) -> Result<balance::Model, LedgerError> {
+    post_with(txn, merchant_id, env, gate_id, postings, false).await
+}
+
+/// `post`, but `available` may go below zero. Only the reversal of an already credited deposit
+/// uses it: the chain took back money the merchant may have spent, and the debt must show.
+pub async fn post_allowing_debt<C: ConnectionTrait>(
+    txn: &C,
+    merchant_id: Uuid,
+    env: Environment,
+    gate_id: &str,
+    postings: &[Posting],
+) -> Result<balance::Model, LedgerError> {
+    post_with(txn, merchant_id, env, gate_id, postings, true).await
+}
+
+async fn post_with<C: ConnectionTrait>(
+    txn: &C,
+    merchant_id: Uuid,
+    env: Environment,
+    gate_id: &str,
+    postings: &[Posting],
+    allow_debt: bool,
+) -> Result<balance::Model, LedgerError> {
     let current = lock_balance(txn, merchant_id, env, gate_id).await?;
     let (mut available, mut pending, mut reserved) = (current.available.0, current.pending.0, current.reserved.0);
     let now = Utc::now();
@@ -90,7 +113,7 @@ pub async fn post<C: ConnectionTrait>(
             Bucket::Reserved => &mut reserved,
         };
         let next = slot.checked_add(p.amount).ok_or(LedgerError::Overflow)?;
-        if next < Decimal::ZERO {
+        if next < Decimal::ZERO && !(allow_debt && p.bucket == Bucket::Available) {
             return Err(LedgerError::Insufficient { bucket: p.bucket, has: *slot, needed: -p.amount });
         }
         *slot = next;

@@ -87,6 +87,18 @@ pub struct RefundListEnvelope {
     pub meta: Meta,
 }
 
+#[derive(Serialize, ToSchema)]
+pub struct SandboxDepositEnvelope {
+    pub data: crate::test_helpers::SandboxDeposit,
+    pub meta: Meta,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct ChainTipEnvelope {
+    pub data: crate::test_helpers::ChainTip,
+    pub meta: Meta,
+}
+
 struct SecurityAddon;
 
 impl Modify for SecurityAddon {
@@ -119,6 +131,9 @@ impl Modify for SecurityAddon {
         crate::static_addresses::list_addresses,
         crate::static_addresses::get_address,
         crate::static_addresses::list_address_invoices,
+        crate::test_helpers::simulate_deposit,
+        crate::test_helpers::reverse_deposit,
+        crate::test_helpers::mine_blocks,
         crate::public::list_currencies,
         crate::public::list_rates,
     ),
@@ -130,6 +145,7 @@ impl Modify for SecurityAddon {
         (name = "payouts"),
         (name = "refunds", description = "Refunds of invoices' credited payments, carried out by linked payouts"),
         (name = "addresses", description = "Static deposit addresses"),
+        (name = "test helpers", description = "Sandbox deposits, reversals and blocks. Test keys only: 404 with a live key"),
         (name = "public", description = "No API key needed")
     )
 )]

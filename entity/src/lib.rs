@@ -6,6 +6,7 @@ pub mod types;
 pub mod api_key;
 pub mod balance;
 pub mod derivation_counter;
+pub mod event;
 pub mod invoice;
 pub mod invoice_credit;
 pub mod ledger_entry;
@@ -14,6 +15,9 @@ pub mod merchant_env_settings;
 pub mod payment;
 pub mod payout;
 pub mod refund;
+pub mod sandbox_chain;
+pub mod sandbox_transfer;
+pub mod scan_cursor;
 pub mod static_address;
 
 pub use amount::Amount;

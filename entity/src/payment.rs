@@ -26,6 +26,10 @@ pub struct Model {
     pub credited_amount: Option<Amount>,
     /// Set once, in the crediting transaction: a payment is credited exactly once.
     pub credited_at: Option<DateTimeUtc>,
+    /// When the chain stopped showing the transfer (reorg, double spend, sandbox reversal).
+    pub reversed_at: Option<DateTimeUtc>,
+    /// Last time the tracker asked the chain about it (the sweeper re-queues stale ones).
+    pub checked_at: Option<DateTimeUtc>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -77,6 +77,22 @@ pub enum InvoiceTrigger {
     DraftExpire,
     /// `expires_at` passed with nothing seen.
     Expire,
+    /// A deposit was seen, not yet confirmed.
+    DepositSeen,
+    /// Confirmed total within requested ± tolerance.
+    ConfirmedExact,
+    /// Confirmed total above requested + tolerance.
+    ConfirmedOver,
+    /// Confirmed total below requested - tolerance, nothing else unconfirmed.
+    ConfirmedShort,
+    /// A seen deposit was not confirmed within the monitoring window.
+    MonitorTimeout,
+    /// A credited deposit was reversed.
+    CreditedReversed,
+    /// The only unconfirmed deposit was reversed before `expires_at`.
+    UnconfirmedReversed,
+    /// The only unconfirmed deposit was reversed after `expires_at`.
+    UnconfirmedReversedLate,
 }
 
 impl InvoiceStatus {
@@ -111,12 +127,92 @@ impl InvoiceStatus {
             (Draft, Activate) => Some(Pending),
             (Draft, DraftExpire) => Some(Expired),
             (Pending, Expire) => Some(Expired),
-            (Draft, Cancel | Expire)
-            | (Pending, Activate | DraftExpire)
+            (Pending, DepositSeen) => Some(Confirming),
+            (Pending | Confirming | Underpaid, ConfirmedExact) => Some(Paid),
+            (Pending | Confirming | Underpaid, ConfirmedOver) => Some(Overpaid),
+            (Confirming, ConfirmedShort) => Some(Underpaid),
+            (Confirming, MonitorTimeout) => Some(Invalid),
+            (Paid | Overpaid | Underpaid, CreditedReversed) => Some(Invalid),
+            (Confirming, UnconfirmedReversed) => Some(Pending),
+            (Confirming, UnconfirmedReversedLate) => Some(Expired),
+            (
+                Draft,
+                Cancel
+                | Expire
+                | DepositSeen
+                | ConfirmedExact
+                | ConfirmedOver
+                | ConfirmedShort
+                | MonitorTimeout
+                | CreditedReversed
+                | UnconfirmedReversed
+                | UnconfirmedReversedLate,
+            )
             | (
-                Confirming | Paid | Overpaid | Underpaid | Expired | Invalid | Cancelled,
-                Cancel | Activate | DraftExpire | Expire,
+                Pending,
+                Activate
+                | DraftExpire
+                | ConfirmedShort
+                | MonitorTimeout
+                | CreditedReversed
+                | UnconfirmedReversed
+                | UnconfirmedReversedLate,
+            )
+            | (Confirming, Cancel | Activate | DraftExpire | Expire | DepositSeen | CreditedReversed)
+            | (
+                Underpaid,
+                Cancel
+                | Activate
+                | DraftExpire
+                | Expire
+                | DepositSeen
+                | ConfirmedShort
+                | MonitorTimeout
+                | UnconfirmedReversed
+                | UnconfirmedReversedLate,
+            )
+            | (
+                Paid | Overpaid,
+                Cancel
+                | Activate
+                | DraftExpire
+                | Expire
+                | DepositSeen
+                | ConfirmedExact
+                | ConfirmedOver
+                | ConfirmedShort
+                | MonitorTimeout
+                | UnconfirmedReversed
+                | UnconfirmedReversedLate,
+            )
+            | (
+                Expired | Invalid | Cancelled,
+                Cancel
+                | Activate
+                | DraftExpire
+                | Expire
+                | DepositSeen
+                | ConfirmedExact
+                | ConfirmedOver
+                | ConfirmedShort
+                | MonitorTimeout
+                | CreditedReversed
+                | UnconfirmedReversed
+                | UnconfirmedReversedLate,
             ) => None,
+        }
+    }
+
+    /// Terminal for new payments: a deposit now is a late deposit (status unchanged).
+    pub fn takes_late_deposits(self) -> bool {
+        match self {
+            InvoiceStatus::Expired | InvoiceStatus::Cancelled | InvoiceStatus::Invalid => true,
+            InvoiceStatus::Draft
+            | InvoiceStatus::Pending
+            | InvoiceStatus::Confirming
+            | InvoiceStatus::Paid
+            | InvoiceStatus::Overpaid
+            | InvoiceStatus::Underpaid => false,
         }
     }
 }
@@ -136,12 +232,48 @@ pub enum PaymentStatus {
     Reversed,
 }
 
+impl PaymentStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PaymentStatus::Confirming => "confirming",
+            PaymentStatus::Confirmed => "confirmed",
+            PaymentStatus::Reversed => "reversed",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::InvoiceStatus::*;
     use super::InvoiceTrigger::*;
     use super::*;
     use sea_orm::Iterable;
+
+    #[test]
+    fn payment_driven_transitions_follow_the_product_table() {
+        assert_eq!(Pending.on(DepositSeen), Some(Confirming));
+        assert_eq!(Confirming.on(DepositSeen), None);
+        for from in [Pending, Confirming, Underpaid] {
+            assert_eq!(from.on(ConfirmedExact), Some(Paid));
+            assert_eq!(from.on(ConfirmedOver), Some(Overpaid));
+        }
+        assert_eq!(Confirming.on(ConfirmedShort), Some(Underpaid));
+        assert_eq!(Underpaid.on(ConfirmedShort), None);
+        assert_eq!(Confirming.on(MonitorTimeout), Some(Invalid));
+        for from in [Paid, Overpaid, Underpaid] {
+            assert_eq!(from.on(CreditedReversed), Some(Invalid));
+        }
+        assert_eq!(Confirming.on(UnconfirmedReversed), Some(Pending));
+        assert_eq!(Confirming.on(UnconfirmedReversedLate), Some(Expired));
+        for st in InvoiceStatus::iter() {
+            // Terminal states never move on a payment.
+            if st.takes_late_deposits() {
+                for t in [DepositSeen, ConfirmedExact, ConfirmedOver, ConfirmedShort, CreditedReversed] {
+                    assert_eq!(st.on(t), None, "{st:?} {t:?}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn only_pending_invoices_cancel() {

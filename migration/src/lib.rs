@@ -7,6 +7,7 @@ mod m20261121_000002_ledger;
 mod m20261121_000003_static_addresses;
 mod m20261121_000004_payouts;
 mod m20261121_000005_refunds;
+mod m20261121_000006_pipeline;
 
 pub struct Migrator;
 
@@ -19,6 +20,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261121_000003_static_addresses::Migration),
             Box::new(m20261121_000004_payouts::Migration),
             Box::new(m20261121_000005_refunds::Migration),
+            Box::new(m20261121_000006_pipeline::Migration),
         ]
     }
 }

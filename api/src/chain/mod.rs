@@ -1,3 +1,88 @@
-//! Chain-specific rules: address derivation and validation.
+//! Chains: address rules, and what the pipeline asks of a network (tip height, transfers in a
+//! block range, the status of a seen transfer). The test environment runs on sandbox chains
+//! kept in the database; live adapters plug in behind the same trait.
 
 pub mod address;
+pub mod sandbox;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use entity::Environment;
+use rust_decimal::Decimal;
+
+use crate::gates::{GATES, Gate};
+
+/// A transfer to some address, as the chain reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Transfer {
+    pub tx_hash: String,
+    /// Output index (UTXO chains) or log index (EVM tokens); 0 where a transaction pays once.
+    pub output_index: i64,
+    /// `<family>:<address>:<tag>` of the receiver, as `addresses::address_key` builds it.
+    pub address_key: String,
+    pub amount: Decimal,
+    pub block_height: u64,
+}
+
+/// Where a seen transfer stands on the chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxStatus {
+    /// On the canonical chain with this many confirmations (0: not in a block yet).
+    Confirmations(u64),
+    /// No longer on the chain: reorganised away, replaced or reversed.
+    Gone,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ChainError {
+    #[error("chain unavailable: {0}")]
+    Unavailable(String),
+    #[error(transparent)]
+    Db(#[from] sea_orm::DbErr),
+}
+
+/// One gate's view of its network.
+#[async_trait::async_trait]
+pub trait Chain: Send + Sync {
+    fn gate(&self) -> &'static Gate;
+    /// Height of the newest block.
+    async fn tip(&self) -> Result<u64, ChainError>;
+    /// Every transfer of the gate's asset in blocks `from..=to`; the scanner picks the watched ones.
+    async fn transfers(&self, from: u64, to: u64) -> Result<Vec<Transfer>, ChainError>;
+    /// Confirmations of a seen transfer, or `Gone`.
+    async fn status(&self, tx_hash: &str, output_index: i64) -> Result<TxStatus, ChainError>;
+}
+
+/// The chain of every (environment, gate) the pipeline can watch.
+#[derive(Clone, Default)]
+pub struct Chains {
+    by_gate: HashMap<(Environment, &'static str), Arc<dyn Chain>>,
+}
+
+impl Chains {
+    /// Sandbox chains for every test gate; live gates get adapters when configured.
+    pub fn new(db: &sea_orm::DatabaseConnection, sandbox: &crate::config::SandboxConfig) -> Chains {
+        let mut by_gate: HashMap<(Environment, &'static str), Arc<dyn Chain>> = HashMap::new();
+        for gate in GATES.iter() {
+            let chain = sandbox::SandboxChain::new(db.clone(), gate, sandbox.interval_ms(gate.id));
+            by_gate.insert((Environment::Test, gate.id), Arc::new(chain));
+        }
+        Chains { by_gate }
+    }
+
+    pub fn insert(&mut self, env: Environment, chain: Arc<dyn Chain>) {
+        self.by_gate.insert((env, chain.gate().id), chain);
+    }
+
+    pub fn get(&self, env: Environment, gate_id: &str) -> Option<Arc<dyn Chain>> {
+        self.by_gate.iter().find(|((e, g), _)| *e == env && *g == gate_id).map(|(_, c)| c.clone())
+    }
+
+    /// Every watched (environment, chain), in a stable order.
+    pub fn all(&self) -> Vec<(Environment, Arc<dyn Chain>)> {
+        let mut v: Vec<_> = self.by_gate.iter().map(|((e, _), c)| (*e, c.clone())).collect();
+        v.sort_by_key(|(e, c)| (e.as_str(), c.gate().id));
+        v
+    }
+}

@@ -273,6 +273,8 @@ pub async fn credit_invoice(app: &TestApp, merchant: Uuid, invoice_id: Uuid, gat
         credited_gate_id: None,
         credited_amount: None,
         credited_at: None,
+        reversed_at: None,
+        checked_at: None,
     };
     let txn = app.state.db.begin().await.expect("begin");
     let payment = payment.into_active_model().insert(&txn).await.expect("payment");

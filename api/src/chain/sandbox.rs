@@ -1,0 +1,212 @@
+//! The sandbox chain of the test environment, persisted in the database so every process
+//! (API, scanner, tracker, `ops`) sees the same blocks.
+//!
+//! The tip advances lazily: whoever reads it adds one block per configured interval elapsed
+//! since `advanced_at`, with a guarded update. A deposit is included in the block after the tip,
+//! and it is written while holding the chain row's lock, which every advance also takes: a
+//! transfer can therefore never land in a block the scanner has already read.
+
+use chrono::{DateTime, Duration, Utc};
+use entity::{Amount, sandbox_chain, sandbox_transfer};
+use rust_decimal::Decimal;
+use sea_orm::sea_query::{Expr, OnConflict};
+use sea_orm::{
+    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter,
+    QueryOrder, TransactionTrait,
+};
+use uuid::Uuid;
+
+use super::{Chain, ChainError, Transfer, TxStatus};
+use crate::gates::Gate;
+
+pub struct SandboxChain {
+    db: DatabaseConnection,
+    gate: &'static Gate,
+    interval_ms: u64,
+}
+
+/// Blocks due since `advanced_at`, and the new `advanced_at` once they are added.
+fn due(interval_ms: u64, advanced_at: DateTime<Utc>, now: DateTime<Utc>) -> (i64, DateTime<Utc>) {
+    if interval_ms == 0 {
+        return (0, advanced_at);
+    }
+    let elapsed = (now - advanced_at).num_milliseconds().max(0);
+    let blocks = elapsed / interval_ms as i64;
+    (blocks, advanced_at + Duration::milliseconds(blocks * interval_ms as i64))
+}
+
+impl SandboxChain {
+    pub fn new(db: DatabaseConnection, gate: &'static Gate, interval_ms: u64) -> Self {
+        SandboxChain { db, gate, interval_ms }
+    }
+
+    /// The chain row, created at height 1 on first use.
+    async fn row<C: ConnectionTrait>(&self, db: &C) -> Result<sandbox_chain::Model, sea_orm::DbErr> {
+        if let Some(r) = sandbox_chain::Entity::find_by_id(self.gate.id).one(db).await? {
+            return Ok(r);
+        }
+        let fresh = sandbox_chain::ActiveModel {
+            gate_id: Set(self.gate.id.into()),
+            height: Set(1),
+            advanced_at: Set(Utc::now()),
+        };
+        sandbox_chain::Entity::insert(fresh)
+            .on_conflict(OnConflict::column(sandbox_chain::Column::GateId).do_nothing().to_owned())
+            .exec_without_returning(db)
+            .await?;
+        sandbox_chain::Entity::find_by_id(self.gate.id)
+            .one(db)
+            .await?
+            .ok_or_else(|| sea_orm::DbErr::RecordNotFound("sandbox chain".into()))
+    }
+
+    /// Adds `extra` blocks plus the ones due by time, with a guarded update; returns the height.
+    async fn advance<C: ConnectionTrait>(&self, db: &C, extra: i64) -> Result<i64, sea_orm::DbErr> {
+        loop {
+            let r = self.row(db).await?;
+            let (blocks, advanced_at) = due(self.interval_ms, r.advanced_at, Utc::now());
+            if blocks + extra == 0 {
+                return Ok(r.height);
+            }
+            let height = r.height + blocks + extra;
+            let res = sandbox_chain::Entity::update_many()
+                .col_expr(sandbox_chain::Column::Height, Expr::value(height))
+                .col_expr(sandbox_chain::Column::AdvancedAt, Expr::value(advanced_at))
+                .filter(sandbox_chain::Column::GateId.eq(self.gate.id))
+                .filter(sandbox_chain::Column::Height.eq(r.height))
+                .exec(db)
+                .await?;
+            if res.rows_affected == 1 {
+                return Ok(height);
+            }
+        }
+    }
+
+    /// Mines `count` blocks at once (test helpers, `ops sandbox mine`); returns the new tip.
+    pub async fn mine(&self, count: u64) -> Result<u64, ChainError> {
+        let count = i64::try_from(count).map_err(|_| ChainError::Unavailable("too many blocks".into()))?;
+        Ok(self.advance(&self.db, count).await? as u64)
+    }
+
+    /// Puts a transfer of `amount` to `address_key` into the next block. A `tx_hash` already on
+    /// this chain gets the transaction's next output index. Returns the stored transfer.
+    pub async fn deposit(
+        &self,
+        address_key: &str,
+        amount: Decimal,
+        tx_hash: Option<&str>,
+    ) -> Result<sandbox_transfer::Model, ChainError> {
+        let txn = self.db.begin().await?;
+        // Take the chain row's lock (also creating it) before reading the tip: no advance can
+        // commit between reading it and committing the transfer.
+        self.row(&txn).await?;
+        sandbox_chain::Entity::update_many()
+            .col_expr(sandbox_chain::Column::Height, Expr::col(sandbox_chain::Column::Height))
+            .filter(sandbox_chain::Column::GateId.eq(self.gate.id))
+            .exec(&txn)
+            .await?;
+        let tip = self.advance(&txn, 0).await?;
+        let tx_hash = match tx_hash {
+            Some(h) => h.to_owned(),
+            None => random_tx_hash(),
+        };
+        let output_index = sandbox_transfer::Entity::find()
+            .filter(sandbox_transfer::Column::GateId.eq(self.gate.id))
+            .filter(sandbox_transfer::Column::TxHash.eq(&tx_hash))
+            .order_by_desc(sandbox_transfer::Column::OutputIndex)
+            .one(&txn)
+            .await?
+            .map_or(0, |t| t.output_index + 1);
+        let t = sandbox_transfer::ActiveModel {
+            id: Set(Uuid::now_v7()),
+            gate_id: Set(self.gate.id.into()),
+            tx_hash: Set(tx_hash),
+            output_index: Set(output_index),
+            address_key: Set(address_key.into()),
+            amount: Set(Amount::new(amount)),
+            block_height: Set(tip + 1),
+            reversed_at: Set(None),
+            created_at: Set(Utc::now()),
+        }
+        .insert(&txn)
+        .await?;
+        txn.commit().await?;
+        Ok(t)
+    }
+
+    /// Takes a transfer off the chain (as a reorg or double spend would). Idempotent.
+    pub async fn reverse(&self, transfer_id: Uuid) -> Result<Option<sandbox_transfer::Model>, ChainError> {
+        sandbox_transfer::Entity::update_many()
+            .col_expr(sandbox_transfer::Column::ReversedAt, Expr::value(Utc::now()))
+            .filter(sandbox_transfer::Column::Id.eq(transfer_id))
+            .filter(sandbox_transfer::Column::GateId.eq(self.gate.id))
+            .filter(sandbox_transfer::Column::ReversedAt.is_null())
+            .exec(&self.db)
+            .await?;
+        Ok(sandbox_transfer::Entity::find_by_id(transfer_id).one(&self.db).await?)
+    }
+}
+
+fn random_tx_hash() -> String {
+    let bytes: [u8; 32] = rand::random();
+    hex::encode(bytes)
+}
+
+#[async_trait::async_trait]
+impl Chain for SandboxChain {
+    fn gate(&self) -> &'static Gate {
+        self.gate
+    }
+
+    async fn tip(&self) -> Result<u64, ChainError> {
+        Ok(self.advance(&self.db, 0).await? as u64)
+    }
+
+    async fn transfers(&self, from: u64, to: u64) -> Result<Vec<Transfer>, ChainError> {
+        let rows = sandbox_transfer::Entity::find()
+            .filter(sandbox_transfer::Column::GateId.eq(self.gate.id))
+            .filter(sandbox_transfer::Column::BlockHeight.between(from as i64, to as i64))
+            .filter(sandbox_transfer::Column::ReversedAt.is_null())
+            .order_by_asc(sandbox_transfer::Column::BlockHeight)
+            .order_by_asc(sandbox_transfer::Column::Id)
+            .all(&self.db)
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|t| Transfer {
+                tx_hash: t.tx_hash,
+                output_index: t.output_index,
+                address_key: t.address_key,
+                amount: t.amount.0,
+                block_height: t.block_height as u64,
+            })
+            .collect())
+    }
+
+    async fn status(&self, tx_hash: &str, output_index: i64) -> Result<TxStatus, ChainError> {
+        let t = sandbox_transfer::Entity::find()
+            .filter(sandbox_transfer::Column::GateId.eq(self.gate.id))
+            .filter(sandbox_transfer::Column::TxHash.eq(tx_hash))
+            .filter(sandbox_transfer::Column::OutputIndex.eq(output_index))
+            .one(&self.db)
+            .await?;
+        let Some(t) = t.filter(|t| t.reversed_at.is_none()) else { return Ok(TxStatus::Gone) };
+        let tip = self.tip().await? as i64;
+        Ok(TxStatus::Confirmations(if t.block_height > tip { 0 } else { (tip - t.block_height + 1) as u64 }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_due_by_time() {
+        let t0 = Utc::now();
+        assert_eq!(due(0, t0, t0 + Duration::seconds(100)), (0, t0));
+        assert_eq!(due(1000, t0, t0 + Duration::milliseconds(999)), (0, t0));
+        assert_eq!(due(1000, t0, t0 + Duration::milliseconds(2500)), (2, t0 + Duration::seconds(2)));
+        // A clock step backwards never removes blocks.
+        assert_eq!(due(1000, t0, t0 - Duration::seconds(5)), (0, t0));
+    }
+}

@@ -1,0 +1,54 @@
+//! The deposit pipeline's rules, independent of how jobs reach them: the scanner records
+//! transfers to watched addresses as payments (exactly once), the tracker follows each payment's
+//! confirmations to its credit or reversal and moves the invoice through the PRODUCT.md table,
+//! and the sweeper re-derives forgotten work (expiries, payments nobody is tracking) from the
+//! database. Every function here is idempotent: running it twice, or concurrently in two
+//! processes, changes nothing the first run did not.
+
+pub mod scanner;
+pub mod sweeper;
+pub mod tracker;
+
+use chrono::Utc;
+use entity::{InvoiceTrigger, invoice};
+use sea_orm::sea_query::Expr;
+use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
+
+use crate::chain::ChainError;
+use crate::ledger::LedgerError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    #[error(transparent)]
+    Chain(#[from] ChainError),
+    #[error(transparent)]
+    Db(#[from] DbErr),
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+    #[error("{0}")]
+    Invariant(String),
+}
+
+/// Applies `trigger` to the invoice with a guarded update (`WHERE status = <from>`) and returns
+/// the invoice after it, or `None` when the trigger does not apply or another writer moved the
+/// invoice first. `paid_at` is set on the way to paid/overpaid.
+pub(crate) async fn transition<C: ConnectionTrait>(
+    txn: &C,
+    inv: &invoice::Model,
+    trigger: InvoiceTrigger,
+) -> Result<Option<invoice::Model>, DbErr> {
+    let Some(next) = inv.status.on(trigger) else { return Ok(None) };
+    let now = Utc::now();
+    let mut update = invoice::Entity::update_many()
+        .col_expr(invoice::Column::Status, Expr::value(next.as_str()))
+        .col_expr(invoice::Column::UpdatedAt, Expr::value(now))
+        .filter(invoice::Column::Id.eq(inv.id))
+        .filter(invoice::Column::Status.eq(inv.status));
+    if matches!(trigger, InvoiceTrigger::ConfirmedExact | InvoiceTrigger::ConfirmedOver) && inv.paid_at.is_none() {
+        update = update.col_expr(invoice::Column::PaidAt, Expr::value(now));
+    }
+    if update.exec(txn).await?.rows_affected == 0 {
+        return Ok(None);
+    }
+    invoice::Entity::find_by_id(inv.id).one(txn).await
+}

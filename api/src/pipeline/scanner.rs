@@ -1,0 +1,289 @@
+//! Deposit scanner: reads each gate's new blocks in bounded batches, matches every transfer to
+//! invoice and static addresses with one indexed lookup per batch, and records each matching
+//! transfer as a payment exactly once (unique per environment, gate, tx hash and output index).
+//! Recording happens in one transaction with the cursor move, the `pending` balance posting and
+//! the invoice's `confirming` transition.
+
+use std::collections::{HashMap, HashSet};
+
+use chrono::{Duration, Utc};
+use entity::{
+    Amount, Bucket, EntryType, Environment, InvoiceStatus, InvoiceTrigger, PaymentStatus, invoice, payment,
+    scan_cursor, static_address,
+};
+use sea_orm::sea_query::{Expr, OnConflict};
+use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, TransactionTrait};
+use uuid::Uuid;
+
+use super::{PipelineError, transition};
+use crate::chain::{Chain, Transfer};
+use crate::events::{self, kind};
+use crate::ledger::{self, Posting};
+
+/// One batch's outcome: the blocks read and the payments newly recorded (to hand to tracking).
+#[derive(Debug, Default)]
+pub struct ScanReport {
+    pub from: u64,
+    pub to: u64,
+    pub transfers: usize,
+    pub recorded: Vec<Uuid>,
+}
+
+/// Where a new gate's scan starts: the sandbox from its first block; a live chain at its tip
+/// (history before the service watched it holds no invoices).
+fn first_height(env: Environment, tip: u64) -> u64 {
+    match env {
+        Environment::Test => 1,
+        Environment::Live => tip,
+    }
+}
+
+/// Scans at most `batch` blocks after the gate's cursor. `Ok(None)` when there is nothing new.
+pub async fn scan_gate(
+    db: &DatabaseConnection,
+    chain: &dyn Chain,
+    env: Environment,
+    batch: u64,
+) -> Result<Option<ScanReport>, PipelineError> {
+    let gate = chain.gate();
+    let tip = chain.tip().await?;
+    let cursor = scan_cursor::Entity::find_by_id((env, gate.id.to_owned())).one(db).await?;
+    let from = cursor.as_ref().map_or_else(|| first_height(env, tip), |c| c.next_height as u64);
+    if from > tip {
+        return Ok(None);
+    }
+    let to = tip.min(from + batch.max(1) - 1);
+    let transfers = chain.transfers(from, to).await?;
+    let report_len = transfers.len();
+
+    let txn = db.begin().await?;
+    // Move the cursor first, guarded: of two scanners on one range, one wins and the other
+    // rolls back everything it did.
+    let moved = match &cursor {
+        Some(c) => {
+            scan_cursor::Entity::update_many()
+                .col_expr(scan_cursor::Column::NextHeight, Expr::value((to + 1) as i64))
+                .col_expr(scan_cursor::Column::UpdatedAt, Expr::value(Utc::now()))
+                .filter(scan_cursor::Column::Environment.eq(env))
+                .filter(scan_cursor::Column::GateId.eq(gate.id))
+                .filter(scan_cursor::Column::NextHeight.eq(c.next_height))
+                .exec(&txn)
+                .await?
+                .rows_affected
+        }
+        None => {
+            let row = scan_cursor::Model {
+                environment: env,
+                gate_id: gate.id.into(),
+                next_height: (to + 1) as i64,
+                updated_at: Utc::now(),
+            };
+            scan_cursor::Entity::insert(scan_cursor::ActiveModel::from(row))
+                .on_conflict(
+                    OnConflict::columns([scan_cursor::Column::Environment, scan_cursor::Column::GateId])
+                        .do_nothing()
+                        .to_owned(),
+                )
+                .exec_without_returning(&txn)
+                .await?
+        }
+    };
+    if moved == 0 {
+        txn.rollback().await?;
+        return Ok(None);
+    }
+    let recorded = record_transfers(&txn, env, gate.id, &transfers).await?;
+    txn.commit().await?;
+    Ok(Some(ScanReport { from, to, transfers: report_len, recorded }))
+}
+
+/// Matches the batch's transfers to watched addresses (one `IN` lookup on the unique
+/// `address_key` indexes per table, whatever the number of watched addresses) and records them.
+async fn record_transfers<C: ConnectionTrait>(
+    txn: &C,
+    env: Environment,
+    gate_id: &str,
+    transfers: &[Transfer],
+) -> Result<Vec<Uuid>, PipelineError> {
+    let keys: Vec<&str> =
+        transfers.iter().map(|t| t.address_key.as_str()).collect::<HashSet<_>>().into_iter().collect();
+    let mut invoices: HashMap<String, invoice::Model> = HashMap::new();
+    let mut statics: HashMap<String, static_address::Model> = HashMap::new();
+    for chunk in keys.chunks(500) {
+        for inv in invoice::Entity::find()
+            .filter(invoice::Column::Environment.eq(env))
+            .filter(invoice::Column::AddressKey.is_in(chunk.iter().copied()))
+            .all(txn)
+            .await?
+        {
+            if let Some(k) = inv.address_key.clone() {
+                invoices.insert(k, inv);
+            }
+        }
+        for a in static_address::Entity::find()
+            .filter(static_address::Column::Environment.eq(env))
+            .filter(static_address::Column::AddressKey.is_in(chunk.iter().copied()))
+            .all(txn)
+            .await?
+        {
+            statics.insert(a.address_key.clone(), a);
+        }
+    }
+    let mut recorded = Vec::new();
+    for t in transfers {
+        let target = match (invoices.get(&t.address_key), statics.get(&t.address_key)) {
+            (Some(inv), _) if inv.gate_id.as_deref() == Some(gate_id) => inv.clone(),
+            (None, Some(a)) if a.gate_id == gate_id => static_invoice(txn, a, t).await?,
+            // Not ours, or another asset sent to one of our addresses (not this gate's deposit).
+            _ => continue,
+        };
+        if let Some(id) = record_payment(txn, &target, t).await? {
+            recorded.push(id);
+        }
+    }
+    Ok(recorded)
+}
+
+/// The invoice a static address deposit creates: one per transfer, with an id derived from the
+/// transfer so a replayed scan finds the same invoice instead of making another.
+async fn static_invoice<C: ConnectionTrait>(
+    txn: &C,
+    a: &static_address::Model,
+    t: &Transfer,
+) -> Result<invoice::Model, PipelineError> {
+    let name = format!("{}:{}:{}:{}", a.environment.as_str(), a.gate_id, t.tx_hash, t.output_index);
+    let id = Uuid::new_v5(&Uuid::NAMESPACE_OID, name.as_bytes());
+    if let Some(existing) = invoice::Entity::find_by_id(id).one(txn).await? {
+        return Ok(existing);
+    }
+    let now = Utc::now();
+    let inv = invoice::Model {
+        id,
+        merchant_id: a.merchant_id,
+        environment: a.environment,
+        gate_id: Some(a.gate_id.clone()),
+        currency: Some(a.currency.clone()),
+        network: Some(a.network.clone()),
+        amount_requested: Some(Amount::new(t.amount)),
+        amount_paid: Amount::ZERO,
+        amount_usd: None,
+        amount_fiat: None,
+        fiat_currency: None,
+        amount_in_base_currency: None,
+        base_currency: None,
+        exchange_rate: None,
+        status: InvoiceStatus::Pending,
+        deposit_address: Some(a.address.clone()),
+        deposit_address_tag: a.address_tag.clone(),
+        // The static address keeps the lookup key; this invoice is found through it.
+        address_key: None,
+        derivation_index: Some(a.derivation_index),
+        description: a.label.clone(),
+        external_id: None,
+        idempotency_key: None,
+        request_hash: None,
+        metadata: None,
+        redirect_url: None,
+        source: "static_address".into(),
+        static_address_id: Some(a.id),
+        expires_at: Some(now + Duration::days(3650)),
+        paid_at: None,
+        created_at: now,
+        updated_at: now,
+        is_deferred: false,
+        draft_expires_at: None,
+        activated_at: None,
+        activation_count: 0,
+        is_locked_fiat: false,
+        target_settlement_asset: "passthrough".into(),
+        settlement_target_currency: None,
+        settlement_target_network: None,
+        payer_email: None,
+        sent_at: None,
+        cancelled_at: None,
+    };
+    let inserted = invoice::Entity::insert(invoice::ActiveModel::from(inv.clone()))
+        .on_conflict(OnConflict::column(invoice::Column::Id).do_nothing().to_owned())
+        .exec_without_returning(txn)
+        .await?;
+    if inserted == 1 {
+        static_address::Entity::update_many()
+            .col_expr(
+                static_address::Column::InvoiceCount,
+                sea_orm::sea_query::ExprTrait::add(Expr::col(static_address::Column::InvoiceCount), 1),
+            )
+            .col_expr(static_address::Column::UpdatedAt, Expr::value(now))
+            .filter(static_address::Column::Id.eq(a.id))
+            .exec(txn)
+            .await?;
+    }
+    Ok(inv)
+}
+
+/// Records one transfer as a payment of `inv`. `Ok(None)` when it was recorded before.
+async fn record_payment<C: ConnectionTrait>(
+    txn: &C,
+    inv: &invoice::Model,
+    t: &Transfer,
+) -> Result<Option<Uuid>, PipelineError> {
+    let gate_id = inv.gate_id.clone().ok_or_else(|| PipelineError::Invariant("invoice without gate".into()))?;
+    let gate = crate::gates::find(&gate_id).ok_or_else(|| PipelineError::Invariant("unknown gate".into()))?;
+    let now = Utc::now();
+    let p = payment::Model {
+        id: Uuid::now_v7(),
+        invoice_id: inv.id,
+        environment: inv.environment,
+        gate_id: gate_id.clone(),
+        tx_hash: t.tx_hash.clone(),
+        output_index: t.output_index,
+        amount: Amount::new(t.amount),
+        confirmations: 0,
+        required_confirmations: gate.confirmations as i32,
+        status: PaymentStatus::Confirming,
+        block_height: Some(t.block_height as i64),
+        detected_at: now,
+        confirmed_at: None,
+        created_at: now,
+        credited_gate_id: None,
+        credited_amount: None,
+        credited_at: None,
+        reversed_at: None,
+        checked_at: None,
+    };
+    let inserted = payment::Entity::insert(payment::ActiveModel::from(p.clone()))
+        .on_conflict(
+            OnConflict::columns([
+                payment::Column::Environment,
+                payment::Column::GateId,
+                payment::Column::TxHash,
+                payment::Column::OutputIndex,
+            ])
+            .do_nothing()
+            .to_owned(),
+        )
+        .exec_without_returning(txn)
+        .await?;
+    if inserted == 0 {
+        return Ok(None);
+    }
+    let seen = Posting {
+        bucket: Bucket::Pending,
+        amount: t.amount,
+        entry_type: EntryType::InvoiceCredit,
+        reference: Some(("payment", p.id)),
+        description: Some("deposit seen, awaiting confirmations".into()),
+    };
+    ledger::post(txn, inv.merchant_id, inv.environment, &gate_id, &[seen]).await?;
+    let inv = invoice::Entity::find_by_id(inv.id).one(txn).await?.unwrap_or_else(|| inv.clone());
+    if inv.status == InvoiceStatus::Pending {
+        if inv.expires_at.is_some_and(|e| e < now) {
+            // The window closed before the sweeper noticed: expire first; this is a late deposit.
+            if let Some(after) = transition(txn, &inv, InvoiceTrigger::Expire).await? {
+                events::emit_invoice(txn, kind::INVOICE_EXPIRED, &after, None).await?;
+            }
+        } else if let Some(after) = transition(txn, &inv, InvoiceTrigger::DepositSeen).await? {
+            events::emit_invoice(txn, kind::INVOICE_CONFIRMING, &after, Some(&p)).await?;
+        }
+    }
+    Ok(Some(p.id))
+}

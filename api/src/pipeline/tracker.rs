@@ -1,0 +1,319 @@
+//! Confirmation tracker: follows one payment on its chain until it is credited and final, or
+//! reversed. Crediting, reversal and every invoice transition happen in one transaction each,
+//! behind a guarded update of the payment's status, so a replayed or concurrent job changes
+//! nothing twice.
+
+use std::time::Duration;
+
+use chrono::Utc;
+use entity::{
+    Amount, Bucket, EntryType, InvoiceStatus, InvoiceTrigger, PaymentStatus, invoice, payment, static_address,
+};
+use rust_decimal::Decimal;
+use sea_orm::sea_query::Expr;
+use sea_orm::{
+    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter,
+    TransactionTrait,
+};
+use serde_json::json;
+use uuid::Uuid;
+
+use super::{PipelineError, transition};
+use crate::chain::{Chains, TxStatus};
+use crate::config::PipelineConfig;
+use crate::events::{self, kind};
+use crate::ledger::{self, Posting};
+
+/// What to do with the payment's job next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// Nothing left to watch.
+    Done,
+    /// Look again after this delay.
+    Recheck(Duration),
+}
+
+/// Until this depth a credited payment is still watched for reversal: twice its required
+/// confirmations.
+pub fn final_depth(required: i32) -> i32 {
+    required.saturating_mul(2)
+}
+
+pub async fn track_payment(
+    db: &DatabaseConnection,
+    chains: &Chains,
+    cfg: &PipelineConfig,
+    payment_id: Uuid,
+) -> Result<Next, PipelineError> {
+    let again = Next::Recheck(Duration::from_millis(cfg.track_interval_ms));
+    let Some(p) = payment::Entity::find_by_id(payment_id).one(db).await? else { return Ok(Next::Done) };
+    if p.status == PaymentStatus::Reversed {
+        return Ok(Next::Done);
+    }
+    let Some(chain) = chains.get(p.environment, &p.gate_id) else {
+        // No adapter for this network (yet): the sweeper brings the payment back later.
+        return Ok(Next::Done);
+    };
+    let confirmations = match chain.status(&p.tx_hash, p.output_index).await? {
+        TxStatus::Gone => {
+            reverse(db, &p).await?;
+            return Ok(Next::Done);
+        }
+        TxStatus::Confirmations(n) => i32::try_from(n).unwrap_or(i32::MAX),
+    };
+    let now = Utc::now();
+    payment::Entity::update_many()
+        .col_expr(payment::Column::Confirmations, Expr::value(confirmations))
+        .col_expr(payment::Column::CheckedAt, Expr::value(now))
+        .filter(payment::Column::Id.eq(p.id))
+        .filter(payment::Column::Status.ne(PaymentStatus::Reversed))
+        .exec(db)
+        .await?;
+    match p.status {
+        PaymentStatus::Confirming if confirmations >= p.required_confirmations => {
+            confirm(db, &p, confirmations).await?;
+        }
+        PaymentStatus::Confirming => {
+            let window = chrono::Duration::seconds(cfg.monitor_window_secs as i64);
+            if now - p.detected_at > window {
+                invalidate_unconfirmed(db, &p).await?;
+            }
+        }
+        PaymentStatus::Confirmed => {}
+        PaymentStatus::Reversed => return Ok(Next::Done),
+    }
+    Ok(if confirmations >= final_depth(p.required_confirmations) { Next::Done } else { again })
+}
+
+/// Confirmation: the payment moves to `confirmed`, its pending amount is credited to the
+/// available balance (passthrough settlement), `balance.credited` is written, and the invoice
+/// moves per the PRODUCT.md table (or records a late deposit).
+async fn confirm(db: &DatabaseConnection, p: &payment::Model, confirmations: i32) -> Result<(), PipelineError> {
+    let txn = db.begin().await?;
+    let now = Utc::now();
+    let moved = payment::Entity::update_many()
+        .col_expr(payment::Column::Status, Expr::value(PaymentStatus::Confirmed.as_str()))
+        .col_expr(payment::Column::ConfirmedAt, Expr::value(now))
+        .col_expr(payment::Column::Confirmations, Expr::value(confirmations))
+        .filter(payment::Column::Id.eq(p.id))
+        .filter(payment::Column::Status.eq(PaymentStatus::Confirming))
+        .exec(&txn)
+        .await?;
+    if moved.rows_affected == 0 {
+        txn.rollback().await?;
+        return Ok(());
+    }
+    let inv = load_invoice(&txn, p.invoice_id).await?;
+    let amount = p.amount.0;
+    let postings = [Posting {
+        bucket: Bucket::Pending,
+        amount: -amount,
+        entry_type: EntryType::InvoiceCredit,
+        reference: Some(("payment", p.id)),
+        description: Some("deposit confirmed".into()),
+    }];
+    ledger::post(&txn, inv.merchant_id, inv.environment, &p.gate_id, &postings).await?;
+    if !ledger::credit_payment(&txn, p, inv.merchant_id, &p.gate_id, amount).await? {
+        return Err(PipelineError::Invariant(format!("payment {} was credited before it was confirmed", p.id)));
+    }
+    let gate = crate::gates::find(&p.gate_id).ok_or_else(|| PipelineError::Invariant("unknown gate".into()))?;
+    let credited = json!({
+        "invoice_id": inv.id,
+        "payment_id": p.id,
+        "external_id": inv.external_id,
+        "outcome": "source_credited",
+        "failure_class": "not_required",
+        "source_amount": amount.normalize().to_string(),
+        "source_currency": gate.asset,
+        "source_network": gate.network,
+        "credited_amount": amount.normalize().to_string(),
+        "credited_currency": gate.asset,
+        "credited_network": gate.network,
+    });
+    if let Some(sa) = inv.static_address_id {
+        add_static_total(&txn, sa, amount).await?;
+    }
+
+    let inv = refresh_amount_paid(&txn, &inv).await?;
+    let p = payment::Entity::find_by_id(p.id).one(&txn).await?.unwrap_or_else(|| p.clone());
+    let expired = inv.expires_at.is_some_and(|e| e < now);
+    if inv.status.takes_late_deposits() || (inv.status == InvoiceStatus::Underpaid && expired) {
+        events::emit_invoice(&txn, kind::INVOICE_LATE_DEPOSIT, &inv, Some(&p)).await?;
+    } else if matches!(inv.status, InvoiceStatus::Pending | InvoiceStatus::Confirming | InvoiceStatus::Underpaid) {
+        let requested = inv.amount_requested.map_or(Decimal::ZERO, |a| a.0);
+        let tolerance = tolerance(&txn, inv.merchant_id, requested).await?;
+        let paid = inv.amount_paid.0;
+        let trigger = if paid > requested + tolerance {
+            Some((InvoiceTrigger::ConfirmedOver, kind::INVOICE_OVERPAID))
+        } else if paid >= requested - tolerance {
+            Some((InvoiceTrigger::ConfirmedExact, kind::INVOICE_PAID))
+        } else if !has_unconfirmed(&txn, inv.id).await? {
+            Some((InvoiceTrigger::ConfirmedShort, kind::INVOICE_UNDERPAID))
+        } else {
+            None
+        };
+        if let Some((trigger, event)) = trigger
+            && let Some(after) = transition(&txn, &inv, trigger).await?
+        {
+            events::emit_invoice(&txn, event, &after, Some(&p)).await?;
+        }
+    }
+    // After the invoice's own event: `balance.credited` follows the payment it credits.
+    let key = format!("balance.credited:{}", p.id);
+    events::emit(&txn, inv.merchant_id, inv.environment, kind::BALANCE_CREDITED, key, credited).await?;
+    txn.commit().await?;
+    Ok(())
+}
+
+/// A deposit seen but not confirmed within the monitoring window makes a `confirming` invoice
+/// `invalid`. The payment is still tracked: if it confirms later it is credited all the same.
+async fn invalidate_unconfirmed(db: &DatabaseConnection, p: &payment::Model) -> Result<(), PipelineError> {
+    let txn = db.begin().await?;
+    let inv = load_invoice(&txn, p.invoice_id).await?;
+    if let Some(after) = transition(&txn, &inv, InvoiceTrigger::MonitorTimeout).await? {
+        events::emit_invoice(&txn, kind::INVOICE_INVALID, &after, Some(p)).await?;
+    }
+    txn.commit().await?;
+    Ok(())
+}
+
+/// The chain no longer shows the transfer. Before credit: the pending amount goes away and a
+/// `confirming` invoice returns to `pending` (or `expired`). After credit: the credit is taken
+/// back (`deposit_reversal`, which may leave the merchant owing), the invoice's refundable
+/// credit shrinks, and a paid/overpaid/underpaid invoice becomes `invalid`.
+async fn reverse(db: &DatabaseConnection, p: &payment::Model) -> Result<(), PipelineError> {
+    let txn = db.begin().await?;
+    let now = Utc::now();
+    let moved = payment::Entity::update_many()
+        .col_expr(payment::Column::Status, Expr::value(PaymentStatus::Reversed.as_str()))
+        .col_expr(payment::Column::ReversedAt, Expr::value(now))
+        .filter(payment::Column::Id.eq(p.id))
+        .filter(payment::Column::Status.eq(p.status))
+        .exec(&txn)
+        .await?;
+    if moved.rows_affected == 0 {
+        txn.rollback().await?;
+        return Ok(());
+    }
+    let inv = load_invoice(&txn, p.invoice_id).await?;
+    let reference = Some(("payment", p.id));
+    let p_after = payment::Entity::find_by_id(p.id).one(&txn).await?.unwrap_or_else(|| p.clone());
+    match p.status {
+        PaymentStatus::Confirming => {
+            let posting = Posting {
+                bucket: Bucket::Pending,
+                amount: -p.amount.0,
+                entry_type: EntryType::DepositReversal,
+                reference,
+                description: Some("unconfirmed deposit reversed".into()),
+            };
+            ledger::post(&txn, inv.merchant_id, inv.environment, &p.gate_id, &[posting]).await?;
+            events::emit_invoice(&txn, kind::INVOICE_DEPOSIT_REVERSED, &inv, Some(&p_after)).await?;
+            if inv.status == InvoiceStatus::Confirming && !has_unconfirmed(&txn, inv.id).await? {
+                let late = inv.expires_at.is_some_and(|e| e < now);
+                let trigger =
+                    if late { InvoiceTrigger::UnconfirmedReversedLate } else { InvoiceTrigger::UnconfirmedReversed };
+                transition(&txn, &inv, trigger).await?;
+            }
+        }
+        PaymentStatus::Confirmed => {
+            let gate = p.credited_gate_id.clone().unwrap_or_else(|| p.gate_id.clone());
+            let credited = p.credited_amount.map_or(p.amount.0, |a| a.0);
+            let posting = Posting {
+                bucket: Bucket::Available,
+                amount: -credited,
+                entry_type: EntryType::DepositReversal,
+                reference,
+                description: Some("credited deposit reversed".into()),
+            };
+            ledger::post_allowing_debt(&txn, inv.merchant_id, inv.environment, &gate, &[posting]).await?;
+            shrink_invoice_credit(&txn, inv.id, &gate, credited).await?;
+            if let Some(sa) = inv.static_address_id {
+                add_static_total(&txn, sa, -credited).await?;
+            }
+            let inv = refresh_amount_paid(&txn, &inv).await?;
+            events::emit_invoice(&txn, kind::INVOICE_DEPOSIT_REVERSED, &inv, Some(&p_after)).await?;
+            if let Some(after) = transition(&txn, &inv, InvoiceTrigger::CreditedReversed).await? {
+                events::emit_invoice(&txn, kind::INVOICE_INVALID, &after, Some(&p_after)).await?;
+            }
+        }
+        PaymentStatus::Reversed => {}
+    }
+    txn.commit().await?;
+    Ok(())
+}
+
+async fn load_invoice<C: ConnectionTrait>(txn: &C, id: Uuid) -> Result<invoice::Model, PipelineError> {
+    invoice::Entity::find_by_id(id)
+        .one(txn)
+        .await?
+        .ok_or_else(|| PipelineError::Invariant(format!("invoice {id} missing")))
+}
+
+/// `amount_paid` = the sum of the invoice's confirmed payments. Called with the gate's balance
+/// locked, so two confirmations of one invoice never interleave here.
+async fn refresh_amount_paid<C: ConnectionTrait>(
+    txn: &C,
+    inv: &invoice::Model,
+) -> Result<invoice::Model, PipelineError> {
+    let paid: Decimal = payment::Entity::find()
+        .filter(payment::Column::InvoiceId.eq(inv.id))
+        .filter(payment::Column::Status.eq(PaymentStatus::Confirmed))
+        .all(txn)
+        .await?
+        .iter()
+        .map(|p| p.amount.0)
+        .sum();
+    let mut row: invoice::ActiveModel = inv.clone().into();
+    row.amount_paid = Set(Amount::new(paid));
+    row.updated_at = Set(Utc::now());
+    Ok(row.update(txn).await?)
+}
+
+async fn has_unconfirmed<C: ConnectionTrait>(txn: &C, invoice_id: Uuid) -> Result<bool, PipelineError> {
+    Ok(payment::Entity::find()
+        .filter(payment::Column::InvoiceId.eq(invoice_id))
+        .filter(payment::Column::Status.eq(PaymentStatus::Confirming))
+        .one(txn)
+        .await?
+        .is_some())
+}
+
+/// The merchant's tolerance in the invoice's asset: requested × percent / 100.
+async fn tolerance<C: ConnectionTrait>(
+    txn: &C,
+    merchant_id: Uuid,
+    requested: Decimal,
+) -> Result<Decimal, PipelineError> {
+    let m = entity::merchant::Entity::find_by_id(merchant_id).one(txn).await?;
+    let pct = m.map_or(Decimal::ZERO, |m| m.underpayment_tolerance_percent.0);
+    Ok(requested.checked_mul(pct).and_then(|v| v.checked_div(Decimal::ONE_HUNDRED)).unwrap_or(Decimal::ZERO))
+}
+
+async fn add_static_total<C: ConnectionTrait>(txn: &C, id: Uuid, delta: Decimal) -> Result<(), PipelineError> {
+    let Some(a) = static_address::Entity::find_by_id(id).one(txn).await? else { return Ok(()) };
+    let total = a.total_received.0.checked_add(delta).ok_or(ledger::LedgerError::Overflow)?;
+    let mut row: static_address::ActiveModel = a.into();
+    row.total_received = Set(Amount::new(total));
+    row.updated_at = Set(Utc::now());
+    row.update(txn).await?;
+    Ok(())
+}
+
+async fn shrink_invoice_credit<C: ConnectionTrait>(
+    txn: &C,
+    invoice_id: Uuid,
+    gate_id: &str,
+    amount: Decimal,
+) -> Result<(), PipelineError> {
+    use entity::invoice_credit;
+    let Some(c) = invoice_credit::Entity::find_by_id((invoice_id, gate_id.to_owned())).one(txn).await? else {
+        return Ok(());
+    };
+    let credited = c.credited.0.checked_sub(amount).ok_or(ledger::LedgerError::Overflow)?;
+    let mut row: invoice_credit::ActiveModel = c.into();
+    row.credited = Set(Amount::new(credited));
+    row.updated_at = Set(Utc::now());
+    row.update(txn).await?;
+    Ok(())
+}

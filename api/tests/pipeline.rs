@@ -1,0 +1,544 @@
+//! The deposit pipeline's rules, driven step by step on a sandbox chain that only moves when
+//! mined: scanning, confirmations, crediting exactly once, every invoice transition and event of
+//! the PRODUCT.md table, reversals, static address deposits, and the sweeper.
+
+mod common;
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use api::chain::Chains;
+use api::pipeline::{scanner, sweeper, tracker};
+use common::TestApp;
+use entity::{Environment, event};
+use rust_decimal::Decimal;
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+fn d(s: &str) -> Decimal {
+    Decimal::from_str(s).unwrap()
+}
+
+struct Pipe {
+    app: TestApp,
+    merchant: Uuid,
+    key: String,
+    chains: Chains,
+}
+
+async fn pipe_with(f: impl FnOnce(&mut api::config::Config)) -> Pipe {
+    let app = TestApp::spawn_with(|c| {
+        c.sandbox.block_interval_ms = 0;
+        f(c)
+    })
+    .await;
+    let (merchant, key) = app.test_key().await;
+    let chains = Chains::new(&app.state.db, &app.state.config.sandbox);
+    Pipe { app, merchant, key, chains }
+}
+
+async fn pipe() -> Pipe {
+    pipe_with(|_| {}).await
+}
+
+impl Pipe {
+    async fn invoice(&self, currency: &str, network: &str, amount: &str) -> Uuid {
+        let inv = self
+            .app
+            .create_invoice(&self.key, json!({"currency": currency, "network": network, "amount": amount}))
+            .await;
+        inv["id"].as_str().unwrap().parse().unwrap()
+    }
+
+    async fn deposit(&self, target: Value, amount: &str) -> Value {
+        let mut body = target;
+        body["amount"] = json!(amount);
+        let r = self.app.post("/v1/test/deposits", Some(&self.key), &body).await;
+        assert_eq!(r.status.as_u16(), 201, "{}", r.body);
+        r.data().clone()
+    }
+
+    async fn pay(&self, invoice: Uuid, amount: &str) -> Value {
+        self.deposit(json!({"invoice_id": invoice}), amount).await
+    }
+
+    async fn mine(&self, gate: &str, count: u64) {
+        let r = self.app.post("/v1/test/blocks", Some(&self.key), &json!({"currency": gate, "count": count})).await;
+        assert_eq!(r.status.as_u16(), 200, "{}", r.body);
+    }
+
+    async fn reverse(&self, deposit: &Value) {
+        let r = self
+            .app
+            .post(
+                &format!("/v1/test/deposits/{}/reverse", deposit["id"].as_str().unwrap()),
+                Some(&self.key),
+                &json!({}),
+            )
+            .await;
+        assert_eq!(r.status.as_u16(), 200, "{}", r.body);
+        assert_eq!(r.data()["reversed"], true);
+    }
+
+    /// One pass of the pipeline: scan every test gate to its tip, then track every payment.
+    async fn step(&self) -> Vec<Uuid> {
+        let db = &self.app.state.db;
+        let mut recorded = Vec::new();
+        for (env, chain) in self.chains.all() {
+            if env != Environment::Test {
+                continue;
+            }
+            while let Some(r) = scanner::scan_gate(db, chain.as_ref(), env, 100).await.unwrap() {
+                recorded.extend(r.recorded);
+            }
+        }
+        let cfg = &self.app.state.config.pipeline;
+        for p in entity::payment::Entity::find().all(db).await.unwrap() {
+            tracker::track_payment(db, &self.chains, cfg, p.id).await.unwrap();
+        }
+        recorded
+    }
+
+    async fn get_invoice(&self, id: Uuid) -> Value {
+        self.app.get(&format!("/v1/invoices/{id}"), Some(&self.key)).await.data().clone()
+    }
+
+    async fn status(&self, id: Uuid) -> String {
+        self.get_invoice(id).await["status"].as_str().unwrap().to_owned()
+    }
+
+    /// (available, pending) of a gate.
+    async fn balance(&self, gate: &str) -> (Decimal, Decimal) {
+        let rows = self.app.get("/v1/balances", Some(&self.key)).await.data().clone();
+        let row = rows.as_array().unwrap().iter().find(|r| r["gate_id"] == gate).unwrap().clone();
+        (d(row["available"].as_str().unwrap()), d(row["pending"].as_str().unwrap()))
+    }
+
+    /// Event types of one invoice, oldest first.
+    async fn events(&self, invoice: Uuid) -> Vec<String> {
+        let all = event::Entity::find().order_by_asc(event::Column::CreatedAt).order_by_asc(event::Column::Id);
+        all.all(&self.app.state.db)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|e| e.payload["invoice_id"] == json!(invoice))
+            .map(|e| e.event_type)
+            .collect()
+    }
+
+    async fn assert_ledger(&self, gate: &str) {
+        let b = entity::balance::Entity::find()
+            .filter(entity::balance::Column::MerchantId.eq(self.merchant))
+            .filter(entity::balance::Column::GateId.eq(gate))
+            .one(&self.app.state.db)
+            .await
+            .unwrap()
+            .unwrap();
+        let entries = entity::ledger_entry::Entity::find()
+            .filter(entity::ledger_entry::Column::MerchantId.eq(self.merchant))
+            .filter(entity::ledger_entry::Column::GateId.eq(gate))
+            .all(&self.app.state.db)
+            .await
+            .unwrap();
+        let sum = |bucket| entries.iter().filter(|e| e.bucket == bucket).map(|e| e.amount.0).sum::<Decimal>();
+        assert_eq!(sum(entity::Bucket::Available), b.available.0);
+        assert_eq!(sum(entity::Bucket::Pending), b.pending.0);
+        assert_eq!(sum(entity::Bucket::Reserved), b.reserved.0);
+    }
+}
+
+#[tokio::test]
+async fn exact_payment_confirms_and_credits_once() {
+    let p = pipe().await;
+    let inv = p.invoice("USDT", "tron", "100").await;
+    let dep = p.pay(inv, "100").await;
+    assert_eq!(dep["gate_id"], "tron_usdt");
+    // The deposit is in the next block: not visible until that block exists.
+    assert!(p.step().await.is_empty());
+    assert_eq!(p.status(inv).await, "pending");
+    p.mine("tron_usdt", 1).await;
+    assert_eq!(p.step().await.len(), 1);
+    let got = p.get_invoice(inv).await;
+    assert_eq!(got["status"], "confirming");
+    let pay = &got["payments"][0];
+    assert_eq!(pay["status"], "confirming");
+    assert_eq!(pay["confirmations"], 1);
+    assert_eq!(pay["required_confirmations"], 19);
+    assert_eq!(pay["tx_hash"], dep["tx_hash"]);
+    assert_eq!(p.balance("tron_usdt").await, (d("0"), d("100")));
+    p.mine("tron_usdt", 17).await;
+    p.step().await;
+    assert_eq!(p.get_invoice(inv).await["payments"][0]["confirmations"], 18);
+    assert_eq!(p.status(inv).await, "confirming");
+    p.mine("tron_usdt", 1).await;
+    p.step().await;
+    let got = p.get_invoice(inv).await;
+    assert_eq!(got["status"], "paid");
+    assert_eq!(got["amount_paid"], "100");
+    assert!(got["paid_at"].is_string());
+    assert_eq!(got["payments"][0]["status"], "confirmed");
+    assert_eq!(p.balance("tron_usdt").await, (d("100"), d("0")));
+    // Replays change nothing.
+    for _ in 0..3 {
+        p.step().await;
+    }
+    assert_eq!(p.balance("tron_usdt").await, (d("100"), d("0")));
+    assert_eq!(p.events(inv).await, ["invoice.confirming", "invoice.paid", "balance.credited"].map(String::from));
+    p.assert_ledger("tron_usdt").await;
+    let credited = event::Entity::find()
+        .filter(event::Column::EventType.eq("balance.credited"))
+        .one(&p.app.state.db)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(credited.payload["credited_amount"], "100");
+    assert_eq!(credited.payload["outcome"], "source_credited");
+    assert_eq!(credited.payload["credited_currency"], "USDT");
+    assert_eq!(credited.payload["credited_network"], "tron");
+    // The credit is refundable now.
+    let r = p
+        .app
+        .send(
+            p.app
+                .http
+                .post(p.app.url("/v1/refunds"))
+                .header("X-API-Key", &p.key)
+                .header("Idempotency-Key", "after-credit")
+                .json(&json!({"invoice_id": inv, "currency": "tron_usdt", "amount": "100", "destination": "TTxSA9fmLZbSEfkEejjU2vDqE8GyS5nCJP"})),
+        )
+        .await;
+    assert_eq!(r.status.as_u16(), 201, "{}", r.body);
+}
+
+#[tokio::test]
+async fn underpaid_topped_up_overpaid_and_tolerance() {
+    let p = pipe().await;
+    let inv = p.invoice("BTC", "bitcoin", "1").await;
+    p.pay(inv, "0.6").await;
+    p.mine("bitcoin", 3).await;
+    p.step().await;
+    assert_eq!(p.status(inv).await, "underpaid");
+    p.pay(inv, "0.4").await;
+    p.mine("bitcoin", 1).await;
+    p.step().await;
+    assert_eq!(p.status(inv).await, "underpaid", "an unconfirmed top-up does not move it");
+    p.mine("bitcoin", 2).await;
+    p.step().await;
+    assert_eq!(p.status(inv).await, "paid");
+    assert_eq!(p.get_invoice(inv).await["amount_paid"], "1");
+    assert_eq!(
+        p.events(inv).await,
+        ["invoice.confirming", "invoice.underpaid", "balance.credited", "invoice.paid", "balance.credited"]
+            .map(String::from)
+    );
+
+    let over = p.invoice("BTC", "bitcoin", "1").await;
+    p.pay(over, "1.5").await;
+    p.mine("bitcoin", 3).await;
+    p.step().await;
+    assert_eq!(p.status(over).await, "overpaid");
+    assert_eq!(p.balance("bitcoin").await, (d("2.5"), d("0")));
+    p.assert_ledger("bitcoin").await;
+
+    // A 1% tolerance: 0.995 of 1 is paid.
+    let p = pipe().await;
+    let m = api::merchants::create_merchant(
+        &p.app.state.db,
+        "Tolerant",
+        &api::merchants::MerchantSettings { underpayment_tolerance_percent: d("1"), ..Default::default() },
+    )
+    .await
+    .unwrap();
+    let key = p.app.key(m.id, Environment::Test, &[]).await;
+    let inv = p.app.create_invoice(&key, json!({"currency": "BTC", "amount": "1"})).await;
+    let r = p.app.post("/v1/test/deposits", Some(&key), &json!({"invoice_id": inv["id"], "amount": "0.995"})).await;
+    assert_eq!(r.status.as_u16(), 201);
+    p.mine("bitcoin", 3).await;
+    p.step().await;
+    let got = p.app.get(&format!("/v1/invoices/{}", inv["id"].as_str().unwrap()), Some(&key)).await;
+    assert_eq!(got.data()["status"], "paid");
+}
+
+#[tokio::test]
+async fn expiry_late_deposits_and_draft_expiry() {
+    let p = pipe().await;
+    let inv = p.invoice("USDT", "tron", "10").await;
+    force_expired(&p, inv).await;
+    let report = sweeper::sweep(&p.app.state.db, Duration::from_secs(30)).await.unwrap();
+    assert_eq!(report.expired, 1);
+    assert_eq!(p.status(inv).await, "expired");
+    assert_eq!(sweeper::sweep(&p.app.state.db, Duration::from_secs(30)).await.unwrap().expired, 0);
+    // A deposit after expiry: recorded and credited, status unchanged, late_deposit.
+    p.pay(inv, "10").await;
+    p.mine("tron_usdt", 19).await;
+    p.step().await;
+    assert_eq!(p.status(inv).await, "expired");
+    assert_eq!(p.balance("tron_usdt").await, (d("10"), d("0")));
+    assert_eq!(p.events(inv).await, ["invoice.expired", "invoice.late_deposit", "balance.credited"].map(String::from));
+
+    // A deposit seen after expires_at but before the sweeper ran: expired first, then late.
+    let inv = p.invoice("USDT", "tron", "10").await;
+    p.pay(inv, "10").await;
+    force_expired(&p, inv).await;
+    p.mine("tron_usdt", 19).await;
+    p.step().await;
+    assert_eq!(p.status(inv).await, "expired");
+    assert_eq!(p.events(inv).await, ["invoice.expired", "invoice.late_deposit", "balance.credited"].map(String::from));
+
+    // Drafts expire at draft_expires_at.
+    let draft =
+        p.app.create_invoice(&p.key, json!({"amount_fiat": "10", "fiat_currency": "USD", "is_deferred": true})).await;
+    let draft: Uuid = draft["id"].as_str().unwrap().parse().unwrap();
+    set_time(&p, draft, entity::invoice::Column::DraftExpiresAt).await;
+    assert_eq!(sweeper::sweep(&p.app.state.db, Duration::from_secs(30)).await.unwrap().drafts_expired, 1);
+    assert_eq!(p.status(draft).await, "expired");
+    assert_eq!(p.events(draft).await, ["invoice.draft_expired"]);
+    p.assert_ledger("tron_usdt").await;
+}
+
+async fn set_time(p: &Pipe, id: Uuid, col: entity::invoice::Column) {
+    use sea_orm::sea_query::Expr;
+    entity::invoice::Entity::update_many()
+        .col_expr(col, Expr::value(chrono::Utc::now() - chrono::Duration::seconds(1)))
+        .filter(entity::invoice::Column::Id.eq(id))
+        .exec(&p.app.state.db)
+        .await
+        .unwrap();
+}
+
+async fn force_expired(p: &Pipe, id: Uuid) {
+    set_time(p, id, entity::invoice::Column::ExpiresAt).await;
+}
+
+#[tokio::test]
+async fn reversals_before_and_after_credit() {
+    let p = pipe().await;
+    // Before confirmation: back to pending, the pending amount disappears.
+    let inv = p.invoice("ETH", "ethereum", "1").await;
+    let dep = p.pay(inv, "1").await;
+    p.mine("ethereum", 1).await;
+    p.step().await;
+    assert_eq!(p.status(inv).await, "confirming");
+    assert_eq!(p.balance("ethereum").await, (d("0"), d("1")));
+    p.reverse(&dep).await;
+    p.step().await;
+    assert_eq!(p.status(inv).await, "pending");
+    assert_eq!(p.balance("ethereum").await, (d("0"), d("0")));
+    assert_eq!(p.get_invoice(inv).await["payments"][0]["status"], "reversed");
+    assert_eq!(p.events(inv).await, ["invoice.confirming", "invoice.deposit_reversed"]);
+
+    // After credit: the credit is taken back and the invoice becomes invalid.
+    let inv = p.invoice("ETH", "ethereum", "1").await;
+    let dep = p.pay(inv, "1").await;
+    p.mine("ethereum", 12).await;
+    p.step().await;
+    assert_eq!(p.status(inv).await, "paid");
+    assert_eq!(p.balance("ethereum").await, (d("1"), d("0")));
+    p.reverse(&dep).await;
+    p.step().await;
+    assert_eq!(p.status(inv).await, "invalid");
+    assert_eq!(p.balance("ethereum").await, (d("0"), d("0")));
+    assert_eq!(
+        p.events(inv).await,
+        ["invoice.confirming", "invoice.paid", "balance.credited", "invoice.deposit_reversed", "invoice.invalid"]
+            .map(String::from)
+    );
+    // Nothing is left to refund.
+    let c =
+        entity::invoice_credit::Entity::find_by_id((inv, "ethereum".to_owned())).one(&p.app.state.db).await.unwrap();
+    assert_eq!(c.unwrap().credited.0, Decimal::ZERO);
+
+    // After credit and a payout of the funds: the merchant owes the reversed amount.
+    let inv = p.invoice("ETH", "ethereum", "1").await;
+    let dep = p.pay(inv, "1").await;
+    p.mine("ethereum", 12).await;
+    p.step().await;
+    let payout = json!({"currency": "ETH", "network": "ethereum", "amount": "0.9995", "destination": "0x52908400098527886E0F7030069857D2E4169EE7"});
+    let r = p.app.post("/v1/payouts", Some(&p.key), &payout).await;
+    assert_eq!(r.status.as_u16(), 201, "{}", r.body);
+    p.reverse(&dep).await;
+    p.step().await;
+    assert_eq!(p.balance("ethereum").await, (d("-0.9995"), d("0")));
+    p.assert_ledger("ethereum").await;
+    // A reversal seen twice is applied once.
+    p.step().await;
+    assert_eq!(p.balance("ethereum").await, (d("-0.9995"), d("0")));
+}
+
+#[tokio::test]
+async fn unconfirmed_past_the_monitoring_window_is_invalid_but_still_credited_later() {
+    let p = pipe_with(|c| c.pipeline.monitor_window_secs = 0).await;
+    let inv = p.invoice("BTC", "bitcoin", "0.5").await;
+    p.pay(inv, "0.5").await;
+    p.mine("bitcoin", 1).await;
+    p.step().await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    p.step().await;
+    assert_eq!(p.status(inv).await, "invalid");
+    p.mine("bitcoin", 2).await;
+    p.step().await;
+    assert_eq!(p.status(inv).await, "invalid");
+    assert_eq!(p.balance("bitcoin").await, (d("0.5"), d("0")));
+    assert_eq!(
+        p.events(inv).await,
+        ["invoice.confirming", "invoice.invalid", "invoice.late_deposit", "balance.credited"].map(String::from)
+    );
+}
+
+#[tokio::test]
+async fn static_address_deposits_create_invoices() {
+    let p = pipe().await;
+    let a = p.app.post("/v1/addresses", Some(&p.key), &json!({"currency": "USDT", "network": "tron"})).await;
+    assert_eq!(a.status.as_u16(), 201, "{}", a.body);
+    let id = a.data()["id"].as_str().unwrap().to_owned();
+    p.deposit(json!({"address_id": id}), "25").await;
+    p.deposit(json!({"address_id": id}), "5.5").await;
+    p.mine("tron_usdt", 19).await;
+    assert_eq!(p.step().await.len(), 2);
+    p.step().await;
+    let addr = p.app.get(&format!("/v1/addresses/{id}"), Some(&p.key)).await;
+    assert_eq!(addr.data()["invoice_count"], 2);
+    assert_eq!(addr.data()["total_received"], "30.5");
+    let invs = p.app.get(&format!("/v1/addresses/{id}/invoices"), Some(&p.key)).await;
+    let list = invs.data().as_array().unwrap().clone();
+    assert_eq!(list.len(), 2);
+    for inv in &list {
+        assert_eq!(inv["status"], "paid");
+        assert_eq!(inv["source"], "static_address");
+        assert_eq!(inv["static_address_id"], json!(id));
+    }
+    assert_eq!(p.balance("tron_usdt").await, (d("30.5"), d("0")));
+    p.assert_ledger("tron_usdt").await;
+}
+
+#[tokio::test]
+async fn concurrent_scanners_and_trackers_record_and_credit_once() {
+    let p = pipe().await;
+    let inv = p.invoice("USDT", "tron", "100").await;
+    for _ in 0..5 {
+        p.pay(inv, "20").await;
+    }
+    p.mine("tron_usdt", 19).await;
+    let db = p.app.state.db.clone();
+    let chain = p.chains.get(Environment::Test, "tron_usdt").unwrap();
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..4 {
+        let (db, chain) = (db.clone(), chain.clone());
+        set.spawn(async move {
+            let mut n = 0;
+            while let Some(r) = scanner::scan_gate(&db, chain.as_ref(), Environment::Test, 1).await.unwrap() {
+                n += r.recorded.len();
+            }
+            n
+        });
+    }
+    let mut recorded = 0;
+    while let Some(n) = set.join_next().await {
+        recorded += n.unwrap();
+    }
+    assert_eq!(recorded, 5);
+    let payments = entity::payment::Entity::find().all(&db).await.unwrap();
+    assert_eq!(payments.len(), 5);
+    let cfg = p.app.state.config.pipeline.clone();
+    let mut set = tokio::task::JoinSet::new();
+    for pay in payments.iter().chain(payments.iter()).chain(payments.iter()) {
+        let (db, chains, cfg, id) = (db.clone(), p.chains.clone(), cfg.clone(), pay.id);
+        set.spawn(async move { tracker::track_payment(&db, &chains, &cfg, id).await.unwrap() });
+    }
+    while let Some(r) = set.join_next().await {
+        r.unwrap();
+    }
+    assert_eq!(p.status(inv).await, "paid");
+    assert_eq!(p.balance("tron_usdt").await, (d("100"), d("0")));
+    let credited =
+        event::Entity::find().filter(event::Column::EventType.eq("balance.credited")).all(&db).await.unwrap();
+    assert_eq!(credited.len(), 5);
+    let paid = event::Entity::find().filter(event::Column::EventType.eq("invoice.paid")).all(&db).await.unwrap();
+    assert_eq!(paid.len(), 1);
+    p.assert_ledger("tron_usdt").await;
+}
+
+#[tokio::test]
+async fn sweeper_finds_payments_nobody_tracks() {
+    let p = pipe().await;
+    let inv = p.invoice("USDT", "tron", "1").await;
+    p.pay(inv, "1").await;
+    p.mine("tron_usdt", 1).await;
+    // Scanned, but the hand-over to tracking was lost (a crash between commit and enqueue).
+    let chain = p.chains.get(Environment::Test, "tron_usdt").unwrap();
+    let r = scanner::scan_gate(&p.app.state.db, chain.as_ref(), Environment::Test, 100).await.unwrap().unwrap();
+    let report = sweeper::sweep(&p.app.state.db, Duration::from_secs(30)).await.unwrap();
+    assert_eq!(report.stale_payments, r.recorded);
+    // Once tracked, it is not stale until `stale_after` passes; once final it is never listed.
+    p.step().await;
+    assert!(sweeper::sweep(&p.app.state.db, Duration::from_secs(30)).await.unwrap().stale_payments.is_empty());
+    assert_eq!(sweeper::sweep(&p.app.state.db, Duration::ZERO).await.unwrap().stale_payments, r.recorded);
+    p.mine("tron_usdt", 40).await;
+    p.step().await;
+    assert!(sweeper::sweep(&p.app.state.db, Duration::ZERO).await.unwrap().stale_payments.is_empty());
+}
+
+#[tokio::test]
+async fn test_helpers_are_for_test_keys_only() {
+    let p = pipe().await;
+    let inv = p.invoice("USDT", "tron", "1").await;
+    let live = p.app.key(p.merchant, Environment::Live, &[]).await;
+    for (path, body) in [
+        ("/v1/test/deposits", json!({"invoice_id": inv, "amount": "1"})),
+        ("/v1/test/blocks", json!({"currency": "tron_usdt", "count": 1})),
+        (&format!("/v1/test/deposits/{}/reverse", Uuid::now_v7()) as &str, json!({})),
+    ] {
+        p.app.post(path, Some(&live), &body).await.assert_error(404, "not_found", None);
+    }
+    let k = &p.key;
+    p.app.post("/v1/test/deposits", Some(k), &json!({"amount": "1"})).await.assert_error(
+        422,
+        "validation_error",
+        Some("invoice_id"),
+    );
+    let a = p.app.post("/v1/addresses", Some(k), &json!({"currency": "BTC"})).await.data()["id"].clone();
+    p.app
+        .post("/v1/test/deposits", Some(k), &json!({"invoice_id": inv, "address_id": a, "amount": "1"}))
+        .await
+        .assert_error(422, "validation_error", Some("invoice_id"));
+    p.app.post("/v1/test/deposits", Some(k), &json!({"invoice_id": inv, "amount": "0"})).await.assert_error(
+        422,
+        "validation_error",
+        Some("amount"),
+    );
+    p.app.post("/v1/test/deposits", Some(k), &json!({"invoice_id": inv, "amount": "1.0000001"})).await.assert_error(
+        422,
+        "validation_error",
+        Some("amount"),
+    );
+    p.app.post("/v1/test/blocks", Some(k), &json!({"currency": "tron_usdt", "count": 0})).await.assert_error(
+        422,
+        "validation_error",
+        Some("count"),
+    );
+    // Another merchant can neither pay into nor reverse this merchant's deposits.
+    let other = p.app.key(p.app.merchant().await, Environment::Test, &[]).await;
+    p.app.post("/v1/test/deposits", Some(&other), &json!({"invoice_id": inv, "amount": "1"})).await.assert_error(
+        404,
+        "not_found",
+        None,
+    );
+    let dep = p.pay(inv, "1").await;
+    p.app
+        .post(&format!("/v1/test/deposits/{}/reverse", dep["id"].as_str().unwrap()), Some(&other), &json!({}))
+        .await
+        .assert_error(404, "not_found", None);
+    // A named tx hash with two outputs.
+    let a1 = p.deposit(json!({"invoice_id": inv, "tx_hash": "abc"}), "0.5").await;
+    let a2 = p.deposit(json!({"invoice_id": inv, "tx_hash": "abc"}), "0.5").await;
+    assert_eq!((a1["output_index"].as_i64(), a2["output_index"].as_i64()), (Some(0), Some(1)));
+    // A draft has no address to pay yet.
+    let draft =
+        p.app.create_invoice(k, json!({"amount_fiat": "10", "fiat_currency": "USD", "is_deferred": true})).await;
+    p.app.post("/v1/test/deposits", Some(k), &json!({"invoice_id": draft["id"], "amount": "1"})).await.assert_error(
+        422,
+        "validation_error",
+        Some("invoice_id"),
+    );
+}
