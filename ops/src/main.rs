@@ -2,6 +2,7 @@
 //! (defaults < paygate.toml < PAYGATE_* variables).
 
 mod bench;
+mod sandbox;
 
 use std::str::FromStr;
 
@@ -41,6 +42,9 @@ enum Command {
     Payouts(PayoutCmd),
     /// Load benchmark: invoice creation over HTTP against PostgreSQL, next to a pgbench baseline.
     Bench(bench::BenchArgs),
+    /// Sandbox chains of the test environment: deposits, reversals, blocks.
+    #[command(subcommand)]
+    Sandbox(sandbox::SandboxCmd),
 }
 
 #[derive(Subcommand)]
@@ -207,6 +211,11 @@ async fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Serve => serve(config).await,
         Command::Bench(args) => bench::run(args).await,
+        Command::Sandbox(cmd) => {
+            let db = api::db::connect(&config).await?;
+            api::db::migrate(&db).await?;
+            sandbox::run(&db, &config, cmd).await
+        }
         Command::Migrate => {
             let db = api::db::connect(&config).await?;
             api::db::migrate(&db).await?;

@@ -289,3 +289,27 @@ fn serve_embedded_default_seeds_once_and_serves() {
     let out = stop(second);
     assert!(!out.contains("sk_test_"), "a restart must not print a key again: {out}");
 }
+
+#[test]
+fn sandbox_mine_and_deposit_rules() {
+    let ops = Ops::new();
+    ops.ok(&["migrate"]);
+    // Blocks only when mined, so the heights are exact.
+    let manual = [("PAYGATE_SANDBOX__BLOCK_INTERVAL_MS", "0")];
+    let mine = |args: &[&str]| {
+        let out = ops.run_env(args, &manual);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let out = mine(&["sandbox", "mine", "--gate", "bitcoin", "--blocks", "5"]);
+    assert_eq!(out.trim(), "bitcoin height 6", "a new chain starts at 1: {out}");
+    let out = mine(&["sandbox", "mine", "--gate", "bitcoin"]);
+    assert_eq!(out.trim(), "bitcoin height 7");
+    let bad = ops.run_env(&["sandbox", "mine", "--gate", "dogecoin"], &[]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown gate"));
+    let id = uuid::Uuid::now_v7().to_string();
+    let missing = ops.run_env(&["sandbox", "deposit", "--invoice", &id, "--amount", "1"], &[]);
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("no invoice"), "{:?}", missing);
+}

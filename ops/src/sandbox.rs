@@ -1,0 +1,89 @@
+//! `ops sandbox`: drive the test environment's sandbox chains from the command line (the same
+//! operations as the API's test helpers, for any merchant).
+
+use anyhow::{Context, bail};
+use api::chain::sandbox::SandboxChain;
+use api::config::Config;
+use clap::Subcommand;
+use entity::{Environment, invoice, static_address};
+use rust_decimal::Decimal;
+use sea_orm::{DatabaseConnection, EntityTrait};
+use uuid::Uuid;
+
+#[derive(Subcommand)]
+pub enum SandboxCmd {
+    /// Put a deposit to a test invoice's or static address's deposit address into the next block.
+    Deposit {
+        #[arg(long, conflicts_with = "address", required_unless_present = "address")]
+        invoice: Option<Uuid>,
+        #[arg(long)]
+        address: Option<Uuid>,
+        #[arg(long)]
+        amount: Decimal,
+        #[arg(long)]
+        tx_hash: Option<String>,
+    },
+    /// Take a deposit off the sandbox chain (as a reorg would).
+    Reverse { deposit_id: Uuid },
+    /// Mine blocks on a gate's sandbox chain.
+    Mine {
+        #[arg(long)]
+        gate: String,
+        #[arg(long, default_value_t = 1)]
+        blocks: u64,
+    },
+}
+
+fn chain(db: &DatabaseConnection, config: &Config, gate_id: &str) -> anyhow::Result<SandboxChain> {
+    let gate = api::gates::find(gate_id).with_context(|| format!("unknown gate {gate_id:?}"))?;
+    Ok(SandboxChain::new(db.clone(), gate, config.sandbox.interval_ms(gate.id)))
+}
+
+pub async fn run(db: &DatabaseConnection, config: &Config, cmd: SandboxCmd) -> anyhow::Result<()> {
+    match cmd {
+        SandboxCmd::Deposit { invoice, address, amount, tx_hash } => {
+            let (env, gate_id, key) = match (invoice, address) {
+                (Some(id), _) => {
+                    let inv = invoice::Entity::find_by_id(id).one(db).await?.with_context(|| format!("no invoice {id}"))?;
+                    match (inv.gate_id, inv.address_key) {
+                        (Some(g), Some(k)) => (inv.environment, g, k),
+                        _ => bail!("invoice {id} has no deposit address yet"),
+                    }
+                }
+                (None, Some(id)) => {
+                    let a = static_address::Entity::find_by_id(id)
+                        .one(db)
+                        .await?
+                        .with_context(|| format!("no static address {id}"))?;
+                    (a.environment, a.gate_id, a.address_key)
+                }
+                (None, None) => bail!("give --invoice or --address"),
+            };
+            if env != Environment::Test {
+                bail!("sandbox deposits exist in the test environment only");
+            }
+            let gate = api::gates::find(&gate_id).context("unknown gate")?;
+            if amount <= Decimal::ZERO || amount.scale() > gate.decimals {
+                bail!("--amount must be > 0 with at most {} decimals", gate.decimals);
+            }
+            let t = chain(db, config, &gate_id)?.deposit(&key, amount, tx_hash.as_deref()).await?;
+            println!("{} {} tx {}:{} block {}", t.id, gate_id, t.tx_hash, t.output_index, t.block_height);
+        }
+        SandboxCmd::Reverse { deposit_id } => {
+            let t = entity::sandbox_transfer::Entity::find_by_id(deposit_id)
+                .one(db)
+                .await?
+                .with_context(|| format!("no sandbox deposit {deposit_id}"))?;
+            chain(db, config, &t.gate_id)?.reverse(deposit_id).await?;
+            println!("{deposit_id} reversed");
+        }
+        SandboxCmd::Mine { gate, blocks } => {
+            if !(1..=100_000).contains(&blocks) {
+                bail!("--blocks must be 1..=100000");
+            }
+            let height = chain(db, config, &gate)?.mine(blocks).await?;
+            println!("{gate} height {height}");
+        }
+    }
+    Ok(())
+}
