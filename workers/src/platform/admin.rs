@@ -84,9 +84,7 @@ impl Queues {
     /// Every queue under this prefix (those pushed to or run by a stage), sorted.
     pub async fn queue_names(&self) -> anyhow::Result<Vec<String>> {
         let mut names: Vec<String> = match &self.conn {
-            Conn::Redis(conn) => {
-                redis::cmd("SMEMBERS").arg(self.registry_key()).query_async(&mut conn.clone()).await?
-            }
+            Conn::Redis(conn) => redis::cmd("SMEMBERS").arg(self.registry_key()).query_async(&mut conn.clone()).await?,
             Conn::Sqlite(pool) => {
                 sqlx::query_scalar(concat!(
                     "SELECT name FROM ",
@@ -121,59 +119,8 @@ impl Queues {
     pub async fn dead(&self, queue: &str, limit: usize) -> anyhow::Result<Vec<DeadJob>> {
         let queue = self.full_name(queue);
         match &self.conn {
-            Conn::Redis(conn) => {
-                let mut conn = conn.clone();
-                let cfg = redis_config(&queue);
-                let mut ids: Vec<String> =
-                    redis::cmd("SMEMBERS").arg(cfg.dead_jobs_set()).query_async(&mut conn).await?;
-                // Ids are ULIDs: sorting them sorts by creation time.
-                ids.sort_unstable_by(|a, b| b.cmp(a));
-                ids.truncate(limit);
-                let mut pipe = redis::pipe();
-                for id in &ids {
-                    pipe.cmd("HGET").arg(cfg.job_data_hash()).arg(id);
-                    pipe.cmd("HGETALL").arg(format!("{}:{id}", cfg.job_meta_hash()));
-                }
-                let replies: Vec<(Option<Vec<u8>>, HashMap<String, String>)> = if ids.is_empty() {
-                    Vec::new()
-                } else {
-                    let flat: Vec<redis::Value> = pipe.query_async(&mut conn).await?;
-                    flat.chunks(2)
-                        .map(|pair| {
-                            Ok((redis::from_redis_value(pair[0].clone())?, redis::from_redis_value(pair[1].clone())?))
-                        })
-                        .collect::<Result<_, redis::ParsingError>>()?
-                };
-                Ok(ids
-                    .into_iter()
-                    .zip(replies)
-                    .map(|(id, (data, meta))| {
-                        let done_at = meta.get("done_at").and_then(|t| t.parse().ok());
-                        dead_job(id, data.as_deref(), meta.get("result").map(String::as_str), done_at)
-                    })
-                    .collect())
-            }
-            Conn::Sqlite(pool) => {
-                let rows = sqlx::query(concat!(
-                    "SELECT id, job, last_result, done_at FROM Jobs WHERE job_type = ?1 AND ",
-                    sqlite_dead!(),
-                    " ORDER BY done_at DESC, id DESC LIMIT ?2"
-                ))
-                .bind(&queue)
-                .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-                .fetch_all(pool)
-                .await?;
-                rows.iter()
-                    .map(|r| {
-                        Ok(dead_job(
-                            r.try_get("id")?,
-                            r.try_get::<Option<Vec<u8>>, _>("job")?.as_deref(),
-                            r.try_get::<Option<String>, _>("last_result")?.as_deref(),
-                            r.try_get("done_at")?,
-                        ))
-                    })
-                    .collect()
-            }
+            Conn::Redis(conn) => redis_dead(&mut conn.clone(), &queue, limit).await,
+            Conn::Sqlite(pool) => sqlite_dead(pool, &queue, limit).await,
         }
     }
 
@@ -296,6 +243,60 @@ fn reset_envelope(data: &[u8]) -> anyhow::Result<(Vec<u8>, u64)> {
     envelope.attempt = 0;
     envelope.ready_at_ms = now_ms();
     Ok((envelope.to_bytes()?, envelope.ready_at_ms / 1000))
+}
+
+/// A job's stored bytes and its meta hash.
+type RedisJobRecord = (Option<Vec<u8>>, HashMap<String, String>);
+
+async fn redis_dead(conn: &mut ConnectionManager, queue: &str, limit: usize) -> anyhow::Result<Vec<DeadJob>> {
+    let cfg = redis_config(queue);
+    let mut ids: Vec<String> = redis::cmd("SMEMBERS").arg(cfg.dead_jobs_set()).query_async(conn).await?;
+    // Ids are ULIDs: sorting them sorts by creation time.
+    ids.sort_unstable_by(|a, b| b.cmp(a));
+    ids.truncate(limit);
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut pipe = redis::pipe();
+    for id in &ids {
+        pipe.cmd("HGET").arg(cfg.job_data_hash()).arg(id);
+        pipe.cmd("HGETALL").arg(format!("{}:{id}", cfg.job_meta_hash()));
+    }
+    let flat: Vec<redis::Value> = pipe.query_async(conn).await?;
+    let records = flat
+        .chunks(2)
+        .map(|pair| Ok((redis::from_redis_value(pair[0].clone())?, redis::from_redis_value(pair[1].clone())?)))
+        .collect::<Result<Vec<RedisJobRecord>, redis::ParsingError>>()?;
+    Ok(ids
+        .into_iter()
+        .zip(records)
+        .map(|(id, (data, meta))| {
+            let done_at = meta.get("done_at").and_then(|t| t.parse().ok());
+            dead_job(id, data.as_deref(), meta.get("result").map(String::as_str), done_at)
+        })
+        .collect())
+}
+
+async fn sqlite_dead(pool: &SqlitePool, queue: &str, limit: usize) -> anyhow::Result<Vec<DeadJob>> {
+    let rows = sqlx::query(concat!(
+        "SELECT id, job, last_result, done_at FROM Jobs WHERE job_type = ?1 AND ",
+        sqlite_dead!(),
+        " ORDER BY done_at DESC, id DESC LIMIT ?2"
+    ))
+    .bind(queue)
+    .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+    .fetch_all(pool)
+    .await?;
+    rows.iter()
+        .map(|r| {
+            Ok(dead_job(
+                r.try_get("id")?,
+                r.try_get::<Option<Vec<u8>>, _>("job")?.as_deref(),
+                r.try_get::<Option<String>, _>("last_result")?.as_deref(),
+                r.try_get("done_at")?,
+            ))
+        })
+        .collect()
 }
 
 async fn redis_depth(conn: &mut ConnectionManager, queue: String) -> anyhow::Result<QueueDepth> {

@@ -39,16 +39,13 @@ const READY_TIMEOUT: Duration = Duration::from_secs(3);
 pub fn ops_router(readiness: impl ReadinessCheck) -> Router {
     let metrics = install_recorder();
     let readiness: Arc<dyn ReadinessCheck> = Arc::new(readiness);
-    Router::new()
-        .route("/health", get(|| async { "ok" }))
-        .route("/ready", get(ready).with_state(readiness))
-        .route(
-            "/metrics",
-            get(move || {
-                let body = metrics.render();
-                async move { ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body) }
-            }),
-        )
+    Router::new().route("/health", get(|| async { "ok" })).route("/ready", get(ready).with_state(readiness)).route(
+        "/metrics",
+        get(move || {
+            let body = metrics.render();
+            async move { ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body) }
+        }),
+    )
 }
 
 async fn ready(State(readiness): State<Arc<dyn ReadinessCheck>>) -> impl IntoResponse {

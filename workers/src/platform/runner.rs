@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use apalis::prelude::{AbortError, BoxDynError, Task, WorkerBuilder, WorkerBuilderExt};
 use apalis::prelude::BackendExt;
+use apalis::prelude::{AbortError, BoxDynError, Task, WorkerBuilder, WorkerBuilderExt};
 use apalis_redis::RedisStorage;
 use apalis_sqlite::SqliteStorage;
 use futures::FutureExt;
@@ -286,9 +286,8 @@ async fn run_worker(
                 .batch_size(concurrency)
                 .heartbeat_interval(settings.heartbeat_interval)
                 .missed_heartbeats(3);
-            let storage = RedisStorage::<Value>::new(conn.clone())
-                .with_config(config)
-                .poll_with_interval(settings.poll_interval);
+            let storage =
+                RedisStorage::<Value>::new(conn.clone()).with_config(config).poll_with_interval(settings.poll_interval);
             WorkerBuilder::new(name).backend(storage).concurrency(concurrency).build(service).run_until(stop).await?;
         }
         Conn::Sqlite(pool) => {
