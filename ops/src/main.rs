@@ -2,6 +2,7 @@
 //! (defaults < paygate.toml < PAYGATE_* variables).
 
 mod bench;
+mod jobs;
 
 use std::str::FromStr;
 
@@ -41,6 +42,9 @@ enum Command {
     Payouts(PayoutCmd),
     /// Load benchmark: invoice creation over HTTP against PostgreSQL, next to a pgbench baseline.
     Bench(bench::BenchArgs),
+    /// Job queues: depths, dead jobs, replay.
+    #[command(subcommand)]
+    Jobs(jobs::JobsCmd),
 }
 
 #[derive(Subcommand)]
@@ -204,6 +208,7 @@ async fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Serve => serve(config).await,
         Command::Bench(args) => bench::run(args).await,
+        Command::Jobs(cmd) => jobs::run(&config, cmd).await,
         Command::Migrate => {
             let db = api::db::connect(&config).await?;
             api::db::migrate(&db).await?;
