@@ -239,25 +239,37 @@ async fn delayed_job_waits_for_its_delay() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn graceful_shutdown_lets_the_in_flight_job_finish() {
     let t = TestQueues::new().await;
-    let finished = Arc::new(AtomicBool::new(false));
+    let finished = Arc::new(AtomicU32::new(0));
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let f = finished.clone();
-    let running = Running::start(Runtime::new(t.queues.clone()).stage(stage(3), move |_job: Ping, _ctx: JobCtx| {
-        let (finished, tx) = (f.clone(), tx.clone());
+    let one_at_a_time = platform::StageSettings { concurrency: 1, ..stage(3) };
+    let (f, sent) = (finished.clone(), tx.clone());
+    let handler = move |job: Ping, _ctx: JobCtx| {
+        let (finished, tx) = (f.clone(), sent.clone());
         async move {
-            tx.send(()).unwrap();
+            tx.send(job.invoice_id).unwrap();
             tokio::time::sleep(Duration::from_millis(800)).await;
-            finished.store(true, Ordering::SeqCst);
+            finished.fetch_add(1, Ordering::SeqCst);
             Ok(())
         }
-    }));
-    t.queues.push(Ping { invoice_id: 1 }).await.unwrap();
+    };
+    for invoice_id in 1..=3 {
+        t.queues.push(Ping { invoice_id }).await.unwrap();
+    }
+    let running = Running::start(Runtime::new(t.queues.clone()).stage(one_at_a_time.clone(), handler.clone()));
     recv(&mut rx).await;
     running.stop().await;
-    assert!(finished.load(Ordering::SeqCst), "the runtime returned before its in-flight job finished");
-    // Acknowledged as done: nothing left to run.
+    assert_eq!(finished.load(Ordering::SeqCst), 1, "the runtime returned before its in-flight job finished");
+    // The job that ran is acknowledged; the ones fetched but not started went back to the queue.
     let depth = t.queues.depths().await.unwrap().pop().unwrap();
-    assert_eq!((depth.waiting, depth.scheduled, depth.running, depth.dead), (0, 0, 0, 0), "{depth:?}");
+    assert_eq!((depth.waiting + depth.scheduled, depth.running, depth.dead), (2, 0, 0), "{depth:?}");
+
+    let running = Running::start(Runtime::new(t.queues.clone()).stage(one_at_a_time, handler));
+    eventually(WAIT, "the other two jobs", || {
+        let done = finished.load(Ordering::SeqCst) == 3;
+        async move { done.then_some(()) }
+    })
+    .await;
+    running.stop().await;
     t.cleanup().await;
 }
 

@@ -190,6 +190,7 @@ impl Runtime {
     pub async fn run(self, stop: impl Future<Output = ()> + Send) -> anyhow::Result<()> {
         let Runtime { queues, settings, stages } = self;
         anyhow::ensure!(!stages.is_empty(), "no stage registered");
+        metrics::install_recorder();
         let token = CancellationToken::new();
         let mut tasks = JoinSet::new();
         let queue_names: Vec<String> = stages.iter().map(|s| s.queue.to_string()).collect();
