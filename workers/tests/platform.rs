@@ -313,6 +313,29 @@ async fn jobs_survive_a_killed_runtime() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_worker_is_replaced_under_a_new_name() {
+    let t = TestQueues::new().await;
+    let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+    let running = Running::start(Runtime::new(t.queues.clone()).stage(stage(3), move |_job: Ping, ctx: JobCtx| {
+        let tx = tx.clone();
+        async move {
+            tx.send(ctx.worker().to_owned()).unwrap();
+            Ok(())
+        }
+    }));
+    t.queues.push(Ping { invoice_id: 1 }).await.unwrap();
+    let first = recv(&mut rx).await;
+    t.unregister_worker(&t.queues.queue_name::<Ping>(), &first).await;
+    t.queues.push(Ping { invoice_id: 2 }).await.unwrap();
+    let second = recv(&mut rx).await;
+    assert_ne!(first, second);
+    // <stage>-<host>-<pid>-<random>
+    assert!(second.starts_with("ping-") && second.contains(&format!("-{}-", std::process::id())), "{second}");
+    running.stop().await;
+    t.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ops_endpoints_report_health_readiness_and_metrics() {
     let t = TestQueues::new().await;
     let (tx, mut rx) = mpsc::unbounded_channel();

@@ -38,6 +38,35 @@ impl TestQueues {
         Queues::connect(&self.backend).await.expect("reconnect")
     }
 
+    /// Deletes a worker's registration behind its back, as an expired or flushed backend would:
+    /// its next heartbeat or fetch fails.
+    pub async fn unregister_worker(&self, queue: &str, worker: &str) {
+        match &self.backend {
+            QueueBackend::Redis { url, .. } => {
+                let client = redis::Client::open(url.as_str()).unwrap();
+                let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+                let removed: u32 = redis::cmd("ZREM")
+                    .arg(format!("{queue}:workers"))
+                    .arg(worker)
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+                assert_eq!(removed, 1, "worker {worker} was not registered");
+            }
+            QueueBackend::Sqlite { path, .. } => {
+                let options = sqlx::sqlite::SqliteConnectOptions::new().filename(path).foreign_keys(false);
+                let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
+                let removed = sqlx::query("DELETE FROM Workers WHERE id = ?1")
+                    .bind(worker)
+                    .execute(&pool)
+                    .await
+                    .unwrap()
+                    .rows_affected();
+                assert_eq!(removed, 1, "worker {worker} was not registered");
+            }
+        }
+    }
+
     /// Removes this test's Redis keys (SQLite files go with the temp dir).
     pub async fn cleanup(self) {
         if let QueueBackend::Redis { url, prefix } = &self.backend {
