@@ -84,8 +84,11 @@ async fn a_job_runs_once_and_can_enqueue_follow_ups() {
     assert!(rx.try_recv().is_err());
 
     let depths = t.queues.depths().await.unwrap();
-    assert_eq!(depths.iter().map(|d| d.queue.clone()).collect::<Vec<_>>(), [ping, pong]);
     assert!(depths.iter().all(|d| d.waiting + d.scheduled + d.running + d.dead == 0), "{depths:?}");
+    assert_eq!(depths.into_iter().map(|d| d.queue).collect::<Vec<_>>(), [ping.clone(), pong]);
+    // Completed jobs are purged (by the janitor, or here).
+    t.queues.purge_done("ping").await.unwrap();
+    assert_eq!(t.stored_jobs(&ping).await, 0);
     t.cleanup().await;
 }
 

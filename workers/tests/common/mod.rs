@@ -67,6 +67,28 @@ impl TestQueues {
         }
     }
 
+    /// Jobs of `queue` still stored in the backend, in any state.
+    pub async fn stored_jobs(&self, queue: &str) -> u64 {
+        match &self.backend {
+            QueueBackend::Redis { url, .. } => {
+                let client = redis::Client::open(url.as_str()).unwrap();
+                let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+                redis::cmd("HLEN").arg(format!("{queue}:data")).query_async(&mut conn).await.unwrap()
+            }
+            QueueBackend::Sqlite { path, .. } => {
+                let pool = sqlx::SqlitePool::connect_with(sqlx::sqlite::SqliteConnectOptions::new().filename(path))
+                    .await
+                    .unwrap();
+                let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM Jobs WHERE job_type = ?1")
+                    .bind(queue)
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap();
+                n.try_into().unwrap()
+            }
+        }
+    }
+
     /// Removes this test's Redis keys (SQLite files go with the temp dir).
     pub async fn cleanup(self) {
         if let QueueBackend::Redis { url, prefix } = &self.backend {
