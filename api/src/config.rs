@@ -42,6 +42,22 @@ pub struct Config {
     pub sandbox: SandboxConfig,
     /// Deposit scanning and confirmation tracking.
     pub pipeline: PipelineConfig,
+    /// Job queues; read by `workers::platform::QueueConfig` (backend, redis_url, prefix, sqlite_path).
+    pub queue: figment::value::Dict,
+    /// Worker processes: where each serves `/health`, `/ready` and `/metrics`.
+    pub worker: WorkerConfig,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct WorkerConfig {
+    pub listen: SocketAddr,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        WorkerConfig { listen: SocketAddr::from(([127, 0, 0, 1], 9090)) }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -257,6 +273,8 @@ impl Default for Config {
             fees: default_fees(),
             sandbox: SandboxConfig::default(),
             pipeline: PipelineConfig::default(),
+            queue: figment::value::Dict::new(),
+            worker: WorkerConfig::default(),
         }
     }
 }

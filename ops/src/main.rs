@@ -3,6 +3,7 @@
 
 mod bench;
 mod sandbox;
+mod jobs;
 
 use std::str::FromStr;
 
@@ -45,6 +46,9 @@ enum Command {
     /// Sandbox chains of the test environment: deposits, reversals, blocks.
     #[command(subcommand)]
     Sandbox(sandbox::SandboxCmd),
+    /// Job queues: depths, dead jobs, replay.
+    #[command(subcommand)]
+    Jobs(jobs::JobsCmd),
 }
 
 #[derive(Subcommand)]
@@ -216,6 +220,7 @@ async fn main() -> anyhow::Result<()> {
             api::db::migrate(&db).await?;
             sandbox::run(&db, &config, cmd).await
         }
+        Command::Jobs(cmd) => jobs::run(&config, cmd).await,
         Command::Migrate => {
             let db = api::db::connect(&config).await?;
             api::db::migrate(&db).await?;
