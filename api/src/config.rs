@@ -95,6 +95,10 @@ pub struct PipelineConfig {
     pub sweep_interval_ms: u64,
     /// A seen deposit not confirmed within this window makes its invoice `invalid`.
     pub monitor_window_secs: u64,
+    /// Jobs run at once per process, per stage (`deposit-scan`, `track-payment`, …); default 4.
+    pub stage_concurrency: BTreeMap<String, usize>,
+    /// Attempts of a failing job before it is dead-lettered.
+    pub max_attempts: u32,
 }
 
 impl Default for PipelineConfig {
@@ -105,6 +109,8 @@ impl Default for PipelineConfig {
             track_interval_ms: 1000,
             sweep_interval_ms: 5000,
             monitor_window_secs: 24 * 3600,
+            stage_concurrency: BTreeMap::new(),
+            max_attempts: 10,
         }
     }
 }

@@ -2,8 +2,8 @@
 //! (defaults < paygate.toml < PAYGATE_* variables).
 
 mod bench;
-mod sandbox;
 mod jobs;
+mod sandbox;
 
 use std::str::FromStr;
 
@@ -421,6 +421,8 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     }
     let listen = config.listen;
     let seed = config.embedded.seed_demo;
+    let queues = workers::process::connect_queues(&config).await?;
+    let worker_config = std::sync::Arc::new(config.clone());
     let state = api::bootstrap(config).await?;
     if seed && let Some((m, key)) = merchants::seed_demo(&state.db).await? {
         println!("\nFirst start: created merchant {:?} ({}) and a test API key with every permission.", m.name, m.id);
@@ -430,6 +432,22 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     }
     let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
     tracing::info!(addr = %listener.local_addr()?, "paygate (embedded) listening; API docs at /docs");
-    api::app::serve(listener, state, api::app::shutdown_signal()).await?;
+    // Every worker stage runs in this process on the embedded queue.
+    let stop = tokio_util::sync::CancellationToken::new();
+    let (api_stop, stages_stop, after_api) = (stop.clone(), stop.clone(), stop.clone());
+    let stages = tokio::spawn(workers::process::run_stages(
+        &workers::stages::Stage::ALL,
+        state.db.clone(),
+        worker_config,
+        queues,
+        async move { stages_stop.cancelled().await },
+    ));
+    tokio::spawn(async move {
+        api::app::shutdown_signal().await;
+        stop.cancel();
+    });
+    api::app::serve(listener, state, async move { api_stop.cancelled().await }).await?;
+    after_api.cancel();
+    stages.await??;
     Ok(())
 }

@@ -44,7 +44,8 @@ pub async fn run(db: &DatabaseConnection, config: &Config, cmd: SandboxCmd) -> a
         SandboxCmd::Deposit { invoice, address, amount, tx_hash } => {
             let (env, gate_id, key) = match (invoice, address) {
                 (Some(id), _) => {
-                    let inv = invoice::Entity::find_by_id(id).one(db).await?.with_context(|| format!("no invoice {id}"))?;
+                    let inv =
+                        invoice::Entity::find_by_id(id).one(db).await?.with_context(|| format!("no invoice {id}"))?;
                     match (inv.gate_id, inv.address_key) {
                         (Some(g), Some(k)) => (inv.environment, g, k),
                         _ => bail!("invoice {id} has no deposit address yet"),

@@ -6,3 +6,5 @@
 //! queues, retries with backoff, dead letters and their replay, metrics and health endpoints.
 
 pub mod platform;
+pub mod process;
+pub mod stages;

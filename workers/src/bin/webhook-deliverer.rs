@@ -1,0 +1,6 @@
+//! `webhook-deliverer`: one worker stage in its own process (see `workers::stages`).
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    workers::process::main(workers::stages::Stage::WebhookDeliverer).await
+}

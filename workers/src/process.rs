@@ -1,0 +1,83 @@
+//! A worker process: configuration, database, queues, the stages' job runtime, their periodic
+//! tasks, and `/health`, `/ready` (database and queue backend reachable) and `/metrics`.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use api::chain::Chains;
+use api::config::Config;
+use sea_orm::{ConnectionTrait, DatabaseConnection};
+use tokio_util::sync::CancellationToken;
+
+use crate::platform::{QueueConfig, Queues, Runtime, serve_ops_http, shutdown_signal};
+use crate::stages::{self, Stage, StageCtx};
+
+/// Connects the queue backend the configuration names (`[queue]`, else Redis when
+/// `redis_url` is set, else the embedded SQLite queue).
+pub async fn connect_queues(config: &Config) -> anyhow::Result<Queues> {
+    let backend = QueueConfig::load()?.resolve(config)?;
+    Queues::connect(&backend).await
+}
+
+/// Runs `stages` on an existing database until `stop` resolves or SIGTERM/SIGINT arrives.
+/// In-flight jobs finish; the periodic tasks stop first.
+pub async fn run_stages(
+    stages: &[Stage],
+    db: DatabaseConnection,
+    config: Arc<Config>,
+    queues: Queues,
+    stop: impl Future<Output = ()> + Send,
+) -> anyhow::Result<()> {
+    let ctx = StageCtx { chains: Chains::new(&db, &config.sandbox), db, config, queues: queues.clone() };
+    let mut rt = Runtime::new(queues);
+    for s in stages {
+        rt = stages::register(rt, *s, &ctx);
+    }
+    let token = CancellationToken::new();
+    let background: Vec<_> = stages.iter().filter_map(|s| stages::spawn_background(*s, &ctx, token.clone())).collect();
+    let bg_token = token.clone();
+    let result = rt
+        .run(async move {
+            stop.await;
+            bg_token.cancel();
+        })
+        .await;
+    token.cancel();
+    for task in background {
+        let _ = task.await;
+    }
+    result
+}
+
+/// The `main` of one stage's binary.
+pub async fn main(stage: Stage) -> anyhow::Result<()> {
+    let config = Config::load().map_err(|e| anyhow::anyhow!("{e}"))?;
+    api::telemetry::init(config.log_format);
+    let db = api::db::connect(&config).await?;
+    let queues = connect_queues(&config).await?;
+    let (db_ready, q_ready) = (db.clone(), queues.clone());
+    let readiness = move || {
+        let (db, q) = (db_ready.clone(), q_ready.clone());
+        async move {
+            db.execute_unprepared("SELECT 1").await.map_err(|e| anyhow::anyhow!("database: {e}"))?;
+            q.ping().await.map_err(|e| anyhow::anyhow!("queue backend: {e}"))?;
+            Ok(())
+        }
+    };
+    let stop = CancellationToken::new();
+    let http_stop = stop.clone();
+    let http = serve_ops_http(config.worker.listen, readiness, async move { http_stop.cancelled().await }).await?;
+    tracing::info!(stage = stage.name(), ops = %http.local_addr(), backend = queues.backend_name(), "worker started");
+    let run_stop = stop.clone();
+    let result = run_stages(&[stage], db, Arc::new(config), queues, async move {
+        tokio::select! {
+            () = shutdown_signal() => {}
+            () = run_stop.cancelled() => {}
+        }
+    })
+    .await;
+    stop.cancel();
+    http.wait().await?;
+    tracing::info!(stage = stage.name(), "worker stopped");
+    result
+}

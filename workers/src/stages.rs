@@ -1,0 +1,228 @@
+//! The pipeline's stages as jobs: which queue each stage consumes, its handler, and the
+//! periodic tasks a stage's process runs beside it (the scanner's ticker, the tracker's
+//! sweeper). Jobs carry ids only; handlers re-read their rows (`api::pipeline` is idempotent).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use api::chain::Chains;
+use api::config::Config;
+use api::pipeline::{scanner, sweeper, tracker};
+use entity::Environment;
+use sea_orm::DatabaseConnection;
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::platform::{Job, JobCtx, JobError, Queues, Runtime, StageSettings};
+
+/// Scan one gate's new blocks.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ScanGate {
+    pub environment: Environment,
+    pub gate_id: String,
+}
+
+impl Job for ScanGate {
+    const QUEUE: &'static str = "deposit-scan";
+}
+
+/// Follow one payment's confirmations.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TrackPayment {
+    pub payment_id: Uuid,
+}
+
+impl Job for TrackPayment {
+    const QUEUE: &'static str = "track-payment";
+}
+
+/// Convert a credited payment into its invoice's settlement asset (settlement issue).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ConvertSettlement {
+    pub payment_id: Uuid,
+}
+
+impl Job for ConvertSettlement {
+    const QUEUE: &'static str = "settlement-convert";
+}
+
+/// Execute one approved payout (payout issue).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ExecutePayout {
+    pub payout_id: Uuid,
+}
+
+impl Job for ExecutePayout {
+    const QUEUE: &'static str = "payout-execute";
+}
+
+/// Deliver one outbox event to its merchant's webhook (webhook issue).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DeliverEvent {
+    pub event_id: Uuid,
+}
+
+impl Job for DeliverEvent {
+    const QUEUE: &'static str = "webhook-deliver";
+}
+
+/// The five worker stages, one binary each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    DepositScanner,
+    ConfirmationTracker,
+    SettlementConverter,
+    PayoutExecutor,
+    WebhookDeliverer,
+}
+
+impl Stage {
+    pub const ALL: [Stage; 5] = [
+        Stage::DepositScanner,
+        Stage::ConfirmationTracker,
+        Stage::SettlementConverter,
+        Stage::PayoutExecutor,
+        Stage::WebhookDeliverer,
+    ];
+
+    /// The binary's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::DepositScanner => "deposit-scanner",
+            Stage::ConfirmationTracker => "confirmation-tracker",
+            Stage::SettlementConverter => "settlement-converter",
+            Stage::PayoutExecutor => "payout-executor",
+            Stage::WebhookDeliverer => "webhook-deliverer",
+        }
+    }
+}
+
+/// What every handler needs.
+#[derive(Clone)]
+pub struct StageCtx {
+    pub db: DatabaseConnection,
+    pub chains: Chains,
+    pub config: Arc<Config>,
+    pub queues: Queues,
+}
+
+fn settings(cfg: &Config, queue: &str) -> StageSettings {
+    let p = &cfg.pipeline;
+    StageSettings {
+        concurrency: p.stage_concurrency.get(queue).copied().unwrap_or(4).max(1),
+        max_attempts: p.max_attempts.max(1),
+        ..StageSettings::default()
+    }
+}
+
+/// Registers `stage`'s queue and handler.
+pub fn register(rt: Runtime, stage: Stage, ctx: &StageCtx) -> Runtime {
+    let cfg = ctx.config.clone();
+    match stage {
+        Stage::DepositScanner => {
+            let ctx = ctx.clone();
+            rt.stage(settings(&cfg, ScanGate::QUEUE), move |job: ScanGate, _: JobCtx| {
+                let ctx = ctx.clone();
+                async move { scan(&ctx, job).await }
+            })
+        }
+        Stage::ConfirmationTracker => {
+            let ctx = ctx.clone();
+            rt.stage(settings(&cfg, TrackPayment::QUEUE), move |job: TrackPayment, _: JobCtx| {
+                let ctx = ctx.clone();
+                async move { track(&ctx, job).await }
+            })
+        }
+        // Skeletons until their issues: the queue exists and is consumed; a job that arrives
+        // is dead-lettered with a clear error, so it can be replayed once the stage exists.
+        Stage::SettlementConverter => {
+            rt.stage(settings(&cfg, ConvertSettlement::QUEUE), |_: ConvertSettlement, _| async {
+                Err(JobError::permanent(anyhow::anyhow!("settlement conversion is not implemented yet")))
+            })
+        }
+        Stage::PayoutExecutor => rt.stage(settings(&cfg, ExecutePayout::QUEUE), |_: ExecutePayout, _| async {
+            Err(JobError::permanent(anyhow::anyhow!("payout execution is not implemented yet")))
+        }),
+        Stage::WebhookDeliverer => rt.stage(settings(&cfg, DeliverEvent::QUEUE), |_: DeliverEvent, _| async {
+            Err(JobError::permanent(anyhow::anyhow!("webhook delivery is not implemented yet")))
+        }),
+    }
+}
+
+async fn scan(ctx: &StageCtx, job: ScanGate) -> Result<(), JobError> {
+    let Some(chain) = ctx.chains.get(job.environment, &job.gate_id) else {
+        return Err(JobError::permanent(anyhow::anyhow!("no chain for {} {}", job.environment, job.gate_id)));
+    };
+    let batch = ctx.config.pipeline.scan_batch_blocks;
+    // Catch up in bounded batches; each batch commits its payments with the cursor.
+    for _ in 0..20 {
+        let Some(report) = scanner::scan_gate(&ctx.db, chain.as_ref(), job.environment, batch).await? else {
+            break;
+        };
+        for payment_id in report.recorded {
+            // If this push is lost, the sweeper finds the untracked payment.
+            ctx.queues.push(TrackPayment { payment_id }).await?;
+        }
+    }
+    Ok(())
+}
+
+async fn track(ctx: &StageCtx, job: TrackPayment) -> Result<(), JobError> {
+    match tracker::track_payment(&ctx.db, &ctx.chains, &ctx.config.pipeline, job.payment_id).await? {
+        tracker::Next::Done => Ok(()),
+        tracker::Next::Recheck(after) => {
+            ctx.queues.push_after(job, after).await?;
+            Ok(())
+        }
+    }
+}
+
+/// Periodic tasks of a stage's process, until `stop`.
+pub fn spawn_background(stage: Stage, ctx: &StageCtx, stop: CancellationToken) -> Option<tokio::task::JoinHandle<()>> {
+    let ctx = ctx.clone();
+    match stage {
+        Stage::DepositScanner => Some(tokio::spawn(async move {
+            let every = Duration::from_millis(ctx.config.pipeline.scan_interval_ms.max(10));
+            while !stop.is_cancelled() {
+                for (environment, chain) in ctx.chains.all() {
+                    let job = ScanGate { environment, gate_id: chain.gate().id.into() };
+                    if let Err(e) = ctx.queues.push(job).await {
+                        tracing::warn!(error = %e, "could not enqueue a scan");
+                    }
+                }
+                tokio::select! {
+                    () = stop.cancelled() => break,
+                    () = tokio::time::sleep(every) => {}
+                }
+            }
+        })),
+        Stage::ConfirmationTracker => Some(tokio::spawn(async move {
+            let every = Duration::from_millis(ctx.config.pipeline.sweep_interval_ms.max(10));
+            let stale_after = stale_after(&ctx.config);
+            while !stop.is_cancelled() {
+                match sweeper::sweep(&ctx.db, stale_after).await {
+                    Ok(report) => {
+                        for payment_id in report.stale_payments {
+                            if let Err(e) = ctx.queues.push(TrackPayment { payment_id }).await {
+                                tracing::warn!(error = %e, "could not re-enqueue a payment");
+                            }
+                        }
+                    }
+                    Err(e) => tracing::warn!(error = %e, "sweep failed"),
+                }
+                tokio::select! {
+                    () = stop.cancelled() => break,
+                    () = tokio::time::sleep(every) => {}
+                }
+            }
+        })),
+        Stage::SettlementConverter | Stage::PayoutExecutor | Stage::WebhookDeliverer => None,
+    }
+}
+
+/// A payment unchecked for this long is considered lost by its job and re-enqueued: well past
+/// the tracker's own recheck delay, so live jobs are not duplicated.
+pub fn stale_after(cfg: &Config) -> Duration {
+    Duration::from_millis(cfg.pipeline.track_interval_ms.saturating_mul(10).max(5_000))
+}
