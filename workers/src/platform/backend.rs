@@ -225,7 +225,20 @@ async fn connect_sqlite(path: &Path) -> anyhow::Result<SqlitePool> {
         .await
         .with_context(|| format!("opening job queue file {}", path.display()))?;
     // apalis' own `setup` also turns `synchronous` off; only its migrations are wanted here.
-    SqliteStorage::migrations().run(&pool).await.context("migrating the job queue tables")?;
+    // Processes starting together race to create the tables (SQLite migrations take no lock):
+    // the loser retries once the winner's migration is visible.
+    let mut attempt = 0;
+    loop {
+        match SqliteStorage::migrations().run(&pool).await {
+            Ok(()) => break,
+            Err(e) if attempt < 20 => {
+                attempt += 1;
+                tracing::debug!(error = %e, attempt, "job queue migration raced; retrying");
+                tokio::time::sleep(Duration::from_millis(100 * attempt)).await;
+            }
+            Err(e) => return Err(e).context("migrating the job queue tables"),
+        }
+    }
     sqlx::query(concat!("CREATE TABLE IF NOT EXISTS ", sqlite_registry!(), " (name TEXT PRIMARY KEY NOT NULL)"))
         .execute(&pool)
         .await?;
