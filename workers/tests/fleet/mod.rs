@@ -1,0 +1,152 @@
+//! The deployed shape for end-to-end tests: the real `api`, `deposit-scanner` and
+//! `confirmation-tracker` binaries as separate processes over one database (a fresh SQLite file,
+//! or a fresh PostgreSQL database with `pg-tests`) and one queue backend (the embedded SQLite
+//! queue, or a fresh key prefix on Redis with `redis-tests`).
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Proc {
+    pub child: Child,
+    /// Base URL of its HTTP port (the API, or a worker's /health, /ready, /metrics).
+    pub url: String,
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Proc {
+    pub fn kill(&mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    /// SIGTERM, then the exit status (within 30 s).
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "process ignored SIGTERM");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A binary of another workspace package, built next to this test (`cargo test --workspace`
+/// builds every binary; `.ci/run` builds them before the feature suites).
+pub fn sibling_binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
+    let path = dir.join(name);
+    assert!(path.exists(), "{} is missing: build it first (cargo build -p api --bins)", path.display());
+    path
+}
+
+pub struct Fleet {
+    pub db_url: String,
+    pub env: Vec<(String, String)>,
+    pub dir: tempfile::TempDir,
+}
+
+impl Fleet {
+    /// Settings shared by every process: fast sandbox blocks and polls so tests run in seconds.
+    pub fn new(db_url: &str, extra: &[(&str, &str)]) -> Fleet {
+        let dir = tempfile::tempdir().unwrap();
+        let prefix = format!("paygate-e2e-{:016x}", rand::random::<u64>());
+        let mut env: Vec<(String, String)> = vec![
+            ("PAYGATE_DATABASE_URL".into(), db_url.into()),
+            ("PAYGATE_QUEUE__PREFIX".into(), prefix),
+            ("PAYGATE_SANDBOX__BLOCK_INTERVAL_MS".into(), "100".into()),
+            ("PAYGATE_PIPELINE__SCAN_INTERVAL_MS".into(), "100".into()),
+            ("PAYGATE_PIPELINE__TRACK_INTERVAL_MS".into(), "100".into()),
+            ("PAYGATE_PIPELINE__SWEEP_INTERVAL_MS".into(), "200".into()),
+            ("PAYGATE_EMBEDDED__SEED_DEMO".into(), "false".into()),
+            ("PAYGATE_RATES__LIVE__PROVIDER".into(), "static".into()),
+            ("RUST_LOG".into(), "warn,sqlx=error".into()),
+        ];
+        if cfg!(feature = "redis-tests") {
+            let url = std::env::var("PAYGATE_TEST_REDIS").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
+            env.push(("PAYGATE_QUEUE__BACKEND".into(), "redis".into()));
+            env.push(("PAYGATE_QUEUE__REDIS_URL".into(), url));
+        } else {
+            env.push(("PAYGATE_QUEUE__BACKEND".into(), "sqlite".into()));
+            env.push(("PAYGATE_QUEUE__SQLITE_PATH".into(), dir.path().join("jobs.sqlite").display().to_string()));
+        }
+        for (k, v) in extra {
+            env.retain(|(n, _)| n != k);
+            env.push(((*k).into(), (*v).into()));
+        }
+        Fleet { db_url: db_url.to_owned(), env, dir }
+    }
+
+    fn spawn(&self, program: &std::path::Path, args: &[&str], port_var: &str) -> Proc {
+        let port = free_port();
+        let mut cmd = Command::new(program);
+        cmd.args(args)
+            .env(port_var, format!("127.0.0.1:{port}"))
+            .current_dir(self.dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().unwrap_or_else(|e| panic!("start {}: {e}", program.display()));
+        Proc { child, url: format!("http://127.0.0.1:{port}") }
+    }
+
+    pub fn api(&self) -> Proc {
+        self.spawn(&sibling_binary("api"), &[], "PAYGATE_LISTEN")
+    }
+
+    pub fn worker(&self, binary: &str) -> Proc {
+        self.spawn(std::path::Path::new(binary), &[], "PAYGATE_WORKER__LISTEN")
+    }
+
+    pub fn queue_var(&self, name: &str) -> String {
+        self.env.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone()).unwrap_or_default()
+    }
+
+    /// Deletes every queue key of this fleet (Redis only): what a Redis flush does to it.
+    pub async fn flush_redis(&self) {
+        assert!(cfg!(feature = "redis-tests"));
+        let client = redis::Client::open(self.queue_var("PAYGATE_QUEUE__REDIS_URL")).unwrap();
+        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("{}*", self.queue_var("PAYGATE_QUEUE__PREFIX")))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        if !keys.is_empty() {
+            let _: () = redis::cmd("DEL").arg(&keys).query_async(&mut conn).await.unwrap();
+        }
+    }
+}
+
+/// Waits until `GET <url>/ready` answers 200 (and `/health` too).
+pub async fn wait_ready(http: &reqwest::Client, p: &Proc) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(r) = http.get(format!("{}/ready", p.url)).send().await
+            && r.status() == 200
+        {
+            assert_eq!(http.get(format!("{}/health", p.url)).send().await.unwrap().status(), 200);
+            return;
+        }
+        assert!(Instant::now() < deadline, "{} never became ready", p.url);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
