@@ -38,3 +38,18 @@ pub async fn migrate(db: &DatabaseConnection) -> anyhow::Result<()> {
     migration::Migrator::up(db, None).await?;
     Ok(())
 }
+
+/// Begins a transaction that will write. On SQLite it is `BEGIN IMMEDIATE`: it takes the write
+/// lock up front (waiting under the busy timeout) instead of reading first and failing with
+/// `SQLITE_BUSY_SNAPSHOT` when another process committed in between. PostgreSQL ignores the
+/// option.
+pub async fn begin_write<C: sea_orm::TransactionTrait>(db: &C) -> Result<sea_orm::DatabaseTransaction, sea_orm::DbErr>
+where
+    C: sea_orm::TransactionTrait<Transaction = sea_orm::DatabaseTransaction>,
+{
+    db.begin_with_options(sea_orm::TransactionOptions {
+        sqlite_transaction_mode: Some(sea_orm::SqliteTransactionMode::Immediate),
+        ..Default::default()
+    })
+    .await
+}

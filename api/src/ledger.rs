@@ -153,14 +153,13 @@ pub async fn adjust(
     amount: Decimal,
     reason: &str,
 ) -> Result<balance::Model, LedgerError> {
-    use sea_orm::TransactionTrait;
     if amount.is_zero() {
         return Err(LedgerError::Invalid("an adjustment must not be zero".into()));
     }
     if amount.scale() > gate.decimals {
         return Err(LedgerError::Invalid(format!("{} allows at most {} decimal places", gate.id, gate.decimals)));
     }
-    let txn = db.begin().await?;
+    let txn = crate::db::begin_write(db).await?;
     let posting = Posting {
         bucket: Bucket::Available,
         amount,

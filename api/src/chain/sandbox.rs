@@ -12,7 +12,7 @@ use rust_decimal::Decimal;
 use sea_orm::sea_query::{Expr, OnConflict};
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter,
-    QueryOrder, TransactionTrait,
+    QueryOrder,
 };
 use uuid::Uuid;
 
@@ -96,7 +96,7 @@ impl SandboxChain {
         amount: Decimal,
         tx_hash: Option<&str>,
     ) -> Result<sandbox_transfer::Model, ChainError> {
-        let txn = self.db.begin().await?;
+        let txn = crate::db::begin_write(&self.db).await?;
         // Take the chain row's lock (also creating it) before reading the tip: no advance can
         // commit between reading it and committing the transfer.
         self.row(&txn).await?;

@@ -7,8 +7,7 @@ use entity::{
 use rust_decimal::Decimal;
 use sea_orm::sea_query::{Expr, ExprTrait, OnConflict};
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
-    QuerySelect, TransactionTrait,
+    ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect,
 };
 use uuid::Uuid;
 
@@ -336,7 +335,7 @@ pub async fn create(state: &AppState, who: &Principal, req: &CreatePayoutRequest
         fee_kind: FeeKind::Payout,
     };
     let model = prepare(state, who, spec).await?;
-    let txn = state.db.begin().await?;
+    let txn = crate::db::begin_write(&state.db).await?;
     if !insert_reserved(&txn, &model).await? {
         // A concurrent request with the same key won: undo our reservation, return theirs.
         txn.rollback().await?;
@@ -392,7 +391,7 @@ async fn end_with_release(
 ) -> Result<Option<payout::Model>, ApiError> {
     let Some(next) = p.status.on(trigger) else { return Ok(None) };
     let now = Utc::now();
-    let txn = db.begin().await?;
+    let txn = crate::db::begin_write(db).await?;
     let mut update = payout::Entity::update_many()
         .col_expr(payout::Column::Status, Expr::value(next.as_str()))
         .col_expr(payout::Column::UpdatedAt, Expr::value(now))

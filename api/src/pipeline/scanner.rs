@@ -12,7 +12,7 @@ use entity::{
     scan_cursor, static_address,
 };
 use sea_orm::sea_query::{Expr, OnConflict};
-use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, TransactionTrait};
+use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter};
 use uuid::Uuid;
 
 use super::{PipelineError, transition};
@@ -56,7 +56,7 @@ pub async fn scan_gate(
     let transfers = chain.transfers(from, to).await?;
     let report_len = transfers.len();
 
-    let txn = db.begin().await?;
+    let txn = crate::db::begin_write(db).await?;
     // Move the cursor first, guarded: of two scanners on one range, one wins and the other
     // rolls back everything it did.
     let moved = match &cursor {

@@ -6,7 +6,7 @@
 use chrono::{Duration, Utc};
 use entity::{InvoiceStatus, InvoiceTrigger, PaymentStatus, invoice, payment};
 use sea_orm::sea_query::{Condition, Expr, ExprTrait};
-use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect, TransactionTrait};
+use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 use uuid::Uuid;
 
 use super::{PipelineError, tracker, transition};
@@ -34,7 +34,7 @@ pub async fn sweep(db: &DatabaseConnection, stale_after: std::time::Duration) ->
             .limit(SWEEP_LIMIT)
     };
     for inv in due(InvoiceStatus::Pending, invoice::Column::ExpiresAt).all(db).await? {
-        let txn = db.begin().await?;
+        let txn = crate::db::begin_write(db).await?;
         if let Some(after) = transition(&txn, &inv, InvoiceTrigger::Expire).await? {
             events::emit_invoice(&txn, kind::INVOICE_EXPIRED, &after, None).await?;
             report.expired += 1;
@@ -42,7 +42,7 @@ pub async fn sweep(db: &DatabaseConnection, stale_after: std::time::Duration) ->
         txn.commit().await?;
     }
     for inv in due(InvoiceStatus::Draft, invoice::Column::DraftExpiresAt).all(db).await? {
-        let txn = db.begin().await?;
+        let txn = crate::db::begin_write(db).await?;
         if let Some(after) = transition(&txn, &inv, InvoiceTrigger::DraftExpire).await? {
             events::emit_invoice(&txn, kind::INVOICE_DRAFT_EXPIRED, &after, None).await?;
             report.drafts_expired += 1;

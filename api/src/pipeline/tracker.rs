@@ -13,7 +13,6 @@ use rust_decimal::Decimal;
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter,
-    TransactionTrait,
 };
 use serde_json::json;
 use uuid::Uuid;
@@ -89,7 +88,7 @@ pub async fn track_payment(
 /// available balance (passthrough settlement), `balance.credited` is written, and the invoice
 /// moves per the PRODUCT.md table (or records a late deposit).
 async fn confirm(db: &DatabaseConnection, p: &payment::Model, confirmations: i32) -> Result<(), PipelineError> {
-    let txn = db.begin().await?;
+    let txn = crate::db::begin_write(db).await?;
     let now = Utc::now();
     let moved = payment::Entity::update_many()
         .col_expr(payment::Column::Status, Expr::value(PaymentStatus::Confirmed.as_str()))
@@ -168,7 +167,7 @@ async fn confirm(db: &DatabaseConnection, p: &payment::Model, confirmations: i32
 /// A deposit seen but not confirmed within the monitoring window makes a `confirming` invoice
 /// `invalid`. The payment is still tracked: if it confirms later it is credited all the same.
 async fn invalidate_unconfirmed(db: &DatabaseConnection, p: &payment::Model) -> Result<(), PipelineError> {
-    let txn = db.begin().await?;
+    let txn = crate::db::begin_write(db).await?;
     let inv = load_invoice(&txn, p.invoice_id).await?;
     if let Some(after) = transition(&txn, &inv, InvoiceTrigger::MonitorTimeout).await? {
         events::emit_invoice(&txn, kind::INVOICE_INVALID, &after, Some(p)).await?;
@@ -182,7 +181,7 @@ async fn invalidate_unconfirmed(db: &DatabaseConnection, p: &payment::Model) -> 
 /// back (`deposit_reversal`, which may leave the merchant owing), the invoice's refundable
 /// credit shrinks, and a paid/overpaid/underpaid invoice becomes `invalid`.
 async fn reverse(db: &DatabaseConnection, p: &payment::Model) -> Result<(), PipelineError> {
-    let txn = db.begin().await?;
+    let txn = crate::db::begin_write(db).await?;
     let now = Utc::now();
     let moved = payment::Entity::update_many()
         .col_expr(payment::Column::Status, Expr::value(PaymentStatus::Reversed.as_str()))

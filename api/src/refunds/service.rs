@@ -9,7 +9,7 @@ use rust_decimal::Decimal;
 use sea_orm::sea_query::{Expr, OnConflict};
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter,
-    QueryOrder, QuerySelect, TransactionTrait,
+    QueryOrder, QuerySelect,
 };
 use uuid::Uuid;
 
@@ -212,7 +212,7 @@ pub async fn create(
         updated_at: now,
     };
 
-    let txn = state.db.begin().await?;
+    let txn = crate::db::begin_write(&state.db).await?;
     // Locks the gate's balance first: every change to this invoice's credit row happens under
     // that lock, so the cap below is checked against the latest committed refunds.
     if !payouts::insert_reserved(&txn, &p).await? {

@@ -99,7 +99,7 @@ impl Fleet {
         cmd.args(args)
             .env(port_var, format!("127.0.0.1:{port}"))
             .current_dir(self.dir.path())
-            .stdout(Stdio::null())
+            .stdout(Stdio::inherit())
             .stderr(Stdio::inherit());
         for (k, v) in &self.env {
             cmd.env(k, v);
