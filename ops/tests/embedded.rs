@@ -1,0 +1,89 @@
+//! The embedded default as a newcomer runs it: `ops serve` on a fresh machine (SQLite file,
+//! embedded queue, sandbox chain, every stage in one process). The demo key it prints pays an
+//! invoice in the sandbox through the test helpers, and the invoice reaches `paid`.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ops_serve_pays_an_invoice_end_to_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ops"))
+        .arg("serve")
+        .current_dir(dir.path())
+        .env("PAYGATE_LISTEN", format!("127.0.0.1:{port}"))
+        .env("PAYGATE_SANDBOX__BLOCK_INTERVAL_MS", "200")
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    // The first start prints the demo merchant's test key once.
+    let stdout = child.stdout.take().unwrap();
+    let key = tokio::task::spawn_blocking(move || {
+        BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .find_map(|l| l.split_whitespace().find(|w| w.starts_with("sk_test_")).map(str::to_owned))
+    })
+    .await
+    .unwrap()
+    .expect("ops serve printed no test key");
+
+    let http = reqwest::Client::new();
+    let base = format!("http://127.0.0.1:{port}");
+    let post = |path: &str, body: Value| {
+        http.post(format!("{base}{path}")).header("X-API-Key", &key).json(&body).send()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let inv: Value = loop {
+        if let Ok(r) = post("/v1/invoices", json!({"currency": "BTC", "amount": "0.001"})).await {
+            assert_eq!(r.status(), 201);
+            break r.json().await.unwrap();
+        }
+        assert!(Instant::now() < deadline, "ops serve never answered");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let id = inv["data"]["id"].as_str().unwrap().to_owned();
+    let r = post("/v1/test/deposits", json!({"invoice_id": id, "amount": "0.001"})).await.unwrap();
+    assert_eq!(r.status(), 201);
+
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let paid = loop {
+        let r = http.get(format!("{base}/v1/invoices/{id}")).header("X-API-Key", &key).send().await.unwrap();
+        let inv: Value = r.json().await.unwrap();
+        let status = inv["data"]["status"].as_str().unwrap().to_owned();
+        if seen.last() != Some(&status) {
+            seen.push(status.clone());
+        }
+        if status == "paid" {
+            break inv["data"].clone();
+        }
+        assert!(Instant::now() < deadline, "stuck: {seen:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(seen.contains(&"confirming".to_owned()), "{seen:?}");
+    assert_eq!(paid["payments"][0]["status"], "confirmed");
+    let balances: Value =
+        http.get(format!("{base}/v1/balances")).header("X-API-Key", &key).send().await.unwrap().json().await.unwrap();
+    let btc = balances["data"].as_array().unwrap().iter().find(|b| b["gate_id"] == "bitcoin").unwrap().clone();
+    assert_eq!(btc["available"], "0.001");
+
+    // SIGTERM: the API and every stage stop cleanly.
+    assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(status.success(), "{status}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "ops serve ignored SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(dir.path().join("paygate.db").exists() && dir.path().join("paygate-jobs.sqlite").exists());
+}
