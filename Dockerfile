@@ -1,4 +1,6 @@
-# One image for every binary of the workspace; docker-compose.yml picks the command.
+# One image for every binary of the workspace (api, ops and the worker stages in workers/src/bin);
+# docker-compose.yml picks the command. `.dockerignore` keeps a local target/ out, so only the
+# binaries built here are copied.
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
 COPY . .
@@ -12,5 +14,6 @@ COPY --from=build /out/ /usr/local/bin/
 USER paygate
 WORKDIR /var/lib/paygate
 ENV RUST_LOG=info,sqlx=warn PAYGATE_LOG_FORMAT=json
-EXPOSE 8080
+# 8080: api; 9090: a worker's /health, /ready and /metrics (PAYGATE_WORKER__LISTEN).
+EXPOSE 8080 9090
 CMD ["api"]
