@@ -479,6 +479,31 @@ async fn sweeper_finds_payments_nobody_tracks() {
     assert!(sweeper::sweep(&p.app.state.db, Duration::ZERO).await.unwrap().stale_payments.is_empty());
 }
 
+/// A tracker killed after storing a payment's confirmations but before crediting it: the
+/// payment looks deep enough to be final, yet it is unconfirmed. The sweeper must still bring it
+/// back, and the next track credits it.
+#[tokio::test]
+async fn sweeper_recovers_a_payment_whose_tracker_died_before_crediting() {
+    use sea_orm::sea_query::Expr;
+    let p = pipe().await;
+    let inv = p.invoice("USDT", "tron", "1").await;
+    p.pay(inv, "1").await;
+    p.mine("tron_usdt", 100).await;
+    let chain = p.chains.get(Environment::Test, "tron_usdt").unwrap();
+    let r = scanner::scan_gate(&p.app.state.db, chain.as_ref(), Environment::Test, 500).await.unwrap().unwrap();
+    entity::payment::Entity::update_many()
+        .col_expr(entity::payment::Column::Confirmations, Expr::value(95))
+        .col_expr(entity::payment::Column::CheckedAt, Expr::value(chrono::Utc::now() - chrono::Duration::hours(1)))
+        .exec(&p.app.state.db)
+        .await
+        .unwrap();
+    let report = sweeper::sweep(&p.app.state.db, Duration::from_secs(30)).await.unwrap();
+    assert_eq!(report.stale_payments, r.recorded);
+    let cfg = &p.app.state.config.pipeline;
+    tracker::track_payment(&p.app.state.db, &p.chains, cfg, r.recorded[0]).await.unwrap();
+    assert_eq!(p.status(inv).await, "paid");
+}
+
 #[tokio::test]
 async fn test_helpers_are_for_test_keys_only() {
     let p = pipe().await;

@@ -9,7 +9,7 @@ use sea_orm::sea_query::{Condition, Expr, ExprTrait};
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 use uuid::Uuid;
 
-use super::{PipelineError, tracker, transition};
+use super::{PipelineError, transition};
 use crate::events::{self, kind};
 
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -51,17 +51,21 @@ pub async fn sweep(db: &DatabaseConnection, stale_after: std::time::Duration) ->
     }
     let stale = now - Duration::from_std(stale_after).unwrap_or(Duration::seconds(30));
     let candidates = payment::Entity::find()
-        .filter(payment::Column::Status.ne(PaymentStatus::Reversed))
         .filter(Condition::any().add(payment::Column::CheckedAt.is_null()).add(payment::Column::CheckedAt.lt(stale)))
-        .filter(Expr::col(payment::Column::Confirmations).lt(Expr::col(payment::Column::RequiredConfirmations).mul(2)))
+        // Every unconfirmed payment, whatever its stored confirmations (a tracker may have died
+        // between storing them and crediting), and credited ones still watched for reversal.
+        .filter(
+            Condition::any().add(payment::Column::Status.eq(PaymentStatus::Confirming)).add(
+                Condition::all().add(payment::Column::Status.eq(PaymentStatus::Confirmed)).add(
+                    Expr::col(payment::Column::Confirmations)
+                        .lt(Expr::col(payment::Column::RequiredConfirmations).mul(2)),
+                ),
+            ),
+        )
         .order_by_asc(payment::Column::CheckedAt)
         .limit(SWEEP_LIMIT)
         .all(db)
         .await?;
-    report.stale_payments = candidates
-        .into_iter()
-        .filter(|p| p.confirmations < tracker::final_depth(p.required_confirmations))
-        .map(|p| p.id)
-        .collect();
+    report.stale_payments = candidates.into_iter().map(|p| p.id).collect();
     Ok(report)
 }
