@@ -42,17 +42,20 @@ async fn killed_workers_and_a_redis_flush_lose_and_duplicate_nothing() {
     config.database_url = db.url.clone();
     let conn = api::db::connect(&config).await.unwrap();
     let m = api::merchants::create_merchant(&conn, "Fault", &Default::default()).await.unwrap();
-    let key = api::merchants::create_api_key(&conn, m.id, entity::Environment::Test, api::auth::Permissions::all(), None)
-        .await
-        .unwrap()
-        .1;
+    let key =
+        api::merchants::create_api_key(&conn, m.id, entity::Environment::Test, api::auth::Permissions::all(), None)
+            .await
+            .unwrap()
+            .1;
 
     // 500 invoices and their deposits, created concurrently while the workers run.
     let mut set = tokio::task::JoinSet::new();
     for _ in 0..INVOICES {
         let (http, base, key) = (http.clone(), api.url.clone(), key.clone());
         set.spawn(async move {
-            let post = |path: String, body: Value| http.post(format!("{base}{path}")).header("X-API-Key", &key).json(&body).send();
+            let post = |path: String, body: Value| {
+                http.post(format!("{base}{path}")).header("X-API-Key", &key).json(&body).send()
+            };
             let r = post("/v1/invoices".into(), json!({"currency": "BTC", "amount": "0.001"})).await.unwrap();
             assert_eq!(r.status(), 201);
             let id = r.json::<Value>().await.unwrap()["data"]["id"].as_str().unwrap().to_owned();
@@ -111,7 +114,9 @@ async fn killed_workers_and_a_redis_flush_lose_and_duplicate_nothing() {
                     .await
                     .unwrap();
                 let t = entity::sandbox_transfer::Entity::find()
-                    .filter(entity::sandbox_transfer::Column::AddressKey.eq(inv.address_key.clone().unwrap_or_default()))
+                    .filter(
+                        entity::sandbox_transfer::Column::AddressKey.eq(inv.address_key.clone().unwrap_or_default()),
+                    )
                     .all(&conn)
                     .await
                     .unwrap();

@@ -54,14 +54,11 @@ pub async fn sweep(db: &DatabaseConnection, stale_after: std::time::Duration) ->
         .filter(Condition::any().add(payment::Column::CheckedAt.is_null()).add(payment::Column::CheckedAt.lt(stale)))
         // Every unconfirmed payment, whatever its stored confirmations (a tracker may have died
         // between storing them and crediting), and credited ones still watched for reversal.
-        .filter(
-            Condition::any().add(payment::Column::Status.eq(PaymentStatus::Confirming)).add(
-                Condition::all().add(payment::Column::Status.eq(PaymentStatus::Confirmed)).add(
-                    Expr::col(payment::Column::Confirmations)
-                        .lt(Expr::col(payment::Column::RequiredConfirmations).mul(2)),
-                ),
+        .filter(Condition::any().add(payment::Column::Status.eq(PaymentStatus::Confirming)).add(
+            Condition::all().add(payment::Column::Status.eq(PaymentStatus::Confirmed)).add(
+                Expr::col(payment::Column::Confirmations).lt(Expr::col(payment::Column::RequiredConfirmations).mul(2)),
             ),
-        )
+        ))
         .order_by_asc(payment::Column::CheckedAt)
         .limit(SWEEP_LIMIT)
         .all(db)
