@@ -175,15 +175,20 @@ pub async fn adjust(
 /// Credits a confirmed payment to its merchant's available balance, exactly once, in the
 /// caller's transaction: the payment row is stamped `credited_at` with a guarded update (no
 /// second stamp can succeed), the `invoice_credit` entry is posted to the credited gate's
-/// balance, and the invoice's per-asset credit (the refund cap) grows by the same amount.
+/// balance (with `release_pending`, the payment's `pending` amount is released in the same
+/// posting), and the invoice's per-asset credit (the refund cap) grows by the same amount.
 /// `credited_gate` is the paid gate or, after a settlement conversion, the target gate.
 /// Returns `false` when the payment was already credited (nothing is written).
+///
+/// Lock order: the balance row is taken here, after whatever the caller locked before (payment,
+/// invoice), and the invoice's credit row after it, as every other writer of that row does.
 pub async fn credit_payment<C: ConnectionTrait>(
     txn: &C,
     payment: &entity::payment::Model,
     merchant_id: Uuid,
     credited_gate: &str,
     amount: Decimal,
+    release_pending: bool,
 ) -> Result<bool, LedgerError> {
     use entity::payment;
     use sea_orm::sea_query::{Expr, ExprTrait};
@@ -204,16 +209,30 @@ pub async fn credit_payment<C: ConnectionTrait>(
     if stamped.rows_affected == 0 {
         return Ok(false);
     }
-    let posting = Posting {
-        bucket: Bucket::Available,
-        amount,
+    let reference = Some(("payment", payment.id));
+    let release = Posting {
+        bucket: Bucket::Pending,
+        amount: -payment.amount.0,
         entry_type: EntryType::InvoiceCredit,
-        reference: Some(("payment", payment.id)),
-        description: None,
+        reference,
+        description: Some("deposit confirmed".into()),
     };
-    // The balance lock taken here also serializes this invoice's credit row with refunds.
-    post(txn, merchant_id, payment.environment, credited_gate, &[posting]).await?;
-    add_invoice_credit(txn, payment.invoice_id, merchant_id, payment.environment, credited_gate, amount).await?;
+    let credit =
+        Posting { bucket: Bucket::Available, amount, entry_type: EntryType::InvoiceCredit, reference, description: None };
+    let env = payment.environment;
+    match (release_pending, credited_gate == payment.gate_id) {
+        (true, true) => {
+            post(txn, merchant_id, env, credited_gate, &[release, credit]).await?;
+        }
+        (true, false) => {
+            post(txn, merchant_id, env, &payment.gate_id, &[release]).await?;
+            post(txn, merchant_id, env, credited_gate, &[credit]).await?;
+        }
+        (false, _) => {
+            post(txn, merchant_id, env, credited_gate, &[credit]).await?;
+        }
+    }
+    add_invoice_credit(txn, payment.invoice_id, merchant_id, env, credited_gate, amount).await?;
     Ok(true)
 }
 

@@ -137,11 +137,30 @@ async fn record_transfers<C: ConnectionTrait>(
             // Not ours, or another asset sent to one of our addresses (not this gate's deposit).
             _ => continue,
         };
-        if let Some(id) = record_payment(txn, &target, t).await? {
-            recorded.push(id);
+        if let Some(seen) = record_payment(txn, &target, t).await? {
+            recorded.push(seen);
         }
     }
-    Ok(recorded)
+    // Balances last, in a fixed order: every writer takes invoice rows before balance rows.
+    recorded.sort_by_key(|s| (s.merchant_id, s.payment_id));
+    for s in &recorded {
+        let seen = Posting {
+            bucket: Bucket::Pending,
+            amount: s.amount,
+            entry_type: EntryType::InvoiceCredit,
+            reference: Some(("payment", s.payment_id)),
+            description: Some("deposit seen, awaiting confirmations".into()),
+        };
+        ledger::post(txn, s.merchant_id, env, gate_id, &[seen]).await?;
+    }
+    Ok(recorded.into_iter().map(|s| s.payment_id).collect())
+}
+
+/// A payment recorded by this scan, whose amount is still to be posted to `pending`.
+struct Seen {
+    merchant_id: Uuid,
+    payment_id: Uuid,
+    amount: rust_decimal::Decimal,
 }
 
 /// The invoice a static address deposit creates: one per transfer, with an id derived from the
@@ -220,12 +239,13 @@ async fn static_invoice<C: ConnectionTrait>(
     Ok(inv)
 }
 
-/// Records one transfer as a payment of `inv`. `Ok(None)` when it was recorded before.
+/// Records one transfer as a payment of `inv` and moves the invoice. `Ok(None)` when it was
+/// recorded before.
 async fn record_payment<C: ConnectionTrait>(
     txn: &C,
     inv: &invoice::Model,
     t: &Transfer,
-) -> Result<Option<Uuid>, PipelineError> {
+) -> Result<Option<Seen>, PipelineError> {
     let gate_id = inv.gate_id.clone().ok_or_else(|| PipelineError::Invariant("invoice without gate".into()))?;
     let gate = crate::gates::find(&gate_id).ok_or_else(|| PipelineError::Invariant("unknown gate".into()))?;
     let now = Utc::now();
@@ -266,14 +286,6 @@ async fn record_payment<C: ConnectionTrait>(
     if inserted == 0 {
         return Ok(None);
     }
-    let seen = Posting {
-        bucket: Bucket::Pending,
-        amount: t.amount,
-        entry_type: EntryType::InvoiceCredit,
-        reference: Some(("payment", p.id)),
-        description: Some("deposit seen, awaiting confirmations".into()),
-    };
-    ledger::post(txn, inv.merchant_id, inv.environment, &gate_id, &[seen]).await?;
     let inv = invoice::Entity::find_by_id(inv.id).one(txn).await?.unwrap_or_else(|| inv.clone());
     if inv.status == InvoiceStatus::Pending {
         if inv.expires_at.is_some_and(|e| e < now) {
@@ -285,5 +297,5 @@ async fn record_payment<C: ConnectionTrait>(
             events::emit_invoice(txn, kind::INVOICE_CONFIRMING, &after, Some(&p)).await?;
         }
     }
-    Ok(Some(p.id))
+    Ok(Some(Seen { merchant_id: inv.merchant_id, payment_id: p.id, amount: t.amount }))
 }

@@ -85,8 +85,12 @@ pub async fn track_payment(
 }
 
 /// Confirmation: the payment moves to `confirmed`, its pending amount is credited to the
-/// available balance (passthrough settlement), `balance.credited` is written, and the invoice
-/// moves per the PRODUCT.md table (or records a late deposit).
+/// available balance (passthrough settlement), the invoice moves per the PRODUCT.md table (or
+/// records a late deposit), and `balance.credited` follows.
+///
+/// Locks are taken in the order every writer uses (payment, invoice, balance, invoice credit)
+/// and the merchant's balance row, which all of the merchant's credits, payouts and refunds in
+/// that asset share, only at the end, so it is held for a few statements.
 async fn confirm(db: &DatabaseConnection, p: &payment::Model, confirmations: i32) -> Result<(), PipelineError> {
     let txn = crate::db::begin_write(db).await?;
     let now = Utc::now();
@@ -102,37 +106,13 @@ async fn confirm(db: &DatabaseConnection, p: &payment::Model, confirmations: i32
         txn.rollback().await?;
         return Ok(());
     }
-    let inv = load_invoice(&txn, p.invoice_id).await?;
+    // The invoice's row lock serializes this invoice's confirmations and reversals.
+    let inv = lock_invoice(&txn, p.invoice_id).await?;
     let amount = p.amount.0;
-    let postings = [Posting {
-        bucket: Bucket::Pending,
-        amount: -amount,
-        entry_type: EntryType::InvoiceCredit,
-        reference: Some(("payment", p.id)),
-        description: Some("deposit confirmed".into()),
-    }];
-    ledger::post(&txn, inv.merchant_id, inv.environment, &p.gate_id, &postings).await?;
-    if !ledger::credit_payment(&txn, p, inv.merchant_id, &p.gate_id, amount).await? {
-        return Err(PipelineError::Invariant(format!("payment {} was credited before it was confirmed", p.id)));
-    }
     let gate = crate::gates::find(&p.gate_id).ok_or_else(|| PipelineError::Invariant("unknown gate".into()))?;
-    let credited = json!({
-        "invoice_id": inv.id,
-        "payment_id": p.id,
-        "external_id": inv.external_id,
-        "outcome": "source_credited",
-        "failure_class": "not_required",
-        "source_amount": amount.normalize().to_string(),
-        "source_currency": gate.asset,
-        "source_network": gate.network,
-        "credited_amount": amount.normalize().to_string(),
-        "credited_currency": gate.asset,
-        "credited_network": gate.network,
-    });
     if let Some(sa) = inv.static_address_id {
         add_static_total(&txn, sa, amount).await?;
     }
-
     let inv = refresh_amount_paid(&txn, &inv).await?;
     let p = payment::Entity::find_by_id(p.id).one(&txn).await?.unwrap_or_else(|| p.clone());
     let expired = inv.expires_at.is_some_and(|e| e < now);
@@ -158,8 +138,25 @@ async fn confirm(db: &DatabaseConnection, p: &payment::Model, confirmations: i32
         }
     }
     // After the invoice's own event: `balance.credited` follows the payment it credits.
+    let credited = json!({
+        "invoice_id": inv.id,
+        "payment_id": p.id,
+        "external_id": inv.external_id,
+        "outcome": "source_credited",
+        "failure_class": "not_required",
+        "source_amount": amount.normalize().to_string(),
+        "source_currency": gate.asset,
+        "source_network": gate.network,
+        "credited_amount": amount.normalize().to_string(),
+        "credited_currency": gate.asset,
+        "credited_network": gate.network,
+    });
     let key = format!("balance.credited:{}", p.id);
     events::emit(&txn, inv.merchant_id, inv.environment, kind::BALANCE_CREDITED, key, credited).await?;
+    // Last: the balance (pending released and available credited in one posting).
+    if !ledger::credit_payment(&txn, &p, inv.merchant_id, &p.gate_id, amount, true).await? {
+        return Err(PipelineError::Invariant(format!("payment {} was credited before it was confirmed", p.id)));
+    }
     txn.commit().await?;
     Ok(())
 }
@@ -194,7 +191,7 @@ async fn reverse(db: &DatabaseConnection, p: &payment::Model) -> Result<(), Pipe
         txn.rollback().await?;
         return Ok(());
     }
-    let inv = load_invoice(&txn, p.invoice_id).await?;
+    let inv = lock_invoice(&txn, p.invoice_id).await?;
     let reference = Some(("payment", p.id));
     let p_after = payment::Entity::find_by_id(p.id).one(&txn).await?.unwrap_or_else(|| p.clone());
     match p.status {
@@ -225,11 +222,11 @@ async fn reverse(db: &DatabaseConnection, p: &payment::Model) -> Result<(), Pipe
                 reference,
                 description: Some("credited deposit reversed".into()),
             };
-            ledger::post_allowing_debt(&txn, inv.merchant_id, inv.environment, &gate, &[posting]).await?;
-            shrink_invoice_credit(&txn, inv.id, &gate, credited).await?;
             if let Some(sa) = inv.static_address_id {
                 add_static_total(&txn, sa, -credited).await?;
             }
+            ledger::post_allowing_debt(&txn, inv.merchant_id, inv.environment, &gate, &[posting]).await?;
+            shrink_invoice_credit(&txn, inv.id, &gate, credited).await?;
             let inv = refresh_amount_paid(&txn, &inv).await?;
             events::emit_invoice(&txn, kind::INVOICE_DEPOSIT_REVERSED, &inv, Some(&p_after)).await?;
             if let Some(after) = transition(&txn, &inv, InvoiceTrigger::CreditedReversed).await? {
@@ -240,6 +237,17 @@ async fn reverse(db: &DatabaseConnection, p: &payment::Model) -> Result<(), Pipe
     }
     txn.commit().await?;
     Ok(())
+}
+
+/// Takes the invoice's row lock (a no-op update) and reads it: the first lock after the
+/// payment's, before any balance.
+async fn lock_invoice<C: ConnectionTrait>(txn: &C, id: Uuid) -> Result<invoice::Model, PipelineError> {
+    invoice::Entity::update_many()
+        .col_expr(invoice::Column::UpdatedAt, Expr::value(Utc::now()))
+        .filter(invoice::Column::Id.eq(id))
+        .exec(txn)
+        .await?;
+    load_invoice(txn, id).await
 }
 
 async fn load_invoice<C: ConnectionTrait>(txn: &C, id: Uuid) -> Result<invoice::Model, PipelineError> {

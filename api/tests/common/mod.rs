@@ -278,10 +278,10 @@ pub async fn credit_invoice(app: &TestApp, merchant: Uuid, invoice_id: Uuid, gat
     };
     let txn = app.state.db.begin().await.expect("begin");
     let payment = payment.into_active_model().insert(&txn).await.expect("payment");
-    let credited = api::ledger::credit_payment(&txn, &payment, merchant, gate, amount).await.expect("credit");
+    let credited = api::ledger::credit_payment(&txn, &payment, merchant, gate, amount, false).await.expect("credit");
     assert!(credited, "a fresh payment is credited");
     // A second credit of the same payment is refused without writing anything.
-    assert!(!api::ledger::credit_payment(&txn, &payment, merchant, gate, amount).await.expect("re-credit"));
+    assert!(!api::ledger::credit_payment(&txn, &payment, merchant, gate, amount, false).await.expect("re-credit"));
     txn.commit().await.expect("commit");
     payment.id
 }
