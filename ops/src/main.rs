@@ -2,6 +2,7 @@
 //! (defaults < paygate.toml < PAYGATE_* variables).
 
 mod bench;
+mod bench_pipeline;
 mod jobs;
 mod sandbox;
 
@@ -43,6 +44,8 @@ enum Command {
     Payouts(PayoutCmd),
     /// Load benchmark: invoice creation over HTTP against PostgreSQL, next to a pgbench baseline.
     Bench(bench::BenchArgs),
+    /// Pipeline benchmark: a burst of sandbox deposits through scanner and tracker to ledger credits.
+    BenchPipeline(bench_pipeline::BenchPipelineArgs),
     /// Sandbox chains of the test environment: deposits, reversals, blocks.
     #[command(subcommand)]
     Sandbox(sandbox::SandboxCmd),
@@ -215,6 +218,7 @@ async fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Serve => serve(config).await,
         Command::Bench(args) => bench::run(args).await,
+        Command::BenchPipeline(args) => bench_pipeline::run(args).await,
         Command::Sandbox(cmd) => {
             let db = api::db::connect(&config).await?;
             api::db::migrate(&db).await?;
