@@ -209,6 +209,21 @@ pub async fn credit_payment<C: ConnectionTrait>(
     if stamped.rows_affected == 0 {
         return Ok(false);
     }
+    post_credit(txn, payment, merchant_id, credited_gate, amount, release_pending).await?;
+    Ok(true)
+}
+
+/// The postings of a credit whose payment the caller has just stamped `credited_at` (with a
+/// guarded update in the same transaction, as `credit_payment` does): the `invoice_credit`
+/// entries and the invoice's per-asset credit.
+pub async fn post_credit<C: ConnectionTrait>(
+    txn: &C,
+    payment: &entity::payment::Model,
+    merchant_id: Uuid,
+    credited_gate: &str,
+    amount: Decimal,
+    release_pending: bool,
+) -> Result<(), LedgerError> {
     let reference = Some(("payment", payment.id));
     let release = Posting {
         bucket: Bucket::Pending,
@@ -232,8 +247,7 @@ pub async fn credit_payment<C: ConnectionTrait>(
             post(txn, merchant_id, env, credited_gate, &[credit]).await?;
         }
     }
-    add_invoice_credit(txn, payment.invoice_id, merchant_id, env, credited_gate, amount).await?;
-    Ok(true)
+    add_invoice_credit(txn, payment.invoice_id, merchant_id, env, credited_gate, amount).await
 }
 
 /// Grows (or creates) the invoice's credit in `gate_id`. Call with that gate's balance locked.

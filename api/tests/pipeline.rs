@@ -468,7 +468,9 @@ async fn sweeper_finds_payments_nobody_tracks() {
     // Scanned, but the hand-over to tracking was lost (a crash between commit and enqueue).
     let chain = p.chains.get(Environment::Test, "tron_usdt").unwrap();
     let r = scanner::scan_gate(&p.app.state.db, chain.as_ref(), Environment::Test, 100).await.unwrap().unwrap();
-    let report = sweeper::sweep(&p.app.state.db, Duration::from_secs(30)).await.unwrap();
+    // Seen just now: not stale yet; once `stale_after` passed without a check, it is.
+    assert!(sweeper::sweep(&p.app.state.db, Duration::from_secs(30)).await.unwrap().stale_payments.is_empty());
+    let report = sweeper::sweep(&p.app.state.db, Duration::ZERO).await.unwrap();
     assert_eq!(report.stale_payments, r.recorded);
     // Once tracked, it is not stale until `stale_after` passes; once final it is never listed.
     p.step().await;

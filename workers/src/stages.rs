@@ -160,8 +160,11 @@ async fn scan(ctx: &StageCtx, job: ScanGate) -> Result<(), JobError> {
         let Some(report) = scanner::scan_gate(&ctx.db, chain.as_ref(), job.environment, batch).await? else {
             break;
         };
-        for payment_id in report.recorded {
-            // If this push is lost, the sweeper finds the untracked payment.
+        // The payments whose confirmations these blocks completed (new ones included when one
+        // block suffices) go to the tracker now; the others wait for the block that completes
+        // them. A lost push only delays: the sweeper finds payments nobody checked lately.
+        let due = scanner::due_payments(&ctx.db, job.environment, chain.gate(), report.from, report.to).await?;
+        for payment_id in due {
             ctx.queues.push(TrackPayment { payment_id }).await?;
         }
     }

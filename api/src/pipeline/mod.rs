@@ -47,8 +47,5 @@ pub(crate) async fn transition<C: ConnectionTrait>(
     if matches!(trigger, InvoiceTrigger::ConfirmedExact | InvoiceTrigger::ConfirmedOver) && inv.paid_at.is_none() {
         update = update.col_expr(invoice::Column::PaidAt, Expr::value(now));
     }
-    if update.exec(txn).await?.rows_affected == 0 {
-        return Ok(None);
-    }
-    invoice::Entity::find_by_id(inv.id).one(txn).await
+    Ok(update.exec_with_returning(txn).await?.into_iter().next())
 }

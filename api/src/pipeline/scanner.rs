@@ -92,8 +92,21 @@ pub async fn scan_gate(
         txn.rollback().await?;
         return Ok(None);
     }
-    let recorded = record_transfers(&txn, env, gate.id, &transfers).await?;
+    let recorded = record_transfers(&txn, env, gate.id, to, &transfers).await?;
     txn.commit().await?;
+    // Keep unconfirmed payments' confirmations current for readers (one statement per scan;
+    // integer arithmetic, not money). Outside the transaction: it locks nothing else.
+    payment::Entity::update_many()
+        .col_expr(
+            payment::Column::Confirmations,
+            sea_orm::sea_query::ExprTrait::sub(Expr::val((to + 1) as i64), Expr::col(payment::Column::BlockHeight)),
+        )
+        .filter(payment::Column::Environment.eq(env))
+        .filter(payment::Column::GateId.eq(gate.id))
+        .filter(payment::Column::Status.eq(PaymentStatus::Confirming))
+        .filter(payment::Column::BlockHeight.lte(to as i64))
+        .exec(db)
+        .await?;
     Ok(Some(ScanReport { from, to, transfers: report_len, recorded }))
 }
 
@@ -103,6 +116,7 @@ async fn record_transfers<C: ConnectionTrait>(
     txn: &C,
     env: Environment,
     gate_id: &str,
+    tip: u64,
     transfers: &[Transfer],
 ) -> Result<Vec<Uuid>, PipelineError> {
     let keys: Vec<&str> =
@@ -137,7 +151,7 @@ async fn record_transfers<C: ConnectionTrait>(
             // Not ours, or another asset sent to one of our addresses (not this gate's deposit).
             _ => continue,
         };
-        if let Some(seen) = record_payment(txn, &target, t).await? {
+        if let Some(seen) = record_payment(txn, &target, t, tip).await? {
             recorded.push(seen);
         }
     }
@@ -245,6 +259,7 @@ async fn record_payment<C: ConnectionTrait>(
     txn: &C,
     inv: &invoice::Model,
     t: &Transfer,
+    tip: u64,
 ) -> Result<Option<Seen>, PipelineError> {
     let gate_id = inv.gate_id.clone().ok_or_else(|| PipelineError::Invariant("invoice without gate".into()))?;
     let gate = crate::gates::find(&gate_id).ok_or_else(|| PipelineError::Invariant("unknown gate".into()))?;
@@ -257,7 +272,7 @@ async fn record_payment<C: ConnectionTrait>(
         tx_hash: t.tx_hash.clone(),
         output_index: t.output_index,
         amount: Amount::new(t.amount),
-        confirmations: 0,
+        confirmations: i32::try_from(tip.saturating_sub(t.block_height) + 1).unwrap_or(i32::MAX),
         required_confirmations: gate.confirmations as i32,
         status: PaymentStatus::Confirming,
         block_height: Some(t.block_height as i64),
@@ -268,7 +283,9 @@ async fn record_payment<C: ConnectionTrait>(
         credited_amount: None,
         credited_at: None,
         reversed_at: None,
-        checked_at: None,
+        // Seen now: the tracker takes it when a scan completes its confirmations (or the
+        // sweeper, if that hand-over is lost).
+        checked_at: Some(now),
     };
     let inserted = payment::Entity::insert(payment::ActiveModel::from(p.clone()))
         .on_conflict(
@@ -298,4 +315,29 @@ async fn record_payment<C: ConnectionTrait>(
         }
     }
     Ok(Some(Seen { merchant_id: inv.merchant_id, payment_id: p.id, amount: t.amount }))
+}
+
+/// Unconfirmed payments of the gate whose required confirmations were completed by blocks
+/// `from..=to` (the blocks a scan just read): the tracker should look at them now rather than
+/// at its next poll.
+pub async fn due_payments(
+    db: &DatabaseConnection,
+    env: Environment,
+    gate: &crate::gates::Gate,
+    from: u64,
+    to: u64,
+) -> Result<Vec<Uuid>, PipelineError> {
+    // Confirmation completes at block `block_height + required - 1`.
+    let back = i64::from(gate.confirmations.max(1)) - 1;
+    let (lo, hi) = (from as i64 - back, to as i64 - back);
+    Ok(payment::Entity::find()
+        .filter(payment::Column::Environment.eq(env))
+        .filter(payment::Column::GateId.eq(gate.id))
+        .filter(payment::Column::Status.eq(PaymentStatus::Confirming))
+        .filter(payment::Column::BlockHeight.between(lo, hi))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|p| p.id)
+        .collect())
 }

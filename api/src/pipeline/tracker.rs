@@ -61,15 +61,19 @@ pub async fn track_payment(
         TxStatus::Confirmations(n) => i32::try_from(n).unwrap_or(i32::MAX),
     };
     let now = Utc::now();
-    payment::Entity::update_many()
-        .col_expr(payment::Column::Confirmations, Expr::value(confirmations))
-        .col_expr(payment::Column::CheckedAt, Expr::value(now))
-        .filter(payment::Column::Id.eq(p.id))
-        .filter(payment::Column::Status.ne(PaymentStatus::Reversed))
-        .exec(db)
-        .await?;
+    let due = p.status == PaymentStatus::Confirming && confirmations >= p.required_confirmations;
+    if !due {
+        // (A confirmation stores these itself.)
+        payment::Entity::update_many()
+            .col_expr(payment::Column::Confirmations, Expr::value(confirmations))
+            .col_expr(payment::Column::CheckedAt, Expr::value(now))
+            .filter(payment::Column::Id.eq(p.id))
+            .filter(payment::Column::Status.ne(PaymentStatus::Reversed))
+            .exec(db)
+            .await?;
+    }
     match p.status {
-        PaymentStatus::Confirming if confirmations >= p.required_confirmations => {
+        PaymentStatus::Confirming if due => {
             confirm(db, &p, confirmations).await?;
         }
         PaymentStatus::Confirming => {
@@ -81,7 +85,22 @@ pub async fn track_payment(
         PaymentStatus::Confirmed => {}
         PaymentStatus::Reversed => return Ok(Next::Done),
     }
-    Ok(if confirmations >= final_depth(p.required_confirmations) { Next::Done } else { again })
+    if confirmations >= final_depth(p.required_confirmations) {
+        return Ok(Next::Done);
+    }
+    // Poll again when the next milestone is due, assuming about one block per
+    // `track_interval_ms`: confirmation (the scanner also triggers it when the block arrives),
+    // then final depth (a reversal is still noticed up to there).
+    let target = if confirmations < p.required_confirmations {
+        p.required_confirmations
+    } else {
+        final_depth(p.required_confirmations)
+    };
+    let blocks = u32::try_from(target - confirmations).unwrap_or(1).clamp(1, 60);
+    Ok(match again {
+        Next::Recheck(d) => Next::Recheck(d.saturating_mul(blocks)),
+        Next::Done => Next::Done,
+    })
 }
 
 /// Confirmation: the payment moves to `confirmed`, its pending amount is credited to the
@@ -94,27 +113,33 @@ pub async fn track_payment(
 async fn confirm(db: &DatabaseConnection, p: &payment::Model, confirmations: i32) -> Result<(), PipelineError> {
     let txn = crate::db::begin_write(db).await?;
     let now = Utc::now();
+    let amount = p.amount.0;
+    // Confirmed and stamped credited in one guarded update: of two trackers, one moves it.
+    // Passthrough settlement: the paid gate is credited with the paid amount.
     let moved = payment::Entity::update_many()
         .col_expr(payment::Column::Status, Expr::value(PaymentStatus::Confirmed.as_str()))
         .col_expr(payment::Column::ConfirmedAt, Expr::value(now))
         .col_expr(payment::Column::Confirmations, Expr::value(confirmations))
+        .col_expr(payment::Column::CheckedAt, Expr::value(now))
+        .col_expr(payment::Column::CreditedAt, Expr::value(now))
+        .col_expr(payment::Column::CreditedGateId, Expr::value(p.gate_id.clone()))
+        .col_expr(payment::Column::CreditedAmount, Expr::value(Amount::new(amount)))
         .filter(payment::Column::Id.eq(p.id))
         .filter(payment::Column::Status.eq(PaymentStatus::Confirming))
-        .exec(&txn)
+        .filter(payment::Column::CreditedAt.is_null())
+        .exec_with_returning(&txn)
         .await?;
-    if moved.rows_affected == 0 {
+    let Some(p) = moved.into_iter().next() else {
         txn.rollback().await?;
         return Ok(());
-    }
+    };
     // The invoice's row lock serializes this invoice's confirmations and reversals.
     let inv = lock_invoice(&txn, p.invoice_id).await?;
-    let amount = p.amount.0;
     let gate = crate::gates::find(&p.gate_id).ok_or_else(|| PipelineError::Invariant("unknown gate".into()))?;
     if let Some(sa) = inv.static_address_id {
         add_static_total(&txn, sa, amount).await?;
     }
     let inv = refresh_amount_paid(&txn, &inv).await?;
-    let p = payment::Entity::find_by_id(p.id).one(&txn).await?.unwrap_or_else(|| p.clone());
     let expired = inv.expires_at.is_some_and(|e| e < now);
     if inv.status.takes_late_deposits() || (inv.status == InvoiceStatus::Underpaid && expired) {
         events::emit_invoice(&txn, kind::INVOICE_LATE_DEPOSIT, &inv, Some(&p)).await?;
@@ -154,9 +179,7 @@ async fn confirm(db: &DatabaseConnection, p: &payment::Model, confirmations: i32
     let key = format!("balance.credited:{}", p.id);
     events::emit(&txn, inv.merchant_id, inv.environment, kind::BALANCE_CREDITED, key, credited).await?;
     // Last: the balance (pending released and available credited in one posting).
-    if !ledger::credit_payment(&txn, &p, inv.merchant_id, &p.gate_id, amount, true).await? {
-        return Err(PipelineError::Invariant(format!("payment {} was credited before it was confirmed", p.id)));
-    }
+    ledger::post_credit(&txn, &p, inv.merchant_id, &p.gate_id, amount, true).await?;
     txn.commit().await?;
     Ok(())
 }
@@ -245,9 +268,11 @@ async fn lock_invoice<C: ConnectionTrait>(txn: &C, id: Uuid) -> Result<invoice::
     invoice::Entity::update_many()
         .col_expr(invoice::Column::UpdatedAt, Expr::value(Utc::now()))
         .filter(invoice::Column::Id.eq(id))
-        .exec(txn)
-        .await?;
-    load_invoice(txn, id).await
+        .exec_with_returning(txn)
+        .await?
+        .into_iter()
+        .next()
+        .ok_or_else(|| PipelineError::Invariant(format!("invoice {id} missing")))
 }
 
 async fn load_invoice<C: ConnectionTrait>(txn: &C, id: Uuid) -> Result<invoice::Model, PipelineError> {
