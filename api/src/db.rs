@@ -43,7 +43,7 @@ pub async fn migrate(db: &DatabaseConnection) -> anyhow::Result<()> {
 /// lock up front (waiting under the busy timeout) instead of reading first and failing with
 /// `SQLITE_BUSY_SNAPSHOT` when another process committed in between. PostgreSQL ignores the
 /// option.
-pub async fn begin_write<C: sea_orm::TransactionTrait>(db: &C) -> Result<sea_orm::DatabaseTransaction, sea_orm::DbErr>
+pub async fn begin_write<C>(db: &C) -> Result<sea_orm::DatabaseTransaction, sea_orm::DbErr>
 where
     C: sea_orm::TransactionTrait<Transaction = sea_orm::DatabaseTransaction>,
 {

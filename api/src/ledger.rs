@@ -232,8 +232,13 @@ pub async fn post_credit<C: ConnectionTrait>(
         reference,
         description: Some("deposit confirmed".into()),
     };
-    let credit =
-        Posting { bucket: Bucket::Available, amount, entry_type: EntryType::InvoiceCredit, reference, description: None };
+    let credit = Posting {
+        bucket: Bucket::Available,
+        amount,
+        entry_type: EntryType::InvoiceCredit,
+        reference,
+        description: None,
+    };
     let env = payment.environment;
     match (release_pending, credited_gate == payment.gate_id) {
         (true, true) => {

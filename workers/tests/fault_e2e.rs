@@ -38,8 +38,7 @@ async fn killed_workers_and_a_redis_flush_lose_and_duplicate_nothing() {
         wait_ready(&http, w).await;
     }
 
-    let mut config = api::config::Config::default();
-    config.database_url = db.url.clone();
+    let config = api::config::Config { database_url: db.url.clone(), ..Default::default() };
     let conn = api::db::connect(&config).await.unwrap();
     let m = api::merchants::create_merchant(&conn, "Fault", &Default::default()).await.unwrap();
     let key =
@@ -71,7 +70,7 @@ async fn killed_workers_and_a_redis_flush_lose_and_duplicate_nothing() {
     let chaos_until = Instant::now() + Duration::from_secs(8);
     let mut flushed = false;
     let mut kills = 0;
-    while Instant::now() < chaos_until || set.len() > 0 {
+    while Instant::now() < chaos_until || !set.is_empty() {
         if let Some(done) = set.try_join_next() {
             done.unwrap();
         }

@@ -159,8 +159,7 @@ async fn every_row_of_the_invoice_table() {
     wait_ready(&http, &tracker).await;
     let _procs: [Proc; 3] = [api, scanner, tracker];
 
-    let mut config = api::config::Config::default();
-    config.database_url = db.url.clone();
+    let config = api::config::Config { database_url: db.url.clone(), ..Default::default() };
     let conn = api::db::connect(&config).await.unwrap();
     let merchant = api::merchants::create_merchant(&conn, "E2E", &Default::default()).await.unwrap();
     let all = api::auth::Permissions::all();
