@@ -27,6 +27,7 @@ pub mod state;
 pub mod static_addresses;
 pub mod telemetry;
 pub mod test_helpers;
+pub mod webhooks;
 
 use config::Config;
 use state::AppState;
