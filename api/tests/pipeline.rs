@@ -12,7 +12,7 @@ use api::pipeline::{scanner, sweeper, tracker};
 use common::TestApp;
 use entity::{Environment, event};
 use rust_decimal::Decimal;
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -115,36 +115,12 @@ impl Pipe {
         (d(row["available"].as_str().unwrap()), d(row["pending"].as_str().unwrap()))
     }
 
-    /// Event types of one invoice, oldest first.
     async fn events(&self, invoice: Uuid) -> Vec<String> {
-        let all = event::Entity::find().order_by_asc(event::Column::CreatedAt).order_by_asc(event::Column::Id);
-        all.all(&self.app.state.db)
-            .await
-            .unwrap()
-            .into_iter()
-            .filter(|e| e.payload["invoice_id"] == json!(invoice))
-            .map(|e| e.event_type)
-            .collect()
+        common::invoice_events(&self.app.state.db, invoice).await
     }
 
     async fn assert_ledger(&self, gate: &str) {
-        let b = entity::balance::Entity::find()
-            .filter(entity::balance::Column::MerchantId.eq(self.merchant))
-            .filter(entity::balance::Column::GateId.eq(gate))
-            .one(&self.app.state.db)
-            .await
-            .unwrap()
-            .unwrap();
-        let entries = entity::ledger_entry::Entity::find()
-            .filter(entity::ledger_entry::Column::MerchantId.eq(self.merchant))
-            .filter(entity::ledger_entry::Column::GateId.eq(gate))
-            .all(&self.app.state.db)
-            .await
-            .unwrap();
-        let sum = |bucket| entries.iter().filter(|e| e.bucket == bucket).map(|e| e.amount.0).sum::<Decimal>();
-        assert_eq!(sum(entity::Bucket::Available), b.available.0);
-        assert_eq!(sum(entity::Bucket::Pending), b.pending.0);
-        assert_eq!(sum(entity::Bucket::Reserved), b.reserved.0);
+        common::assert_ledger_sums(&self.app.state.db, self.merchant, gate).await;
     }
 }
 

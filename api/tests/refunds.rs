@@ -491,24 +491,7 @@ async fn refunded(app: &TestApp, invoice: Uuid) -> Decimal {
 /// Every bucket of the merchant's tron_usdt balance equals the sum of its entries, and no
 /// entry ever recorded a bucket below zero.
 async fn assert_ledger_consistent(app: &TestApp, m: Uuid, available: &str, reserved: &str) {
-    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
-    let b = entity::balance::Entity::find()
-        .filter(entity::balance::Column::MerchantId.eq(m))
-        .filter(entity::balance::Column::GateId.eq("tron_usdt"))
-        .one(&app.state.db)
-        .await
-        .unwrap()
-        .unwrap();
+    let (b, entries) = common::assert_ledger_sums(&app.state.db, m, "tron_usdt").await;
     assert_eq!((b.available.0, b.reserved.0), (d(available), d(reserved)));
-    let entries = entity::ledger_entry::Entity::find()
-        .filter(entity::ledger_entry::Column::MerchantId.eq(m))
-        .filter(entity::ledger_entry::Column::GateId.eq("tron_usdt"))
-        .all(&app.state.db)
-        .await
-        .unwrap();
     assert!(entries.iter().all(|e| e.balance_after.0 >= Decimal::ZERO), "a bucket went below zero");
-    let sum = |bucket| entries.iter().filter(|e| e.bucket == bucket).map(|e| e.amount.0).sum::<Decimal>();
-    assert_eq!(sum(entity::Bucket::Available), b.available.0);
-    assert_eq!(sum(entity::Bucket::Reserved), b.reserved.0);
-    assert_eq!(sum(entity::Bucket::Pending), b.pending.0);
 }

@@ -389,6 +389,13 @@ pub enum FeeAllocation {
 }
 
 impl FeeAllocation {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FeeAllocation::Customer => "customer",
+            FeeAllocation::Merchant => "merchant",
+        }
+    }
+
     pub fn parse(s: &str) -> Option<Self> {
         match s {
             "customer" => Some(FeeAllocation::Customer),

@@ -78,15 +78,8 @@ impl Client {
     }
 }
 
-/// Outbox events of one invoice, oldest first.
 async fn events(db: &sea_orm::DatabaseConnection, invoice: &str) -> Vec<String> {
-    let rows = entity::event::Entity::find()
-        .order_by_asc(entity::event::Column::CreatedAt)
-        .order_by_asc(entity::event::Column::Id)
-        .all(db)
-        .await
-        .unwrap();
-    rows.into_iter().filter(|e| e.payload["invoice_id"] == json!(invoice)).map(|e| e.event_type).collect()
+    api_common::invoice_events(db, invoice).await
 }
 
 /// Ledger entry types referencing the invoice's payments, per payment, oldest first.

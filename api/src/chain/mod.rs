@@ -76,7 +76,8 @@ impl Chains {
     }
 
     pub fn get(&self, env: Environment, gate_id: &str) -> Option<Arc<dyn Chain>> {
-        self.by_gate.iter().find(|((e, g), _)| *e == env && *g == gate_id).map(|(_, c)| c.clone())
+        let gate = crate::gates::find(gate_id)?;
+        self.by_gate.get(&(env, gate.id)).cloned()
     }
 
     /// Every watched (environment, chain), in a stable order.

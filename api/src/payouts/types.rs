@@ -67,13 +67,6 @@ pub struct PayoutFull {
     pub metadata: Option<serde_json::Value>,
 }
 
-fn alloc(a: entity::FeeAllocation) -> String {
-    match a {
-        entity::FeeAllocation::Customer => "customer".into(),
-        entity::FeeAllocation::Merchant => "merchant".into(),
-    }
-}
-
 impl PayoutShort {
     pub fn from_model(p: &payout::Model) -> Self {
         PayoutShort {
@@ -104,9 +97,9 @@ impl PayoutFull {
             short: PayoutShort::from_model(p),
             recipient_amount: p.recipient_amount.0.normalize().to_string(),
             merchant_debit_amount: p.merchant_debit_amount.0.normalize().to_string(),
-            payout_fee_allocation: alloc(p.payout_fee_allocation),
+            payout_fee_allocation: p.payout_fee_allocation.as_str().into(),
             configured_network_fee_amount: p.configured_network_fee_amount.0.normalize().to_string(),
-            network_fee_allocation: alloc(p.network_fee_allocation),
+            network_fee_allocation: p.network_fee_allocation.as_str().into(),
             failure_reason: p.failure_reason.clone(),
             metadata: p.metadata.clone(),
         }

@@ -65,13 +65,6 @@ pub struct RefundResponse {
     pub created_at: String,
 }
 
-fn alloc(a: entity::FeeAllocation) -> String {
-    match a {
-        entity::FeeAllocation::Customer => "customer".into(),
-        entity::FeeAllocation::Merchant => "merchant".into(),
-    }
-}
-
 fn amount(a: entity::Amount) -> String {
     a.0.normalize().to_string()
 }
@@ -88,10 +81,10 @@ impl RefundResponse {
             recipient_amount: amount(r.recipient_amount),
             merchant_debit_amount: amount(r.merchant_debit_amount),
             refund_fee: amount(r.refund_fee),
-            refund_fee_allocation: alloc(r.refund_fee_allocation),
+            refund_fee_allocation: r.refund_fee_allocation.as_str().into(),
             network_fee: amount(p.network_fee),
             configured_network_fee_amount: amount(r.configured_network_fee_amount),
-            network_fee_allocation: alloc(r.network_fee_allocation),
+            network_fee_allocation: r.network_fee_allocation.as_str().into(),
             destination: r.destination.clone(),
             destination_tag: r.destination_tag.clone(),
             status: r.status.as_str().into(),

@@ -285,3 +285,49 @@ pub async fn credit_invoice(app: &TestApp, merchant: Uuid, invoice_id: Uuid, gat
     txn.commit().await.expect("commit");
     payment.id
 }
+
+/// Asserts that every bucket of the merchant's balance in `gate` equals the sum of its ledger
+/// entries, and returns the balance with those entries.
+pub async fn assert_ledger_sums(
+    db: &sea_orm::DatabaseConnection,
+    merchant: Uuid,
+    gate: &str,
+) -> (entity::balance::Model, Vec<entity::ledger_entry::Model>) {
+    use entity::{Bucket, balance, ledger_entry};
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+    let b = balance::Entity::find()
+        .filter(balance::Column::MerchantId.eq(merchant))
+        .filter(balance::Column::GateId.eq(gate))
+        .one(db)
+        .await
+        .expect("balance")
+        .expect("a balance row");
+    let entries = ledger_entry::Entity::find()
+        .filter(ledger_entry::Column::MerchantId.eq(merchant))
+        .filter(ledger_entry::Column::GateId.eq(gate))
+        .all(db)
+        .await
+        .expect("entries");
+    let sum = |bucket| entries.iter().filter(|e| e.bucket == bucket).map(|e| e.amount.0).sum::<rust_decimal::Decimal>();
+    assert_eq!(sum(Bucket::Available), b.available.0, "available");
+    assert_eq!(sum(Bucket::Pending), b.pending.0, "pending");
+    assert_eq!(sum(Bucket::Reserved), b.reserved.0, "reserved");
+    (b, entries)
+}
+
+/// Event types of one invoice in the outbox, oldest first.
+pub async fn invoice_events(db: &sea_orm::DatabaseConnection, invoice: impl std::fmt::Display) -> Vec<String> {
+    use entity::event;
+    use sea_orm::{EntityTrait, QueryOrder};
+    let invoice = invoice.to_string();
+    let rows = event::Entity::find()
+        .order_by_asc(event::Column::CreatedAt)
+        .order_by_asc(event::Column::Id)
+        .all(db)
+        .await
+        .expect("events");
+    rows.into_iter()
+        .filter(|e| e.payload["invoice_id"] == Value::String(invoice.clone()))
+        .map(|e| e.event_type)
+        .collect()
+}
