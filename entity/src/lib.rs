@@ -19,9 +19,12 @@ pub mod sandbox_chain;
 pub mod sandbox_transfer;
 pub mod scan_cursor;
 pub mod static_address;
+pub mod webhook_attempt;
+pub mod webhook_delivery;
+pub mod webhook_endpoint;
 
 pub use amount::Amount;
 pub use types::{
-    Bucket, EntryType, Environment, FeeAllocation, InvoiceStatus, InvoiceTrigger, PaymentStatus, PayoutStatus,
-    PayoutTrigger, RefundStatus,
+    Bucket, DeliveryStatus, DeliveryTrigger, EntryType, Environment, FeeAllocation, InvoiceStatus, InvoiceTrigger,
+    PaymentStatus, PayoutStatus, PayoutTrigger, RefundStatus,
 };

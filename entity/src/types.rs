@@ -599,3 +599,107 @@ mod payout_tests {
         }
     }
 }
+
+/// Webhook delivery status (docs/webhooks.md "Delivery").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EnumIter, DeriveActiveEnum, Serialize, Deserialize)]
+#[sea_orm(rs_type = "String", db_type = "String(StringLen::N(16))")]
+#[serde(rename_all = "snake_case")]
+pub enum DeliveryStatus {
+    /// Waiting for its first attempt (or the first after a replay).
+    #[sea_orm(string_value = "pending")]
+    Pending,
+    /// An attempt failed; the next one is scheduled at `next_attempt_at`.
+    #[sea_orm(string_value = "retrying")]
+    Retrying,
+    /// The endpoint answered 2xx.
+    #[sea_orm(string_value = "succeeded")]
+    Succeeded,
+    /// Every scheduled attempt failed; `ops webhooks replay` sends it again.
+    #[sea_orm(string_value = "dead")]
+    Dead,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeliveryTrigger {
+    /// An attempt got a 2xx answer.
+    Delivered,
+    /// An attempt failed and the schedule has a retry left.
+    FailedWillRetry,
+    /// An attempt failed and it was the schedule's last.
+    FailedFinal,
+    /// The operator replays it (`ops webhooks replay`): due now, the schedule starts over.
+    Replay,
+}
+
+impl DeliveryStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryStatus::Pending => "pending",
+            DeliveryStatus::Retrying => "retrying",
+            DeliveryStatus::Succeeded => "succeeded",
+            DeliveryStatus::Dead => "dead",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        <DeliveryStatus as sea_orm::Iterable>::iter().find(|st| st.as_str() == s)
+    }
+
+    /// Whether a deliverer may still attempt it.
+    pub fn is_open(self) -> bool {
+        match self {
+            DeliveryStatus::Pending | DeliveryStatus::Retrying => true,
+            DeliveryStatus::Succeeded | DeliveryStatus::Dead => false,
+        }
+    }
+
+    /// The status `trigger` leads to, or `None` when it does not apply. Exhaustive on purpose.
+    pub fn on(self, trigger: DeliveryTrigger) -> Option<DeliveryStatus> {
+        use DeliveryStatus::*;
+        use DeliveryTrigger::*;
+        match (self, trigger) {
+            (Pending | Retrying, Delivered) => Some(Succeeded),
+            (Pending | Retrying, FailedWillRetry) => Some(Retrying),
+            (Pending | Retrying, FailedFinal) => Some(Dead),
+            (Retrying | Succeeded | Dead, Replay) => Some(Pending),
+            (Pending, Replay) | (Succeeded | Dead, Delivered | FailedWillRetry | FailedFinal) => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod delivery_tests {
+    use super::DeliveryStatus::*;
+    use super::DeliveryTrigger::*;
+    use super::*;
+
+    #[test]
+    fn attempts_apply_only_to_open_deliveries() {
+        for s in [Pending, Retrying] {
+            assert_eq!(s.on(Delivered), Some(Succeeded));
+            assert_eq!(s.on(FailedWillRetry), Some(Retrying));
+            assert_eq!(s.on(FailedFinal), Some(Dead));
+        }
+        for s in [Succeeded, Dead] {
+            assert_eq!(s.on(Delivered), None);
+            assert_eq!(s.on(FailedWillRetry), None);
+            assert_eq!(s.on(FailedFinal), None);
+        }
+    }
+
+    #[test]
+    fn replay_reopens_everything_but_a_pending_delivery() {
+        assert_eq!(Pending.on(Replay), None);
+        for s in [Retrying, Succeeded, Dead] {
+            assert_eq!(s.on(Replay), Some(Pending));
+        }
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for s in <DeliveryStatus as sea_orm::Iterable>::iter() {
+            assert_eq!(DeliveryStatus::parse(s.as_str()), Some(s));
+            assert_eq!(s.is_open(), s.on(Delivered).is_some());
+        }
+    }
+}

@@ -8,6 +8,7 @@ mod m20261121_000003_static_addresses;
 mod m20261121_000004_payouts;
 mod m20261121_000005_refunds;
 mod m20261121_000006_pipeline;
+mod m20261121_000007_webhooks;
 
 pub struct Migrator;
 
@@ -21,6 +22,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261121_000004_payouts::Migration),
             Box::new(m20261121_000005_refunds::Migration),
             Box::new(m20261121_000006_pipeline::Migration),
+            Box::new(m20261121_000007_webhooks::Migration),
         ]
     }
 }

@@ -31,9 +31,14 @@ pub enum JobsCmd {
     },
 }
 
-pub async fn run(config: &Config, cmd: JobsCmd) -> anyhow::Result<()> {
+/// The queue backend the services use.
+pub async fn connect(config: &Config) -> anyhow::Result<Queues> {
     let backend = QueueConfig::load()?.resolve(config)?;
-    let queues = Queues::connect(&backend).await?;
+    Queues::connect(&backend).await
+}
+
+pub async fn run(config: &Config, cmd: JobsCmd) -> anyhow::Result<()> {
+    let queues = connect(config).await?;
     execute(&queues, cmd, &mut std::io::stdout(), &mut std::io::stderr()).await
 }
 

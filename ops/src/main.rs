@@ -5,6 +5,7 @@ mod bench;
 mod bench_pipeline;
 mod jobs;
 mod sandbox;
+mod webhooks;
 
 use std::str::FromStr;
 
@@ -52,6 +53,9 @@ enum Command {
     /// Job queues: depths, dead jobs, replay.
     #[command(subcommand)]
     Jobs(jobs::JobsCmd),
+    /// Webhook endpoints and secrets, deliveries, their attempts and replay, test events.
+    #[command(subcommand)]
+    Webhooks(webhooks::WebhooksCmd),
 }
 
 #[derive(Subcommand)]
@@ -225,6 +229,10 @@ async fn main() -> anyhow::Result<()> {
             sandbox::run(&db, &config, cmd).await
         }
         Command::Jobs(cmd) => jobs::run(&config, cmd).await,
+        Command::Webhooks(cmd) => {
+            let db = connect(&config).await?;
+            webhooks::run(&config, &db, cmd).await
+        }
         Command::Migrate => {
             let db = api::db::connect(&config).await?;
             api::db::migrate(&db).await?;

@@ -4,7 +4,6 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use api::chain::Chains;
 use api::config::Config;
 use sea_orm::{ConnectionTrait, DatabaseConnection};
 use tokio_util::sync::CancellationToken;
@@ -28,7 +27,7 @@ pub async fn run_stages(
     queues: Queues,
     stop: impl Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
-    let ctx = StageCtx { chains: Chains::new(&db, &config.sandbox), db, config, queues: queues.clone() };
+    let ctx = StageCtx::new(stages, db, config, queues.clone())?;
     let mut rt = Runtime::new(queues);
     for s in stages {
         rt = stages::register(rt, *s, &ctx);

@@ -8,6 +8,7 @@ use std::time::Duration;
 use api::chain::Chains;
 use api::config::Config;
 use api::pipeline::{scanner, sweeper, tracker};
+use api::webhooks::{self, deliver::Deliverer, deliver::Outcome, secrets::SecretBox};
 use entity::Environment;
 use sea_orm::DatabaseConnection;
 use serde::{Deserialize, Serialize};
@@ -57,13 +58,13 @@ impl Job for ExecutePayout {
     const QUEUE: &'static str = "payout-execute";
 }
 
-/// Deliver one outbox event to its merchant's webhook (webhook issue).
+/// Run the due attempt of one webhook delivery.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct DeliverEvent {
-    pub event_id: Uuid,
+pub struct DeliverWebhook {
+    pub delivery_id: Uuid,
 }
 
-impl Job for DeliverEvent {
+impl Job for DeliverWebhook {
     const QUEUE: &'static str = "webhook-deliver";
 }
 
@@ -105,12 +106,39 @@ pub struct StageCtx {
     pub chains: Chains,
     pub config: Arc<Config>,
     pub queues: Queues,
+    /// The webhook sender; set in processes that run the webhook deliverer.
+    pub webhooks: Option<Arc<Deliverer>>,
+}
+
+impl StageCtx {
+    /// The context of `stages`: builds the webhook sender (which needs the secrets' key) only
+    /// where the deliverer runs.
+    pub fn new(
+        stages: &[Stage],
+        db: DatabaseConnection,
+        config: Arc<Config>,
+        queues: Queues,
+    ) -> anyhow::Result<StageCtx> {
+        let webhooks = if stages.contains(&Stage::WebhookDeliverer) {
+            let sbox = SecretBox::from_config(&config)?;
+            Some(Arc::new(Deliverer::new(db.clone(), sbox, config.webhooks.clone())?))
+        } else {
+            None
+        };
+        Ok(StageCtx { chains: Chains::new(&db, &config.sandbox), db, config, queues, webhooks })
+    }
+}
+
+/// Jobs at once per process when `pipeline.stage_concurrency` does not say: webhook attempts
+/// mostly wait on the network, the other stages on the database.
+fn default_concurrency(queue: &str) -> usize {
+    if queue == DeliverWebhook::QUEUE { 256 } else { 4 }
 }
 
 fn settings(cfg: &Config, queue: &str) -> StageSettings {
     let p = &cfg.pipeline;
     StageSettings {
-        concurrency: p.stage_concurrency.get(queue).copied().unwrap_or(4).max(1),
+        concurrency: p.stage_concurrency.get(queue).copied().unwrap_or_else(|| default_concurrency(queue)).max(1),
         max_attempts: p.max_attempts.max(1),
         ..StageSettings::default()
     }
@@ -144,10 +172,56 @@ pub fn register(rt: Runtime, stage: Stage, ctx: &StageCtx) -> Runtime {
         Stage::PayoutExecutor => rt.stage(settings(&cfg, ExecutePayout::QUEUE), |_: ExecutePayout, _| async {
             Err(JobError::permanent(anyhow::anyhow!("payout execution is not implemented yet")))
         }),
-        Stage::WebhookDeliverer => rt.stage(settings(&cfg, DeliverEvent::QUEUE), |_: DeliverEvent, _| async {
-            Err(JobError::permanent(anyhow::anyhow!("webhook delivery is not implemented yet")))
-        }),
+        Stage::WebhookDeliverer => {
+            let ctx = ctx.clone();
+            rt.stage(settings(&cfg, DeliverWebhook::QUEUE), move |job: DeliverWebhook, _: JobCtx| {
+                let ctx = ctx.clone();
+                async move { deliver(&ctx, job).await }
+            })
+        }
     }
+}
+
+async fn deliver(ctx: &StageCtx, job: DeliverWebhook) -> Result<(), JobError> {
+    let Some(deliverer) = &ctx.webhooks else {
+        return Err(JobError::permanent(anyhow::anyhow!("this process has no webhook deliverer")));
+    };
+    match deliverer.attempt(job.delivery_id).await.map_err(JobError::retry)? {
+        Outcome::RetryAfter(delay) | Outcome::NotDue(delay) => {
+            // Lost pushes are found by the sweeper (`webhooks::deliver::stale`).
+            ctx.queues.push_after(job, delay).await?;
+        }
+        Outcome::Delivered | Outcome::Dead | Outcome::Skipped => {}
+    }
+    Ok(())
+}
+
+/// Moves new outbox events into deliveries and enqueues them, round after round while full
+/// rounds come back.
+async fn dispatch(ctx: &StageCtx) -> anyhow::Result<()> {
+    let batch = ctx.config.webhooks.dispatch_batch;
+    loop {
+        let round = webhooks::dispatch::dispatch_batch(&ctx.db, batch).await?;
+        if !round.deliveries.is_empty() {
+            ctx.queues
+                .push_many(round.deliveries.into_iter().map(|delivery_id| DeliverWebhook { delivery_id }))
+                .await?;
+        }
+        if (round.events as u64) < batch {
+            return Ok(());
+        }
+    }
+}
+
+/// Re-enqueues deliveries whose job was lost.
+async fn sweep_webhooks(ctx: &StageCtx) -> anyhow::Result<()> {
+    let stale_after = Duration::from_secs(ctx.config.webhooks.stale_after_secs);
+    let ids = webhooks::deliver::stale(&ctx.db, stale_after, 1000).await?;
+    if !ids.is_empty() {
+        tracing::info!(count = ids.len(), "re-enqueueing webhook deliveries whose job was lost");
+        ctx.queues.push_many(ids.into_iter().map(|delivery_id| DeliverWebhook { delivery_id })).await?;
+    }
+    Ok(())
 }
 
 async fn scan(ctx: &StageCtx, job: ScanGate) -> Result<(), JobError> {
@@ -220,7 +294,27 @@ pub fn spawn_background(stage: Stage, ctx: &StageCtx, stop: CancellationToken) -
                 }
             }
         })),
-        Stage::SettlementConverter | Stage::PayoutExecutor | Stage::WebhookDeliverer => None,
+        Stage::WebhookDeliverer => Some(tokio::spawn(async move {
+            let every = Duration::from_millis(ctx.config.webhooks.dispatch_interval_ms);
+            let sweep_every = Duration::from_millis(ctx.config.webhooks.sweep_interval_ms);
+            let mut last_sweep = std::time::Instant::now();
+            while !stop.is_cancelled() {
+                if let Err(e) = dispatch(&ctx).await {
+                    tracing::warn!(error = %e, "webhook dispatch failed");
+                }
+                if last_sweep.elapsed() >= sweep_every {
+                    last_sweep = std::time::Instant::now();
+                    if let Err(e) = sweep_webhooks(&ctx).await {
+                        tracing::warn!(error = %e, "webhook sweep failed");
+                    }
+                }
+                tokio::select! {
+                    () = stop.cancelled() => break,
+                    () = tokio::time::sleep(every) => {}
+                }
+            }
+        })),
+        Stage::SettlementConverter | Stage::PayoutExecutor => None,
     }
 }
 

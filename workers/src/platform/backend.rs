@@ -115,33 +115,62 @@ impl Queues {
         self.push_envelope(&self.queue_name::<J>(), &envelope).await
     }
 
+    /// Enqueues several jobs of one queue in one round trip, due now. Returns their ids.
+    pub async fn push_many<J: Job>(&self, jobs: impl IntoIterator<Item = J>) -> anyhow::Result<Vec<String>> {
+        anyhow::ensure!(valid_queue_name(J::QUEUE), "invalid queue name {:?}", J::QUEUE);
+        let ready_at_ms = now_ms();
+        let envelopes: Vec<Envelope<J>> =
+            jobs.into_iter().map(|job| Envelope { job, attempt: 0, ready_at_ms }).collect();
+        self.push_envelopes(&self.queue_name::<J>(), &envelopes).await
+    }
+
     pub(crate) async fn push_envelope<T: Serialize>(
         &self,
         queue: &str,
         envelope: &Envelope<T>,
     ) -> anyhow::Result<String> {
+        let ids = self.push_envelopes(queue, std::slice::from_ref(envelope)).await?;
+        Ok(ids.into_iter().next().unwrap_or_default())
+    }
+
+    async fn push_envelopes<T: Serialize>(
+        &self,
+        queue: &str,
+        envelopes: &[Envelope<T>],
+    ) -> anyhow::Result<Vec<String>> {
+        if envelopes.is_empty() {
+            return Ok(Vec::new());
+        }
         self.register_queue(queue).await?;
-        let id = Ulid::generate();
-        // Whole seconds in the backend: a job may be fetched up to a second early, and the
-        // worker then waits for `ready_at_ms`.
-        let task = TaskBuilder::new(envelope.to_bytes()?)
-            .task_id(TaskId::from_ulid(id))
-            .run_at_timestamp(envelope.ready_at_ms / 1000)
-            .build();
+        let mut ids = Vec::with_capacity(envelopes.len());
+        let mut tasks = Vec::with_capacity(envelopes.len());
+        for envelope in envelopes {
+            let id = Ulid::generate();
+            // Whole seconds in the backend: a job may be fetched up to a second early, and the
+            // worker then waits for `ready_at_ms`.
+            tasks.push(
+                TaskBuilder::new(envelope.to_bytes()?)
+                    .task_id(TaskId::from_ulid(id))
+                    .run_at_timestamp(envelope.ready_at_ms / 1000)
+                    .build(),
+            );
+            ids.push(id.to_string());
+        }
         match &self.conn {
             Conn::Redis(conn) => {
-                apalis_redis::queries::push_tasks(&mut conn.clone(), &redis_config(queue), &[task])
+                apalis_redis::queries::push_tasks(&mut conn.clone(), &redis_config(queue), &tasks)
                     .await
                     .with_context(|| format!("pushing to {queue}"))?;
             }
             Conn::Sqlite(pool) => {
-                let mut c = pool.acquire().await?;
-                apalis_sqlite::queries::push_tasks(&mut *c, queue, &[task])
+                let mut tx = pool.begin().await?;
+                apalis_sqlite::queries::push_tasks(&mut *tx, queue, &tasks)
                     .await
                     .with_context(|| format!("pushing to {queue}"))?;
+                tx.commit().await?;
             }
         }
-        Ok(id.to_string())
+        Ok(ids)
     }
 
     /// Records `queue` (a full name) in the registry that [`Queues::depths`] lists.

@@ -1,0 +1,138 @@
+//! Operator views and actions over deliveries (`ops webhooks`): list with filters, attempts,
+//! replay, and the `test` event.
+
+use chrono::{DateTime, Utc};
+use entity::{DeliveryStatus, DeliveryTrigger, Environment, webhook_attempt, webhook_delivery, webhook_endpoint};
+use sea_orm::sea_query::Expr;
+use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
+use serde_json::json;
+use uuid::Uuid;
+
+use super::{TEST_EVENT, WebhookError};
+
+/// Filters of `ops webhooks list`; every one optional.
+#[derive(Debug, Clone, Default)]
+pub struct DeliveryFilter {
+    pub merchant_id: Option<Uuid>,
+    pub environment: Option<Environment>,
+    pub statuses: Vec<DeliveryStatus>,
+    pub event_type: Option<String>,
+    /// Deliveries created at or after this time.
+    pub since: Option<DateTime<Utc>>,
+    /// Deliveries created before this time.
+    pub until: Option<DateTime<Utc>>,
+    pub limit: u64,
+}
+
+fn filtered(f: &DeliveryFilter) -> sea_orm::Select<webhook_delivery::Entity> {
+    let mut q = webhook_delivery::Entity::find();
+    if let Some(m) = f.merchant_id {
+        q = q.filter(webhook_delivery::Column::MerchantId.eq(m));
+    }
+    if let Some(e) = f.environment {
+        q = q.filter(webhook_delivery::Column::Environment.eq(e));
+    }
+    if !f.statuses.is_empty() {
+        q = q.filter(webhook_delivery::Column::Status.is_in(f.statuses.clone()));
+    }
+    if let Some(t) = &f.event_type {
+        q = q.filter(webhook_delivery::Column::EventType.eq(t.as_str()));
+    }
+    if let Some(t) = f.since {
+        q = q.filter(webhook_delivery::Column::CreatedAt.gte(t));
+    }
+    if let Some(t) = f.until {
+        q = q.filter(webhook_delivery::Column::CreatedAt.lt(t));
+    }
+    q
+}
+
+/// Newest first.
+pub async fn list(db: &DatabaseConnection, f: &DeliveryFilter) -> Result<Vec<webhook_delivery::Model>, WebhookError> {
+    Ok(filtered(f)
+        .order_by_desc(webhook_delivery::Column::CreatedAt)
+        .order_by_desc(webhook_delivery::Column::Id)
+        .limit(f.limit.max(1))
+        .all(db)
+        .await?)
+}
+
+/// A delivery and its attempts, oldest first.
+pub async fn attempts(
+    db: &DatabaseConnection,
+    delivery_id: Uuid,
+) -> Result<(webhook_delivery::Model, Vec<webhook_attempt::Model>), WebhookError> {
+    let d = webhook_delivery::Entity::find_by_id(delivery_id)
+        .one(db)
+        .await?
+        .ok_or(WebhookError::UnknownDelivery(delivery_id))?;
+    let a = webhook_attempt::Entity::find()
+        .filter(webhook_attempt::Column::DeliveryId.eq(delivery_id))
+        .order_by_asc(webhook_attempt::Column::AttemptNo)
+        .all(db)
+        .await?;
+    Ok((d, a))
+}
+
+/// Makes one delivery due now with the schedule starting over. Returns whether it changed
+/// (a pending delivery is already due). The caller enqueues it.
+pub async fn replay(db: &DatabaseConnection, delivery_id: Uuid) -> Result<bool, WebhookError> {
+    let d = webhook_delivery::Entity::find_by_id(delivery_id)
+        .one(db)
+        .await?
+        .ok_or(WebhookError::UnknownDelivery(delivery_id))?;
+    let Some(next) = d.status.on(DeliveryTrigger::Replay) else {
+        return Ok(false);
+    };
+    let now = Utc::now();
+    let none: Option<DateTime<Utc>> = None;
+    let n = webhook_delivery::Entity::update_many()
+        .col_expr(webhook_delivery::Column::Status, Expr::value(next.as_str()))
+        .col_expr(webhook_delivery::Column::RetryStep, Expr::value(0))
+        .col_expr(webhook_delivery::Column::NextAttemptAt, Expr::value(now))
+        .col_expr(webhook_delivery::Column::LeaseUntil, Expr::value(none))
+        .col_expr(webhook_delivery::Column::DeadAt, Expr::value(none))
+        .col_expr(webhook_delivery::Column::DeliveredAt, Expr::value(none))
+        .col_expr(webhook_delivery::Column::EnqueuedAt, Expr::value(now))
+        .col_expr(webhook_delivery::Column::UpdatedAt, Expr::value(now))
+        .filter(webhook_delivery::Column::Id.eq(d.id))
+        .filter(webhook_delivery::Column::Status.eq(d.status))
+        .filter(webhook_delivery::Column::AttemptCount.eq(d.attempt_count))
+        .exec(db)
+        .await?
+        .rows_affected;
+    Ok(n == 1)
+}
+
+/// Ids of the failed deliveries (dead, or retrying) the filter selects, oldest first.
+pub async fn failed(db: &DatabaseConnection, f: &DeliveryFilter) -> Result<Vec<Uuid>, WebhookError> {
+    let f = DeliveryFilter { statuses: vec![DeliveryStatus::Dead, DeliveryStatus::Retrying], ..f.clone() };
+    Ok(filtered(&f)
+        .select_only()
+        .column(webhook_delivery::Column::Id)
+        .order_by_asc(webhook_delivery::Column::CreatedAt)
+        .into_tuple()
+        .all(db)
+        .await?)
+}
+
+/// Writes a `test` event for the merchant's endpoint; the deliverer sends it like any other.
+/// Returns the event id.
+pub async fn send_test(db: &DatabaseConnection, merchant_id: Uuid, env: Environment) -> Result<Uuid, WebhookError> {
+    if webhook_endpoint::Entity::find_by_id((merchant_id, env)).one(db).await?.is_none() {
+        return Err(WebhookError::NoEndpoint(merchant_id, env));
+    }
+    let tag = Uuid::now_v7();
+    let data = json!({
+        "message": "Test delivery from paygate. Verify the signature, then answer 2xx.",
+        "environment": env.as_str(),
+        "test_id": tag,
+    });
+    crate::events::emit(db, merchant_id, env, TEST_EVENT, format!("test:{tag}"), data).await?;
+    let e = entity::event::Entity::find()
+        .filter(entity::event::Column::DedupeKey.eq(format!("test:{tag}")))
+        .one(db)
+        .await?
+        .ok_or_else(|| sea_orm::DbErr::RecordNotFound("test event".into()))?;
+    Ok(e.id)
+}

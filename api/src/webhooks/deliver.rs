@@ -1,0 +1,401 @@
+//! One attempt of one delivery. The attempt is claimed with a guarded update (open, due, no
+//! live lease), so a duplicated or replayed job never sends twice at once; the body is signed
+//! fresh (spec 5.7), posted, and the outcome recorded with the next step of the schedule in
+//! one transaction. A deliverer killed mid-attempt leaves a lapsed lease: the sweeper puts the
+//! delivery back on the queue and it is sent again (at least once; receivers de-duplicate by
+//! the delivery id header).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use entity::{DeliveryStatus, DeliveryTrigger, Environment, webhook_attempt, webhook_delivery, webhook_endpoint};
+use sea_orm::sea_query::Expr;
+use sea_orm::{ColumnTrait, DatabaseConnection, DbErr, EntityTrait, IntoActiveModel, QueryFilter, QuerySelect};
+use uuid::Uuid;
+
+use super::outbound::{self, TargetPolicy};
+use super::secrets::SecretBox;
+use super::{DELIVERY_HEADER, EVENT_HEADER, WebhookError, endpoints, signature};
+use crate::config::WebhooksConfig;
+
+/// Extra lease beyond the attempt timeout, for recording the outcome.
+const LEASE_MARGIN: Duration = Duration::from_secs(30);
+/// Longest error text kept.
+const ERROR_LIMIT: usize = 1000;
+
+/// What the caller should do after [`Deliverer::attempt`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Delivered (2xx).
+    Delivered,
+    /// Failed; the next attempt is due after this delay.
+    RetryAfter(Duration),
+    /// Failed for the last time: dead until replayed.
+    Dead,
+    /// Not due yet (a job that arrived early): try again after this delay.
+    NotDue(Duration),
+    /// Nothing to do: done, dead, unknown, or another deliverer holds it.
+    Skipped,
+}
+
+/// The endpoint as a deliverer uses it: URL and the secrets that sign now.
+#[derive(Debug)]
+struct Target {
+    url: String,
+    secrets: Vec<String>,
+}
+
+/// Sends deliveries. One per process; cheap to share behind an `Arc`.
+pub struct Deliverer {
+    db: DatabaseConnection,
+    http: reqwest::Client,
+    sbox: SecretBox,
+    cfg: WebhooksConfig,
+    policy: TargetPolicy,
+    cache: Mutex<HashMap<(Uuid, Environment), (Instant, Option<Arc<Target>>)>>,
+}
+
+impl Deliverer {
+    pub fn new(db: DatabaseConnection, sbox: SecretBox, cfg: WebhooksConfig) -> anyhow::Result<Deliverer> {
+        Ok(Deliverer {
+            http: outbound::client(&cfg)?,
+            policy: TargetPolicy::from_config(&cfg),
+            db,
+            sbox,
+            cfg,
+            cache: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn config(&self) -> &WebhooksConfig {
+        &self.cfg
+    }
+
+    /// Runs the attempt that is due for `delivery_id`, if one is.
+    pub async fn attempt(&self, delivery_id: Uuid) -> Result<Outcome, WebhookError> {
+        let now = Utc::now();
+        let Some(d) = self.claim(delivery_id, now).await? else {
+            return self.unclaimed(delivery_id).await;
+        };
+        let started = Instant::now();
+        let started_at = Utc::now();
+        let (url, result) = match self.target(d.merchant_id, d.environment).await {
+            Ok(Some(t)) => {
+                let r = self.post(&d, &t).await;
+                (t.url.clone(), r)
+            }
+            Ok(None) => {
+                (String::new(), Err(Failure::text("no webhook endpoint is set for this merchant and environment")))
+            }
+            Err(e) => (String::new(), Err(Failure::text(&e.to_string()))),
+        };
+        let latency = started.elapsed();
+        self.record(&d, &url, started_at, latency, result).await
+    }
+
+    /// Takes the attempt: open, due, and not leased by a live attempt.
+    async fn claim(&self, id: Uuid, now: DateTime<Utc>) -> Result<Option<webhook_delivery::Model>, DbErr> {
+        use sea_orm::sea_query::ExprTrait;
+        let lease = Duration::from_millis(self.cfg.timeout_ms) + LEASE_MARGIN;
+        let until = now + chrono::Duration::from_std(lease).unwrap_or(chrono::Duration::seconds(60));
+        let rows = webhook_delivery::Entity::update_many()
+            .col_expr(webhook_delivery::Column::AttemptCount, Expr::col(webhook_delivery::Column::AttemptCount).add(1))
+            .col_expr(webhook_delivery::Column::LeaseUntil, Expr::value(until))
+            .col_expr(webhook_delivery::Column::UpdatedAt, Expr::value(now))
+            .filter(webhook_delivery::Column::Id.eq(id))
+            .filter(webhook_delivery::Column::Status.is_in([DeliveryStatus::Pending, DeliveryStatus::Retrying]))
+            .filter(webhook_delivery::Column::NextAttemptAt.lte(now))
+            .filter(webhook_delivery::Column::LeaseUntil.is_null().or(webhook_delivery::Column::LeaseUntil.lt(now)))
+            .exec_with_returning(&self.db)
+            .await?;
+        Ok(rows.into_iter().next())
+    }
+
+    /// Why the claim failed: early (reschedule) or nothing to do.
+    async fn unclaimed(&self, id: Uuid) -> Result<Outcome, WebhookError> {
+        let Some(d) = webhook_delivery::Entity::find_by_id(id).one(&self.db).await? else {
+            return Ok(Outcome::Skipped);
+        };
+        let now = Utc::now();
+        let leased = d.lease_until.is_some_and(|t| t >= now);
+        if d.status.is_open() && !leased && d.next_attempt_at > now {
+            return Ok(Outcome::NotDue((d.next_attempt_at - now).to_std().unwrap_or_default()));
+        }
+        Ok(Outcome::Skipped)
+    }
+
+    async fn target(&self, merchant_id: Uuid, env: Environment) -> Result<Option<Arc<Target>>, WebhookError> {
+        let ttl = Duration::from_millis(self.cfg.endpoint_cache_ms);
+        if let Some((at, t)) = self.cache.lock().expect("cache lock").get(&(merchant_id, env))
+            && at.elapsed() < ttl
+        {
+            return Ok(t.clone());
+        }
+        let row = webhook_endpoint::Entity::find_by_id((merchant_id, env)).one(&self.db).await?;
+        let target = match row {
+            Some(m) => Some(Arc::new(Target {
+                url: m.url.clone(),
+                secrets: endpoints::signing_secrets(&self.sbox, &m, Utc::now())?,
+            })),
+            None => None,
+        };
+        self.cache.lock().expect("cache lock").insert((merchant_id, env), (Instant::now(), target.clone()));
+        Ok(target)
+    }
+
+    async fn post(&self, d: &webhook_delivery::Model, t: &Target) -> Result<Answer, Failure> {
+        let url = url::Url::parse(&t.url).map_err(|e| Failure::text(&format!("invalid url: {e}")))?;
+        self.policy.check_url(&url, d.environment).map_err(|e| Failure::text(&format!("refused target: {e}")))?;
+        let secrets: Vec<&[u8]> = t.secrets.iter().map(String::as_bytes).collect();
+        let header = signature::header(&secrets, Utc::now().timestamp(), d.body.as_bytes());
+        let resp = self
+            .http
+            .post(url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header(signature::HEADER, header)
+            .header(DELIVERY_HEADER, d.id.to_string())
+            .header(EVENT_HEADER, &d.event_type)
+            .body(d.body.clone())
+            .send()
+            .await
+            .map_err(|e| Failure::text(&error_chain(&e)))?;
+        let status = resp.status();
+        let retry_after = resp
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| parse_retry_after(v, std::time::SystemTime::now()));
+        let body = read_prefix(resp, self.cfg.response_body_limit).await;
+        Ok(Answer { status: status.as_u16(), retry_after, body })
+    }
+
+    async fn record(
+        &self,
+        d: &webhook_delivery::Model,
+        url: &str,
+        started_at: DateTime<Utc>,
+        latency: Duration,
+        result: Result<Answer, Failure>,
+    ) -> Result<Outcome, WebhookError> {
+        let (code, body, error, retry_after) = match &result {
+            Ok(a) => (Some(a.status), Some(a.body.clone()), None, a.retry_after),
+            Err(f) => (None, None, Some(f.0.clone()), None),
+        };
+        let ok = code.is_some_and(|c| (200..300).contains(&c));
+        let error = match (ok, code, error) {
+            (true, ..) => None,
+            (false, Some(c), None) => Some(format!("HTTP {c}")),
+            (false, _, e) => e,
+        };
+        let step = usize::try_from(d.retry_step).unwrap_or(usize::MAX);
+        let (trigger, delay) = if ok {
+            (DeliveryTrigger::Delivered, None)
+        } else {
+            match next_delay(&self.cfg, step, retry_after) {
+                Some(delay) => (DeliveryTrigger::FailedWillRetry, Some(delay)),
+                None => (DeliveryTrigger::FailedFinal, None),
+            }
+        };
+        let next = d.status.on(trigger).expect("a claimed delivery is open");
+        let now = Utc::now();
+        let attempt = webhook_attempt::Model {
+            id: Uuid::now_v7(),
+            delivery_id: d.id,
+            attempt_no: d.attempt_count,
+            url: url.to_owned(),
+            started_at,
+            latency_ms: i64::try_from(latency.as_millis()).unwrap_or(i64::MAX),
+            status_code: code.map(i32::from),
+            error: error.clone(),
+            response_body: body,
+            succeeded: ok,
+        };
+        let mut update = webhook_delivery::Entity::update_many()
+            .col_expr(webhook_delivery::Column::Status, Expr::value(next.as_str()))
+            .col_expr(webhook_delivery::Column::LeaseUntil, Expr::value(Option::<DateTime<Utc>>::None))
+            .col_expr(webhook_delivery::Column::LastStatusCode, Expr::value(code.map(i32::from)))
+            .col_expr(webhook_delivery::Column::LastError, Expr::value(error))
+            .col_expr(webhook_delivery::Column::UpdatedAt, Expr::value(now))
+            .filter(webhook_delivery::Column::Id.eq(d.id))
+            .filter(webhook_delivery::Column::Status.eq(d.status))
+            .filter(webhook_delivery::Column::AttemptCount.eq(d.attempt_count));
+        update = match (next, delay) {
+            (DeliveryStatus::Succeeded, _) => update.col_expr(webhook_delivery::Column::DeliveredAt, Expr::value(now)),
+            (DeliveryStatus::Dead, _) => update.col_expr(webhook_delivery::Column::DeadAt, Expr::value(now)),
+            (_, Some(delay)) => update
+                .col_expr(webhook_delivery::Column::RetryStep, Expr::value(d.retry_step.saturating_add(1)))
+                .col_expr(webhook_delivery::Column::NextAttemptAt, Expr::value(now + chrono_delay(delay)))
+                .col_expr(webhook_delivery::Column::EnqueuedAt, Expr::value(now)),
+            (_, None) => update,
+        };
+        let txn = crate::db::begin_write(&self.db).await?;
+        webhook_attempt::Entity::insert(attempt.into_active_model()).exec_without_returning(&txn).await?;
+        let applied = update.exec(&txn).await?.rows_affected == 1;
+        txn.commit().await?;
+        if !applied {
+            // The lease lapsed and another deliverer took the delivery over; it decides.
+            return Ok(Outcome::Skipped);
+        }
+        Ok(match (next, delay) {
+            (DeliveryStatus::Succeeded, _) => Outcome::Delivered,
+            (DeliveryStatus::Dead, _) => Outcome::Dead,
+            (_, Some(delay)) => Outcome::RetryAfter(delay),
+            (_, None) => Outcome::Skipped,
+        })
+    }
+}
+
+/// Ids of open deliveries due for at least `stale_after` that no job has taken: their job was
+/// lost (flushed queue, deliverer killed between steps). Marks them enqueued now.
+pub async fn stale(db: &DatabaseConnection, stale_after: Duration, limit: u64) -> Result<Vec<Uuid>, DbErr> {
+    use sea_orm::sea_query::ExprTrait;
+    let now = Utc::now();
+    let cutoff = now - chrono_delay(stale_after);
+    let ids: Vec<Uuid> = webhook_delivery::Entity::find()
+        .select_only()
+        .column(webhook_delivery::Column::Id)
+        .filter(webhook_delivery::Column::Status.is_in([DeliveryStatus::Pending, DeliveryStatus::Retrying]))
+        .filter(webhook_delivery::Column::NextAttemptAt.lte(cutoff))
+        .filter(webhook_delivery::Column::LeaseUntil.is_null().or(webhook_delivery::Column::LeaseUntil.lt(now)))
+        .filter(webhook_delivery::Column::EnqueuedAt.is_null().or(webhook_delivery::Column::EnqueuedAt.lte(cutoff)))
+        .limit(limit)
+        .into_tuple()
+        .all(db)
+        .await?;
+    if !ids.is_empty() {
+        webhook_delivery::Entity::update_many()
+            .col_expr(webhook_delivery::Column::EnqueuedAt, Expr::value(now))
+            .filter(webhook_delivery::Column::Id.is_in(ids.clone()))
+            .exec(db)
+            .await?;
+    }
+    Ok(ids)
+}
+
+fn chrono_delay(d: Duration) -> chrono::Duration {
+    chrono::Duration::from_std(d).unwrap_or(chrono::Duration::days(1))
+}
+
+struct Answer {
+    status: u16,
+    retry_after: Option<Duration>,
+    body: String,
+}
+
+struct Failure(String);
+
+impl Failure {
+    fn text(s: &str) -> Failure {
+        Failure(truncate(s, ERROR_LIMIT))
+    }
+}
+
+/// The delay before the retry after a failed attempt at schedule step `step` (0-based), or
+/// `None` when the schedule is exhausted. The scheduled delay is spread by the jitter; a
+/// `Retry-After` longer than that postpones it, up to `retry_after_max_secs`.
+pub fn next_delay(cfg: &WebhooksConfig, step: usize, retry_after: Option<Duration>) -> Option<Duration> {
+    let base = Duration::from_secs(*cfg.retry_schedule_secs.get(step)?);
+    let base_ms = u64::try_from(base.as_millis()).unwrap_or(u64::MAX);
+    let spread = base_ms / 100 * u64::from(cfg.jitter_percent);
+    let jittered =
+        if spread == 0 { base_ms } else { base_ms - spread + rand::random_range(0..=spread.saturating_mul(2)) };
+    let mut delay = Duration::from_millis(jittered);
+    if let Some(ra) = retry_after {
+        delay = delay.max(ra.min(Duration::from_secs(cfg.retry_after_max_secs)));
+    }
+    Some(delay)
+}
+
+/// `Retry-After` as delay-seconds or an HTTP date.
+pub fn parse_retry_after(v: &str, now: std::time::SystemTime) -> Option<Duration> {
+    let v = v.trim();
+    if let Ok(secs) = v.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let at = httpdate::parse_http_date(v).ok()?;
+    Some(at.duration_since(now).unwrap_or_default())
+}
+
+/// The first `limit` bytes of the body, as text.
+async fn read_prefix(mut resp: reqwest::Response, limit: usize) -> String {
+    let mut buf = Vec::new();
+    while buf.len() < limit {
+        match resp.chunk().await {
+            Ok(Some(c)) => buf.extend_from_slice(&c[..c.len().min(limit - buf.len())]),
+            Ok(None) | Err(_) => break,
+        }
+    }
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_owned();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+/// An error with its causes, `a: b: c` (reqwest's own message hides the cause).
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let m = c.to_string();
+        if !s.contains(&m) {
+            s.push_str(": ");
+            s.push_str(&m);
+        }
+        cur = c.source();
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedule_with_jitter_then_dead() {
+        let cfg = WebhooksConfig::default();
+        let expect = [5u64, 300, 1800, 7200, 18_000, 36_000, 36_000];
+        for (step, secs) in expect.iter().enumerate() {
+            for _ in 0..50 {
+                let d = next_delay(&cfg, step, None).unwrap();
+                let (lo, hi) = (Duration::from_millis(secs * 900), Duration::from_millis(secs * 1100));
+                assert!(d >= lo && d <= hi, "step {step}: {d:?} outside {lo:?}..{hi:?}");
+            }
+        }
+        assert_eq!(next_delay(&cfg, expect.len(), None), None, "after the 7th retry the delivery is dead");
+    }
+
+    #[test]
+    fn retry_after_postpones_within_bounds() {
+        let cfg = WebhooksConfig { jitter_percent: 0, ..WebhooksConfig::default() };
+        assert_eq!(next_delay(&cfg, 0, Some(Duration::from_secs(60))), Some(Duration::from_secs(60)));
+        // Shorter than the schedule: the schedule wins.
+        assert_eq!(next_delay(&cfg, 1, Some(Duration::from_secs(1))), Some(Duration::from_secs(300)));
+        // Longer than the bound: capped.
+        assert_eq!(next_delay(&cfg, 0, Some(Duration::from_secs(10_000_000))), Some(Duration::from_secs(36_000)));
+    }
+
+    #[test]
+    fn retry_after_forms() {
+        let now = std::time::UNIX_EPOCH + Duration::from_secs(1_445_412_480);
+        assert_eq!(parse_retry_after("120", now), Some(Duration::from_secs(120)));
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:30:00 GMT", now), Some(Duration::from_secs(120)));
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:00:00 GMT", now), Some(Duration::ZERO));
+        assert_eq!(parse_retry_after("soon", now), None);
+    }
+
+    #[test]
+    fn truncation_keeps_char_boundaries() {
+        assert_eq!(truncate("abc", 5), "abc");
+        assert_eq!(truncate("ééé", 3), "é…");
+    }
+}

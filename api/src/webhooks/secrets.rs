@@ -1,0 +1,208 @@
+//! Endpoint secrets: generated as `whsec_` + 32 random bytes in hex, shown once, and stored
+//! encrypted (XChaCha20-Poly1305 with the operator's webhook key). The deliverer needs the
+//! secret itself to sign, so it cannot be hashed; the ciphertext is bound to its merchant and
+//! environment, so a row copied onto another merchant does not decrypt.
+
+use std::path::{Path, PathBuf};
+
+use chacha20poly1305::aead::{Aead, KeyInit, Payload};
+use chacha20poly1305::{XChaCha20Poly1305, XNonce};
+use entity::Environment;
+use uuid::Uuid;
+
+use crate::config::Config;
+
+/// Prefix of every endpoint secret.
+pub const PREFIX: &str = "whsec_";
+const FORMAT: &str = "v1";
+
+#[derive(Debug, thiserror::Error)]
+pub enum SecretError {
+    #[error("webhook secret key: {0}")]
+    Key(String),
+    #[error("webhook secret does not decrypt with the configured key (wrong `webhooks.secret_key`?)")]
+    Decrypt,
+}
+
+/// A fresh endpoint secret.
+pub fn generate() -> String {
+    format!("{PREFIX}{}", hex::encode(rand::random::<[u8; 32]>()))
+}
+
+/// Encrypts and decrypts endpoint secrets with the operator's key.
+#[derive(Clone)]
+pub struct SecretBox {
+    cipher: XChaCha20Poly1305,
+}
+
+impl std::fmt::Debug for SecretBox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SecretBox(***)")
+    }
+}
+
+impl SecretBox {
+    pub fn new(key: [u8; 32]) -> SecretBox {
+        SecretBox { cipher: XChaCha20Poly1305::new(&key.into()) }
+    }
+
+    /// 64 hex characters -> the key.
+    pub fn parse_key(hex_key: &str) -> Result<[u8; 32], SecretError> {
+        let bytes = hex::decode(hex_key.trim()).map_err(|_| SecretError::Key("not hex".into()))?;
+        bytes.as_slice().try_into().map_err(|_| SecretError::Key("must be 32 bytes (64 hex characters)".into()))
+    }
+
+    /// The key from `webhooks.secret_key`, else from the key file (created on the embedded
+    /// SQLite default when missing).
+    pub fn from_config(config: &Config) -> Result<SecretBox, SecretError> {
+        if let Some(k) = &config.webhooks.secret_key {
+            return Ok(SecretBox::new(Self::parse_key(&k.0)?));
+        }
+        let (path, may_create) = match &config.webhooks.secret_key_file {
+            Some(p) => (p.clone(), false),
+            None => match default_key_file(&config.database_url) {
+                Some(p) => (p, true),
+                None => {
+                    return Err(SecretError::Key(
+                        "set `webhooks.secret_key` (PAYGATE_WEBHOOKS__SECRET_KEY, 64 hex characters) or \
+                         `webhooks.secret_key_file`; every process that runs `ops webhooks` or the deliverer needs the same key"
+                            .into(),
+                    ));
+                }
+            },
+        };
+        Ok(SecretBox::new(load_or_create(&path, may_create)?))
+    }
+
+    /// `v1.<nonce hex>.<ciphertext hex>`.
+    pub fn seal(&self, merchant_id: Uuid, env: Environment, secret: &str) -> String {
+        let nonce_bytes = rand::random::<[u8; 24]>();
+        let nonce = XNonce::from(nonce_bytes);
+        let aad = aad(merchant_id, env);
+        let ct = self
+            .cipher
+            .encrypt(&nonce, Payload { msg: secret.as_bytes(), aad: aad.as_bytes() })
+            .expect("XChaCha20-Poly1305 encryption of a short message cannot fail");
+        format!("{FORMAT}.{}.{}", hex::encode(nonce_bytes), hex::encode(ct))
+    }
+
+    pub fn open(&self, merchant_id: Uuid, env: Environment, sealed: &str) -> Result<String, SecretError> {
+        let mut parts = sealed.split('.');
+        let (Some(FORMAT), Some(nonce), Some(ct), None) = (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err(SecretError::Decrypt);
+        };
+        let nonce: [u8; 24] = hex::decode(nonce).ok().and_then(|n| n.try_into().ok()).ok_or(SecretError::Decrypt)?;
+        let ct = hex::decode(ct).map_err(|_| SecretError::Decrypt)?;
+        let aad = aad(merchant_id, env);
+        let plain = self
+            .cipher
+            .decrypt(&XNonce::from(nonce), Payload { msg: &ct, aad: aad.as_bytes() })
+            .map_err(|_| SecretError::Decrypt)?;
+        String::from_utf8(plain).map_err(|_| SecretError::Decrypt)
+    }
+}
+
+fn aad(merchant_id: Uuid, env: Environment) -> String {
+    format!("paygate-webhook-secret:{merchant_id}:{env}")
+}
+
+/// `sqlite://data/paygate.db?mode=rwc` -> `data/paygate-webhooks.key`; `None` for PostgreSQL
+/// and in-memory SQLite, where several machines would each make their own key.
+pub fn default_key_file(database_url: &str) -> Option<PathBuf> {
+    let file = database_url
+        .strip_prefix("sqlite:")
+        .map(|rest| rest.trim_start_matches("//"))
+        .map(|rest| rest.split('?').next().unwrap_or_default())
+        .filter(|f| !f.is_empty() && !f.starts_with(":memory:"))?;
+    let file = Path::new(file);
+    let stem = file.file_stem().and_then(|s| s.to_str()).unwrap_or("paygate");
+    Some(file.with_file_name(format!("{stem}-webhooks.key")))
+}
+
+fn load_or_create(path: &Path, may_create: bool) -> Result<[u8; 32], SecretError> {
+    match std::fs::read_to_string(path) {
+        Ok(s) => SecretBox::parse_key(&s),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && may_create => {
+            let key = rand::random::<[u8; 32]>();
+            write_new_key(path, &key).map_err(|e| SecretError::Key(format!("creating {}: {e}", path.display())))?;
+            // Another process may have won the race to create it: read what is there.
+            let s = std::fs::read_to_string(path)
+                .map_err(|e| SecretError::Key(format!("reading {}: {e}", path.display())))?;
+            SecretBox::parse_key(&s)
+        }
+        Err(e) => Err(SecretError::Key(format!("reading {}: {e}", path.display()))),
+    }
+}
+
+fn write_new_key(path: &Path, key: &[u8; 32]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    match opts.open(path) {
+        Ok(mut f) => {
+            f.write_all(hex::encode(key).as_bytes())?;
+            f.sync_all()
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seal_open_round_trip_and_binding() {
+        let b = SecretBox::new([7; 32]);
+        let m = Uuid::now_v7();
+        let secret = generate();
+        assert!(secret.starts_with(PREFIX) && secret.len() == PREFIX.len() + 64);
+        let sealed = b.seal(m, Environment::Test, &secret);
+        assert!(!sealed.contains(&secret[PREFIX.len()..]), "ciphertext must not contain the secret");
+        assert_eq!(b.open(m, Environment::Test, &sealed).unwrap(), secret);
+        // Bound to merchant and environment.
+        assert!(b.open(m, Environment::Live, &sealed).is_err());
+        assert!(b.open(Uuid::now_v7(), Environment::Test, &sealed).is_err());
+        // Another key does not open it; a tampered ciphertext does not either.
+        assert!(SecretBox::new([8; 32]).open(m, Environment::Test, &sealed).is_err());
+        let mut t = sealed.clone().into_bytes();
+        let last = t.len() - 1;
+        t[last] = if t[last] == b'0' { b'1' } else { b'0' };
+        assert!(b.open(m, Environment::Test, &String::from_utf8(t).unwrap()).is_err());
+        // Two seals of one secret differ (fresh nonce).
+        assert_ne!(sealed, b.seal(m, Environment::Test, &secret));
+    }
+
+    #[test]
+    fn key_file_is_created_once_and_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = format!("sqlite://{}/shop.db?mode=rwc", dir.path().display());
+        let path = default_key_file(&db).unwrap();
+        assert_eq!(path, dir.path().join("shop-webhooks.key"));
+        let a = load_or_create(&path, true).unwrap();
+        let b = load_or_create(&path, true).unwrap();
+        assert_eq!(a, b);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        }
+        assert!(default_key_file("postgres://db/x").is_none());
+        assert!(default_key_file("sqlite::memory:").is_none());
+        assert!(load_or_create(&dir.path().join("missing.key"), false).is_err());
+    }
+
+    #[test]
+    fn keys_must_be_32_bytes_of_hex() {
+        assert!(SecretBox::parse_key(&"ab".repeat(32)).is_ok());
+        assert!(SecretBox::parse_key(&"ab".repeat(31)).is_err());
+        assert!(SecretBox::parse_key(&"zz".repeat(32)).is_err());
+    }
+}

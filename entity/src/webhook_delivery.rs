@@ -1,0 +1,42 @@
+use sea_orm::entity::prelude::*;
+
+use crate::{DeliveryStatus, Environment};
+
+/// One outbox event on its way to the merchant's endpoint. `body` is the exact JSON that every
+/// attempt sends; the signature is made fresh per attempt.
+#[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
+#[sea_orm(table_name = "webhook_deliveries")]
+pub struct Model {
+    /// Sent as the delivery id header; the same for every attempt and replay.
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: Uuid,
+    #[sea_orm(unique)]
+    pub event_id: Uuid,
+    pub merchant_id: Uuid,
+    pub environment: Environment,
+    pub event_type: String,
+    #[sea_orm(column_type = "Text")]
+    pub body: String,
+    pub status: DeliveryStatus,
+    /// Attempts started so far (the next attempt's number is this plus one).
+    pub attempt_count: i32,
+    /// Position in the retry schedule; a replay starts it over.
+    pub retry_step: i32,
+    pub next_attempt_at: DateTimeUtc,
+    /// Held by the deliverer running an attempt; another may take over once it lapses.
+    pub lease_until: Option<DateTimeUtc>,
+    /// When a job for this delivery was last put on the queue.
+    pub enqueued_at: Option<DateTimeUtc>,
+    pub last_status_code: Option<i32>,
+    pub last_error: Option<String>,
+    pub event_created_at: DateTimeUtc,
+    pub created_at: DateTimeUtc,
+    pub updated_at: DateTimeUtc,
+    pub delivered_at: Option<DateTimeUtc>,
+    pub dead_at: Option<DateTimeUtc>,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

@@ -1,0 +1,322 @@
+//! `ops webhooks`: endpoints (set, show, rotate, remove), the `test` event, and deliveries
+//! (list with filters, attempts, replay).
+
+use std::io::Write;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use api::config::Config;
+use api::webhooks::admin::{self, DeliveryFilter};
+use api::webhooks::endpoints;
+use api::webhooks::outbound::TargetPolicy;
+use api::webhooks::secrets::SecretBox;
+use chrono::{DateTime, Utc};
+use clap::Subcommand;
+use entity::{DeliveryStatus, Environment};
+use sea_orm::DatabaseConnection;
+use uuid::Uuid;
+use workers::platform::Queues;
+use workers::stages::DeliverWebhook;
+
+#[derive(Debug, Subcommand)]
+pub enum WebhooksCmd {
+    /// Set the endpoint URL of a merchant in one environment. A new endpoint's secret
+    /// (`whsec_…`) is printed once; an existing endpoint keeps its secret.
+    Set {
+        #[arg(long)]
+        merchant: Uuid,
+        #[arg(long, value_parser = crate::parse_env)]
+        env: Environment,
+        #[arg(long)]
+        url: String,
+    },
+    /// Show the endpoint (never the secret).
+    Show {
+        #[arg(long)]
+        merchant: Uuid,
+        #[arg(long, value_parser = crate::parse_env)]
+        env: Environment,
+    },
+    /// Make a new secret, printed once. The previous one keeps signing beside it for the
+    /// overlap, so receivers can switch without rejecting deliveries.
+    Rotate {
+        #[arg(long)]
+        merchant: Uuid,
+        #[arg(long, value_parser = crate::parse_env)]
+        env: Environment,
+        /// How long the previous secret keeps signing; default `webhooks.rotation_overlap_secs`.
+        #[arg(long, value_parser = parse_span)]
+        overlap: Option<chrono::Duration>,
+    },
+    /// Remove the endpoint: new events are no longer delivered.
+    Remove {
+        #[arg(long)]
+        merchant: Uuid,
+        #[arg(long, value_parser = crate::parse_env)]
+        env: Environment,
+    },
+    /// Send a `test` event to the endpoint.
+    Test {
+        #[arg(long)]
+        merchant: Uuid,
+        #[arg(long, value_parser = crate::parse_env)]
+        env: Environment,
+        /// Wait up to this many seconds for the first attempt and print it (0: do not wait).
+        #[arg(long, default_value_t = 30)]
+        wait: u64,
+    },
+    /// Deliveries, newest first.
+    List {
+        #[command(flatten)]
+        filter: FilterArgs,
+        /// Only these statuses (comma separated): pending, retrying, succeeded, dead.
+        #[arg(long, value_delimiter = ',', value_parser = parse_status)]
+        status: Vec<DeliveryStatus>,
+        #[arg(long, default_value_t = 50)]
+        limit: u64,
+    },
+    /// A delivery and every attempt: time, status code, latency, error, response body.
+    Attempts { delivery: Uuid },
+    /// Send deliveries again now, the retry schedule starting over (same delivery id).
+    Replay {
+        /// Delivery ids.
+        #[arg(required_unless_present = "failed", conflicts_with = "failed")]
+        ids: Vec<Uuid>,
+        /// Every failed (dead or retrying) delivery the filters select.
+        #[arg(long)]
+        failed: bool,
+        #[command(flatten)]
+        filter: FilterArgs,
+    },
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct FilterArgs {
+    #[arg(long)]
+    merchant: Option<Uuid>,
+    #[arg(long, value_parser = crate::parse_env)]
+    env: Option<Environment>,
+    /// Event type, e.g. `invoice.paid`.
+    #[arg(long)]
+    event: Option<String>,
+    /// Created at or after: RFC 3339 time or an age such as `90m`, `6h`, `2d`.
+    #[arg(long, value_parser = parse_time)]
+    since: Option<DateTime<Utc>>,
+    /// Created before: RFC 3339 time or an age.
+    #[arg(long, value_parser = parse_time)]
+    until: Option<DateTime<Utc>>,
+}
+
+impl FilterArgs {
+    fn filter(&self, statuses: Vec<DeliveryStatus>, limit: u64) -> DeliveryFilter {
+        DeliveryFilter {
+            merchant_id: self.merchant,
+            environment: self.env,
+            statuses,
+            event_type: self.event.clone(),
+            since: self.since,
+            until: self.until,
+            limit,
+        }
+    }
+}
+
+fn parse_status(s: &str) -> Result<DeliveryStatus, String> {
+    DeliveryStatus::parse(s).ok_or_else(|| format!("expected pending, retrying, succeeded or dead, got {s:?}"))
+}
+
+/// `90s`, `30m`, `6h`, `2d`.
+fn parse_span(s: &str) -> Result<chrono::Duration, String> {
+    let s = s.trim();
+    let (n, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: i64 = n.parse().map_err(|_| format!("expected a number and a unit (s, m, h, d), got {s:?}"))?;
+    match unit {
+        "s" => Ok(chrono::Duration::seconds(n)),
+        "m" => Ok(chrono::Duration::minutes(n)),
+        "h" => Ok(chrono::Duration::hours(n)),
+        "d" => Ok(chrono::Duration::days(n)),
+        _ => Err(format!("expected a unit s, m, h or d, got {s:?}")),
+    }
+}
+
+fn parse_time(s: &str) -> Result<DateTime<Utc>, String> {
+    if let Ok(t) = DateTime::parse_from_rfc3339(s) {
+        return Ok(t.to_utc());
+    }
+    parse_span(s).map(|age| Utc::now() - age).map_err(|e| format!("{e}, or an RFC 3339 time"))
+}
+
+pub async fn run(config: &Config, db: &DatabaseConnection, cmd: WebhooksCmd) -> anyhow::Result<()> {
+    let out = &mut std::io::stdout();
+    match cmd {
+        WebhooksCmd::Set { merchant, env, url } => {
+            let sbox = secret_box(config)?;
+            let policy = TargetPolicy::from_config(&config.webhooks);
+            let (info, secret) = endpoints::set(db, &sbox, policy, merchant, env, &url).await?;
+            match secret {
+                Some(secret) => {
+                    eprintln!(
+                        "{} endpoint set to {}; its signing secret, shown only this once:",
+                        info.environment, info.url
+                    );
+                    writeln!(out, "{secret}")?;
+                }
+                None => eprintln!("{} endpoint set to {} (secret unchanged)", info.environment, info.url),
+            }
+        }
+        WebhooksCmd::Show { merchant, env } => match endpoints::get(db, merchant, env).await? {
+            Some(i) => {
+                writeln!(out, "merchant {} {}: {}", i.merchant_id, i.environment, i.url)?;
+                writeln!(out, "created {}  updated {}", i.created_at.to_rfc3339(), i.updated_at.to_rfc3339())?;
+                if let Some(t) = i.previous_secret_until {
+                    writeln!(out, "rotating: the previous secret also signs until {}", t.to_rfc3339())?;
+                }
+            }
+            None => bail!("merchant {merchant} has no {env} webhook endpoint"),
+        },
+        WebhooksCmd::Rotate { merchant, env, overlap } => {
+            let sbox = secret_box(config)?;
+            let overlap = overlap.unwrap_or_else(|| {
+                chrono::Duration::seconds(i64::try_from(config.webhooks.rotation_overlap_secs).unwrap_or(i64::MAX))
+            });
+            let (info, secret) = endpoints::rotate(db, &sbox, merchant, env, overlap).await?;
+            match info.previous_secret_until {
+                Some(t) => {
+                    eprintln!("new secret; the previous one also signs until {}. Shown only this once:", t.to_rfc3339())
+                }
+                None => eprintln!("new secret, signing alone from now. Shown only this once:"),
+            }
+            writeln!(out, "{secret}")?;
+        }
+        WebhooksCmd::Remove { merchant, env } => {
+            if !endpoints::remove(db, merchant, env).await? {
+                bail!("merchant {merchant} has no {env} webhook endpoint");
+            }
+            writeln!(out, "removed the {env} endpoint of merchant {merchant}")?;
+        }
+        WebhooksCmd::Test { merchant, env, wait } => {
+            let event_id = admin::send_test(db, merchant, env).await?;
+            writeln!(out, "test event {event_id} queued")?;
+            if wait > 0 {
+                wait_for_attempt(db, event_id, Duration::from_secs(wait), out).await?;
+            }
+        }
+        WebhooksCmd::List { filter, status, limit } => {
+            let rows = admin::list(db, &filter.filter(status, limit)).await?;
+            writeln!(
+                out,
+                "{:<36}  {:<24}  {:<9}  {:>8}  {:>4}  {:<24}  MERCHANT/ENV",
+                "DELIVERY", "EVENT", "STATUS", "ATTEMPTS", "LAST", "CREATED"
+            )?;
+            for d in rows {
+                writeln!(
+                    out,
+                    "{:<36}  {:<24}  {:<9}  {:>8}  {:>4}  {:<24}  {}/{}",
+                    d.id,
+                    d.event_type,
+                    d.status.as_str(),
+                    d.attempt_count,
+                    d.last_status_code.map_or_else(|| "-".into(), |c| c.to_string()),
+                    d.created_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                    d.merchant_id,
+                    d.environment
+                )?;
+            }
+        }
+        WebhooksCmd::Attempts { delivery } => {
+            let (d, attempts) = admin::attempts(db, delivery).await?;
+            writeln!(
+                out,
+                "delivery {} ({}), event {} of merchant {} {}",
+                d.id, d.event_type, d.event_id, d.merchant_id, d.environment
+            )?;
+            write!(out, "status {}", d.status.as_str())?;
+            if d.status.is_open() {
+                write!(out, ", next attempt at {}", d.next_attempt_at.to_rfc3339())?;
+            }
+            writeln!(out)?;
+            for a in attempts {
+                writeln!(
+                    out,
+                    "#{:<3} {}  {:>6} ms  {:<4}  {}{}",
+                    a.attempt_no,
+                    a.started_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                    a.latency_ms,
+                    a.status_code.map_or_else(|| "-".into(), |c| c.to_string()),
+                    if a.succeeded { "ok" } else { a.error.as_deref().unwrap_or("failed") },
+                    a.response_body
+                        .filter(|b| !b.is_empty())
+                        .map(|b| format!("  body: {}", b.replace('\n', " ")))
+                        .unwrap_or_default()
+                )?;
+            }
+        }
+        WebhooksCmd::Replay { ids, failed, filter } => {
+            let ids = if failed { admin::failed(db, &filter.filter(Vec::new(), u64::MAX)).await? } else { ids };
+            let mut replayed = Vec::new();
+            for id in ids {
+                if admin::replay(db, id).await? {
+                    replayed.push(id);
+                } else {
+                    eprintln!("{id}: already pending; left as it is");
+                }
+            }
+            let queues = crate::jobs::connect(config).await;
+            enqueue(&queues, &replayed).await?;
+            writeln!(out, "replayed {} deliveries", replayed.len())?;
+        }
+    }
+    Ok(())
+}
+
+fn secret_box(config: &Config) -> anyhow::Result<SecretBox> {
+    SecretBox::from_config(config).context("the webhook secrets' key")
+}
+
+/// Enqueues the deliveries; if the queue is unreachable they are still due, and the deliverer's
+/// sweeper picks them up after `webhooks.stale_after_secs`.
+async fn enqueue(queues: &anyhow::Result<Queues>, ids: &[Uuid]) -> anyhow::Result<()> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    match queues {
+        Ok(q) => {
+            q.push_many(ids.iter().map(|&delivery_id| DeliverWebhook { delivery_id })).await?;
+        }
+        Err(e) => eprintln!("queue unreachable ({e}); the deliverer's sweeper will pick them up"),
+    }
+    Ok(())
+}
+
+async fn wait_for_attempt(
+    db: &DatabaseConnection,
+    event_id: Uuid,
+    wait: Duration,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+    let deadline = tokio::time::Instant::now() + wait;
+    while tokio::time::Instant::now() < deadline {
+        let d = entity::webhook_delivery::Entity::find()
+            .filter(entity::webhook_delivery::Column::EventId.eq(event_id))
+            .one(db)
+            .await?;
+        if let Some(d) = d
+            && d.attempt_count > 0
+            && d.lease_until.is_none()
+        {
+            let (_, attempts) = admin::attempts(db, d.id).await?;
+            if let Some(a) = attempts.last() {
+                let code = a.status_code.map_or_else(|| "no answer".into(), |c| format!("HTTP {c}"));
+                let what = if a.succeeded { "delivered".to_owned() } else { a.error.clone().unwrap_or_default() };
+                writeln!(out, "delivery {}: {code} in {} ms, {what}", d.id, a.latency_ms)?;
+                return Ok(());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    bail!(
+        "no attempt within {}s; is the webhook-deliverer running? See `ops webhooks list --event test`",
+        wait.as_secs()
+    )
+}
