@@ -9,6 +9,7 @@ pub mod deliver;
 pub mod dispatch;
 pub mod endpoints;
 pub mod outbound;
+pub mod receiver;
 pub mod secrets;
 pub mod signature;
 
