@@ -21,7 +21,7 @@ use super::{DELIVERY_HEADER, EVENT_HEADER, WebhookError, endpoints, signature};
 use crate::config::WebhooksConfig;
 
 /// Extra lease beyond the attempt timeout, for recording the outcome.
-const LEASE_MARGIN: Duration = Duration::from_secs(30);
+const LEASE_MARGIN: Duration = Duration::from_secs(5);
 /// Longest error text kept.
 const ERROR_LIMIT: usize = 1000;
 
