@@ -1,12 +1,24 @@
 //! The embedded default as a newcomer runs it: `ops serve` on a fresh machine (SQLite file,
 //! embedded queue, sandbox chain, every stage in one process). The demo key it prints pays an
-//! invoice in the sandbox through the test helpers, and the invoice reaches `paid`.
+//! invoice in the sandbox through the test helpers, and the invoice reaches `paid`; the
+//! merchant's webhook endpoint, set with `ops webhooks`, receives the signed events.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use api::webhooks::receiver::{Behaviour, Receiver};
 use serde_json::{Value, json};
+
+/// Stops `ops serve` when the test fails half way, instead of leaving it running.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ops_serve_pays_an_invoice_end_to_end() {
@@ -17,6 +29,10 @@ async fn ops_serve_pays_an_invoice_end_to_end() {
         .current_dir(dir.path())
         .env("PAYGATE_LISTEN", format!("127.0.0.1:{port}"))
         .env("PAYGATE_SANDBOX__BLOCK_INTERVAL_MS", "200")
+        .env("PAYGATE_PIPELINE__SCAN_INTERVAL_MS", "100")
+        // Rotation takes effect at once (by default within `webhooks.endpoint_cache_ms`).
+        .env("PAYGATE_WEBHOOKS__ENDPOINT_CACHE_MS", "0")
+        .env("PAYGATE_WEBHOOKS__ALLOW_INSECURE_TARGETS", "true")
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -24,6 +40,7 @@ async fn ops_serve_pays_an_invoice_end_to_end() {
         .unwrap();
     // The first start prints the demo merchant's test key once.
     let stdout = child.stdout.take().unwrap();
+    let mut child = KillOnDrop(child);
     let key = tokio::task::spawn_blocking(move || {
         BufReader::new(stdout)
             .lines()
@@ -48,6 +65,31 @@ async fn ops_serve_pays_an_invoice_end_to_end() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     let id = inv["data"]["id"].as_str().unwrap().to_owned();
+    let merchant = inv["data"]["merchant_id"].as_str().unwrap().to_owned();
+    let ops = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_ops"))
+            .args(args)
+            .current_dir(dir.path())
+            .env("PAYGATE_WEBHOOKS__ALLOW_INSECURE_TARGETS", "true")
+            .env("RUST_LOG", "warn")
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    // The merchant's webhook endpoint: a receiver that verifies every signature.
+    let rx = Receiver::start("127.0.0.1:0".parse().unwrap(), &[], Behaviour::Ok(Duration::ZERO)).await.unwrap();
+    let (ok, secret, err) = ops(&["webhooks", "set", "--merchant", &merchant, "--env", "test", "--url", &rx.url()]);
+    assert!(ok && err.contains("shown only this once"), "{err}");
+    let secret = secret.trim().to_owned();
+    assert!(secret.starts_with("whsec_"), "{secret}");
+    rx.set_secrets(&[&secret]);
+    let (ok, out, err) = ops(&["webhooks", "test", "--merchant", &merchant, "--env", "test", "--wait", "30"]);
+    assert!(ok && out.contains("HTTP 200"), "{out}{err}");
+
     let r = post("/v1/test/deposits", json!({"invoice_id": id, "amount": "0.001"})).await.unwrap();
     assert_eq!(r.status(), 201);
 
@@ -73,6 +115,42 @@ async fn ops_serve_pays_an_invoice_end_to_end() {
     let btc = balances["data"].as_array().unwrap().iter().find(|b| b["gate_id"] == "bitcoin").unwrap().clone();
     assert_eq!(btc["available"], "0.001");
 
+    // The webhooks of the payment, signed: confirming, paid, and the balance credit.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let wanted = ["test", "invoice.confirming", "invoice.paid", "balance.credited"];
+    loop {
+        let got: Vec<String> = rx.received().iter().filter(|r| r.verified).map(|r| r.event.clone()).collect();
+        if wanted.iter().all(|w| got.iter().any(|g| g == w)) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "webhooks received: {got:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let received = rx.received();
+    assert!(received.iter().all(|r| r.verified));
+    let paid_hook = received.iter().find(|r| r.event == "invoice.paid").unwrap();
+    assert_eq!(paid_hook.body["data"]["invoice_id"], id.as_str());
+    assert_eq!(paid_hook.body["data"]["status"], "paid");
+    let credited = received.iter().find(|r| r.event == "balance.credited").unwrap();
+    assert_eq!(credited.body["data"]["credited_amount"], "0.001");
+    assert!(credited.body["event_id"].is_string());
+    let (ok, out, err) = ops(&["webhooks", "list", "--event", "invoice.paid", "--status", "succeeded"]);
+    assert!(ok && out.contains(&paid_hook.delivery_id), "{out}{err}");
+    let (ok, out, err) = ops(&["webhooks", "attempts", &paid_hook.delivery_id]);
+    assert!(ok && out.contains("status succeeded") && out.contains(" 200 "), "{out}{err}");
+    // Rotation: the old and the new secret both sign; a receiver on the new one verifies.
+    let (ok, new_secret, err) = ops(&["webhooks", "rotate", "--merchant", &merchant, "--env", "test"]);
+    assert!(ok && err.contains("previous one also signs"), "{err}");
+    rx.set_secrets(&[new_secret.trim()]);
+    let (ok, out, err) = ops(&["webhooks", "replay", &paid_hook.delivery_id]);
+    assert!(ok && out.contains("replayed 1"), "{out}{err}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while rx.received().iter().filter(|r| r.delivery_id == paid_hook.delivery_id).count() < 2 {
+        assert!(Instant::now() < deadline, "the replay never arrived");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(rx.received().iter().all(|r| r.verified));
+
     // A job the stage cannot do yet is dead-lettered with its error; `ops jobs` lists and
     // replays it from the same embedded queue.
     let backend = workers::platform::QueueBackend::Sqlite {
@@ -82,14 +160,6 @@ async fn ops_serve_pays_an_invoice_end_to_end() {
     let queues = workers::platform::Queues::connect(&backend).await.unwrap();
     let payment_id = paid["payments"][0]["id"].as_str().unwrap().parse().unwrap();
     queues.push(workers::stages::ConvertSettlement { payment_id }).await.unwrap();
-    let ops = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_ops")).args(args).current_dir(dir.path()).output().unwrap();
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    };
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let (ok, out, err) = ops(&["jobs", "dead", "settlement-convert"]);
@@ -108,10 +178,10 @@ async fn ops_serve_pays_an_invoice_end_to_end() {
     assert!(!ok && err.contains("01JUNKJUNKJUNKJUNKJUNKJUNK"), "{err}");
 
     // SIGTERM: the API and every stage stop cleanly.
-    assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
+    assert!(Command::new("kill").args(["-TERM", &child.0.id().to_string()]).status().unwrap().success());
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        if let Some(status) = child.try_wait().unwrap() {
+        if let Some(status) = child.0.try_wait().unwrap() {
             assert!(status.success(), "{status}");
             break;
         }
