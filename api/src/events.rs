@@ -4,7 +4,7 @@
 //! stage unable to write an event twice.
 
 use chrono::Utc;
-use entity::{event, invoice, payment};
+use entity::{event, invoice, payment, payout};
 use sea_orm::sea_query::OnConflict;
 use sea_orm::{ConnectionTrait, DbErr, EntityTrait};
 use serde_json::{Value, json};
@@ -25,6 +25,8 @@ pub mod kind {
     pub const INVOICE_ACTIVATED: &str = "invoice.activated";
     pub const INVOICE_DRAFT_EXPIRED: &str = "invoice.draft_expired";
     pub const BALANCE_CREDITED: &str = "balance.credited";
+    pub const PAYOUT_COMPLETED: &str = "payout.completed";
+    pub const PAYOUT_FAILED: &str = "payout.failed";
 }
 
 /// Writes an event unless one with the same `dedupe_key` exists. Returns whether it was new.
@@ -81,6 +83,34 @@ pub fn invoice_data(inv: &invoice::Model, cause: Option<&payment::Model>) -> Val
     d
 }
 
+/// `data` of `payout.completed` and `payout.failed`: the payout as it is after the change.
+/// A refund's payout carries the refund id in `refund_id` (set by the caller when known).
+pub fn payout_data(p: &payout::Model) -> Value {
+    json!({
+        "payout_id": p.id,
+        "environment": p.environment.as_str(),
+        "status": p.status.as_str(),
+        "currency": p.currency,
+        "network": p.network,
+        "amount": amount(Some(p.amount)),
+        "recipient_amount": amount(Some(p.recipient_amount)),
+        "merchant_debit_amount": amount(Some(p.merchant_debit_amount)),
+        "fee_amount": amount(Some(p.fee_amount)),
+        "network_fee": amount(Some(p.network_fee)),
+        "destination": p.destination,
+        "destination_tag": p.destination_tag,
+        "tx_hash": p.tx_hash,
+        "failure_reason": p.failure_reason,
+        "completed_at": p.completed_at.map(ts),
+    })
+}
+
+/// Emits a payout event, once per payout and type.
+pub async fn emit_payout<C: ConnectionTrait>(txn: &C, event_type: &str, p: &payout::Model) -> Result<bool, DbErr> {
+    let key = format!("{event_type}:{}", p.id);
+    emit(txn, p.merchant_id, p.environment, event_type, key, payout_data(p)).await
+}
+
 /// Emits an invoice event keyed by type, invoice and the causing payment (or `tag`).
 pub async fn emit_invoice<C: ConnectionTrait>(
     txn: &C,
@@ -91,4 +121,75 @@ pub async fn emit_invoice<C: ConnectionTrait>(
     let tag = cause.map_or_else(|| "-".to_owned(), |p| p.id.to_string());
     let key = format!("{event_type}:{}:{tag}", inv.id);
     emit(txn, inv.merchant_id, inv.environment, event_type, key, invoice_data(inv, cause)).await
+}
+
+#[cfg(test)]
+mod tests {
+    use entity::{Amount, Environment, FeeAllocation, PayoutStatus};
+    use rust_decimal::Decimal;
+
+    use super::*;
+
+    #[test]
+    fn payout_data_fields_are_stable() {
+        let now = Utc::now();
+        let a = |s: &str| Amount(s.parse::<Decimal>().unwrap());
+        let p = payout::Model {
+            id: Uuid::now_v7(),
+            merchant_id: Uuid::now_v7(),
+            environment: Environment::Test,
+            gate_id: "bitcoin".into(),
+            currency: "BTC".into(),
+            network: "bitcoin".into(),
+            amount: a("0.50"),
+            amount_in_base_currency: None,
+            recipient_amount: a("0.5"),
+            merchant_debit_amount: a("0.5002"),
+            fee_amount: a("0.0001"),
+            payout_fee_allocation: FeeAllocation::Merchant,
+            network_fee: a("0.0001"),
+            configured_network_fee_amount: a("0.0001"),
+            network_fee_allocation: FeeAllocation::Merchant,
+            destination: "tb1qexample".into(),
+            destination_tag: None,
+            status: PayoutStatus::Failed,
+            tx_hash: None,
+            idempotency_key: None,
+            description: None,
+            metadata: None,
+            failure_reason: Some("destination rejected".into()),
+            executable_at: None,
+            approved_at: None,
+            completed_at: None,
+            cancelled_at: None,
+            created_at: now,
+            updated_at: now,
+        };
+        let d = payout_data(&p);
+        let mut keys: Vec<&str> = d.as_object().unwrap().keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        assert_eq!(
+            keys,
+            [
+                "amount",
+                "completed_at",
+                "currency",
+                "destination",
+                "destination_tag",
+                "environment",
+                "failure_reason",
+                "fee_amount",
+                "merchant_debit_amount",
+                "network",
+                "network_fee",
+                "payout_id",
+                "recipient_amount",
+                "status",
+                "tx_hash"
+            ]
+        );
+        assert_eq!(d["amount"], "0.5", "amounts are normalised decimal strings");
+        assert_eq!(d["status"], "failed");
+        assert_eq!(d["failure_reason"], "destination rejected");
+    }
 }

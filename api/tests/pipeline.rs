@@ -172,6 +172,57 @@ async fn exact_payment_confirms_and_credits_once() {
     assert_eq!(credited.payload["outcome"], "source_credited");
     assert_eq!(credited.payload["credited_currency"], "USDT");
     assert_eq!(credited.payload["credited_network"], "tron");
+    // The webhook `data` fields are a contract (docs/api-decisions.md): exactly these keys.
+    let keys = |v: &Value| {
+        let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+        k.sort();
+        k
+    };
+    let sorted = |k: &[&str]| {
+        let mut k: Vec<String> = k.iter().map(|s| (*s).to_owned()).collect();
+        k.sort();
+        k
+    };
+    assert_eq!(
+        keys(&credited.payload),
+        sorted(&[
+            "invoice_id",
+            "payment_id",
+            "external_id",
+            "outcome",
+            "failure_class",
+            "source_amount",
+            "source_currency",
+            "source_network",
+            "credited_amount",
+            "credited_currency",
+            "credited_network"
+        ])
+    );
+    let paid = event::Entity::find()
+        .filter(event::Column::EventType.eq("invoice.paid"))
+        .one(&p.app.state.db)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        keys(&paid.payload),
+        sorted(&[
+            "invoice_id",
+            "external_id",
+            "currency",
+            "network",
+            "environment",
+            "amount_requested",
+            "amount_paid",
+            "status",
+            "payment_id",
+            "tx_hash",
+            "payment_amount",
+            "paid_at"
+        ])
+    );
+    assert_eq!(paid.payload["status"], "paid");
     // The credit is refundable now.
     let r = p
         .app

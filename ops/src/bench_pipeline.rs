@@ -519,7 +519,7 @@ fn profile(metrics: &str, prefix: &str, payments: usize, window_secs: f64) {
 }
 
 /// Deletes every Redis key under `prefix:` (SCAN, never KEYS); returns how many.
-async fn delete_redis_prefix(url: &str, prefix: &str) -> anyhow::Result<u64> {
+pub(crate) async fn delete_redis_prefix(url: &str, prefix: &str) -> anyhow::Result<u64> {
     let client = redis::Client::open(url)?;
     let mut conn = client.get_multiplexed_async_connection().await?;
     let mut cursor: u64 = 0;
@@ -552,7 +552,7 @@ fn ms(d: chrono::Duration) -> f64 {
 }
 
 /// Nearest-rank percentile of sorted values (NaN when empty).
-fn pct(sorted: &[f64], p: f64) -> f64 {
+pub(crate) fn pct(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
     }

@@ -3,6 +3,7 @@
 
 mod bench;
 mod bench_pipeline;
+mod bench_webhooks;
 mod jobs;
 mod sandbox;
 mod webhooks;
@@ -47,6 +48,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Pipeline benchmark: a burst of sandbox deposits through scanner and tracker to ledger credits.
     BenchPipeline(bench_pipeline::BenchPipelineArgs),
+    /// Webhook benchmark: one deliverer process against a receiver answering in 50 ms.
+    BenchWebhooks(bench_webhooks::BenchWebhooksArgs),
     /// Sandbox chains of the test environment: deposits, reversals, blocks.
     #[command(subcommand)]
     Sandbox(sandbox::SandboxCmd),
@@ -223,6 +226,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Serve => serve(config).await,
         Command::Bench(args) => bench::run(args).await,
         Command::BenchPipeline(args) => bench_pipeline::run(args).await,
+        Command::BenchWebhooks(args) => bench_webhooks::run(args).await,
         Command::Sandbox(cmd) => {
             let db = api::db::connect(&config).await?;
             api::db::migrate(&db).await?;

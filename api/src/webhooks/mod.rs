@@ -39,6 +39,8 @@ pub fn events_kinds() -> &'static [&'static str] {
         INVOICE_ACTIVATED,
         INVOICE_DRAFT_EXPIRED,
         BALANCE_CREDITED,
+        PAYOUT_COMPLETED,
+        PAYOUT_FAILED,
         TEST_EVENT,
     ]
 }

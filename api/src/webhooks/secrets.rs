@@ -46,6 +46,11 @@ impl SecretBox {
         SecretBox { cipher: XChaCha20Poly1305::new(&key.into()) }
     }
 
+    /// A fresh random key as 64 hex characters (what `webhooks.secret_key` takes).
+    pub fn new_key_hex() -> String {
+        hex::encode(rand::random::<[u8; 32]>())
+    }
+
     /// 64 hex characters -> the key.
     pub fn parse_key(hex_key: &str) -> Result<[u8; 32], SecretError> {
         let bytes = hex::decode(hex_key.trim()).map_err(|_| SecretError::Key("not hex".into()))?;

@@ -1,0 +1,262 @@
+//! `ops bench-webhooks`: one `webhook-deliverer` process against a local receiver that answers
+//! in 50 ms and verifies every signature. Events are written to the outbox of a fresh
+//! PostgreSQL database at a steady offered rate (like the pipeline writes them), the deliverer
+//! runs on Redis queues under a fresh key prefix, and the receiver stamps each arrival.
+//! Prints deliveries per second over the window and the time from event creation to receipt
+//! (p50, p99, max); then checks that every event arrived, signed. Floats here are measurements.
+#![allow(clippy::float_arithmetic)]
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail, ensure};
+use api::config::Config;
+use api::webhooks::outbound::TargetPolicy;
+use api::webhooks::receiver::{Behaviour, Receiver};
+use api::webhooks::secrets::SecretBox;
+use chrono::Utc;
+use clap::Args;
+use entity::{DeliveryStatus, Environment, event, webhook_delivery};
+use sea_orm::{ColumnTrait, ConnectionTrait, Database, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter};
+use serde_json::json;
+use uuid::Uuid;
+
+use crate::bench_pipeline::{delete_redis_prefix, pct};
+
+const TARGET_PER_SEC: f64 = 1000.0;
+
+#[derive(Args, Debug)]
+pub struct BenchWebhooksArgs {
+    /// Server URL of PostgreSQL (without database); a fresh database is created on it.
+    #[arg(long, default_value = "postgres://postgres@127.0.0.1:5432")]
+    pg: String,
+    #[arg(long, default_value = "paygate_bench_webhooks")]
+    database: String,
+    #[arg(long, default_value = "redis://127.0.0.1:6379")]
+    redis: String,
+    /// Events offered per second.
+    #[arg(long, default_value_t = 1200)]
+    rate: u64,
+    /// Seconds of offered load.
+    #[arg(long, default_value_t = 20)]
+    secs: u64,
+    /// The receiver's answer time.
+    #[arg(long, default_value_t = 50)]
+    latency_ms: u64,
+    /// Merchants the events are spread over (each has its own endpoint on the receiver).
+    #[arg(long, default_value_t = 10)]
+    merchants: usize,
+    /// The deliverer binary; default: `webhook-deliverer` beside this `ops`
+    /// (`cargo build --release -p workers --bin webhook-deliverer`).
+    #[arg(long)]
+    deliverer_bin: Option<PathBuf>,
+    /// Override `pipeline.stage_concurrency` of `webhook-deliver` (default 256).
+    #[arg(long)]
+    concurrency: Option<usize>,
+    /// Exit non-zero unless >= 1000 deliveries/s were sustained and every event arrived.
+    #[arg(long)]
+    check: bool,
+}
+
+pub async fn run(args: BenchWebhooksArgs) -> anyhow::Result<()> {
+    ensure!(args.rate > 0 && args.secs > 0 && args.merchants > 0, "--rate, --secs and --merchants must be positive");
+    let bin = match &args.deliverer_bin {
+        Some(p) => p.clone(),
+        None => std::env::current_exe()?.with_file_name("webhook-deliverer"),
+    };
+    ensure!(
+        bin.exists(),
+        "{} is missing: build it first (cargo build --release -p workers --bin webhook-deliverer) or pass --deliverer-bin",
+        bin.display()
+    );
+    let admin = Database::connect(format!("{}/postgres", args.pg.trim_end_matches('/')))
+        .await
+        .context("connecting to PostgreSQL")?;
+    admin.execute_unprepared(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", args.database)).await?;
+    admin.execute_unprepared(&format!("CREATE DATABASE {}", args.database)).await?;
+    let db_url = format!("{}/{}?sslmode=disable", args.pg.trim_end_matches('/'), args.database);
+    let prefix = format!("paygate-benchwh-{}-{}", std::process::id(), Utc::now().timestamp_millis());
+    let result = measure(&args, &bin, &db_url, &prefix).await;
+    let cleaned = delete_redis_prefix(&args.redis, &prefix).await;
+    admin.execute_unprepared(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", args.database)).await?;
+    let pass = result?;
+    if let Err(e) = cleaned {
+        eprintln!("cleanup: could not delete the Redis keys under {prefix}:*: {e:#}");
+    }
+    if args.check && !pass {
+        bail!("webhook benchmark target not met");
+    }
+    Ok(())
+}
+
+async fn measure(args: &BenchWebhooksArgs, bin: &std::path::Path, db_url: &str, prefix: &str) -> anyhow::Result<bool> {
+    let config = Config { database_url: db_url.to_owned(), ..Config::default() };
+    let db = api::db::connect(&config).await?;
+    api::db::migrate(&db).await?;
+    let key = SecretBox::new_key_hex();
+    let sbox = SecretBox::new(SecretBox::parse_key(&key)?);
+    let rx =
+        Receiver::start("127.0.0.1:0".parse()?, &[], Behaviour::Ok(Duration::from_millis(args.latency_ms))).await?;
+    let mut merchants = Vec::new();
+    let mut secrets = Vec::new();
+    for i in 0..args.merchants {
+        let m = api::merchants::create_merchant(&db, &format!("Bench {i}"), &Default::default()).await?;
+        let policy = TargetPolicy { allow_insecure: true };
+        let url = format!("{}/{i}", rx.url());
+        let (_, secret) = api::webhooks::endpoints::set(&db, &sbox, policy, m.id, Environment::Test, &url).await?;
+        secrets.push(secret.context("new endpoint secret")?);
+        merchants.push(m.id);
+    }
+    let refs: Vec<&str> = secrets.iter().map(String::as_str).collect();
+    rx.set_secrets(&refs);
+
+    let mut cmd = Command::new(bin);
+    cmd.env("PAYGATE_DATABASE_URL", db_url)
+        .env("PAYGATE_QUEUE__BACKEND", "redis")
+        .env("PAYGATE_QUEUE__REDIS_URL", &args.redis)
+        .env("PAYGATE_QUEUE__PREFIX", prefix)
+        .env("PAYGATE_WEBHOOKS__SECRET_KEY", &key)
+        .env("PAYGATE_WEBHOOKS__ALLOW_INSECURE_TARGETS", "true")
+        .env("PAYGATE_WORKER__LISTEN", "127.0.0.1:0")
+        .env("PAYGATE_RATES__LIVE__PROVIDER", "static")
+        .env("RUST_LOG", "warn,sqlx=error")
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::inherit());
+    if let Some(c) = args.concurrency {
+        cmd.env("PAYGATE_PIPELINE__STAGE_CONCURRENCY__WEBHOOK-DELIVER", c.to_string());
+    }
+    let mut child = cmd.spawn().with_context(|| format!("starting {}", bin.display()))?;
+    let result = offer_and_wait(args, &db, &rx, &merchants).await;
+    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    let _ = child.wait();
+    result
+}
+
+async fn offer_and_wait(
+    args: &BenchWebhooksArgs,
+    db: &DatabaseConnection,
+    rx: &Receiver,
+    merchants: &[Uuid],
+) -> anyhow::Result<bool> {
+    let total = usize::try_from(args.rate * args.secs)?;
+    println!(
+        "webhook bench: {total} events at {}/s for {} s over {} merchant endpoints; receiver answers in {} ms; one deliverer process, PostgreSQL + Redis",
+        args.rate, args.secs, args.merchants, args.latency_ms
+    );
+    // Warm up: the deliverer is up once a first event comes through.
+    let warm = Instant::now();
+    insert_events(db, merchants, 1, 0).await?;
+    while rx.count() == 0 {
+        ensure!(warm.elapsed() < Duration::from_secs(60), "the deliverer never delivered the warm-up event");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let baseline = rx.count();
+
+    // Offered load: a batch every 10 ms.
+    let tick = Duration::from_millis(10);
+    let start = Instant::now();
+    let mut offered = 0usize;
+    let mut n = 1usize;
+    while offered < total {
+        let due = (start.elapsed().as_secs_f64() * args.rate as f64).ceil() as usize;
+        let batch = due.min(total) - offered;
+        if batch > 0 {
+            insert_events(db, merchants, batch, n).await?;
+            offered += batch;
+            n += batch;
+        }
+        tokio::time::sleep(tick).await;
+    }
+    let offered_secs = start.elapsed().as_secs_f64();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while rx.count() < baseline + total {
+        if Instant::now() > deadline {
+            println!("timed out: {} of {total} received", rx.count() - baseline);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    let received = rx.received();
+    let window: Vec<_> = received.iter().skip(baseline).collect();
+    let first = window.iter().map(|r| r.at).min().context("nothing received")?;
+    let last = window.iter().map(|r| r.at).max().context("nothing received")?;
+    let span = (last - first).num_microseconds().unwrap_or(1).max(1) as f64 / 1e6;
+    let mut lat: Vec<f64> = window
+        .iter()
+        .filter_map(|r| {
+            let created = chrono::DateTime::parse_from_rfc3339(r.body["created_at"].as_str()?).ok()?;
+            Some((r.at - created.to_utc()).num_microseconds()? as f64 / 1000.0)
+        })
+        .collect();
+    lat.sort_by(f64::total_cmp);
+    let per_sec = window.len() as f64 / span;
+    println!(
+        "delivered {} in {span:.2} s: {per_sec:.0} deliveries/s (offered {:.0}/s over {offered_secs:.2} s)",
+        window.len(),
+        total as f64 / offered_secs
+    );
+    println!(
+        "event created -> received: p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms (includes the receiver's {} ms)",
+        pct(&lat, 0.50),
+        pct(&lat, 0.99),
+        lat.last().copied().unwrap_or(f64::NAN),
+        args.latency_ms
+    );
+
+    // Checks: every event has a succeeded delivery, every request verified, no duplicates.
+    let unverified = received.iter().filter(|r| !r.verified).count();
+    let ids: HashSet<&str> = received.iter().map(|r| r.delivery_id.as_str()).collect();
+    // The last answers are being recorded as the receiver counts them.
+    let events = event::Entity::find().count(db).await?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let succeeded = loop {
+        let n = webhook_delivery::Entity::find()
+            .filter(webhook_delivery::Column::Status.eq(DeliveryStatus::Succeeded))
+            .count(db)
+            .await?;
+        if n >= events || Instant::now() > deadline {
+            break n;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let all = succeeded == events && ids.len() == received.len() && unverified == 0;
+    println!(
+        "checks: {events} events, {succeeded} deliveries succeeded, {} requests ({} distinct deliveries), {unverified} unverified: {}",
+        received.len(),
+        ids.len(),
+        if all { "ok" } else { "FAILED" }
+    );
+    // Sustained: everything offered arrived, at >= 1000/s (2% allowance for the window's edges).
+    let met = per_sec >= TARGET_PER_SEC * 0.98 && window.len() == total;
+    if (args.rate as f64) < TARGET_PER_SEC {
+        println!("note: --rate {} is below the target; offer at least {TARGET_PER_SEC:.0}/s to test it", args.rate);
+    }
+    println!("target >= {TARGET_PER_SEC:.0} deliveries/s: {}", if met { "met" } else { "NOT met" });
+    Ok(all && met)
+}
+
+/// `count` events of mixed kinds, spread over the merchants, created now.
+async fn insert_events(db: &DatabaseConnection, merchants: &[Uuid], count: usize, from: usize) -> anyhow::Result<()> {
+    let kinds = api::webhooks::events_kinds();
+    let now = Utc::now();
+    let rows: Vec<event::ActiveModel> = (from..from + count)
+        .map(|i| {
+            let merchant_id = merchants[i % merchants.len()];
+            event::ActiveModel::from(event::Model {
+                id: Uuid::now_v7(),
+                merchant_id,
+                environment: Environment::Test,
+                event_type: kinds[i % kinds.len()].to_owned(),
+                dedupe_key: format!("bench:{i}:{}", Uuid::now_v7()),
+                payload: json!({"invoice_id": Uuid::now_v7(), "status": "paid", "amount_paid": "0.001", "n": i}),
+                created_at: now,
+                dispatched_at: None,
+            })
+        })
+        .collect();
+    event::Entity::insert_many(rows).exec_without_returning(db).await?;
+    Ok(())
+}
