@@ -233,6 +233,9 @@ async fn main() -> anyhow::Result<()> {
             sandbox::run(&db, &config, cmd).await
         }
         Command::Jobs(cmd) => jobs::run(&config, cmd).await,
+        Command::Webhooks(cmd @ (webhooks::WebhooksCmd::Keygen | webhooks::WebhooksCmd::Listen { .. })) => {
+            webhooks::run_offline(cmd).await
+        }
         Command::Webhooks(cmd) => {
             let db = connect(&config).await?;
             webhooks::run(&config, &db, cmd).await

@@ -20,6 +20,17 @@ use workers::stages::DeliverWebhook;
 
 #[derive(Debug, Subcommand)]
 pub enum WebhooksCmd {
+    /// Print a new key for `webhooks.secret_key` / `webhooks.secret_key_file` (64 hex characters).
+    Keygen,
+    /// Run a local receiver that verifies and prints every delivery (development): point an
+    /// endpoint at `http://127.0.0.1:<port>/` with insecure targets allowed.
+    Listen {
+        #[arg(long, default_value_t = 8099)]
+        port: u16,
+        /// The endpoint's secret(s) (`whsec_…`), to verify signatures.
+        #[arg(long, required = true)]
+        secret: Vec<String>,
+    },
     /// Set the endpoint URL of a merchant in one environment. A new endpoint's secret
     /// (`whsec_…`) is printed once; an existing endpoint keeps its secret.
     Set {
@@ -146,9 +157,21 @@ fn parse_time(s: &str) -> Result<DateTime<Utc>, String> {
     parse_span(s).map(|age| Utc::now() - age).map_err(|e| format!("{e}, or an RFC 3339 time"))
 }
 
+/// The commands that need no database.
+pub async fn run_offline(cmd: WebhooksCmd) -> anyhow::Result<()> {
+    let out = &mut std::io::stdout();
+    match cmd {
+        WebhooksCmd::Keygen => writeln!(out, "{}", SecretBox::new_key_hex())?,
+        WebhooksCmd::Listen { port, secret } => listen(port, &secret, out).await?,
+        other => bail!("{other:?} needs the database"),
+    }
+    Ok(())
+}
+
 pub async fn run(config: &Config, db: &DatabaseConnection, cmd: WebhooksCmd) -> anyhow::Result<()> {
     let out = &mut std::io::stdout();
     match cmd {
+        WebhooksCmd::Keygen | WebhooksCmd::Listen { .. } => run_offline(cmd).await?,
         WebhooksCmd::Set { merchant, env, url } => {
             let sbox = secret_box(config)?;
             let policy = TargetPolicy::from_config(&config.webhooks);
@@ -319,4 +342,27 @@ async fn wait_for_attempt(
         "no attempt within {}s; is the webhook-deliverer running? See `ops webhooks list --event test`",
         wait.as_secs()
     )
+}
+
+async fn listen(port: u16, secrets: &[String], out: &mut impl Write) -> anyhow::Result<()> {
+    use api::webhooks::receiver::{Behaviour, Receiver};
+    let refs: Vec<&str> = secrets.iter().map(String::as_str).collect();
+    let rx = Receiver::start(([127, 0, 0, 1], port).into(), &refs, Behaviour::Ok(Duration::ZERO)).await?;
+    eprintln!("listening on http://{}/ (Ctrl-C to stop); answering 200 to verified deliveries, 400 otherwise", rx.addr);
+    let mut shown = 0;
+    loop {
+        let stop = tokio::select! {
+            _ = tokio::signal::ctrl_c() => true,
+            () = tokio::time::sleep(Duration::from_millis(200)) => false,
+        };
+        for r in rx.received().into_iter().skip(shown) {
+            shown += 1;
+            let check = if r.verified { "signature ok" } else { "SIGNATURE REJECTED" };
+            writeln!(out, "{} {} delivery {} ({check})\n{}", r.at.to_rfc3339(), r.event, r.delivery_id, r.body)?;
+            out.flush()?;
+        }
+        if stop {
+            return Ok(());
+        }
+    }
 }

@@ -313,3 +313,99 @@ fn sandbox_mine_and_deposit_rules() {
     assert!(!missing.status.success());
     assert!(String::from_utf8_lossy(&missing.stderr).contains("no invoice"), "{:?}", missing);
 }
+
+/// `ops webhooks`: endpoint rules, the secret shown once and stored encrypted under a key
+/// file made beside the SQLite database, rotation, removal, keygen, and the local listener.
+#[test]
+fn webhook_endpoints_secrets_and_listener() {
+    let ops = Ops::new();
+    let m = ops.ok(&["merchants", "create", "--name", "Hooks"]).trim().to_owned();
+    let err = |args: &[&str], env: &[(&str, &str)]| {
+        let out = ops.run_env(args, env);
+        assert!(!out.status.success(), "ops {args:?} should fail");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let set = ["webhooks", "set", "--merchant", &m, "--env"];
+    assert!(err(&[&set[..], &["live", "--url", "http://shop.example/h"]].concat(), &[]).contains("https"));
+    assert!(err(&[&set[..], &["live", "--url", "https://127.0.0.1/h"]].concat(), &[]).contains("blocked address"));
+    assert!(err(&[&set[..], &["test", "--url", "http://10.0.0.8/h"]].concat(), &[]).contains("private"));
+    let other = uuid::Uuid::new_v4().to_string();
+    assert!(
+        err(&["webhooks", "set", "--merchant", &other, "--env", "test", "--url", "https://shop.example/h"], &[])
+            .contains("not found")
+    );
+
+    let dev = [("PAYGATE_WEBHOOKS__ALLOW_INSECURE_TARGETS", "true")];
+    let out = ops.run_env(&[&set[..], &["test", "--url", "http://127.0.0.1:9/hook"]].concat(), &dev);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let secret = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    assert!(secret.starts_with("whsec_") && secret.len() == 70, "{secret}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("shown only this once"));
+    let key_file = ops.dir.path().join("ops-webhooks.key");
+    assert_eq!(std::fs::read_to_string(&key_file).unwrap().len(), 64);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&key_file).unwrap().permissions().mode() & 0o777, 0o600);
+    }
+    // The database holds no secret in the clear.
+    let db = std::fs::read(ops.dir.path().join("ops.db")).unwrap();
+    assert!(!db.windows(64).any(|w| w == &secret.as_bytes()["whsec_".len()..]));
+    // Setting the URL again keeps the secret and prints none.
+    let out = ops.run_env(&[&set[..], &["test", "--url", "http://127.0.0.1:9/other"]].concat(), &dev);
+    assert!(out.status.success() && out.stdout.is_empty());
+    let shown = ops.ok(&["webhooks", "show", "--merchant", &m, "--env", "test"]);
+    assert!(shown.contains("http://127.0.0.1:9/other") && !shown.contains("whsec_"), "{shown}");
+    let rotated = ops.ok(&["webhooks", "rotate", "--merchant", &m, "--env", "test", "--overlap", "2h"]);
+    assert!(rotated.trim().starts_with("whsec_") && rotated.trim() != secret);
+    assert!(ops.ok(&["webhooks", "show", "--merchant", &m, "--env", "test"]).contains("previous secret also signs"));
+    assert!(ops.ok(&["webhooks", "list"]).starts_with("DELIVERY"));
+    ops.ok(&["webhooks", "remove", "--merchant", &m, "--env", "test"]);
+    assert!(err(&["webhooks", "show", "--merchant", &m, "--env", "test"], &[]).contains("no test webhook endpoint"));
+    assert!(err(&["webhooks", "test", "--merchant", &m, "--env", "test"], &[]).contains("no test webhook endpoint"));
+    assert!(err(&["webhooks", "list", "--status", "lost"], &[]).contains("expected pending"));
+    let key = ops.ok(&["webhooks", "keygen"]);
+    assert!(key.trim().len() == 64 && key.trim().bytes().all(|b| b.is_ascii_hexdigit()));
+
+    // The local listener verifies signatures: 200 for a signed body, 400 otherwise.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let child = Command::new(env!("CARGO_BIN_EXE_ops"))
+        .args(["webhooks", "listen", "--port", &port.to_string(), "--secret", &secret])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let body = br#"{"event":"test","created_at":"2026-11-21T10:00:00.000Z","data":{}}"#;
+    let now = chrono::Utc::now().timestamp();
+    let good = api::webhooks::signature::header(&[secret.as_bytes()], now, body);
+    let bad = api::webhooks::signature::header(&[b"whsec_other"], now, body);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let status = loop {
+        match post(port, &good, body) {
+            Some(s) => break s,
+            None if std::time::Instant::now() < deadline => std::thread::sleep(std::time::Duration::from_millis(100)),
+            None => panic!("the listener never came up"),
+        }
+    };
+    assert_eq!(status, 200);
+    assert_eq!(post(port, &bad, body), Some(400));
+    assert!(Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
+    let out = child.wait_with_output().unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(printed.contains("signature ok") && printed.contains("SIGNATURE REJECTED"), "{printed}");
+}
+
+/// A raw HTTP/1.1 POST; the status code, or `None` when nothing listens.
+fn post(port: u16, signature: &str, body: &[u8]) -> Option<u16> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    let head = format!(
+        "POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nX-Service-Signature: {signature}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).ok()?;
+    s.write_all(body).ok()?;
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).ok()?;
+    resp.split_whitespace().nth(1)?.parse().ok()
+}

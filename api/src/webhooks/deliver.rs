@@ -47,6 +47,9 @@ struct Target {
     secrets: Vec<String>,
 }
 
+/// An endpoint lookup and when it was made (`None`: no endpoint).
+type Cached = (Instant, Option<Arc<Target>>);
+
 /// Sends deliveries. One per process; cheap to share behind an `Arc`.
 pub struct Deliverer {
     db: DatabaseConnection,
@@ -54,7 +57,7 @@ pub struct Deliverer {
     sbox: SecretBox,
     cfg: WebhooksConfig,
     policy: TargetPolicy,
-    cache: Mutex<HashMap<(Uuid, Environment), (Instant, Option<Arc<Target>>)>>,
+    cache: Mutex<HashMap<(Uuid, Environment), Cached>>,
 }
 
 impl Deliverer {
