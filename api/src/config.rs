@@ -48,6 +48,25 @@ pub struct Config {
     pub worker: WorkerConfig,
     /// Webhook delivery: timeout, retry schedule, outbound safety, the secrets' encryption key.
     pub webhooks: WebhooksConfig,
+    /// The payout executor.
+    pub payouts: PayoutsConfig,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct PayoutsConfig {
+    /// How often the executor looks for approved payouts that are due (and lost jobs).
+    pub poll_interval_ms: u64,
+    /// Delay between looks at a payout waiting for confirmations.
+    pub recheck_ms: u64,
+    /// A queued or processing payout nobody looked at for this long is enqueued again.
+    pub stale_after_secs: u64,
+}
+
+impl Default for PayoutsConfig {
+    fn default() -> Self {
+        PayoutsConfig { poll_interval_ms: 1000, recheck_ms: 1000, stale_after_secs: 30 }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -354,6 +373,7 @@ impl Default for Config {
             queue: figment::value::Dict::new(),
             worker: WorkerConfig::default(),
             webhooks: WebhooksConfig::default(),
+            payouts: PayoutsConfig::default(),
         }
     }
 }
@@ -593,6 +613,9 @@ impl Config {
                 "webhooks",
                 "dispatch_batch, dispatch_interval_ms and sweep_interval_ms must be at least 1",
             );
+        }
+        if self.payouts.poll_interval_ms == 0 || self.payouts.recheck_ms == 0 || self.payouts.stale_after_secs == 0 {
+            return invalid("payouts", "poll_interval_ms, recheck_ms and stale_after_secs must be at least 1");
         }
         if w.stale_after_secs == 0 {
             return invalid("webhooks.stale_after_secs", "must be at least 1");

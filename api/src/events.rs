@@ -164,6 +164,10 @@ mod tests {
             cancelled_at: None,
             created_at: now,
             updated_at: now,
+            signed_tx: None,
+            queued_at: None,
+            broadcast_at: None,
+            checked_at: None,
         };
         let d = payout_data(&p);
         let mut keys: Vec<&str> = d.as_object().unwrap().keys().map(String::as_str).collect();

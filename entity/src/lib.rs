@@ -15,6 +15,7 @@ pub mod merchant_env_settings;
 pub mod payment;
 pub mod payout;
 pub mod refund;
+pub mod sandbox_broadcast;
 pub mod sandbox_chain;
 pub mod sandbox_transfer;
 pub mod scan_cursor;

@@ -40,6 +40,14 @@ pub struct Model {
     pub cancelled_at: Option<DateTimeUtc>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
+    /// The signed transaction, stored before it is broadcast (its hash is `tx_hash`).
+    #[sea_orm(column_type = "Text", nullable)]
+    pub signed_tx: Option<String>,
+    pub queued_at: Option<DateTimeUtc>,
+    /// When the chain accepted (or already knew) the transaction.
+    pub broadcast_at: Option<DateTimeUtc>,
+    /// When the executor last looked at it (the sweeper re-enqueues ones nobody checked).
+    pub checked_at: Option<DateTimeUtc>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

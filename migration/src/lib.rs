@@ -9,6 +9,7 @@ mod m20261121_000004_payouts;
 mod m20261121_000005_refunds;
 mod m20261121_000006_pipeline;
 mod m20261121_000007_webhooks;
+mod m20261121_000008_payout_execution;
 
 pub struct Migrator;
 
@@ -23,6 +24,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261121_000005_refunds::Migration),
             Box::new(m20261121_000006_pipeline::Migration),
             Box::new(m20261121_000007_webhooks::Migration),
+            Box::new(m20261121_000008_payout_execution::Migration),
         ]
     }
 }

@@ -41,15 +41,19 @@ async fn ops_serve_pays_an_invoice_end_to_end() {
     // The first start prints the demo merchant's test key once.
     let stdout = child.stdout.take().unwrap();
     let mut child = KillOnDrop(child);
-    let key = tokio::task::spawn_blocking(move || {
-        BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-            .find_map(|l| l.split_whitespace().find(|w| w.starts_with("sk_test_")).map(str::to_owned))
-    })
-    .await
-    .unwrap()
-    .expect("ops serve printed no test key");
+    // Keep reading stdout to the end: a closed pipe would make the server's next print fail.
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Some(k) = line.split_whitespace().find(|w| w.starts_with("sk_test_")) {
+                let _ = tx.send(k.to_owned());
+            }
+        }
+    });
+    let key = tokio::task::spawn_blocking(move || rx.recv_timeout(Duration::from_secs(60)))
+        .await
+        .unwrap()
+        .expect("ops serve printed no test key");
 
     let http = reqwest::Client::new();
     let base = format!("http://127.0.0.1:{port}");

@@ -50,6 +50,9 @@ pub async fn run_stages(
 
 /// The `main` of one stage's binary.
 pub async fn main(stage: Stage) -> anyhow::Result<()> {
+    // Fault injection for the crash tests (`--features failpoints`, FAILPOINTS=name=action).
+    #[cfg(feature = "failpoints")]
+    let _failpoints = fail::FailScenario::setup();
     let config = Config::load().map_err(|e| anyhow::anyhow!("{e}"))?;
     api::telemetry::init(config.log_format);
     let db = api::db::connect(&config).await?;

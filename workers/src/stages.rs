@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use api::chain::Chains;
+use api::chain::signer::Signers;
 use api::config::Config;
+use api::payouts::executor::{self, Executor};
 use api::pipeline::{scanner, sweeper, tracker};
 use api::webhooks::{self, deliver::Deliverer, deliver::Outcome, secrets::SecretBox};
 use entity::Environment;
@@ -48,7 +50,7 @@ impl Job for ConvertSettlement {
     const QUEUE: &'static str = "settlement-convert";
 }
 
-/// Execute one approved payout (payout issue).
+/// Move one payout along (approved → queued → processing → completed or failed).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ExecutePayout {
     pub payout_id: Uuid,
@@ -108,6 +110,8 @@ pub struct StageCtx {
     pub queues: Queues,
     /// The webhook sender; set in processes that run the webhook deliverer.
     pub webhooks: Option<Arc<Deliverer>>,
+    /// The payout executor (its signers); set in processes that run it.
+    pub executor: Option<Arc<Executor>>,
 }
 
 impl StageCtx {
@@ -125,7 +129,16 @@ impl StageCtx {
         } else {
             None
         };
-        Ok(StageCtx { chains: Chains::new(&db, &config.sandbox), db, config, queues, webhooks })
+        let chains = Chains::new(&db, &config.sandbox);
+        let executor = stages.contains(&Stage::PayoutExecutor).then(|| {
+            Arc::new(Executor {
+                db: db.clone(),
+                chains: chains.clone(),
+                signers: Signers::sandbox(),
+                recheck: Duration::from_millis(config.payouts.recheck_ms),
+            })
+        });
+        Ok(StageCtx { chains, db, config, queues, webhooks, executor })
     }
 }
 
@@ -169,9 +182,13 @@ pub fn register(rt: Runtime, stage: Stage, ctx: &StageCtx) -> Runtime {
                 Err(JobError::permanent(anyhow::anyhow!("settlement conversion is not implemented yet")))
             })
         }
-        Stage::PayoutExecutor => rt.stage(settings(&cfg, ExecutePayout::QUEUE), |_: ExecutePayout, _| async {
-            Err(JobError::permanent(anyhow::anyhow!("payout execution is not implemented yet")))
-        }),
+        Stage::PayoutExecutor => {
+            let ctx = ctx.clone();
+            rt.stage(settings(&cfg, ExecutePayout::QUEUE), move |job: ExecutePayout, _: JobCtx| {
+                let ctx = ctx.clone();
+                async move { execute_payout(&ctx, job).await }
+            })
+        }
         Stage::WebhookDeliverer => {
             let ctx = ctx.clone();
             rt.stage(settings(&cfg, DeliverWebhook::QUEUE), move |job: DeliverWebhook, _: JobCtx| {
@@ -180,6 +197,30 @@ pub fn register(rt: Runtime, stage: Stage, ctx: &StageCtx) -> Runtime {
             })
         }
     }
+}
+
+async fn execute_payout(ctx: &StageCtx, job: ExecutePayout) -> Result<(), JobError> {
+    let Some(executor) = &ctx.executor else {
+        return Err(JobError::permanent(anyhow::anyhow!("this process has no payout executor")));
+    };
+    match executor.execute(job.payout_id).await.map_err(JobError::retry)? {
+        executor::Next::Done => {}
+        executor::Next::After(delay) => {
+            // A lost push is found by the poller (`executor::due`).
+            ctx.queues.push_after(job, delay).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Enqueues the payouts that are due or that nobody looked at lately.
+async fn poll_payouts(ctx: &StageCtx) -> anyhow::Result<()> {
+    let stale = Duration::from_secs(ctx.config.payouts.stale_after_secs);
+    let ids = executor::due(&ctx.db, stale, 1000).await?;
+    if !ids.is_empty() {
+        ctx.queues.push_many(ids.into_iter().map(|payout_id| ExecutePayout { payout_id })).await?;
+    }
+    Ok(())
 }
 
 async fn deliver(ctx: &StageCtx, job: DeliverWebhook) -> Result<(), JobError> {
@@ -314,7 +355,19 @@ pub fn spawn_background(stage: Stage, ctx: &StageCtx, stop: CancellationToken) -
                 }
             }
         })),
-        Stage::SettlementConverter | Stage::PayoutExecutor => None,
+        Stage::PayoutExecutor => Some(tokio::spawn(async move {
+            let every = Duration::from_millis(ctx.config.payouts.poll_interval_ms);
+            while !stop.is_cancelled() {
+                if let Err(e) = poll_payouts(&ctx).await {
+                    tracing::warn!(error = %e, "payout poll failed");
+                }
+                tokio::select! {
+                    () = stop.cancelled() => break,
+                    () = tokio::time::sleep(every) => {}
+                }
+            }
+        })),
+        Stage::SettlementConverter => None,
     }
 }
 

@@ -4,6 +4,7 @@
 
 pub mod address;
 pub mod sandbox;
+pub mod signer;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -42,6 +43,35 @@ pub enum ChainError {
     Db(#[from] sea_orm::DbErr),
 }
 
+/// A signed outgoing transaction, ready to broadcast; `raw` is what the network takes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignedTx {
+    pub tx_hash: String,
+    pub raw: String,
+}
+
+/// What the network said to a broadcast.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Broadcast {
+    /// Taken into the mempool (or a block).
+    Accepted,
+    /// The same transaction was already sent: nothing new happened.
+    AlreadyKnown,
+    /// Refused for good (invalid destination, insufficient funds, …).
+    Rejected(String),
+}
+
+/// Where an outgoing transaction stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outgoing {
+    /// The network does not know it (never broadcast, or dropped from the mempool).
+    Unknown,
+    /// In a block with this many confirmations (0: in the mempool) and the fee it paid.
+    Confirmations { confirmations: u64, fee: Decimal },
+    /// Mined but failed (e.g. a reverted token transfer), or replaced.
+    Failed(String),
+}
+
 /// One gate's view of its network.
 #[async_trait::async_trait]
 pub trait Chain: Send + Sync {
@@ -52,6 +82,17 @@ pub trait Chain: Send + Sync {
     async fn transfers(&self, from: u64, to: u64) -> Result<Vec<Transfer>, ChainError>;
     /// Confirmations of a seen transfer, or `Gone`.
     async fn status(&self, tx_hash: &str, output_index: i64) -> Result<TxStatus, ChainError>;
+    /// Sends a signed transaction. Sending the same one again is `AlreadyKnown`, never a
+    /// second transaction.
+    async fn broadcast(&self, tx: &SignedTx) -> Result<Broadcast, ChainError> {
+        let _ = tx;
+        Err(ChainError::Unavailable(format!("payouts are not supported on {} yet", self.gate().id)))
+    }
+    /// Where a sent transaction stands.
+    async fn outgoing(&self, tx_hash: &str) -> Result<Outgoing, ChainError> {
+        let _ = tx_hash;
+        Err(ChainError::Unavailable(format!("payouts are not supported on {} yet", self.gate().id)))
+    }
 }
 
 /// The chain of every (environment, gate) the pipeline can watch.

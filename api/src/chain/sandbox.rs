@@ -7,7 +7,7 @@
 //! transfer can therefore never land in a block the scanner has already read.
 
 use chrono::{DateTime, Duration, Utc};
-use entity::{Amount, sandbox_chain, sandbox_transfer};
+use entity::{Amount, sandbox_broadcast, sandbox_chain, sandbox_transfer};
 use rust_decimal::Decimal;
 use sea_orm::sea_query::{Expr, OnConflict};
 use sea_orm::{
@@ -16,7 +16,9 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use super::{Chain, ChainError, Transfer, TxStatus};
+use super::address::AddressFamily;
+use super::signer::SandboxTx;
+use super::{Broadcast, Chain, ChainError, Outgoing, SignedTx, Transfer, TxStatus};
 use crate::gates::Gate;
 
 pub struct SandboxChain {
@@ -147,6 +149,72 @@ impl SandboxChain {
     }
 }
 
+/// The destination a sandbox payout is refused at: the all-zero address of the gate's family
+/// (documented in api-decisions.md), so merchants can test a failed payout.
+pub fn failure_destination(family: AddressFamily) -> String {
+    match family {
+        AddressFamily::Bitcoin => {
+            let program = bitcoin::WitnessProgram::new(bitcoin::WitnessVersion::V0, &[0u8; 20])
+                .expect("a 20-byte v0 witness program");
+            bitcoin::Address::from_witness_program(program, bitcoin::KnownHrp::Testnets).to_string()
+        }
+        AddressFamily::Evm => format!("0x{}", "0".repeat(40)),
+        AddressFamily::Tron => {
+            let mut payload = [0u8; 21];
+            payload[0] = 0x41;
+            bs58::encode(payload).with_check().into_string()
+        }
+        AddressFamily::Xrp => "rrrrrrrrrrrrrrrrrrrrrhoLvTp".to_owned(),
+        AddressFamily::Solana => "11111111111111111111111111111111".to_owned(),
+    }
+}
+
+/// The fee a sandbox transaction pays: 90 % of its `max_fee`, in the gate's decimals (so the
+/// settled network fee visibly differs from the configured estimate).
+pub fn sandbox_fee(gate: &Gate, max_fee: Decimal) -> Decimal {
+    (max_fee * Decimal::new(9, 1)).round_dp_with_strategy(gate.decimals, rust_decimal::RoundingStrategy::ToZero)
+}
+
+impl SandboxChain {
+    async fn send(&self, tx: &SignedTx) -> Result<Broadcast, ChainError> {
+        let body: SandboxTx = match serde_json::from_str(&tx.raw) {
+            Ok(b) => b,
+            Err(e) => return Ok(Broadcast::Rejected(format!("malformed transaction: {e}"))),
+        };
+        if body.gate_id != self.gate.id {
+            return Ok(Broadcast::Rejected(format!("transaction for {} sent to {}", body.gate_id, self.gate.id)));
+        }
+        if body.to.eq_ignore_ascii_case(&failure_destination(self.gate.family)) {
+            return Ok(Broadcast::Rejected("sandbox: destination rejected (forced failure address)".into()));
+        }
+        let txn = crate::db::begin_write(&self.db).await?;
+        self.row(&txn).await?;
+        sandbox_chain::Entity::update_many()
+            .col_expr(sandbox_chain::Column::Height, Expr::col(sandbox_chain::Column::Height))
+            .filter(sandbox_chain::Column::GateId.eq(self.gate.id))
+            .exec(&txn)
+            .await?;
+        let tip = self.advance(&txn, 0).await?;
+        let row = sandbox_broadcast::Model {
+            tx_hash: tx.tx_hash.clone(),
+            gate_id: self.gate.id.into(),
+            destination: body.to,
+            destination_tag: body.tag,
+            amount: Amount::new(body.amount),
+            fee: Amount::new(sandbox_fee(self.gate, body.max_fee)),
+            reference: body.memo,
+            block_height: tip + 1,
+            created_at: Utc::now(),
+        };
+        let n = sandbox_broadcast::Entity::insert(sandbox_broadcast::ActiveModel::from(row))
+            .on_conflict(OnConflict::column(sandbox_broadcast::Column::TxHash).do_nothing().to_owned())
+            .exec_without_returning(&txn)
+            .await?;
+        txn.commit().await?;
+        Ok(if n == 1 { Broadcast::Accepted } else { Broadcast::AlreadyKnown })
+    }
+}
+
 fn random_tx_hash() -> String {
     let bytes: [u8; 32] = rand::random();
     hex::encode(bytes)
@@ -194,11 +262,43 @@ impl Chain for SandboxChain {
         let tip = self.tip().await? as i64;
         Ok(TxStatus::Confirmations(if t.block_height > tip { 0 } else { (tip - t.block_height + 1) as u64 }))
     }
+
+    async fn broadcast(&self, tx: &SignedTx) -> Result<Broadcast, ChainError> {
+        self.send(tx).await
+    }
+
+    async fn outgoing(&self, tx_hash: &str) -> Result<Outgoing, ChainError> {
+        let Some(b) = sandbox_broadcast::Entity::find_by_id(tx_hash).one(&self.db).await? else {
+            return Ok(Outgoing::Unknown);
+        };
+        let tip = self.tip().await? as i64;
+        let confirmations = if b.block_height > tip { 0 } else { (tip - b.block_height + 1) as u64 };
+        Ok(Outgoing::Confirmations { confirmations, fee: b.fee.0 })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn failure_destinations_are_valid_addresses_of_their_family() {
+        use crate::chain::address::{ChainNet, validate_address};
+        for family in
+            [AddressFamily::Bitcoin, AddressFamily::Evm, AddressFamily::Tron, AddressFamily::Xrp, AddressFamily::Solana]
+        {
+            let a = failure_destination(family);
+            assert!(validate_address(family, ChainNet::Testnet, &a, None).is_ok(), "{family:?}: {a}");
+        }
+        assert_eq!(failure_destination(AddressFamily::Bitcoin), "tb1qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqq0l98cr");
+    }
+
+    #[test]
+    fn sandbox_fee_is_ninety_percent_rounded_down() {
+        let btc = crate::gates::find("bitcoin").unwrap();
+        assert_eq!(sandbox_fee(btc, Decimal::new(15, 5)), Decimal::new(135, 6));
+        assert_eq!(sandbox_fee(btc, Decimal::new(1, 8)), Decimal::ZERO);
+    }
 
     #[test]
     fn blocks_due_by_time() {

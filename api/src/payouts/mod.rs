@@ -1,5 +1,6 @@
 //! The payout resource: `/v1/payouts`.
 
+pub mod executor;
 pub mod service;
 pub mod types;
 

@@ -273,6 +273,10 @@ pub async fn prepare(state: &AppState, who: &Principal, spec: PayoutSpec<'_>) ->
         cancelled_at: None,
         created_at: now,
         updated_at: now,
+        signed_tx: None,
+        queued_at: None,
+        broadcast_at: None,
+        checked_at: None,
     })
 }
 
@@ -383,7 +387,7 @@ pub async fn list(
 
 /// Moves a payout out of a reservation-holding status with a guarded update and releases the
 /// reservation in the same transaction. `Ok(None)` when the guard did not match.
-async fn end_with_release(
+pub(crate) async fn end_with_release(
     db: &DatabaseConnection,
     p: &payout::Model,
     trigger: PayoutTrigger,
@@ -428,6 +432,9 @@ async fn end_with_release(
     let after =
         payout::Entity::find_by_id(p.id).one(&txn).await?.ok_or_else(|| ApiError::internal("payout vanished"))?;
     crate::refunds::service::mirror_payout(&txn, &after).await?;
+    if after.status == PayoutStatus::Failed {
+        crate::events::emit_payout(&txn, crate::events::kind::PAYOUT_FAILED, &after).await?;
+    }
     txn.commit().await?;
     Ok(Some(after))
 }

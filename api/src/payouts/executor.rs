@@ -1,0 +1,333 @@
+//! The payout executor's rules (the `payout-executor` worker runs them as jobs). One call
+//! moves a payout as far as it can go now and says when to look again:
+//!
+//! `approved` → (once `executable_at` passes) `queued` → sign, **store the signed transaction**,
+//! broadcast → `processing` → confirmed to the gate's depth → `completed` (reservation settled
+//! with the real network fee, `payout.completed`), or → `failed` (reservation released,
+//! `payout.failed` with the reason).
+//!
+//! A payout is broadcast at most once whatever crashes or replays happen: the signed
+//! transaction is persisted (guarded, once) before anything is sent, and every later step asks
+//! the chain about that transaction before sending it, so a restart re-sends the same bytes at
+//! most (which the network treats as the same transaction), never a new one. Every transition
+//! is a guarded update; two executors on one payout cannot both apply one.
+
+use std::time::Duration;
+
+use chrono::Utc;
+use entity::{Bucket, EntryType, FeeAllocation, PayoutStatus, PayoutTrigger, payout, refund};
+use rust_decimal::Decimal;
+use sea_orm::sea_query::Expr;
+use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter};
+use uuid::Uuid;
+
+use crate::chain::signer::{PayoutTx, Signers};
+use crate::chain::{Broadcast, ChainError, Chains, Outgoing, SignedTx};
+use crate::events;
+use crate::ledger::{self, LedgerError, Posting};
+
+/// What the caller should do next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Next {
+    /// Nothing more to do (final, not approved yet, or gone).
+    Done,
+    /// Look again after this delay.
+    After(Duration),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    #[error(transparent)]
+    Chain(#[from] ChainError),
+    #[error(transparent)]
+    Db(#[from] sea_orm::DbErr),
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+    #[error("{0}")]
+    Other(String),
+}
+
+impl From<crate::error::ApiError> for ExecError {
+    fn from(e: crate::error::ApiError) -> Self {
+        ExecError::Other(e.message)
+    }
+}
+
+/// Everything the executor needs besides the database.
+#[derive(Clone)]
+pub struct Executor {
+    pub db: DatabaseConnection,
+    pub chains: Chains,
+    pub signers: Signers,
+    /// Delay between looks at a payout waiting for confirmations.
+    pub recheck: Duration,
+}
+
+impl Executor {
+    /// Moves payout `id` as far as it can go now.
+    pub async fn execute(&self, id: Uuid) -> Result<Next, ExecError> {
+        // A few steps per call at most: approved → queued → processing → completed.
+        for _ in 0..6 {
+            let Some(p) = payout::Entity::find_by_id(id).one(&self.db).await? else { return Ok(Next::Done) };
+            self.stamp(id).await?;
+            let step = match p.status {
+                PayoutStatus::PendingApproval
+                | PayoutStatus::Completed
+                | PayoutStatus::Failed
+                | PayoutStatus::Cancelled => return Ok(Next::Done),
+                PayoutStatus::Approved => self.queue(&p).await?,
+                PayoutStatus::Queued => self.send(&p).await?,
+                PayoutStatus::Processing => self.track(&p).await?,
+            };
+            match step {
+                Step::Again => continue,
+                Step::Stop(next) => return Ok(next),
+            }
+        }
+        Ok(Next::After(self.recheck))
+    }
+
+    async fn stamp(&self, id: Uuid) -> Result<(), sea_orm::DbErr> {
+        payout::Entity::update_many()
+            .col_expr(payout::Column::CheckedAt, Expr::value(Utc::now()))
+            .filter(payout::Column::Id.eq(id))
+            .exec(&self.db)
+            .await?;
+        Ok(())
+    }
+
+    /// `approved` → `queued` once `executable_at` has passed.
+    async fn queue(&self, p: &payout::Model) -> Result<Step, ExecError> {
+        let now = Utc::now();
+        if let Some(at) = p.executable_at
+            && at > now
+        {
+            return Ok(Step::Stop(Next::After((at - now).to_std().unwrap_or_default())));
+        }
+        self.transition(p, PayoutTrigger::Queue, payout::Column::QueuedAt).await?;
+        Ok(Step::Again)
+    }
+
+    /// A guarded status change stamping `at_column`, with the refund (if any) following it in
+    /// the same transaction.
+    async fn transition(
+        &self,
+        p: &payout::Model,
+        trigger: PayoutTrigger,
+        at_column: payout::Column,
+    ) -> Result<bool, ExecError> {
+        let next =
+            p.status.on(trigger).ok_or_else(|| ExecError::Other(format!("{:?} from {:?}", trigger, p.status)))?;
+        let now = Utc::now();
+        let txn = crate::db::begin_write(&self.db).await?;
+        let moved = payout::Entity::update_many()
+            .col_expr(payout::Column::Status, Expr::value(next.as_str()))
+            .col_expr(at_column, Expr::value(now))
+            .col_expr(payout::Column::UpdatedAt, Expr::value(now))
+            .filter(payout::Column::Id.eq(p.id))
+            .filter(payout::Column::Status.eq(p.status))
+            .exec_with_returning(&txn)
+            .await?;
+        let Some(after) = moved.into_iter().next() else {
+            txn.rollback().await?;
+            return Ok(false);
+        };
+        crate::refunds::service::mirror_payout(&txn, &after).await?;
+        txn.commit().await?;
+        Ok(true)
+    }
+
+    /// `queued`: sign and store once, then make sure the chain has the transaction.
+    async fn send(&self, p: &payout::Model) -> Result<Step, ExecError> {
+        let Some(chain) = self.chains.get(p.environment, &p.gate_id) else {
+            tracing::warn!(payout = %p.id, gate = %p.gate_id, env = %p.environment, "no chain adapter for this gate; the payout waits");
+            return Ok(Step::Stop(Next::After(self.recheck.max(Duration::from_secs(60)))));
+        };
+        let tx = match (&p.tx_hash, &p.signed_tx) {
+            (Some(tx_hash), Some(raw)) => SignedTx { tx_hash: tx_hash.clone(), raw: raw.clone() },
+            _ => {
+                let Some(signer) = self.signers.get(p.environment, &p.gate_id) else {
+                    tracing::warn!(payout = %p.id, gate = %p.gate_id, env = %p.environment, "no signer for this gate; the payout waits");
+                    return Ok(Step::Stop(Next::After(self.recheck.max(Duration::from_secs(60)))));
+                };
+                let gate = crate::gates::find(&p.gate_id).ok_or_else(|| ExecError::Other("unknown gate".into()))?;
+                let tx = signer
+                    .sign(&PayoutTx {
+                        gate,
+                        payout_id: p.id,
+                        destination: &p.destination,
+                        destination_tag: p.destination_tag.as_deref(),
+                        amount: p.recipient_amount.0,
+                        max_fee: p.configured_network_fee_amount.0,
+                    })
+                    .await?;
+                // Stored before anything is sent; of two executors only one stores.
+                let stored = payout::Entity::update_many()
+                    .col_expr(payout::Column::TxHash, Expr::value(tx.tx_hash.clone()))
+                    .col_expr(payout::Column::SignedTx, Expr::value(tx.raw.clone()))
+                    .col_expr(payout::Column::UpdatedAt, Expr::value(Utc::now()))
+                    .filter(payout::Column::Id.eq(p.id))
+                    .filter(payout::Column::Status.eq(PayoutStatus::Queued))
+                    .filter(payout::Column::SignedTx.is_null())
+                    .exec(&self.db)
+                    .await?;
+                if stored.rows_affected == 0 {
+                    return Ok(Step::Again);
+                }
+                fail::fail_point!("payout-after-persist");
+                tx
+            }
+        };
+        // Reconcile before sending: a transaction the chain knows is not sent again.
+        match chain.outgoing(&tx.tx_hash).await? {
+            Outgoing::Unknown => match chain.broadcast(&tx).await? {
+                Broadcast::Accepted | Broadcast::AlreadyKnown => {}
+                Broadcast::Rejected(reason) => return self.fail(p, &reason).await,
+            },
+            Outgoing::Confirmations { .. } => {}
+            Outgoing::Failed(reason) => return self.fail(p, &reason).await,
+        }
+        fail::fail_point!("payout-after-broadcast");
+        self.transition(p, PayoutTrigger::Broadcast, payout::Column::BroadcastAt).await?;
+        Ok(Step::Again)
+    }
+
+    /// `processing`: follow the transaction to the gate's confirmation count.
+    async fn track(&self, p: &payout::Model) -> Result<Step, ExecError> {
+        let (Some(chain), Some(tx_hash), Some(raw)) =
+            (self.chains.get(p.environment, &p.gate_id), p.tx_hash.clone(), p.signed_tx.clone())
+        else {
+            return Err(ExecError::Other(format!("processing payout {} has no chain or transaction", p.id)));
+        };
+        let gate = chain.gate();
+        match chain.outgoing(&tx_hash).await? {
+            Outgoing::Confirmations { confirmations, fee } if confirmations >= u64::from(gate.confirmations) => {
+                self.complete(p, fee).await?;
+                Ok(Step::Stop(Next::Done))
+            }
+            Outgoing::Confirmations { .. } => Ok(Step::Stop(Next::After(self.recheck))),
+            // Dropped from the mempool: the same signed transaction goes out again (never a new one).
+            Outgoing::Unknown => match chain.broadcast(&SignedTx { tx_hash, raw }).await? {
+                Broadcast::Accepted | Broadcast::AlreadyKnown => Ok(Step::Stop(Next::After(self.recheck))),
+                Broadcast::Rejected(reason) => self.fail(p, &reason).await,
+            },
+            Outgoing::Failed(reason) => self.fail(p, &reason).await,
+        }
+    }
+
+    async fn fail(&self, p: &payout::Model, reason: &str) -> Result<Step, ExecError> {
+        let trigger = PayoutTrigger::Fail;
+        if crate::payouts::service::end_with_release(&self.db, p, trigger, Some(reason)).await?.is_none() {
+            // Someone else moved it; look again.
+            return Ok(Step::Again);
+        }
+        tracing::info!(payout = %p.id, reason, "payout failed");
+        Ok(Step::Stop(Next::Done))
+    }
+
+    /// `processing` → `completed`: the reservation leaves as the payout's debit, its fee and the
+    /// network fee estimate; a merchant-paid network fee is then settled at the real fee (the
+    /// difference comes back to `available`). One transaction, guarded.
+    async fn complete(&self, p: &payout::Model, actual_fee: Decimal) -> Result<(), ExecError> {
+        let next = p.status.on(PayoutTrigger::Complete).ok_or_else(|| ExecError::Other("cannot complete".into()))?;
+        let estimate = p.configured_network_fee_amount.0;
+        let merchant_pays_network = p.network_fee_allocation == FeeAllocation::Merchant;
+        let back = if merchant_pays_network {
+            estimate.checked_sub(actual_fee).filter(|d| *d >= Decimal::ZERO).ok_or_else(|| {
+                ExecError::Other(format!("payout {}: network fee {actual_fee} above its cap {estimate}", p.id))
+            })?
+        } else {
+            Decimal::ZERO
+        };
+        let debit = p.merchant_debit_amount.0.checked_sub(back).ok_or_else(|| ExecError::Other("overflow".into()))?;
+        let now = Utc::now();
+        let txn = crate::db::begin_write(&self.db).await?;
+        let moved = payout::Entity::update_many()
+            .col_expr(payout::Column::Status, Expr::value(next.as_str()))
+            .col_expr(payout::Column::NetworkFee, Expr::value(entity::Amount::new(actual_fee)))
+            .col_expr(payout::Column::MerchantDebitAmount, Expr::value(entity::Amount::new(debit)))
+            .col_expr(payout::Column::CompletedAt, Expr::value(now))
+            .col_expr(payout::Column::UpdatedAt, Expr::value(now))
+            .filter(payout::Column::Id.eq(p.id))
+            .filter(payout::Column::Status.eq(p.status))
+            .exec(&txn)
+            .await?;
+        if moved.rows_affected == 0 {
+            txn.rollback().await?;
+            return Ok(());
+        }
+        let is_refund = refund::Entity::find().filter(refund::Column::PayoutId.eq(p.id)).one(&txn).await?.is_some();
+        let fee_type = if is_refund { EntryType::RefundFee } else { EntryType::PayoutFee };
+        let reference = Some(("payout", p.id));
+        let mut postings: Vec<Posting> = [
+            (EntryType::PayoutDebit, p.recipient_amount.0),
+            (fee_type, p.fee_amount.0),
+            (EntryType::NetworkFee, estimate),
+        ]
+        .into_iter()
+        .filter(|(_, a)| !a.is_zero())
+        .map(|(entry_type, a)| Posting {
+            bucket: Bucket::Reserved,
+            amount: -a,
+            entry_type,
+            reference,
+            description: None,
+        })
+        .collect();
+        if !back.is_zero() {
+            postings.push(Posting {
+                bucket: Bucket::Available,
+                amount: back,
+                entry_type: EntryType::NetworkFee,
+                reference,
+                description: Some(format!("network fee {actual_fee}, {estimate} reserved")),
+            });
+        }
+        ledger::post(&txn, p.merchant_id, p.environment, &p.gate_id, &postings).await?;
+        let after = payout::Entity::find_by_id(p.id)
+            .one(&txn)
+            .await?
+            .ok_or_else(|| ExecError::Other("payout vanished".into()))?;
+        crate::refunds::service::mirror_payout(&txn, &after).await?;
+        events::emit_payout(&txn, events::kind::PAYOUT_COMPLETED, &after).await?;
+        txn.commit().await?;
+        tracing::info!(payout = %p.id, fee = %actual_fee, "payout completed");
+        Ok(())
+    }
+}
+
+enum Step {
+    Again,
+    Stop(Next),
+}
+
+/// Ids of payouts the executor should look at: approved and due, or queued/processing and not
+/// checked for `stale_after` (their job was lost or is waiting).
+pub async fn due(db: &DatabaseConnection, stale_after: Duration, limit: u64) -> Result<Vec<Uuid>, sea_orm::DbErr> {
+    use sea_orm::QuerySelect;
+    use sea_orm::sea_query::{Condition, ExprTrait};
+    let now = Utc::now();
+    let stale = now - chrono::Duration::from_std(stale_after).unwrap_or(chrono::Duration::seconds(60));
+    let not_checked = payout::Column::CheckedAt.is_null().or(payout::Column::CheckedAt.lt(stale));
+    payout::Entity::find()
+        .select_only()
+        .column(payout::Column::Id)
+        .filter(
+            Condition::any()
+                .add(
+                    Condition::all()
+                        .add(payout::Column::Status.eq(PayoutStatus::Approved))
+                        .add(payout::Column::ExecutableAt.lte(now))
+                        .add(not_checked.clone()),
+                )
+                .add(
+                    Condition::all()
+                        .add(payout::Column::Status.is_in([PayoutStatus::Queued, PayoutStatus::Processing]))
+                        .add(not_checked),
+                ),
+        )
+        .limit(limit)
+        .into_tuple()
+        .all(db)
+        .await
+}

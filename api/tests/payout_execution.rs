@@ -1,0 +1,357 @@
+//! The payout executor's rules in-process, on sandbox chains that move only when mined:
+//! a payout completes with the real network fee (ledger exact to the last decimal), a payout to
+//! the documented failure address fails and releases its reservation, a refund completes with
+//! the refund fee and the real network fee, crashes between storing, broadcasting and
+//! recording never make a second transaction, and concurrent executors apply every step once.
+
+mod common;
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use api::chain::Chains;
+use api::chain::sandbox::{SandboxChain, failure_destination};
+use api::chain::signer::{PayoutTx, Signer, Signers};
+use api::config::GateFees;
+use api::payouts::executor::{Executor, Next};
+use common::{TestApp, assert_ledger_sums, credit_invoice};
+use entity::{EntryType, Environment, FeeAllocation, PayoutStatus, event, payout, sandbox_broadcast};
+use rust_decimal::Decimal;
+use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+const TRON_DEST: &str = "TTxSA9fmLZbSEfkEejjU2vDqE8GyS5nCJP";
+
+fn d(s: &str) -> Decimal {
+    Decimal::from_str(s).unwrap()
+}
+
+struct Exec {
+    app: TestApp,
+    merchant: Uuid,
+    key: String,
+    executor: Arc<Executor>,
+}
+
+/// tron_usdt fees: payout 1, network 2 (the sandbox charges 90 %: 1.8), refund 0.5. Blocks only
+/// when mined. Auto-approval without delay; the network fee allocation as given.
+async fn setup(fund: &str, network_alloc: FeeAllocation) -> Exec {
+    let app = TestApp::spawn_with(|c| {
+        c.fees.insert("tron_usdt".into(), GateFees { payout_fee: d("1"), network_fee: d("2"), refund_fee: d("0.5") });
+        c.sandbox.block_interval_ms = 0;
+    })
+    .await;
+    let (merchant, key) = app.test_key().await;
+    let mut s = api::payouts::service::settings(&app.state.db, merchant, Environment::Test).await.unwrap();
+    s.payout_auto_approve = true;
+    s.payout_delay_secs = 0;
+    s.network_fee_allocation = network_alloc;
+    s.payout_fee_allocation = FeeAllocation::Merchant;
+    s.refund_fee_allocation = FeeAllocation::Merchant;
+    api::payouts::service::save_settings(&app.state.db, s).await.unwrap();
+    if fund != "0" {
+        let gate = api::gates::find("tron_usdt").unwrap();
+        api::ledger::adjust(&app.state.db, merchant, Environment::Test, gate, d(fund), "fund").await.unwrap();
+    }
+    let db = app.state.db.clone();
+    let executor = Arc::new(Executor {
+        chains: Chains::new(&db, &app.state.config.sandbox),
+        signers: Signers::sandbox(),
+        recheck: Duration::from_millis(10),
+        db,
+    });
+    Exec { app, merchant, key, executor }
+}
+
+impl Exec {
+    async fn payout(&self, amount: &str, destination: &str) -> Uuid {
+        let body = json!({"currency": "USDT", "network": "tron", "amount": amount, "destination": destination});
+        let r = self.app.post("/v1/payouts", Some(&self.key), &body).await;
+        assert_eq!(r.status, 201, "{}", r.body);
+        assert_eq!(r.data()["status"], "approved");
+        Uuid::parse_str(r.data()["id"].as_str().unwrap()).unwrap()
+    }
+
+    async fn row(&self, id: Uuid) -> payout::Model {
+        payout::Entity::find_by_id(id).one(&self.app.state.db).await.unwrap().unwrap()
+    }
+
+    fn chain(&self) -> SandboxChain {
+        SandboxChain::new(self.app.state.db.clone(), api::gates::find("tron_usdt").unwrap(), 0)
+    }
+
+    async fn mine(&self, n: u64) {
+        self.chain().mine(n).await.unwrap();
+    }
+
+    async fn broadcasts(&self, id: Uuid) -> Vec<sandbox_broadcast::Model> {
+        sandbox_broadcast::Entity::find()
+            .filter(sandbox_broadcast::Column::Reference.eq(id.to_string()))
+            .all(&self.app.state.db)
+            .await
+            .unwrap()
+    }
+
+    async fn balance(&self) -> (Decimal, Decimal) {
+        let (b, _) = assert_ledger_sums(&self.app.state.db, self.merchant, "tron_usdt").await;
+        (b.available.0, b.reserved.0)
+    }
+
+    /// Signed amounts of this payout's ledger entries, by type and bucket.
+    async fn entries(&self, id: Uuid) -> Vec<(EntryType, entity::Bucket, Decimal)> {
+        let (_, all) = assert_ledger_sums(&self.app.state.db, self.merchant, "tron_usdt").await;
+        let mut v: Vec<_> = all
+            .into_iter()
+            .filter(|e| e.reference_id == Some(id))
+            .map(|e| (e.entry_type, e.bucket, e.amount.0))
+            .collect();
+        v.sort_by_key(|(t, b, a)| (t.as_str(), format!("{b:?}"), *a));
+        v
+    }
+
+    async fn events(&self, kind: &str) -> Vec<Value> {
+        event::Entity::find()
+            .filter(event::Column::EventType.eq(kind))
+            .all(&self.app.state.db)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| e.payload)
+            .collect()
+    }
+}
+
+#[tokio::test]
+async fn a_payout_completes_with_the_real_network_fee() {
+    let x = setup("100", FeeAllocation::Merchant).await;
+    let id = x.payout("10", TRON_DEST).await;
+    assert_eq!(x.balance().await, (d("87"), d("13")), "10 + payout fee 1 + network fee estimate 2 reserved");
+
+    // approved → queued → signed, stored, broadcast → processing (in the next block: 0 confirmations).
+    assert_eq!(x.executor.execute(id).await.unwrap(), Next::After(Duration::from_millis(10)));
+    let p = x.row(id).await;
+    assert_eq!(p.status, PayoutStatus::Processing);
+    assert!(p.queued_at.is_some() && p.broadcast_at.is_some());
+    let tx_hash = p.tx_hash.clone().unwrap();
+    assert!(p.signed_tx.as_deref().unwrap().contains(&id.to_string()));
+    let sent = x.broadcasts(id).await;
+    assert_eq!(sent.len(), 1);
+    assert_eq!(
+        (sent[0].tx_hash.as_str(), sent[0].amount.0, sent[0].destination.as_str()),
+        (tx_hash.as_str(), d("10"), TRON_DEST)
+    );
+    // Not deep enough yet: it waits.
+    x.mine(18).await;
+    assert!(matches!(x.executor.execute(id).await.unwrap(), Next::After(_)));
+    assert_eq!(x.row(id).await.status, PayoutStatus::Processing);
+    x.mine(1).await;
+    assert_eq!(x.executor.execute(id).await.unwrap(), Next::Done);
+
+    let p = x.row(id).await;
+    assert_eq!(p.status, PayoutStatus::Completed);
+    assert!(p.completed_at.is_some());
+    assert_eq!(p.network_fee.0, d("1.8"), "the fee the chain charged, not the estimate");
+    assert_eq!(p.configured_network_fee_amount.0, d("2"));
+    assert_eq!(p.merchant_debit_amount.0, d("12.8"));
+    assert_eq!(x.balance().await, (d("87.2"), d("0")), "100 - 10 - 1 - 1.8");
+    use entity::Bucket::{Available, Reserved};
+    let mut expect = vec![
+        (EntryType::NetworkFee, Available, d("0.2")),
+        (EntryType::NetworkFee, Reserved, d("-2")),
+        (EntryType::PayoutDebit, Reserved, d("-10")),
+        (EntryType::PayoutFee, Reserved, d("-1")),
+        (EntryType::PayoutReserve, Available, d("-13")),
+        (EntryType::PayoutReserve, Reserved, d("13")),
+    ];
+    expect.sort_by_key(|(t, b, a)| (t.as_str(), format!("{b:?}"), *a));
+    assert_eq!(x.entries(id).await, expect);
+    let completed = x.events("payout.completed").await;
+    assert_eq!(completed.len(), 1);
+    assert_eq!(completed[0]["payout_id"], json!(id));
+    assert_eq!(completed[0]["network_fee"], "1.8");
+    assert_eq!(completed[0]["tx_hash"], tx_hash.as_str());
+    assert_eq!(completed[0]["status"], "completed");
+    // The API shows it.
+    let got = x.app.get(&format!("/v1/payouts/{id}"), Some(&x.key)).await;
+    assert_eq!(got.data()["status"], "completed");
+    assert_eq!(got.data()["network_fee"], "1.8");
+    assert_eq!(got.data()["tx_hash"], tx_hash.as_str());
+
+    // Replays change nothing.
+    for _ in 0..3 {
+        assert_eq!(x.executor.execute(id).await.unwrap(), Next::Done);
+    }
+    assert_eq!(x.broadcasts(id).await.len(), 1);
+    assert_eq!(x.entries(id).await.len(), 6);
+    assert_eq!(x.events("payout.completed").await.len(), 1);
+}
+
+#[tokio::test]
+async fn a_customer_paid_network_fee_leaves_the_merchant_debit_as_reserved() {
+    let x = setup("100", FeeAllocation::Customer).await;
+    let id = x.payout("10", TRON_DEST).await;
+    assert_eq!(x.balance().await, (d("89"), d("11")), "10 + payout fee 1; the network fee comes out of the 10");
+    x.executor.execute(id).await.unwrap();
+    assert_eq!(x.broadcasts(id).await[0].amount.0, d("8"), "the recipient gets 10 - 2");
+    x.mine(19).await;
+    assert_eq!(x.executor.execute(id).await.unwrap(), Next::Done);
+    let p = x.row(id).await;
+    assert_eq!((p.status, p.network_fee.0, p.merchant_debit_amount.0), (PayoutStatus::Completed, d("1.8"), d("11")));
+    assert_eq!(x.balance().await, (d("89"), d("0")));
+}
+
+#[tokio::test]
+async fn a_payout_to_the_failure_address_fails_and_releases_its_reservation() {
+    let x = setup("100", FeeAllocation::Merchant).await;
+    let fail_to = failure_destination(api::gates::find("tron_usdt").unwrap().family);
+    let id = x.payout("10", &fail_to).await;
+    assert_eq!(x.executor.execute(id).await.unwrap(), Next::Done);
+    let p = x.row(id).await;
+    assert_eq!(p.status, PayoutStatus::Failed);
+    assert!(p.failure_reason.as_deref().unwrap().contains("forced failure"), "{:?}", p.failure_reason);
+    assert_eq!(x.balance().await, (d("100"), d("0")), "released");
+    assert!(x.broadcasts(id).await.is_empty());
+    let failed = x.events("payout.failed").await;
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0]["status"], "failed");
+    assert!(failed[0]["failure_reason"].as_str().unwrap().contains("forced failure"));
+    assert_eq!(x.executor.execute(id).await.unwrap(), Next::Done);
+    assert_eq!(x.events("payout.failed").await.len(), 1);
+}
+
+#[tokio::test]
+async fn a_refund_completes_with_its_fee_and_the_real_network_fee() {
+    let x = setup("0", FeeAllocation::Merchant).await;
+    let inv = x.app.create_invoice(&x.key, json!({"currency": "USDT", "network": "tron", "amount": "50"})).await;
+    let invoice = Uuid::parse_str(inv["id"].as_str().unwrap()).unwrap();
+    credit_invoice(&x.app, x.merchant, invoice, "tron_usdt", "50").await;
+    let body =
+        json!({"invoice_id": invoice, "currency": "USDT", "network": "tron", "amount": "20", "destination": TRON_DEST});
+    let rb = x
+        .app
+        .http
+        .post(x.app.url("/v1/refunds"))
+        .header("X-API-Key", &x.key)
+        .header("Idempotency-Key", "r1")
+        .json(&body);
+    let r = x.app.send(rb).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let refund_id = r.data()["id"].as_str().unwrap().to_owned();
+    let payout_id = Uuid::parse_str(r.data()["payout_id"].as_str().unwrap()).unwrap();
+    assert_eq!(x.balance().await, (d("27.5"), d("22.5")), "20 + refund fee 0.5 + network fee 2");
+
+    x.executor.execute(payout_id).await.unwrap();
+    let refund = x.app.get(&format!("/v1/refunds/{refund_id}"), Some(&x.key)).await;
+    assert_eq!(refund.data()["status"], "processing");
+    x.mine(19).await;
+    assert_eq!(x.executor.execute(payout_id).await.unwrap(), Next::Done);
+    let refund = x.app.get(&format!("/v1/refunds/{refund_id}"), Some(&x.key)).await;
+    assert_eq!(refund.data()["status"], "completed", "{}", refund.body);
+    assert_eq!(refund.data()["network_fee"], "1.8");
+    assert!(refund.data()["tx_hash"].is_string());
+    assert_eq!(x.balance().await, (d("27.7"), d("0")), "50 - 20 - 0.5 - 1.8");
+    let types: Vec<EntryType> = x.entries(payout_id).await.into_iter().map(|(t, ..)| t).collect();
+    assert!(types.contains(&EntryType::RefundFee) && !types.contains(&EntryType::PayoutFee), "{types:?}");
+}
+
+#[tokio::test]
+async fn crashes_at_any_step_never_make_a_second_transaction() {
+    let x = setup("1000", FeeAllocation::Merchant).await;
+    let gate = api::gates::find("tron_usdt").unwrap();
+    let chain = x.chain();
+    let sign = |p: &payout::Model| {
+        let p = p.clone();
+        async move {
+            api::chain::signer::SandboxSigner
+                .sign(&PayoutTx {
+                    gate,
+                    payout_id: p.id,
+                    destination: &p.destination,
+                    destination_tag: None,
+                    amount: p.recipient_amount.0,
+                    max_fee: p.configured_network_fee_amount.0,
+                })
+                .await
+                .unwrap()
+        }
+    };
+    let put = |id: Uuid, tx: &api::chain::SignedTx| {
+        use sea_orm::sea_query::Expr;
+        payout::Entity::update_many()
+            .col_expr(payout::Column::Status, Expr::value("queued"))
+            .col_expr(payout::Column::TxHash, Expr::value(tx.tx_hash.clone()))
+            .col_expr(payout::Column::SignedTx, Expr::value(tx.raw.clone()))
+            .filter(payout::Column::Id.eq(id))
+            .exec(&x.app.state.db)
+    };
+    // 1. Died after storing the signed transaction, before broadcasting.
+    let a = x.payout("10", TRON_DEST).await;
+    let tx_a = sign(&x.row(a).await).await;
+    put(a, &tx_a).await.unwrap();
+    // 2. Died after broadcasting, before recording it.
+    let b = x.payout("11", TRON_DEST).await;
+    let tx_b = sign(&x.row(b).await).await;
+    put(b, &tx_b).await.unwrap();
+    use api::chain::Chain;
+    assert_eq!(chain.broadcast(&tx_b).await.unwrap(), api::chain::Broadcast::Accepted);
+    assert_eq!(chain.broadcast(&tx_b).await.unwrap(), api::chain::Broadcast::AlreadyKnown, "the same bytes are one tx");
+    // 3. Many executors at once on a fresh one.
+    let c = x.payout("12", TRON_DEST).await;
+    let mut tasks = Vec::new();
+    for id in [a, b, c, c, c, c, c, c, a, b] {
+        let e = x.executor.clone();
+        tasks.push(tokio::spawn(async move { e.execute(id).await.unwrap() }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    for (id, tx) in [(a, Some(&tx_a)), (b, Some(&tx_b)), (c, None)] {
+        let p = x.row(id).await;
+        assert_eq!(p.status, PayoutStatus::Processing, "{id}");
+        if let Some(tx) = tx {
+            assert_eq!(p.tx_hash.as_deref(), Some(tx.tx_hash.as_str()), "the stored transaction is the one sent");
+        }
+        assert_eq!(x.broadcasts(id).await.len(), 1, "exactly one transaction for {id}");
+    }
+    x.mine(19).await;
+    let mut tasks = Vec::new();
+    for id in [a, b, c, a, b, c, a, b, c] {
+        let e = x.executor.clone();
+        tasks.push(tokio::spawn(async move { e.execute(id).await.unwrap() }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    for id in [a, b, c] {
+        assert_eq!(x.row(id).await.status, PayoutStatus::Completed);
+        assert_eq!(x.broadcasts(id).await.len(), 1);
+        assert_eq!(x.entries(id).await.len(), 6, "settled once");
+    }
+    assert_eq!(x.events("payout.completed").await.len(), 3);
+    let total = sandbox_broadcast::Entity::find().count(&x.app.state.db).await.unwrap();
+    assert_eq!(total, 3);
+    // 1000 - (10 + 11 + 12) - 3 × payout fee 1 - 3 × network fee 1.8
+    assert_eq!(x.balance().await, (d("958.6"), d("0")));
+}
+
+#[tokio::test]
+async fn a_payout_waits_for_approval_and_its_executable_time() {
+    let x = setup("100", FeeAllocation::Merchant).await;
+    let mut s = api::payouts::service::settings(&x.app.state.db, x.merchant, Environment::Test).await.unwrap();
+    s.payout_auto_approve = false;
+    api::payouts::service::save_settings(&x.app.state.db, s.clone()).await.unwrap();
+    let body = json!({"currency": "USDT", "network": "tron", "amount": "5", "destination": TRON_DEST});
+    let r = x.app.post("/v1/payouts", Some(&x.key), &body).await;
+    let id = Uuid::parse_str(r.data()["id"].as_str().unwrap()).unwrap();
+    assert_eq!(x.executor.execute(id).await.unwrap(), Next::Done, "pending approval: not the executor's");
+    assert!(api::payouts::executor::due(&x.app.state.db, Duration::from_secs(30), 10).await.unwrap().is_empty());
+    s.payout_delay_secs = 3600;
+    api::payouts::service::save_settings(&x.app.state.db, s).await.unwrap();
+    api::payouts::service::approve(&x.app.state.db, id).await.unwrap();
+    assert!(api::payouts::executor::due(&x.app.state.db, Duration::from_secs(30), 10).await.unwrap().is_empty());
+    assert!(matches!(x.executor.execute(id).await.unwrap(), Next::After(d) if d > Duration::from_secs(3500)));
+    assert_eq!(x.row(id).await.status, PayoutStatus::Approved);
+    assert!(x.broadcasts(id).await.is_empty());
+}
