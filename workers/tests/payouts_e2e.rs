@@ -1,0 +1,221 @@
+//! The `payout-executor` binary as deployed (PostgreSQL + Redis with `--features
+//! redis-tests,pg-tests`, else SQLite), next to the real API: payouts created over HTTP
+//! complete or fail on the sandbox chain, with balances exact to the last decimal and their
+//! events written.
+//!
+//! With `--features failpoints`, the fault test: the executor pauses right after storing a
+//! signed transaction and right after broadcasting it, and the test SIGKILLs it inside those
+//! windows, again and again; every payout still ends with exactly one transaction on the chain.
+
+mod fleet;
+
+#[path = "../../api/tests/common/mod.rs"]
+mod api_common;
+
+use std::collections::HashMap;
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use entity::{Environment, FeeAllocation, PayoutStatus, event, payout, sandbox_broadcast};
+use fleet::{Fleet, Proc, wait_ready};
+use rust_decimal::Decimal;
+use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter};
+use serde_json::json;
+use uuid::Uuid;
+
+const TRON_DEST: &str = "TTxSA9fmLZbSEfkEejjU2vDqE8GyS5nCJP";
+
+fn d(s: &str) -> Decimal {
+    Decimal::from_str(s).unwrap()
+}
+
+struct Setup {
+    _db: api_common::Db,
+    conn: DatabaseConnection,
+    fleet: Fleet,
+    api: Proc,
+    merchant: Uuid,
+    key: String,
+    http: reqwest::Client,
+}
+
+/// tron_usdt fees: payout 1, network estimate 2 (the sandbox charges 1.8); merchant pays both;
+/// auto-approval without delay; `fund` USDT available.
+async fn setup(fund: &str, extra: &[(&str, &str)]) -> Setup {
+    let db = api_common::Db::fresh().await;
+    let mut env = vec![
+        ("PAYGATE_FEES__TRON_USDT__PAYOUT_FEE", "1"),
+        ("PAYGATE_FEES__TRON_USDT__NETWORK_FEE", "2"),
+        ("PAYGATE_PAYOUTS__POLL_INTERVAL_MS", "100"),
+        ("PAYGATE_PAYOUTS__RECHECK_MS", "100"),
+        ("PAYGATE_PAYOUTS__STALE_AFTER_SECS", "1"),
+    ];
+    env.extend_from_slice(extra);
+    let fleet = Fleet::new(&db.url, &env);
+    let http = reqwest::Client::new();
+    let api = fleet.api();
+    wait_ready(&http, &api).await;
+    let config = api::config::Config { database_url: db.url.clone(), ..Default::default() };
+    let conn = api::db::connect(&config).await.unwrap();
+    let m = api::merchants::create_merchant(&conn, "Payouts", &Default::default()).await.unwrap().id;
+    let key = api::merchants::create_api_key(&conn, m, Environment::Test, api::auth::Permissions::all(), None)
+        .await
+        .unwrap()
+        .1;
+    let mut s = api::payouts::service::settings(&conn, m, Environment::Test).await.unwrap();
+    s.payout_auto_approve = true;
+    s.payout_delay_secs = 0;
+    s.network_fee_allocation = FeeAllocation::Merchant;
+    s.payout_fee_allocation = FeeAllocation::Merchant;
+    api::payouts::service::save_settings(&conn, s).await.unwrap();
+    let gate = api::gates::find("tron_usdt").unwrap();
+    api::ledger::adjust(&conn, m, Environment::Test, gate, d(fund), "fund").await.unwrap();
+    Setup { _db: db, conn, fleet, api, merchant: m, key, http }
+}
+
+impl Setup {
+    async fn payout(&self, amount: &str, destination: &str) -> Uuid {
+        let body = json!({"currency": "USDT", "network": "tron", "amount": amount, "destination": destination});
+        let r = self
+            .http
+            .post(format!("{}/v1/payouts", self.api.url))
+            .header("X-API-Key", &self.key)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201);
+        let v: serde_json::Value = r.json().await.unwrap();
+        Uuid::parse_str(v["data"]["id"].as_str().unwrap()).unwrap()
+    }
+
+    async fn executor(&self) -> Proc {
+        let p = self.fleet.worker(env!("CARGO_BIN_EXE_payout-executor"));
+        wait_ready(&self.http, &p).await;
+        p
+    }
+
+    async fn rows(&self) -> Vec<payout::Model> {
+        payout::Entity::find().filter(payout::Column::MerchantId.eq(self.merchant)).all(&self.conn).await.unwrap()
+    }
+
+    async fn wait_final(&self, n: usize, within: Duration) -> Vec<payout::Model> {
+        let deadline = Instant::now() + within;
+        loop {
+            let rows = self.rows().await;
+            let open: Vec<_> =
+                rows.iter().filter(|p| !matches!(p.status, PayoutStatus::Completed | PayoutStatus::Failed)).collect();
+            if rows.len() == n && open.is_empty() {
+                return rows;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} payouts still open: {:?}",
+                open.len(),
+                open.iter().map(|p| p.status).collect::<Vec<_>>()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Every payout ends with exactly one transaction on the chain (none for a refused one),
+    /// the ledger sums hold, and the balance is exact.
+    async fn verify(&self, fund: Decimal, rows: &[payout::Model]) {
+        let sent = sandbox_broadcast::Entity::find().all(&self.conn).await.unwrap();
+        let mut per_payout: HashMap<String, Vec<&sandbox_broadcast::Model>> = HashMap::new();
+        for b in &sent {
+            per_payout.entry(b.reference.clone()).or_default().push(b);
+        }
+        let mut spent = Decimal::ZERO;
+        for p in rows {
+            let txs = per_payout.get(&p.id.to_string()).map(Vec::as_slice).unwrap_or_default();
+            match p.status {
+                PayoutStatus::Completed => {
+                    assert_eq!(txs.len(), 1, "payout {} has {} transactions", p.id, txs.len());
+                    assert_eq!(Some(txs[0].tx_hash.as_str()), p.tx_hash.as_deref());
+                    assert_eq!(p.network_fee.0, d("1.8"));
+                    spent += p.amount.0 + d("1") + d("1.8");
+                }
+                PayoutStatus::Failed => assert!(txs.is_empty(), "a refused payout sent nothing"),
+                other => panic!("payout {} ended {other:?}", p.id),
+            }
+        }
+        assert_eq!(sent.len(), rows.iter().filter(|p| p.status == PayoutStatus::Completed).count());
+        let (b, _) = api_common::assert_ledger_sums(&self.conn, self.merchant, "tron_usdt").await;
+        assert_eq!((b.available.0, b.reserved.0), (fund - spent, Decimal::ZERO));
+        let count =
+            |kind: &'static str| event::Entity::find().filter(event::Column::EventType.eq(kind)).count(&self.conn);
+        let completed = rows.iter().filter(|p| p.status == PayoutStatus::Completed).count() as u64;
+        assert_eq!(count("payout.completed").await.unwrap(), completed);
+        assert_eq!(count("payout.failed").await.unwrap(), rows.len() as u64 - completed);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn payouts_complete_and_fail_through_the_executor_process() {
+    let s = setup("500", &[]).await;
+    let fail_to = api::chain::sandbox::failure_destination(api::gates::find("tron_usdt").unwrap().family);
+    let mut ids = Vec::new();
+    for i in 0..6 {
+        ids.push(s.payout(&format!("{}.5", 10 + i), TRON_DEST).await);
+    }
+    let failing = s.payout("7", &fail_to).await;
+    let _executor = s.executor().await;
+    let rows = s.wait_final(7, Duration::from_secs(60)).await;
+    let failed = rows.iter().find(|p| p.id == failing).unwrap();
+    assert_eq!(failed.status, PayoutStatus::Failed);
+    assert!(failed.failure_reason.as_deref().unwrap().contains("forced failure"));
+    s.verify(d("500"), &rows).await;
+    // 500 - (10.5 + … + 15.5) - 6 × (1 + 1.8)
+    let (b, _) = api_common::assert_ledger_sums(&s.conn, s.merchant, "tron_usdt").await;
+    assert_eq!(b.available.0, d("500") - d("78") - d("16.8"));
+}
+
+#[cfg(feature = "failpoints")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_the_executor_around_broadcasts_never_sends_twice() {
+    const PAYOUTS: usize = 30;
+    let s =
+        setup("10000", &[("FAILPOINTS", "payout-after-persist=sleep(700);payout-after-broadcast=sleep(700)")]).await;
+    let fail_to = api::chain::sandbox::failure_destination(api::gates::find("tron_usdt").unwrap().family);
+    for i in 0..PAYOUTS {
+        let dest = if i % 10 == 9 { fail_to.as_str() } else { TRON_DEST };
+        s.payout(&format!("{}", 5 + i), dest).await;
+    }
+    let mut executor = s.executor().await;
+    let (mut after_persist, mut after_broadcast) = (0, 0);
+    let mut killed = std::collections::HashSet::new();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while (after_persist < 8 || after_broadcast < 8) && Instant::now() < deadline {
+        let queued: Vec<payout::Model> = payout::Entity::find()
+            .filter(payout::Column::Status.eq(PayoutStatus::Queued))
+            .filter(payout::Column::SignedTx.is_not_null())
+            .all(&s.conn)
+            .await
+            .unwrap();
+        for p in &queued {
+            let sent = sandbox_broadcast::Entity::find_by_id(p.tx_hash.clone().unwrap()).one(&s.conn).await.unwrap();
+            // Each payout is killed at most once per window, so the restarted executor moves it on.
+            if !killed.insert((p.id, sent.is_some())) {
+                continue;
+            }
+            executor.kill();
+            if sent.is_some() {
+                after_broadcast += 1
+            } else {
+                after_persist += 1
+            }
+            executor = s.executor().await;
+            break;
+        }
+        if s.rows().await.iter().all(|p| matches!(p.status, PayoutStatus::Completed | PayoutStatus::Failed)) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    eprintln!("SIGKILLs: {after_persist} after storing, {after_broadcast} after broadcasting");
+    assert!(after_persist >= 8 && after_broadcast >= 8, "kills landed: {after_persist} / {after_broadcast}");
+    let rows = s.wait_final(PAYOUTS, Duration::from_secs(120)).await;
+    s.verify(d("10000"), &rows).await;
+    assert_eq!(rows.iter().filter(|p| p.status == PayoutStatus::Failed).count(), PAYOUTS / 10);
+}
