@@ -13,7 +13,7 @@ use api::auth::Permissions;
 use api::config::Config;
 use clap::Args;
 use entity::Environment;
-use sea_orm::{ConnectionTrait, Database};
+use sea_orm::ConnectionTrait;
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
@@ -49,15 +49,7 @@ struct HttpResult {
 }
 
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
-    let admin = Database::connect(format!("{}/postgres", args.pg.trim_end_matches('/')))
-        .await
-        .context("connecting to PostgreSQL")?;
-    admin.execute_unprepared(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", args.database)).await?;
-    admin.execute_unprepared(&format!("CREATE DATABASE {}", args.database)).await?;
-    // Same-host PostgreSQL: no TLS on either side. TLS on loopback protects nothing, and sqlx
-    // 0.9.0 does not set TCP_NODELAY, so TLS-split writes stall on Nagle + delayed ACK
-    // (~40-100 ms tails; see docs/operations.md).
-    let db_url = format!("{}/{}?sslmode=disable", args.pg.trim_end_matches('/'), args.database);
+    let (admin, db_url) = scratch_database(&args.pg, &args.database).await?;
 
     let http = http_run(&args, &db_url).await?;
     let raw_tps = pgbench(&args, &db_url)?;
@@ -251,4 +243,20 @@ fn pgbench(args: &BenchArgs, db_url: &str) -> anyhow::Result<f64> {
         .and_then(|l| l.trim_start_matches("tps = ").split_whitespace().next())
         .and_then(|n| n.parse::<f64>().ok())
         .with_context(|| format!("no tps line in pgbench output:\n{text}"))
+}
+
+/// A fresh scratch database `name` on the PostgreSQL server `pg` (dropped first if it exists):
+/// the server's admin connection (to drop it afterwards) and the database's URL.
+///
+/// Same-host PostgreSQL: no TLS on either side. TLS on loopback protects nothing, and sqlx
+/// 0.9.0 does not set TCP_NODELAY, so TLS-split writes stall on Nagle + delayed ACK (~40-100 ms
+/// tails; see docs/operations.md).
+pub(crate) async fn scratch_database(pg: &str, name: &str) -> anyhow::Result<(sea_orm::DatabaseConnection, String)> {
+    use sea_orm::ConnectionTrait;
+    let admin = sea_orm::Database::connect(format!("{}/postgres", pg.trim_end_matches('/')))
+        .await
+        .context("connecting to PostgreSQL")?;
+    admin.execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await?;
+    admin.execute_unprepared(&format!("CREATE DATABASE {name}")).await?;
+    Ok((admin, format!("{}/{name}?sslmode=disable", pg.trim_end_matches('/'))))
 }

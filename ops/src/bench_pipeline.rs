@@ -22,7 +22,7 @@ use chrono::{DateTime, Utc};
 use clap::Args;
 use entity::{Bucket, EntryType, Environment, balance, event, invoice, ledger_entry, payment, sandbox_chain};
 use rust_decimal::Decimal;
-use sea_orm::{ColumnTrait, ConnectionTrait, Database, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter};
+use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -87,13 +87,7 @@ pub async fn run(args: BenchPipelineArgs) -> anyhow::Result<()> {
     ensure!(args.invoices > 0, "--invoices must be at least 1");
     ensure!(args.merchants > 0, "--merchants must be at least 1");
     let gate = api::gates::find(&args.gate).with_context(|| format!("unknown gate {:?}", args.gate))?;
-    let admin = Database::connect(format!("{}/postgres", args.pg.trim_end_matches('/')))
-        .await
-        .context("connecting to PostgreSQL")?;
-    admin.execute_unprepared(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", args.database)).await?;
-    admin.execute_unprepared(&format!("CREATE DATABASE {}", args.database)).await?;
-    // Same-host PostgreSQL without TLS, as `ops bench` (see docs/operations.md).
-    let db_url = format!("{}/{}?sslmode=disable", args.pg.trim_end_matches('/'), args.database);
+    let (admin, db_url) = crate::bench::scratch_database(&args.pg, &args.database).await?;
     let prefix = format!("paygate-bench-{}-{}", std::process::id(), Utc::now().timestamp_millis());
 
     let result = measure(&args, gate, &db_url, &prefix).await;

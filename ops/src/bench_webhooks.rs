@@ -19,7 +19,7 @@ use api::webhooks::secrets::SecretBox;
 use chrono::Utc;
 use clap::Args;
 use entity::{DeliveryStatus, Environment, event, webhook_delivery};
-use sea_orm::{ColumnTrait, ConnectionTrait, Database, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter};
+use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter};
 use serde_json::json;
 use uuid::Uuid;
 
@@ -71,12 +71,7 @@ pub async fn run(args: BenchWebhooksArgs) -> anyhow::Result<()> {
         "{} is missing: build it first (cargo build --release -p workers --bin webhook-deliverer) or pass --deliverer-bin",
         bin.display()
     );
-    let admin = Database::connect(format!("{}/postgres", args.pg.trim_end_matches('/')))
-        .await
-        .context("connecting to PostgreSQL")?;
-    admin.execute_unprepared(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", args.database)).await?;
-    admin.execute_unprepared(&format!("CREATE DATABASE {}", args.database)).await?;
-    let db_url = format!("{}/{}?sslmode=disable", args.pg.trim_end_matches('/'), args.database);
+    let (admin, db_url) = crate::bench::scratch_database(&args.pg, &args.database).await?;
     let prefix = format!("paygate-benchwh-{}-{}", std::process::id(), Utc::now().timestamp_millis());
     let result = measure(&args, &bin, &db_url, &prefix).await;
     let cleaned = delete_redis_prefix(&args.redis, &prefix).await;

@@ -84,6 +84,19 @@ impl SandboxChain {
         }
     }
 
+    /// Takes the chain row's lock (also creating it) and returns the tip: no advance can commit
+    /// between this and the caller's commit, so what it writes into block tip + 1 can never land
+    /// in a block a scanner has already read.
+    async fn locked_tip(&self, txn: &sea_orm::DatabaseTransaction) -> Result<i64, sea_orm::DbErr> {
+        self.row(txn).await?;
+        sandbox_chain::Entity::update_many()
+            .col_expr(sandbox_chain::Column::Height, Expr::col(sandbox_chain::Column::Height))
+            .filter(sandbox_chain::Column::GateId.eq(self.gate.id))
+            .exec(txn)
+            .await?;
+        self.advance(txn, 0).await
+    }
+
     /// Mines `count` blocks at once (test helpers, `ops sandbox mine`); returns the new tip.
     pub async fn mine(&self, count: u64) -> Result<u64, ChainError> {
         let count = i64::try_from(count).map_err(|_| ChainError::Unavailable("too many blocks".into()))?;
@@ -99,15 +112,7 @@ impl SandboxChain {
         tx_hash: Option<&str>,
     ) -> Result<sandbox_transfer::Model, ChainError> {
         let txn = crate::db::begin_write(&self.db).await?;
-        // Take the chain row's lock (also creating it) before reading the tip: no advance can
-        // commit between reading it and committing the transfer.
-        self.row(&txn).await?;
-        sandbox_chain::Entity::update_many()
-            .col_expr(sandbox_chain::Column::Height, Expr::col(sandbox_chain::Column::Height))
-            .filter(sandbox_chain::Column::GateId.eq(self.gate.id))
-            .exec(&txn)
-            .await?;
-        let tip = self.advance(&txn, 0).await?;
+        let tip = self.locked_tip(&txn).await?;
         let tx_hash = match tx_hash {
             Some(h) => h.to_owned(),
             None => random_tx_hash(),
@@ -188,13 +193,7 @@ impl SandboxChain {
             return Ok(Broadcast::Rejected("sandbox: destination rejected (forced failure address)".into()));
         }
         let txn = crate::db::begin_write(&self.db).await?;
-        self.row(&txn).await?;
-        sandbox_chain::Entity::update_many()
-            .col_expr(sandbox_chain::Column::Height, Expr::col(sandbox_chain::Column::Height))
-            .filter(sandbox_chain::Column::GateId.eq(self.gate.id))
-            .exec(&txn)
-            .await?;
-        let tip = self.advance(&txn, 0).await?;
+        let tip = self.locked_tip(&txn).await?;
         let row = sandbox_broadcast::Model {
             tx_hash: tx.tx_hash.clone(),
             gate_id: self.gate.id.into(),
