@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-use entity::{Environment, FeeAllocation, PayoutStatus, event, payout, sandbox_broadcast};
+use entity::{Environment, FeeAllocation, PayoutStatus, event, payout, refund, sandbox_broadcast};
 use fleet::{Fleet, Proc, wait_ready};
 use rust_decimal::Decimal;
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter};
@@ -89,6 +89,67 @@ impl Setup {
         Uuid::parse_str(v["data"]["id"].as_str().unwrap()).unwrap()
     }
 
+    /// A tron USDT invoice credited `credited` (as the tracker would), and a refund of `amount`
+    /// to TRON_DEST: (refund id, its payout id).
+    async fn refund_of_credited_invoice(&self, credited: &str, amount: &str) -> (String, Uuid) {
+        use sea_orm::{ActiveModelTrait, IntoActiveModel, TransactionTrait};
+        let body = json!({"currency": "USDT", "network": "tron", "amount": credited});
+        let r = self
+            .http
+            .post(format!("{}/v1/invoices", self.api.url))
+            .header("X-API-Key", &self.key)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let inv: serde_json::Value = r.json().await.unwrap();
+        let invoice_id = Uuid::parse_str(inv["data"]["id"].as_str().unwrap()).unwrap();
+        let now = chrono::Utc::now();
+        let payment = entity::payment::Model {
+            id: Uuid::now_v7(),
+            invoice_id,
+            environment: Environment::Test,
+            gate_id: "tron_usdt".into(),
+            tx_hash: format!("e2e-{}", Uuid::new_v4().simple()),
+            output_index: 0,
+            amount: entity::Amount::new(d(credited)),
+            confirmations: 19,
+            required_confirmations: 19,
+            status: entity::PaymentStatus::Confirmed,
+            block_height: Some(1),
+            detected_at: now,
+            confirmed_at: Some(now),
+            created_at: now,
+            credited_gate_id: None,
+            credited_amount: None,
+            credited_at: None,
+            reversed_at: None,
+            checked_at: Some(now),
+        };
+        let txn = self.conn.begin().await.unwrap();
+        let payment = payment.into_active_model().insert(&txn).await.unwrap();
+        assert!(
+            api::ledger::credit_payment(&txn, &payment, self.merchant, "tron_usdt", d(credited), false).await.unwrap()
+        );
+        txn.commit().await.unwrap();
+        let body = json!({"invoice_id": invoice_id, "currency": "USDT", "network": "tron", "amount": amount, "destination": TRON_DEST});
+        let r = self
+            .http
+            .post(format!("{}/v1/refunds", self.api.url))
+            .header("X-API-Key", &self.key)
+            .header("Idempotency-Key", "e2e-refund")
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201);
+        let v: serde_json::Value = r.json().await.unwrap();
+        (
+            v["data"]["id"].as_str().unwrap().to_owned(),
+            Uuid::parse_str(v["data"]["payout_id"].as_str().unwrap()).unwrap(),
+        )
+    }
+
     async fn executor(&self) -> Proc {
         let p = self.fleet.worker(env!("CARGO_BIN_EXE_payout-executor"));
         wait_ready(&self.http, &p).await;
@@ -134,7 +195,21 @@ impl Setup {
                     assert_eq!(txs.len(), 1, "payout {} has {} transactions", p.id, txs.len());
                     assert_eq!(Some(txs[0].tx_hash.as_str()), p.tx_hash.as_deref());
                     assert_eq!(p.network_fee.0, d("1.8"));
-                    spent += p.amount.0 + d("1") + d("1.8");
+                    // Merchant-paid fees: the payout fee (1; a refund's refund fee is 0 here) and the
+                    // network fee the sandbox charged.
+                    let fee = if refund::Entity::find()
+                        .filter(refund::Column::PayoutId.eq(p.id))
+                        .one(&self.conn)
+                        .await
+                        .unwrap()
+                        .is_some()
+                    {
+                        Decimal::ZERO
+                    } else {
+                        d("1")
+                    };
+                    assert_eq!(p.fee_amount.0, fee);
+                    spent += p.amount.0 + fee + d("1.8");
                 }
                 PayoutStatus::Failed => assert!(txs.is_empty(), "a refused payout sent nothing"),
                 other => panic!("payout {} ended {other:?}", p.id),
@@ -160,15 +235,31 @@ async fn payouts_complete_and_fail_through_the_executor_process() {
         ids.push(s.payout(&format!("{}.5", 10 + i), TRON_DEST).await);
     }
     let failing = s.payout("7", &fail_to).await;
+    // A refund of a credited invoice runs over the same executor.
+    let (refund_id, refund_payout) = s.refund_of_credited_invoice("40", "15").await;
     let _executor = s.executor().await;
-    let rows = s.wait_final(7, Duration::from_secs(60)).await;
+    let rows = s.wait_final(8, Duration::from_secs(60)).await;
+    let r: serde_json::Value = s
+        .http
+        .get(format!("{}/v1/refunds/{refund_id}", s.api.url))
+        .header("X-API-Key", &s.key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(r["data"]["status"], "completed", "{r}");
+    assert_eq!(r["data"]["network_fee"], "1.8");
+    assert_eq!(r["data"]["payout_id"], json!(refund_payout));
+    assert!(r["data"]["tx_hash"].is_string());
     let failed = rows.iter().find(|p| p.id == failing).unwrap();
     assert_eq!(failed.status, PayoutStatus::Failed);
     assert!(failed.failure_reason.as_deref().unwrap().contains("forced failure"));
-    s.verify(d("500"), &rows).await;
-    // 500 - (10.5 + … + 15.5) - 6 × (1 + 1.8)
+    s.verify(d("540"), &rows).await;
+    // 500 + 40 credited - (10.5 + … + 15.5) - 6 × (1 + 1.8) - refund 15 - 1.8
     let (b, _) = api_common::assert_ledger_sums(&s.conn, s.merchant, "tron_usdt").await;
-    assert_eq!(b.available.0, d("500") - d("78") - d("16.8"));
+    assert_eq!(b.available.0, d("540") - d("78") - d("16.8") - d("15") - d("1.8"));
 }
 
 #[cfg(feature = "failpoints")]
