@@ -444,10 +444,18 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     let worker_config = std::sync::Arc::new(config.clone());
     let state = api::bootstrap(config).await?;
     if seed && let Some((m, key)) = merchants::seed_demo(&state.db).await? {
-        println!("\nFirst start: created merchant {:?} ({}) and a test API key with every permission.", m.name, m.id);
-        println!("It is shown only this once:\n\n    {key}\n");
-        println!("Try:  curl -s -H 'X-API-Key: {key}' -H 'Content-Type: application/json' \\");
-        println!("        -d '{{\"currency\":\"BTC\",\"amount\":\"0.001\"}}' http://{listen}/v1/invoices\n");
+        // Written without `println!`: a server whose stdout was closed must keep serving.
+        use std::io::Write;
+        let _ = write!(
+            std::io::stdout(),
+            "\nFirst start: created merchant {:?} ({}) and a test API key with every permission.\n\
+             It is shown only this once:\n\n    {key}\n\n\
+             Try:  curl -s -H 'X-API-Key: {key}' -H 'Content-Type: application/json' \\\n        \
+             -d '{{\"currency\":\"BTC\",\"amount\":\"0.001\"}}' http://{listen}/v1/invoices\n\n",
+            m.name,
+            m.id
+        );
+        let _ = std::io::stdout().flush();
     }
     let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
     tracing::info!(addr = %listener.local_addr()?, "paygate (embedded) listening; API docs at /docs");
