@@ -115,14 +115,7 @@ fn aad(merchant_id: Uuid, env: Environment) -> String {
 /// `sqlite://data/paygate.db?mode=rwc` -> `data/paygate-webhooks.key`; `None` for PostgreSQL
 /// and in-memory SQLite, where several machines would each make their own key.
 pub fn default_key_file(database_url: &str) -> Option<PathBuf> {
-    let file = database_url
-        .strip_prefix("sqlite:")
-        .map(|rest| rest.trim_start_matches("//"))
-        .map(|rest| rest.split('?').next().unwrap_or_default())
-        .filter(|f| !f.is_empty() && !f.starts_with(":memory:"))?;
-    let file = Path::new(file);
-    let stem = file.file_stem().and_then(|s| s.to_str()).unwrap_or("paygate");
-    Some(file.with_file_name(format!("{stem}-webhooks.key")))
+    crate::db::beside_sqlite_file(database_url, "webhooks.key")
 }
 
 fn load_or_create(path: &Path, may_create: bool) -> Result<[u8; 32], SecretError> {

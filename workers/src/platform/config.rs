@@ -1,6 +1,6 @@
 //! Queue configuration (`[queue]` in the service configuration) and runtime settings.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use figment::Figment;
@@ -105,19 +105,7 @@ impl QueueConfig {
 /// `sqlite://data/paygate.db?mode=rwc` -> `data/paygate-jobs.sqlite`; anything else (PostgreSQL,
 /// in-memory SQLite) -> `paygate-jobs.sqlite`.
 fn default_sqlite_path(database_url: &str) -> PathBuf {
-    let file = database_url
-        .strip_prefix("sqlite:")
-        .map(|rest| rest.trim_start_matches("//"))
-        .map(|rest| rest.split('?').next().unwrap_or_default())
-        .filter(|f| !f.is_empty() && !f.starts_with(":memory:"));
-    match file {
-        Some(file) => {
-            let file = Path::new(file);
-            let stem = file.file_stem().and_then(|s| s.to_str()).unwrap_or("paygate");
-            file.with_file_name(format!("{stem}-jobs.sqlite"))
-        }
-        None => PathBuf::from("paygate-jobs.sqlite"),
-    }
+    api::db::beside_sqlite_file(database_url, "jobs.sqlite").unwrap_or_else(|| PathBuf::from("paygate-jobs.sqlite"))
 }
 
 /// Per-stage settings.
