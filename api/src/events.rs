@@ -38,8 +38,21 @@ pub async fn emit<C: ConnectionTrait>(
     dedupe_key: String,
     payload: Value,
 ) -> Result<bool, DbErr> {
+    Ok(emit_new(txn, merchant_id, env, event_type, dedupe_key, payload).await?.is_some())
+}
+
+/// [`emit`], returning the new event's id (`None` when the `dedupe_key` existed).
+pub async fn emit_new<C: ConnectionTrait>(
+    txn: &C,
+    merchant_id: Uuid,
+    env: entity::Environment,
+    event_type: &str,
+    dedupe_key: String,
+    payload: Value,
+) -> Result<Option<Uuid>, DbErr> {
+    let id = Uuid::now_v7();
     let row = event::Model {
-        id: Uuid::now_v7(),
+        id,
         merchant_id,
         environment: env,
         event_type: event_type.to_owned(),
@@ -52,7 +65,7 @@ pub async fn emit<C: ConnectionTrait>(
         .on_conflict(OnConflict::column(event::Column::DedupeKey).do_nothing().to_owned())
         .exec_without_returning(txn)
         .await?;
-    Ok(n == 1)
+    Ok((n == 1).then_some(id))
 }
 
 fn amount(a: Option<entity::Amount>) -> Value {

@@ -71,8 +71,7 @@ impl Hooks {
     async fn event(&self, env: Environment, kind: &str, n: usize) -> Uuid {
         let data = json!({"invoice_id": Uuid::now_v7(), "status": "paid", "n": n});
         let key = format!("{kind}:{}", Uuid::now_v7());
-        events::emit(self.db(), self.merchant, env, kind, key.clone(), data).await.unwrap();
-        event::Entity::find().filter(event::Column::DedupeKey.eq(key)).one(self.db()).await.unwrap().unwrap().id
+        events::emit_new(self.db(), self.merchant, env, kind, key, data).await.unwrap().expect("a new event")
     }
 
     async fn dispatch(&self) -> Vec<Uuid> {

@@ -233,13 +233,7 @@ async fn main() -> anyhow::Result<()> {
             sandbox::run(&db, &config, cmd).await
         }
         Command::Jobs(cmd) => jobs::run(&config, cmd).await,
-        Command::Webhooks(cmd @ (webhooks::WebhooksCmd::Keygen | webhooks::WebhooksCmd::Listen { .. })) => {
-            webhooks::run_offline(cmd).await
-        }
-        Command::Webhooks(cmd) => {
-            let db = connect(&config).await?;
-            webhooks::run(&config, &db, cmd).await
-        }
+        Command::Webhooks(cmd) => webhooks::run(&config, cmd).await,
         Command::Migrate => {
             let db = api::db::connect(&config).await?;
             api::db::migrate(&db).await?;
@@ -414,7 +408,7 @@ async fn main() -> anyhow::Result<()> {
 }
 
 /// Connects and makes sure the schema is current (operators may run ops before the API).
-async fn connect(config: &Config) -> anyhow::Result<sea_orm::DatabaseConnection> {
+pub(crate) async fn connect(config: &Config) -> anyhow::Result<sea_orm::DatabaseConnection> {
     let db =
         api::db::connect(config).await.with_context(|| format!("connecting to {}", redact(&config.database_url)))?;
     api::db::migrate(&db).await?;

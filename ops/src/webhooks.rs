@@ -157,21 +157,20 @@ fn parse_time(s: &str) -> Result<DateTime<Utc>, String> {
     parse_span(s).map(|age| Utc::now() - age).map_err(|e| format!("{e}, or an RFC 3339 time"))
 }
 
-/// The commands that need no database.
-pub async fn run_offline(cmd: WebhooksCmd) -> anyhow::Result<()> {
+pub async fn run(config: &Config, cmd: WebhooksCmd) -> anyhow::Result<()> {
     let out = &mut std::io::stdout();
+    // These two need no database.
     match cmd {
-        WebhooksCmd::Keygen => writeln!(out, "{}", SecretBox::new_key_hex())?,
-        WebhooksCmd::Listen { port, secret } => listen(port, &secret, out).await?,
-        other => bail!("{other:?} needs the database"),
+        WebhooksCmd::Keygen => {
+            writeln!(out, "{}", SecretBox::new_key_hex())?;
+            return Ok(());
+        }
+        WebhooksCmd::Listen { port, secret } => return listen(port, &secret, out).await,
+        _ => {}
     }
-    Ok(())
-}
-
-pub async fn run(config: &Config, db: &DatabaseConnection, cmd: WebhooksCmd) -> anyhow::Result<()> {
-    let out = &mut std::io::stdout();
+    let db = &crate::connect(config).await?;
     match cmd {
-        WebhooksCmd::Keygen | WebhooksCmd::Listen { .. } => run_offline(cmd).await?,
+        WebhooksCmd::Keygen | WebhooksCmd::Listen { .. } => unreachable!("handled above"),
         WebhooksCmd::Set { merchant, env, url } => {
             let sbox = secret_box(config)?;
             let policy = TargetPolicy::from_config(&config.webhooks);

@@ -76,78 +76,30 @@ async fn setup(fund: &str, extra: &[(&str, &str)]) -> Setup {
 impl Setup {
     async fn payout(&self, amount: &str, destination: &str) -> Uuid {
         let body = json!({"currency": "USDT", "network": "tron", "amount": amount, "destination": destination});
-        let r = self
-            .http
-            .post(format!("{}/v1/payouts", self.api.url))
-            .header("X-API-Key", &self.key)
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
+        Uuid::parse_str(self.post("/v1/payouts", body, None).await["id"].as_str().unwrap()).unwrap()
+    }
+
+    /// POSTs as the merchant; returns `data`.
+    async fn post(&self, path: &str, body: serde_json::Value, idempotency_key: Option<&str>) -> serde_json::Value {
+        let mut rb = self.http.post(format!("{}{path}", self.api.url)).header("X-API-Key", &self.key).json(&body);
+        if let Some(k) = idempotency_key {
+            rb = rb.header("Idempotency-Key", k);
+        }
+        let r = rb.send().await.unwrap();
         assert_eq!(r.status(), 201);
-        let v: serde_json::Value = r.json().await.unwrap();
-        Uuid::parse_str(v["data"]["id"].as_str().unwrap()).unwrap()
+        r.json::<serde_json::Value>().await.unwrap()["data"].clone()
     }
 
     /// A tron USDT invoice credited `credited` (as the tracker would), and a refund of `amount`
     /// to TRON_DEST: (refund id, its payout id).
     async fn refund_of_credited_invoice(&self, credited: &str, amount: &str) -> (String, Uuid) {
-        use sea_orm::{ActiveModelTrait, IntoActiveModel, TransactionTrait};
-        let body = json!({"currency": "USDT", "network": "tron", "amount": credited});
-        let r = self
-            .http
-            .post(format!("{}/v1/invoices", self.api.url))
-            .header("X-API-Key", &self.key)
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        let inv: serde_json::Value = r.json().await.unwrap();
-        let invoice_id = Uuid::parse_str(inv["data"]["id"].as_str().unwrap()).unwrap();
-        let now = chrono::Utc::now();
-        let payment = entity::payment::Model {
-            id: Uuid::now_v7(),
-            invoice_id,
-            environment: Environment::Test,
-            gate_id: "tron_usdt".into(),
-            tx_hash: format!("e2e-{}", Uuid::new_v4().simple()),
-            output_index: 0,
-            amount: entity::Amount::new(d(credited)),
-            confirmations: 19,
-            required_confirmations: 19,
-            status: entity::PaymentStatus::Confirmed,
-            block_height: Some(1),
-            detected_at: now,
-            confirmed_at: Some(now),
-            created_at: now,
-            credited_gate_id: None,
-            credited_amount: None,
-            credited_at: None,
-            reversed_at: None,
-            checked_at: Some(now),
-        };
-        let txn = self.conn.begin().await.unwrap();
-        let payment = payment.into_active_model().insert(&txn).await.unwrap();
-        assert!(
-            api::ledger::credit_payment(&txn, &payment, self.merchant, "tron_usdt", d(credited), false).await.unwrap()
-        );
-        txn.commit().await.unwrap();
+        let inv =
+            self.post("/v1/invoices", json!({"currency": "USDT", "network": "tron", "amount": credited}), None).await;
+        let invoice_id = Uuid::parse_str(inv["id"].as_str().unwrap()).unwrap();
+        api_common::credit_invoice_on(&self.conn, self.merchant, invoice_id, "tron_usdt", credited).await;
         let body = json!({"invoice_id": invoice_id, "currency": "USDT", "network": "tron", "amount": amount, "destination": TRON_DEST});
-        let r = self
-            .http
-            .post(format!("{}/v1/refunds", self.api.url))
-            .header("X-API-Key", &self.key)
-            .header("Idempotency-Key", "e2e-refund")
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 201);
-        let v: serde_json::Value = r.json().await.unwrap();
-        (
-            v["data"]["id"].as_str().unwrap().to_owned(),
-            Uuid::parse_str(v["data"]["payout_id"].as_str().unwrap()).unwrap(),
-        )
+        let r = self.post("/v1/refunds", body, Some("e2e-refund")).await;
+        (r["id"].as_str().unwrap().to_owned(), Uuid::parse_str(r["payout_id"].as_str().unwrap()).unwrap())
     }
 
     async fn executor(&self) -> Proc {

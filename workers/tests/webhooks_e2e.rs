@@ -71,14 +71,9 @@ impl Setup {
             let kind = events_kinds()[i % events_kinds().len()];
             let key = format!("e2e:{i}:{}", Uuid::now_v7());
             let data = json!({"invoice_id": Uuid::now_v7(), "n": i});
-            api::events::emit(&self.conn, self.merchant, Environment::Test, kind, key.clone(), data).await.unwrap();
-            let e = entity::event::Entity::find()
-                .filter(entity::event::Column::DedupeKey.eq(key))
-                .one(&self.conn)
-                .await
-                .unwrap()
-                .unwrap();
-            ids.insert(e.id);
+            let id =
+                api::events::emit_new(&self.conn, self.merchant, Environment::Test, kind, key, data).await.unwrap();
+            ids.insert(id.expect("a new event"));
         }
         ids
     }

@@ -66,10 +66,11 @@ pub struct Executor {
 impl Executor {
     /// Moves payout `id` as far as it can go now.
     pub async fn execute(&self, id: Uuid) -> Result<Next, ExecError> {
+        // Once per call: the poller skips payouts looked at lately.
+        self.stamp(id).await?;
         // A few steps per call at most: approved → queued → processing → completed.
         for _ in 0..6 {
             let Some(p) = payout::Entity::find_by_id(id).one(&self.db).await? else { return Ok(Next::Done) };
-            self.stamp(id).await?;
             let step = match p.status {
                 PayoutStatus::PendingApproval
                 | PayoutStatus::Completed

@@ -128,11 +128,7 @@ pub async fn send_test(db: &DatabaseConnection, merchant_id: Uuid, env: Environm
         "environment": env.as_str(),
         "test_id": tag,
     });
-    crate::events::emit(db, merchant_id, env, TEST_EVENT, format!("test:{tag}"), data).await?;
-    let e = entity::event::Entity::find()
-        .filter(entity::event::Column::DedupeKey.eq(format!("test:{tag}")))
-        .one(db)
+    crate::events::emit_new(db, merchant_id, env, TEST_EVENT, format!("test:{tag}"), data)
         .await?
-        .ok_or_else(|| sea_orm::DbErr::RecordNotFound("test event".into()))?;
-    Ok(e.id)
+        .ok_or_else(|| WebhookError::Db(sea_orm::DbErr::Custom("test event key reused".into())))
 }

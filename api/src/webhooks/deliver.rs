@@ -193,13 +193,15 @@ impl Deliverer {
             (false, _, e) => e,
         };
         let step = usize::try_from(d.retry_step).unwrap_or(usize::MAX);
-        let (trigger, delay) = if ok {
-            (DeliveryTrigger::Delivered, None)
-        } else {
-            match next_delay(&self.cfg, step, retry_after) {
-                Some(delay) => (DeliveryTrigger::FailedWillRetry, Some(delay)),
-                None => (DeliveryTrigger::FailedFinal, None),
-            }
+        let verdict = match (ok, next_delay(&self.cfg, step, retry_after)) {
+            (true, _) => Verdict::Delivered,
+            (false, Some(delay)) => Verdict::Retry(delay),
+            (false, None) => Verdict::Dead,
+        };
+        let trigger = match verdict {
+            Verdict::Delivered => DeliveryTrigger::Delivered,
+            Verdict::Retry(_) => DeliveryTrigger::FailedWillRetry,
+            Verdict::Dead => DeliveryTrigger::FailedFinal,
         };
         let next = d.status.on(trigger).expect("a claimed delivery is open");
         let now = Utc::now();
@@ -224,14 +226,13 @@ impl Deliverer {
             .filter(webhook_delivery::Column::Id.eq(d.id))
             .filter(webhook_delivery::Column::Status.eq(d.status))
             .filter(webhook_delivery::Column::AttemptCount.eq(d.attempt_count));
-        update = match (next, delay) {
-            (DeliveryStatus::Succeeded, _) => update.col_expr(webhook_delivery::Column::DeliveredAt, Expr::value(now)),
-            (DeliveryStatus::Dead, _) => update.col_expr(webhook_delivery::Column::DeadAt, Expr::value(now)),
-            (_, Some(delay)) => update
+        update = match verdict {
+            Verdict::Delivered => update.col_expr(webhook_delivery::Column::DeliveredAt, Expr::value(now)),
+            Verdict::Retry(delay) => update
                 .col_expr(webhook_delivery::Column::RetryStep, Expr::value(d.retry_step.saturating_add(1)))
                 .col_expr(webhook_delivery::Column::NextAttemptAt, Expr::value(now + chrono_delay(delay)))
                 .col_expr(webhook_delivery::Column::EnqueuedAt, Expr::value(now)),
-            (_, None) => update,
+            Verdict::Dead => update.col_expr(webhook_delivery::Column::DeadAt, Expr::value(now)),
         };
         let txn = crate::db::begin_write(&self.db).await?;
         webhook_attempt::Entity::insert(attempt.into_active_model()).exec_without_returning(&txn).await?;
@@ -241,11 +242,10 @@ impl Deliverer {
             // The lease lapsed and another deliverer took the delivery over; it decides.
             return Ok(Outcome::Skipped);
         }
-        Ok(match (next, delay) {
-            (DeliveryStatus::Succeeded, _) => Outcome::Delivered,
-            (DeliveryStatus::Dead, _) => Outcome::Dead,
-            (_, Some(delay)) => Outcome::RetryAfter(delay),
-            (_, None) => Outcome::Skipped,
+        Ok(match verdict {
+            Verdict::Delivered => Outcome::Delivered,
+            Verdict::Retry(delay) => Outcome::RetryAfter(delay),
+            Verdict::Dead => Outcome::Dead,
         })
     }
 }
@@ -279,6 +279,14 @@ pub async fn stale(db: &DatabaseConnection, stale_after: Duration, limit: u64) -
 
 fn chrono_delay(d: Duration) -> chrono::Duration {
     chrono::Duration::from_std(d).unwrap_or(chrono::Duration::days(1))
+}
+
+/// What a finished attempt leads to.
+#[derive(Clone, Copy)]
+enum Verdict {
+    Delivered,
+    Retry(Duration),
+    Dead,
 }
 
 struct Answer {

@@ -252,6 +252,17 @@ impl TestApp {
 /// Records a confirmed payment of `amount` to the invoice and credits it through the ledger's
 /// crediting service (what the confirmation tracker does), returning the payment id.
 pub async fn credit_invoice(app: &TestApp, merchant: Uuid, invoice_id: Uuid, gate: &str, amount: &str) -> Uuid {
+    credit_invoice_on(&app.state.db, merchant, invoice_id, gate, amount).await
+}
+
+/// [`credit_invoice`] on any connection (the end-to-end suites have no in-process app).
+pub async fn credit_invoice_on(
+    db: &sea_orm::DatabaseConnection,
+    merchant: Uuid,
+    invoice_id: Uuid,
+    gate: &str,
+    amount: &str,
+) -> Uuid {
     use sea_orm::{ActiveModelTrait, IntoActiveModel, TransactionTrait};
     let amount: rust_decimal::Decimal = amount.parse().expect("amount");
     let now = chrono::Utc::now();
@@ -276,7 +287,7 @@ pub async fn credit_invoice(app: &TestApp, merchant: Uuid, invoice_id: Uuid, gat
         reversed_at: None,
         checked_at: None,
     };
-    let txn = app.state.db.begin().await.expect("begin");
+    let txn = db.begin().await.expect("begin");
     let payment = payment.into_active_model().insert(&txn).await.expect("payment");
     let credited = api::ledger::credit_payment(&txn, &payment, merchant, gate, amount, false).await.expect("credit");
     assert!(credited, "a fresh payment is credited");
