@@ -50,6 +50,57 @@ pub struct Config {
     pub webhooks: WebhooksConfig,
     /// The payout executor.
     pub payouts: PayoutsConfig,
+    /// The settlement converter and its venues.
+    pub settlement: SettlementConfig,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct SettlementConfig {
+    /// How often the converter looks for payments to quote or to settle.
+    pub poll_interval_ms: u64,
+    /// A quote holds this long after it is taken (`locked_until`); a payment confirmed later
+    /// is credited in the paid asset (`quote_expired`).
+    pub quote_lock_secs: u64,
+    /// The test environment's sandbox venue.
+    pub sandbox: SandboxVenueConfig,
+    /// The live environment's venue: `none` (no live venue is built in yet). Invoices asking
+    /// for a conversion in live are refused at creation while it is `none`.
+    pub live_venue: String,
+}
+
+impl Default for SettlementConfig {
+    fn default() -> Self {
+        SettlementConfig {
+            poll_interval_ms: 500,
+            quote_lock_secs: 900,
+            sandbox: SandboxVenueConfig::default(),
+            live_venue: "none".into(),
+        }
+    }
+}
+
+/// Sandbox venue pricing: the rates provider's prices of both assets in `pricing_fiat`, less
+/// the spread; then the fee on the gross target amount.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct SandboxVenueConfig {
+    /// Percent taken off the mid rate (0..100).
+    pub spread_percent: Decimal,
+    /// Percent of the gross target amount charged as the conversion fee (0..100).
+    pub fee_percent: Decimal,
+    /// The fiat both prices are read in.
+    pub pricing_fiat: String,
+}
+
+impl Default for SandboxVenueConfig {
+    fn default() -> Self {
+        SandboxVenueConfig {
+            spread_percent: Decimal::new(5, 1),
+            fee_percent: Decimal::new(25, 2),
+            pricing_fiat: "USD".into(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -374,6 +425,7 @@ impl Default for Config {
             worker: WorkerConfig::default(),
             webhooks: WebhooksConfig::default(),
             payouts: PayoutsConfig::default(),
+            settlement: SettlementConfig::default(),
         }
     }
 }
@@ -616,6 +668,18 @@ impl Config {
         }
         if self.payouts.poll_interval_ms == 0 || self.payouts.recheck_ms == 0 || self.payouts.stale_after_secs == 0 {
             return invalid("payouts", "poll_interval_ms, recheck_ms and stale_after_secs must be at least 1");
+        }
+        let st = &self.settlement;
+        if st.poll_interval_ms == 0 {
+            return invalid("settlement.poll_interval_ms", "must be at least 1");
+        }
+        for (key, pct) in [("spread_percent", st.sandbox.spread_percent), ("fee_percent", st.sandbox.fee_percent)] {
+            if pct < Decimal::ZERO || pct >= Decimal::ONE_HUNDRED {
+                return invalid(&format!("settlement.sandbox.{key}"), "must be at least 0 and below 100");
+            }
+        }
+        if st.live_venue != "none" {
+            return invalid("settlement.live_venue", "only \"none\" is supported (no live venue is built in yet)");
         }
         if w.stale_after_secs == 0 {
             return invalid("webhooks.stale_after_secs", "must be at least 1");

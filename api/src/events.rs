@@ -124,6 +124,44 @@ pub async fn emit_payout<C: ConnectionTrait>(txn: &C, event_type: &str, p: &payo
     emit(txn, p.merchant_id, p.environment, event_type, key, payout_data(p)).await
 }
 
+/// How a payment's credit came out (`balance.credited` data).
+#[derive(Debug, Clone, Copy)]
+pub struct Credit<'a> {
+    /// `target_credited` or `source_credited`.
+    pub outcome: &'static str,
+    /// `not_required` for passthrough, the reason when a conversion did not happen, `None`
+    /// when it did.
+    pub failure_class: Option<&'a str>,
+    pub credited_gate: &'static crate::gates::Gate,
+    pub credited_amount: rust_decimal::Decimal,
+}
+
+/// `balance.credited` for payment `p` of invoice `inv`: once per payment, written in the
+/// transaction of the credit.
+pub async fn emit_balance_credited<C: ConnectionTrait>(
+    txn: &C,
+    inv: &invoice::Model,
+    p: &payment::Model,
+    credit: Credit<'_>,
+) -> Result<bool, DbErr> {
+    let source = crate::gates::find(&p.gate_id);
+    let data = json!({
+        "invoice_id": inv.id,
+        "payment_id": p.id,
+        "external_id": inv.external_id,
+        "outcome": credit.outcome,
+        "failure_class": credit.failure_class,
+        "source_amount": p.amount.0.normalize().to_string(),
+        "source_currency": source.map(|g| g.asset),
+        "source_network": source.map(|g| g.network),
+        "credited_amount": credit.credited_amount.normalize().to_string(),
+        "credited_currency": credit.credited_gate.asset,
+        "credited_network": credit.credited_gate.network,
+    });
+    let key = format!("{}:{}", kind::BALANCE_CREDITED, p.id);
+    emit(txn, inv.merchant_id, inv.environment, kind::BALANCE_CREDITED, key, data).await
+}
+
 /// Emits an invoice event keyed by type, invoice and the causing payment (or `tag`).
 pub async fn emit_invoice<C: ConnectionTrait>(
     txn: &C,

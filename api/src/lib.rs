@@ -23,6 +23,7 @@ pub mod pipeline;
 pub mod public;
 pub mod rates;
 pub mod refunds;
+pub mod settlement;
 pub mod state;
 pub mod static_addresses;
 pub mod telemetry;

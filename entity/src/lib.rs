@@ -19,6 +19,7 @@ pub mod sandbox_broadcast;
 pub mod sandbox_chain;
 pub mod sandbox_transfer;
 pub mod scan_cursor;
+pub mod settlement_conversion;
 pub mod static_address;
 pub mod webhook_attempt;
 pub mod webhook_delivery;
@@ -26,6 +27,6 @@ pub mod webhook_endpoint;
 
 pub use amount::Amount;
 pub use types::{
-    Bucket, DeliveryStatus, DeliveryTrigger, EntryType, Environment, FeeAllocation, InvoiceStatus, InvoiceTrigger,
-    PaymentStatus, PayoutStatus, PayoutTrigger, RefundStatus,
+    Bucket, ConversionState, ConversionTrigger, DeliveryStatus, DeliveryTrigger, EntryType, Environment, FeeAllocation,
+    InvoiceStatus, InvoiceTrigger, PaymentStatus, PayoutStatus, PayoutTrigger, RefundStatus,
 };

@@ -36,11 +36,19 @@ pub struct Model {
 pub enum Relation {
     #[sea_orm(belongs_to = "super::invoice::Entity", from = "Column::InvoiceId", to = "super::invoice::Column::Id")]
     Invoice,
+    #[sea_orm(has_one = "super::settlement_conversion::Entity")]
+    SettlementConversion,
 }
 
 impl Related<super::invoice::Entity> for Entity {
     fn to() -> RelationDef {
         Relation::Invoice.def()
+    }
+}
+
+impl Related<super::settlement_conversion::Entity> for Entity {
+    fn to() -> RelationDef {
+        Relation::SettlementConversion.def()
     }
 }
 

@@ -10,6 +10,7 @@ mod m20261121_000005_refunds;
 mod m20261121_000006_pipeline;
 mod m20261121_000007_webhooks;
 mod m20261121_000008_payout_execution;
+mod m20261121_000009_settlement;
 
 pub struct Migrator;
 
@@ -25,6 +26,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261121_000006_pipeline::Migration),
             Box::new(m20261121_000007_webhooks::Migration),
             Box::new(m20261121_000008_payout_execution::Migration),
+            Box::new(m20261121_000009_settlement::Migration),
         ]
     }
 }

@@ -10,6 +10,8 @@ use api::chain::signer::Signers;
 use api::config::Config;
 use api::payouts::executor::{self, Executor};
 use api::pipeline::{scanner, sweeper, tracker};
+use api::rates::Rates;
+use api::settlement::{self, Converter, venue::Venues};
 use api::webhooks::{self, deliver::Deliverer, deliver::Outcome, secrets::SecretBox};
 use entity::Environment;
 use sea_orm::DatabaseConnection;
@@ -40,7 +42,7 @@ impl Job for TrackPayment {
     const QUEUE: &'static str = "track-payment";
 }
 
-/// Convert a credited payment into its invoice's settlement asset (settlement issue).
+/// Quote or settle one payment's conversion into its invoice's settlement asset.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ConvertSettlement {
     pub payment_id: Uuid,
@@ -112,6 +114,9 @@ pub struct StageCtx {
     pub webhooks: Option<Arc<Deliverer>>,
     /// The payout executor (its signers); set in processes that run it.
     pub executor: Option<Arc<Executor>>,
+    /// The settlement converter (its venues) and the rates its sandbox venue prices from; set
+    /// in processes that run it.
+    pub converter: Option<(Arc<Converter>, Rates)>,
 }
 
 impl StageCtx {
@@ -138,7 +143,18 @@ impl StageCtx {
                 recheck: Duration::from_millis(config.payouts.recheck_ms),
             })
         });
-        Ok(StageCtx { chains, db, config, queues, webhooks, executor })
+        let converter = stages.contains(&Stage::SettlementConverter).then(|| {
+            let rates = Rates::new(&config.rates);
+            let converter = Converter {
+                db: db.clone(),
+                venues: Venues::from_config(&config, rates.clone()),
+                quote_lock: chrono::Duration::seconds(
+                    i64::try_from(config.settlement.quote_lock_secs).unwrap_or(i64::MAX),
+                ),
+            };
+            (Arc::new(converter), rates)
+        });
+        Ok(StageCtx { chains, db, config, queues, webhooks, executor, converter })
     }
 }
 
@@ -175,11 +191,11 @@ pub fn register(rt: Runtime, stage: Stage, ctx: &StageCtx) -> Runtime {
                 async move { track(&ctx, job).await }
             })
         }
-        // Skeletons until their issues: the queue exists and is consumed; a job that arrives
-        // is dead-lettered with a clear error, so it can be replayed once the stage exists.
         Stage::SettlementConverter => {
-            rt.stage(settings(&cfg, ConvertSettlement::QUEUE), |_: ConvertSettlement, _| async {
-                Err(JobError::permanent(anyhow::anyhow!("settlement conversion is not implemented yet")))
+            let ctx = ctx.clone();
+            rt.stage(settings(&cfg, ConvertSettlement::QUEUE), move |job: ConvertSettlement, _: JobCtx| {
+                let ctx = ctx.clone();
+                async move { convert(&ctx, job).await }
             })
         }
         Stage::PayoutExecutor => {
@@ -219,6 +235,33 @@ async fn poll_payouts(ctx: &StageCtx) -> anyhow::Result<()> {
     let ids = executor::due(&ctx.db, stale, 1000).await?;
     if !ids.is_empty() {
         ctx.queues.push_many(ids.into_iter().map(|payout_id| ExecutePayout { payout_id })).await?;
+    }
+    Ok(())
+}
+
+async fn convert(ctx: &StageCtx, job: ConvertSettlement) -> Result<(), JobError> {
+    let Some((converter, _)) = &ctx.converter else {
+        return Err(JobError::permanent(anyhow::anyhow!("this process has no settlement converter")));
+    };
+    converter.step(job.payment_id).await.map_err(JobError::retry)?;
+    Ok(())
+}
+
+/// Enqueues the payments the converter has work for (to quote, or confirmed and waiting for
+/// their credit), each at most once per `resend` while it stays due: the database is the
+/// to-do list, the queue only spreads it over the converters.
+async fn poll_conversions(
+    ctx: &StageCtx,
+    sent: &mut std::collections::HashMap<Uuid, std::time::Instant>,
+    resend: Duration,
+) -> anyhow::Result<()> {
+    let ids = settlement::due(&ctx.db, 1000).await?;
+    let now = std::time::Instant::now();
+    sent.retain(|_, at| now.duration_since(*at) < resend);
+    let fresh: Vec<Uuid> = ids.into_iter().filter(|id| !sent.contains_key(id)).collect();
+    if !fresh.is_empty() {
+        ctx.queues.push_many(fresh.iter().map(|&payment_id| ConvertSettlement { payment_id })).await?;
+        sent.extend(fresh.into_iter().map(|id| (id, now)));
     }
     Ok(())
 }
@@ -367,7 +410,25 @@ pub fn spawn_background(stage: Stage, ctx: &StageCtx, stop: CancellationToken) -
                 }
             }
         })),
-        Stage::SettlementConverter => None,
+        Stage::SettlementConverter => Some(tokio::spawn(async move {
+            if let Some((_, rates)) = &ctx.converter {
+                rates.start().await;
+            }
+            let every = Duration::from_millis(ctx.config.settlement.poll_interval_ms);
+            // A job not done within this is pushed again (lost with a flushed queue, or its
+            // converter died).
+            let resend = every.saturating_mul(20).max(Duration::from_secs(5));
+            let mut sent = std::collections::HashMap::new();
+            while !stop.is_cancelled() {
+                if let Err(e) = poll_conversions(&ctx, &mut sent, resend).await {
+                    tracing::warn!(error = %e, "conversion poll failed");
+                }
+                tokio::select! {
+                    () = stop.cancelled() => break,
+                    () = tokio::time::sleep(every) => {}
+                }
+            }
+        })),
     }
 }
 

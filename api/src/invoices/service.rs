@@ -3,14 +3,14 @@
 use std::str::FromStr;
 
 use chrono::{Duration, Utc};
-use entity::{Amount, InvoiceStatus, InvoiceTrigger, invoice, payment};
+use entity::{Amount, Environment, InvoiceStatus, InvoiceTrigger, invoice, payment, settlement_conversion};
 use rust_decimal::{Decimal, RoundingStrategy};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use super::types::CreateInvoiceRequest;
+use super::types::{CreateInvoiceRequest, PaymentRow};
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::gates;
@@ -268,6 +268,18 @@ pub async fn create(
         return Err(ApiError::invalid_field("network", "only allowed with currency"));
     }
     let (target_asset, target_currency, target_network) = resolve_settlement(&req)?;
+    if target_asset != "passthrough" && env == Environment::Live && state.config.settlement.live_venue == "none" {
+        let field = if req.target_settlement_asset.is_some() {
+            "target_settlement_asset"
+        } else {
+            "settlement_target_currency"
+        };
+        return Err(ApiError::unprocessable(
+            ErrorCode::UnsupportedCurrency,
+            field,
+            "settlement conversion is not available in the live environment (no conversion venue is configured); use passthrough",
+        ));
+    }
     if let Some(g) = gate {
         state.ensure_online(env, g)?;
     }
@@ -426,7 +438,7 @@ fn replay_or_mismatch(existing: invoice::Model, request_hash: Option<&str>) -> A
 }
 
 /// An invoice of the caller's merchant and environment; anything else is 404.
-pub async fn get(state: &AppState, who: &Principal, id: Uuid) -> ApiResult<(invoice::Model, Vec<payment::Model>)> {
+pub async fn get(state: &AppState, who: &Principal, id: Uuid) -> ApiResult<(invoice::Model, Vec<PaymentRow>)> {
     let inv = invoice::Entity::find_by_id(id)
         .filter(invoice::Column::MerchantId.eq(who.merchant_id))
         .filter(invoice::Column::Environment.eq(who.environment))
@@ -434,6 +446,7 @@ pub async fn get(state: &AppState, who: &Principal, id: Uuid) -> ApiResult<(invo
         .await?
         .ok_or_else(|| ApiError::not_found("invoice"))?;
     let payments = payment::Entity::find()
+        .find_also_related(settlement_conversion::Entity)
         .filter(payment::Column::InvoiceId.eq(inv.id))
         .order_by_asc(payment::Column::DetectedAt)
         .all(&state.db)
@@ -455,7 +468,7 @@ pub async fn list(
     f: &ListFilter,
     limit: u64,
     offset: u64,
-) -> ApiResult<(Vec<(invoice::Model, Vec<payment::Model>)>, u64)> {
+) -> ApiResult<(Vec<(invoice::Model, Vec<PaymentRow>)>, u64)> {
     let mut q = invoice::Entity::find()
         .filter(invoice::Column::MerchantId.eq(who.merchant_id))
         .filter(invoice::Column::Environment.eq(who.environment));
@@ -488,6 +501,7 @@ pub async fn list(
         Vec::new()
     } else {
         payment::Entity::find()
+            .find_also_related(settlement_conversion::Entity)
             .filter(payment::Column::InvoiceId.is_in(ids))
             .order_by_asc(payment::Column::DetectedAt)
             .all(&state.db)
@@ -496,7 +510,7 @@ pub async fn list(
     let out = rows
         .into_iter()
         .map(|inv| {
-            let mine: Vec<payment::Model> = payments.extract_if(.., |p| p.invoice_id == inv.id).collect();
+            let mine: Vec<PaymentRow> = payments.extract_if(.., |(p, _)| p.invoice_id == inv.id).collect();
             (inv, mine)
         })
         .collect();
@@ -505,7 +519,7 @@ pub async fn list(
 
 /// Cancels a `pending` invoice with a guarded update, so a payment racing the cancel can never
 /// be overwritten: only one of them moves the invoice out of `pending`.
-pub async fn cancel(state: &AppState, who: &Principal, id: Uuid) -> ApiResult<(invoice::Model, Vec<payment::Model>)> {
+pub async fn cancel(state: &AppState, who: &Principal, id: Uuid) -> ApiResult<(invoice::Model, Vec<PaymentRow>)> {
     let (inv, _) = get(state, who, id).await?;
     let Some(next) = inv.status.on(InvoiceTrigger::Cancel) else {
         return Err(not_cancellable(inv.status));

@@ -1,7 +1,7 @@
 //! Request and response shapes of the invoice resource (spec 2.2, 2.3, 4.1).
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use entity::{invoice, payment};
+use entity::{invoice, payment, settlement_conversion};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -119,9 +119,48 @@ pub fn ts(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
+/// A payment with its settlement conversion, if it has one.
+pub type PaymentRow = (payment::Model, Option<settlement_conversion::Model>);
+
+impl SettlementConversion {
+    /// Spec 2.4 for a payment of `inv`. Passthrough (or a target equal to the paid gate):
+    /// `not_required`. A converting payment the converter has not quoted yet (a moment after
+    /// detection): `pending` for both statuses and only the target and source known.
+    pub fn of(inv: &invoice::Model, p: &payment::Model, conv: Option<&settlement_conversion::Model>) -> Self {
+        let amount = |a: Option<entity::Amount>| a.map(|v| v.to_string());
+        let Some(target) = crate::settlement::converting_target(inv, p) else {
+            return SettlementConversion {
+                target_currency: None,
+                target_network: None,
+                source_amount: None,
+                target_gross_amount: None,
+                fee_amount: None,
+                net_amount: None,
+                quote_status: "not_required".into(),
+                execution_status: "not_required".into(),
+                failure_class: None,
+                quoted_at: None,
+                locked_until: None,
+            };
+        };
+        SettlementConversion {
+            target_currency: Some(target.asset.into()),
+            target_network: Some(target.network.into()),
+            source_amount: Some(p.amount.to_string()),
+            target_gross_amount: conv.and_then(|c| amount(c.target_gross_amount)),
+            fee_amount: conv.and_then(|c| amount(c.fee_amount)),
+            net_amount: conv.and_then(|c| amount(c.net_amount)),
+            quote_status: conv.map_or("pending", |c| c.state.quote_status()).into(),
+            execution_status: conv.map_or("pending", |c| c.state.execution_status()).into(),
+            failure_class: conv.and_then(|c| c.failure_class.clone()),
+            quoted_at: conv.and_then(|c| c.quoted_at).map(ts),
+            locked_until: conv.and_then(|c| c.locked_until).map(ts),
+        }
+    }
+}
+
 impl PaymentResponse {
-    pub fn from_model(p: &payment::Model, passthrough: bool) -> Self {
-        let not_required = || "not_required".to_owned();
+    pub fn from_model(inv: &invoice::Model, (p, conv): &PaymentRow) -> Self {
         PaymentResponse {
             id: p.id,
             tx_hash: p.tx_hash.clone(),
@@ -130,27 +169,14 @@ impl PaymentResponse {
             required_confirmations: p.required_confirmations,
             status: serde_json::to_value(p.status).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default(),
             detected_at: ts(p.detected_at),
-            settlement_conversion: SettlementConversion {
-                target_currency: None,
-                target_network: None,
-                source_amount: None,
-                target_gross_amount: None,
-                fee_amount: None,
-                net_amount: None,
-                quote_status: if passthrough { not_required() } else { "pending".into() },
-                execution_status: if passthrough { not_required() } else { "pending".into() },
-                failure_class: None,
-                quoted_at: None,
-                locked_until: None,
-            },
+            settlement_conversion: SettlementConversion::of(inv, p, conv.as_ref()),
         }
     }
 }
 
 impl InvoiceResponse {
-    pub fn from_model(m: &invoice::Model, payments: &[payment::Model], public_base_url: &url::Url) -> Self {
+    pub fn from_model(m: &invoice::Model, payments: &[PaymentRow], public_base_url: &url::Url) -> Self {
         let amount = |a: &Option<entity::Amount>| a.map(|v| v.to_string());
-        let passthrough = m.target_settlement_asset == "passthrough";
         InvoiceResponse {
             id: m.id,
             merchant_id: m.merchant_id,
@@ -174,7 +200,7 @@ impl InvoiceResponse {
             source: m.source.clone(),
             static_address_id: m.static_address_id,
             checkout_url: checkout_url(public_base_url, m.id),
-            payments: payments.iter().map(|p| PaymentResponse::from_model(p, passthrough)).collect(),
+            payments: payments.iter().map(|row| PaymentResponse::from_model(m, row)).collect(),
             expires_at: m.expires_at.map(ts),
             paid_at: m.paid_at.map(ts),
             created_at: ts(m.created_at),

@@ -14,7 +14,6 @@ use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter,
 };
-use serde_json::json;
 use uuid::Uuid;
 
 use super::{PipelineError, transition};
@@ -103,27 +102,35 @@ pub async fn track_payment(
     })
 }
 
-/// Confirmation: the payment moves to `confirmed`, its pending amount is credited to the
-/// available balance (passthrough settlement), the invoice moves per the PRODUCT.md table (or
-/// records a late deposit), and `balance.credited` follows.
+/// Confirmation: the payment moves to `confirmed`, the invoice moves per the PRODUCT.md table
+/// (or records a late deposit), and, for passthrough settlement, its pending amount is credited
+/// to the available balance and `balance.credited` follows. A payment to an invoice that
+/// converts into another asset is confirmed but not credited here: the settlement converter
+/// credits it (`crate::settlement`).
 ///
 /// Locks are taken in the order every writer uses (payment, invoice, balance, invoice credit)
 /// and the merchant's balance row, which all of the merchant's credits, payouts and refunds in
 /// that asset share, only at the end, so it is held for a few statements.
 async fn confirm(db: &DatabaseConnection, p: &payment::Model, confirmations: i32) -> Result<(), PipelineError> {
+    // The settlement target never changes once an invoice has payments.
+    let converting = crate::settlement::converting_target(&load_invoice(db, p.invoice_id).await?, p).is_some();
     let txn = crate::db::begin_write(db).await?;
     let now = Utc::now();
     let amount = p.amount.0;
-    // Confirmed and stamped credited in one guarded update: of two trackers, one moves it.
-    // Passthrough settlement: the paid gate is credited with the paid amount.
-    let moved = payment::Entity::update_many()
+    // Confirmed (and, for passthrough, stamped credited) in one guarded update: of two
+    // trackers, one moves it.
+    let mut update = payment::Entity::update_many()
         .col_expr(payment::Column::Status, Expr::value(PaymentStatus::Confirmed.as_str()))
         .col_expr(payment::Column::ConfirmedAt, Expr::value(now))
         .col_expr(payment::Column::Confirmations, Expr::value(confirmations))
-        .col_expr(payment::Column::CheckedAt, Expr::value(now))
-        .col_expr(payment::Column::CreditedAt, Expr::value(now))
-        .col_expr(payment::Column::CreditedGateId, Expr::value(p.gate_id.clone()))
-        .col_expr(payment::Column::CreditedAmount, Expr::value(Amount::new(amount)))
+        .col_expr(payment::Column::CheckedAt, Expr::value(now));
+    if !converting {
+        update = update
+            .col_expr(payment::Column::CreditedAt, Expr::value(now))
+            .col_expr(payment::Column::CreditedGateId, Expr::value(p.gate_id.clone()))
+            .col_expr(payment::Column::CreditedAmount, Expr::value(Amount::new(amount)));
+    }
+    let moved = update
         .filter(payment::Column::Id.eq(p.id))
         .filter(payment::Column::Status.eq(PaymentStatus::Confirming))
         .filter(payment::Column::CreditedAt.is_null())
@@ -162,24 +169,18 @@ async fn confirm(db: &DatabaseConnection, p: &payment::Model, confirmations: i32
             events::emit_invoice(&txn, event, &after, Some(&p)).await?;
         }
     }
-    // After the invoice's own event: `balance.credited` follows the payment it credits.
-    let credited = json!({
-        "invoice_id": inv.id,
-        "payment_id": p.id,
-        "external_id": inv.external_id,
-        "outcome": "source_credited",
-        "failure_class": "not_required",
-        "source_amount": amount.normalize().to_string(),
-        "source_currency": gate.asset,
-        "source_network": gate.network,
-        "credited_amount": amount.normalize().to_string(),
-        "credited_currency": gate.asset,
-        "credited_network": gate.network,
-    });
-    let key = format!("balance.credited:{}", p.id);
-    events::emit(&txn, inv.merchant_id, inv.environment, kind::BALANCE_CREDITED, key, credited).await?;
-    // Last: the balance (pending released and available credited in one posting).
-    ledger::post_credit(&txn, &p, inv.merchant_id, &p.gate_id, amount, true).await?;
+    if !converting {
+        // After the invoice's own event: `balance.credited` follows the payment it credits.
+        let credit = events::Credit {
+            outcome: "source_credited",
+            failure_class: Some("not_required"),
+            credited_gate: gate,
+            credited_amount: amount,
+        };
+        events::emit_balance_credited(&txn, &inv, &p, credit).await?;
+        // Last: the balance (pending released and available credited in one posting).
+        ledger::post_credit(&txn, &p, inv.merchant_id, &p.gate_id, amount, true).await?;
+    }
     txn.commit().await?;
     Ok(())
 }
@@ -196,48 +197,66 @@ async fn invalidate_unconfirmed(db: &DatabaseConnection, p: &payment::Model) -> 
     Ok(())
 }
 
-/// The chain no longer shows the transfer. Before credit: the pending amount goes away and a
-/// `confirming` invoice returns to `pending` (or `expired`). After credit: the credit is taken
-/// back (`deposit_reversal`, which may leave the merchant owing), the invoice's refundable
-/// credit shrinks, and a paid/overpaid/underpaid invoice becomes `invalid`.
+/// The chain no longer shows the transfer. Before credit: the pending amount goes away (a
+/// conversion quote is abandoned) and a `confirming` invoice returns to `pending` (or
+/// `expired`), a confirmed one becomes `invalid`. After credit: the credit is taken back
+/// (`deposit_reversal`, which may leave the merchant owing), the invoice's refundable credit
+/// shrinks, and a paid/overpaid/underpaid invoice becomes `invalid`.
 async fn reverse(db: &DatabaseConnection, p: &payment::Model) -> Result<(), PipelineError> {
     let txn = crate::db::begin_write(db).await?;
     let now = Utc::now();
+    // The row as it is when reversed: whether it was credited is read from here, not from the
+    // caller's copy (the settlement converter may have credited it meanwhile).
     let moved = payment::Entity::update_many()
         .col_expr(payment::Column::Status, Expr::value(PaymentStatus::Reversed.as_str()))
         .col_expr(payment::Column::ReversedAt, Expr::value(now))
         .filter(payment::Column::Id.eq(p.id))
         .filter(payment::Column::Status.eq(p.status))
-        .exec(&txn)
+        .exec_with_returning(&txn)
         .await?;
-    if moved.rows_affected == 0 {
+    let Some(p_after) = moved.into_iter().next() else {
         txn.rollback().await?;
         return Ok(());
-    }
+    };
     let inv = lock_invoice(&txn, p.invoice_id).await?;
     let reference = Some(("payment", p.id));
-    let p_after = payment::Entity::find_by_id(p.id).one(&txn).await?.unwrap_or_else(|| p.clone());
-    match p.status {
-        PaymentStatus::Confirming => {
+    match (p.status, p_after.credited_at) {
+        (PaymentStatus::Confirming | PaymentStatus::Confirmed, None) => {
+            crate::settlement::abandon(&txn, p.id).await?;
             let posting = Posting {
                 bucket: Bucket::Pending,
                 amount: -p.amount.0,
                 entry_type: EntryType::DepositReversal,
                 reference,
-                description: Some("unconfirmed deposit reversed".into()),
+                description: Some("uncredited deposit reversed".into()),
             };
             ledger::post(&txn, inv.merchant_id, inv.environment, &p.gate_id, &[posting]).await?;
-            events::emit_invoice(&txn, kind::INVOICE_DEPOSIT_REVERSED, &inv, Some(&p_after)).await?;
-            if inv.status == InvoiceStatus::Confirming && !has_unconfirmed(&txn, inv.id).await? {
-                let late = inv.expires_at.is_some_and(|e| e < now);
-                let trigger =
-                    if late { InvoiceTrigger::UnconfirmedReversedLate } else { InvoiceTrigger::UnconfirmedReversed };
-                transition(&txn, &inv, trigger).await?;
+            if p.status == PaymentStatus::Confirmed {
+                // Confirmed, awaiting its conversion: it counted as paid.
+                if let Some(sa) = inv.static_address_id {
+                    add_static_total(&txn, sa, -p.amount.0).await?;
+                }
+                let inv = refresh_amount_paid(&txn, &inv).await?;
+                events::emit_invoice(&txn, kind::INVOICE_DEPOSIT_REVERSED, &inv, Some(&p_after)).await?;
+                if let Some(after) = transition(&txn, &inv, InvoiceTrigger::CreditedReversed).await? {
+                    events::emit_invoice(&txn, kind::INVOICE_INVALID, &after, Some(&p_after)).await?;
+                }
+            } else {
+                events::emit_invoice(&txn, kind::INVOICE_DEPOSIT_REVERSED, &inv, Some(&p_after)).await?;
+                if inv.status == InvoiceStatus::Confirming && !has_unconfirmed(&txn, inv.id).await? {
+                    let late = inv.expires_at.is_some_and(|e| e < now);
+                    let trigger = if late {
+                        InvoiceTrigger::UnconfirmedReversedLate
+                    } else {
+                        InvoiceTrigger::UnconfirmedReversed
+                    };
+                    transition(&txn, &inv, trigger).await?;
+                }
             }
         }
-        PaymentStatus::Confirmed => {
-            let gate = p.credited_gate_id.clone().unwrap_or_else(|| p.gate_id.clone());
-            let credited = p.credited_amount.map_or(p.amount.0, |a| a.0);
+        (PaymentStatus::Confirmed, Some(_)) => {
+            let gate = p_after.credited_gate_id.clone().unwrap_or_else(|| p.gate_id.clone());
+            let credited = p_after.credited_amount.map_or(p.amount.0, |a| a.0);
             let posting = Posting {
                 bucket: Bucket::Available,
                 amount: -credited,
@@ -246,7 +265,7 @@ async fn reverse(db: &DatabaseConnection, p: &payment::Model) -> Result<(), Pipe
                 description: Some("credited deposit reversed".into()),
             };
             if let Some(sa) = inv.static_address_id {
-                add_static_total(&txn, sa, -credited).await?;
+                add_static_total(&txn, sa, -p.amount.0).await?;
             }
             ledger::post_allowing_debt(&txn, inv.merchant_id, inv.environment, &gate, &[posting]).await?;
             shrink_invoice_credit(&txn, inv.id, &gate, credited).await?;
@@ -256,7 +275,10 @@ async fn reverse(db: &DatabaseConnection, p: &payment::Model) -> Result<(), Pipe
                 events::emit_invoice(&txn, kind::INVOICE_INVALID, &after, Some(&p_after)).await?;
             }
         }
-        PaymentStatus::Reversed => {}
+        (PaymentStatus::Confirming, Some(_)) => {
+            return Err(PipelineError::Invariant(format!("payment {} credited before confirmation", p.id)));
+        }
+        (PaymentStatus::Reversed, _) => {}
     }
     txn.commit().await?;
     Ok(())
