@@ -745,4 +745,30 @@ mod tests {
             Ok(())
         });
     }
+
+    #[test]
+    fn settlement_settings_parse_and_are_checked() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file(
+                "c.toml",
+                "[settlement]\nquote_lock_secs = 60\n[settlement.sandbox]\nspread_percent = \"1.5\"\nfee_percent = \"0\"\n",
+            )?;
+            let c = Config::from_figment(Config::figment(std::path::Path::new("c.toml"))).unwrap();
+            assert_eq!(c.settlement.quote_lock_secs, 60);
+            assert_eq!(c.settlement.sandbox.spread_percent, Decimal::new(15, 1));
+            assert_eq!(c.settlement.sandbox.fee_percent, Decimal::ZERO);
+            assert_eq!(c.settlement.live_venue, "none");
+            for (toml, key) in [
+                ("[settlement.sandbox]\nfee_percent = \"100\"\n", "settlement.sandbox.fee_percent"),
+                ("[settlement.sandbox]\nspread_percent = \"-1\"\n", "settlement.sandbox.spread_percent"),
+                ("[settlement]\nlive_venue = \"binance\"\n", "settlement.live_venue"),
+                ("[settlement]\npoll_interval_ms = 0\n", "settlement.poll_interval_ms"),
+            ] {
+                jail.create_file("c.toml", toml)?;
+                let err = Config::from_figment(Config::figment(std::path::Path::new("c.toml"))).unwrap_err();
+                assert!(err.to_string().contains(key), "{toml}: {err}");
+            }
+            Ok(())
+        });
+    }
 }

@@ -155,20 +155,52 @@ async fn ops_serve_pays_an_invoice_end_to_end() {
     }
     assert!(rx.received().iter().all(|r| r.verified));
 
-    // A job the stage cannot do yet is dead-lettered with its error; `ops jobs` lists and
-    // replays it from the same embedded queue.
+    // The settlement converter runs in the same process: a BTC invoice settled into USDT on
+    // tron credits the net USDT (0.001 BTC at 59 700 less 0.25 %) and says so.
+    let conv: Value =
+        post("/v1/invoices", json!({"currency": "BTC", "amount": "0.001", "target_settlement_asset": "tron_usdt"}))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+    let conv_id = conv["data"]["id"].as_str().unwrap().to_owned();
+    let r = post("/v1/test/deposits", json!({"invoice_id": conv_id, "amount": "0.001"})).await.unwrap();
+    assert_eq!(r.status(), 201);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let credited = loop {
+        let got = rx.received();
+        if let Some(c) =
+            got.iter().find(|r| r.event == "balance.credited" && r.body["data"]["invoice_id"] == conv_id.as_str())
+        {
+            break c.clone();
+        }
+        assert!(Instant::now() < deadline, "the conversion was never credited");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(credited.verified);
+    assert_eq!(credited.body["data"]["outcome"], "target_credited");
+    assert_eq!(credited.body["data"]["credited_amount"], "59.55075");
+    let balances: Value =
+        http.get(format!("{base}/v1/balances")).header("X-API-Key", &key).send().await.unwrap().json().await.unwrap();
+    let usdt = balances["data"].as_array().unwrap().iter().find(|b| b["gate_id"] == "tron_usdt").unwrap().clone();
+    assert_eq!(usdt["available"], "59.55075");
+
+    // A job its stage cannot do (a scan of a gate with no chain adapter: live bitcoin) is
+    // dead-lettered with its error; `ops jobs` lists and replays it from the same embedded
+    // queue.
     let backend = workers::platform::QueueBackend::Sqlite {
         path: dir.path().join("paygate-jobs.sqlite"),
         prefix: "paygate".into(),
     };
     let queues = workers::platform::Queues::connect(&backend).await.unwrap();
-    let payment_id = paid["payments"][0]["id"].as_str().unwrap().parse().unwrap();
-    queues.push(workers::stages::ConvertSettlement { payment_id }).await.unwrap();
+    let job = workers::stages::ScanGate { environment: entity::Environment::Live, gate_id: "bitcoin".into() };
+    queues.push(job).await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let (ok, out, err) = ops(&["jobs", "dead", "settlement-convert"]);
+        let (ok, out, err) = ops(&["jobs", "dead", "deposit-scan"]);
         assert!(ok, "{err}");
-        if out.contains("not implemented yet") {
+        if out.contains("no chain for live bitcoin") {
             break;
         }
         assert!(Instant::now() < deadline, "the job never went dead: {out}");
@@ -176,9 +208,9 @@ async fn ops_serve_pays_an_invoice_end_to_end() {
     }
     let (ok, out, err) = ops(&["jobs", "queues"]);
     assert!(ok && out.contains("paygate:settlement-convert") && out.contains("paygate:track-payment"), "{out}{err}");
-    let (ok, out, err) = ops(&["jobs", "replay", "settlement-convert", "--all"]);
+    let (ok, out, err) = ops(&["jobs", "replay", "deposit-scan", "--all"]);
     assert!(ok && out.contains("replayed 1"), "{out}{err}");
-    let (ok, _, err) = ops(&["jobs", "replay", "settlement-convert", "01JUNKJUNKJUNKJUNKJUNKJUNK"]);
+    let (ok, _, err) = ops(&["jobs", "replay", "deposit-scan", "01JUNKJUNKJUNKJUNKJUNKJUNK"]);
     assert!(!ok && err.contains("01JUNKJUNKJUNKJUNKJUNKJUNK"), "{err}");
 
     // SIGTERM: the API and every stage stop cleanly.

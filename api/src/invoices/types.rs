@@ -52,8 +52,13 @@ pub struct SettlementConversion {
     pub target_gross_amount: Option<String>,
     pub fee_amount: Option<String>,
     pub net_amount: Option<String>,
+    /// `not_required` (passthrough), `pending` (not quoted yet), `quoted`, `expired`, `failed`.
     pub quote_status: String,
+    /// `not_required`, `pending`, `executed`, `failed` (the paid asset is or was credited).
     pub execution_status: String,
+    /// Why the conversion did not happen: `quote_rejected`, `rate_unavailable`,
+    /// `amount_too_small`, `venue_unavailable`, `quote_expired`, `execution_rejected`,
+    /// `payment_reversed`.
     pub failure_class: Option<String>,
     pub quoted_at: Option<String>,
     pub locked_until: Option<String>,

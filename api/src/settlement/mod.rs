@@ -186,7 +186,7 @@ impl Converter {
         // The payment's row lock first (as the tracker's reversal takes it): a payment reversed
         // or credited meanwhile gets no quote.
         let live = payment::Entity::update_many()
-            .col_expr(payment::Column::Status, Expr::col(payment::Column::Status).into())
+            .col_expr(payment::Column::Status, Expr::col(payment::Column::Status))
             .filter(payment::Column::Id.eq(p.id))
             .filter(payment::Column::Status.ne(PaymentStatus::Reversed))
             .filter(payment::Column::CreditedAt.is_null())
