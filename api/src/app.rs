@@ -27,6 +27,7 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::payouts::router())
         .merge(crate::refunds::router())
         .merge(crate::test_helpers::router())
+        .merge(crate::checkout::router())
         .route("/health", get(health))
         .route("/ready", get(ready))
         .merge(SwaggerUi::new("/docs").url("/openapi.json", ApiDoc::openapi()))

@@ -162,6 +162,18 @@ pub async fn emit_balance_credited<C: ConnectionTrait>(
     emit(txn, inv.merchant_id, inv.environment, kind::BALANCE_CREDITED, key, data).await
 }
 
+/// Emits an invoice event without a causing payment, keyed by type, invoice and `tag` (the
+/// activation number of `invoice.activated`, so each re-activation has its event).
+pub async fn emit_invoice_tagged<C: ConnectionTrait>(
+    txn: &C,
+    event_type: &str,
+    inv: &invoice::Model,
+    tag: &str,
+) -> Result<bool, DbErr> {
+    let key = format!("{event_type}:{}:{tag}", inv.id);
+    emit(txn, inv.merchant_id, inv.environment, event_type, key, invoice_data(inv, None)).await
+}
+
 /// Emits an invoice event keyed by type, invoice and the causing payment (or `tag`).
 pub async fn emit_invoice<C: ConnectionTrait>(
     txn: &C,

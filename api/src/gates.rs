@@ -174,3 +174,44 @@ mod tests {
         assert!(matches!(resolve("tron_usdt", Some("ethereum")), Err(ResolveError::UnknownNetwork { .. })));
     }
 }
+
+/// The EIP-155 chain id of an EVM gate's network (mainnet ids; the sandbox mirrors them).
+pub fn evm_chain_id(gate: &Gate) -> Option<u64> {
+    match gate.network {
+        "ethereum" => Some(1),
+        "bsc" => Some(56),
+        "base" => Some(8453),
+        "arbitrum" => Some(42161),
+        "polygon" => Some(137),
+        _ => None,
+    }
+}
+
+/// The token contract (EVM, TRON) or mint (Solana) of a token gate.
+pub fn token_contract(gate: &Gate) -> Option<&'static str> {
+    match gate.id {
+        "ethereum_usdt" => Some("0xdAC17F958D2ee523a2206206994597C13D831ec7"),
+        "ethereum_usdc" => Some("0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48"),
+        "bsc_usdt" => Some("0x55d398326f99059fF775485246999027B3197955"),
+        "arbitrum_usdt" => Some("0xFd086bC7CD5C481DCC9C85ebE478A1C0b69FCbb9"),
+        "arbitrum_usdc" => Some("0xaf88d065e77c8cC2239327C5EDb3A432268e5831"),
+        "polygon_usdt" => Some("0xc2132D05D31c914a87C6611C10748AEb04B58e8F"),
+        "polygon_usdc" => Some("0x3c499c542cEF5E3811e1192ce70d8cC03d5c3359"),
+        "tron_usdt" => Some("TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t"),
+        "solana_usdc" => Some("EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v"),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod contract_tests {
+    use super::*;
+
+    #[test]
+    fn every_token_gate_has_a_contract_and_every_evm_gate_a_chain_id() {
+        for g in &GATES {
+            assert_eq!(token_contract(g).is_some(), g.is_token, "{}", g.id);
+            assert_eq!(evm_chain_id(g).is_some(), g.family == AddressFamily::Evm, "{}", g.id);
+        }
+    }
+}

@@ -7,6 +7,7 @@ pub mod auth;
 pub mod balances;
 pub mod cache;
 pub mod chain;
+pub mod checkout;
 pub mod config;
 pub mod db;
 pub mod envelope;

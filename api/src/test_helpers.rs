@@ -156,11 +156,21 @@ pub async fn simulate_deposit(
     {
         return Err(ApiError::unprocessable(ErrorCode::ValidationError, "tx_hash", "1 to 128 characters"));
     }
-    let t = sandbox(&state, gate)
-        .deposit(&address_key, amount, req.tx_hash.as_deref())
-        .await
-        .map_err(ApiError::internal)?;
+    let t = deposit_to(&state, gate, &address_key, amount, req.tx_hash.as_deref()).await?;
     Ok(Data::created(t.into()))
+}
+
+/// Puts a transfer of `amount` to `address_key` into the next block of `gate`'s sandbox chain
+/// (test environment only; the caller checks). Also used by the checkout page's test-mode
+/// buttons.
+pub async fn deposit_to(
+    state: &AppState,
+    gate: &'static Gate,
+    address_key: &str,
+    amount: rust_decimal::Decimal,
+    tx_hash: Option<&str>,
+) -> ApiResult<sandbox_transfer::Model> {
+    sandbox(state, gate).deposit(address_key, amount, tx_hash).await.map_err(ApiError::internal)
 }
 
 /// Reverse a simulated deposit: it leaves the sandbox chain, as after a reorg or double spend.

@@ -73,6 +73,8 @@ pub enum InvoiceTrigger {
     Cancel,
     /// Payer picks a gate on the checkout page.
     Activate,
+    /// Payer activates an unpaid, expired deferred invoice again before `draft_expires_at`.
+    Reactivate,
     /// `draft_expires_at` passed.
     DraftExpire,
     /// `expires_at` passed with nothing seen.
@@ -125,6 +127,8 @@ impl InvoiceStatus {
         match (self, trigger) {
             (Pending, Cancel) => Some(Cancelled),
             (Draft, Activate) => Some(Pending),
+            (Expired, Reactivate) => Some(Pending),
+            (Draft | Pending | Confirming | Underpaid | Paid | Overpaid | Invalid | Cancelled, Reactivate) => None,
             (Draft, DraftExpire) => Some(Expired),
             (Pending, Expire) => Some(Expired),
             (Pending, DepositSeen) => Some(Confirming),
@@ -286,6 +290,10 @@ mod tests {
     #[test]
     fn draft_activation_and_expiry() {
         assert_eq!(Draft.on(Activate), Some(Pending));
+        assert_eq!(Expired.on(Reactivate), Some(Pending));
+        for st in [Draft, Pending, Confirming, Underpaid, Paid, Overpaid, Invalid, Cancelled] {
+            assert_eq!(st.on(Reactivate), None, "{st:?}");
+        }
         assert_eq!(Draft.on(DraftExpire), Some(Expired));
         assert_eq!(Pending.on(Expire), Some(Expired));
         assert_eq!(Pending.on(Activate), None);

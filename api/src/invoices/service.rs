@@ -202,6 +202,30 @@ fn check_structure(req: &CreateInvoiceRequest) -> ApiResult<Checked> {
     }
 }
 
+/// `fiat_amount` of `fiat` in `gate`'s asset at the current rate: `(crypto, rate)`. The crypto
+/// amount is rounded **up** to the gate's precision, so the merchant receives at least the fiat
+/// amount. 503 `rates_unavailable` without a fresh rate.
+pub(crate) fn price_in(
+    state: &AppState,
+    env: Environment,
+    gate: &gates::Gate,
+    fiat_amount: Decimal,
+    fiat: &str,
+) -> ApiResult<(Decimal, Decimal)> {
+    let rate = state.rates.get(env, gate.asset, fiat).ok_or_else(|| {
+        ApiError::unavailable(
+            ErrorCode::RatesUnavailable,
+            format!("no fresh {}/{fiat} rate; fiat-priced invoices are refused until rates recover", gate.asset),
+        )
+    })?;
+    let crypto = fiat_amount
+        .checked_div(rate.rate)
+        .ok_or_else(|| ApiError::internal("fiat conversion overflow"))?
+        .round_dp_with_strategy(gate.decimals, RoundingStrategy::ToPositiveInfinity)
+        .normalize();
+    Ok((crypto, rate.rate))
+}
+
 /// `(target_settlement_asset, settlement_target_currency, settlement_target_network)`.
 fn resolve_settlement(req: &CreateInvoiceRequest) -> ApiResult<(String, Option<String>, Option<String>)> {
     let by_asset = match req.target_settlement_asset.as_deref() {
@@ -317,22 +341,9 @@ pub async fn create(
                 *a
             }
             (None, Some((fiat_amount, fiat))) => {
-                let rate = state.rates.get(env, g.asset, fiat).ok_or_else(|| {
-                    ApiError::unavailable(
-                        ErrorCode::RatesUnavailable,
-                        format!(
-                            "no fresh {}/{fiat} rate; fiat-priced invoices are refused until rates recover",
-                            g.asset
-                        ),
-                    )
-                })?;
-                exchange_rate = Some(Amount::new(rate.rate));
-                // Round up to the gate's precision so the merchant receives at least the fiat amount.
-                fiat_amount
-                    .checked_div(rate.rate)
-                    .ok_or_else(|| ApiError::internal("fiat conversion overflow"))?
-                    .round_dp_with_strategy(g.decimals, RoundingStrategy::ToPositiveInfinity)
-                    .normalize()
+                let (crypto, rate) = price_in(state, env, g, *fiat_amount, fiat)?;
+                exchange_rate = Some(Amount::new(rate));
+                crypto
             }
             (None, None) => return Err(ApiError::internal("amount missing after validation")),
         };

@@ -1,0 +1,317 @@
+//! The hosted checkout page in a real browser: headless Chromium (Debian's `chromium`) driven
+//! over WebDriver (`chromedriver`, with the `fantoccini` client), against `ops serve` as a
+//! newcomer runs it (API and every stage in one process on the embedded default). Run with
+//! `--features browser-tests` (`.ci/run` does); screenshots of every step are written to
+//! `target/checkout-screenshots/` (or `$CHECKOUT_SCREENSHOTS`).
+//!
+//! 1. A test invoice: the page shows the test banner, the amount, the address and a QR code;
+//!    the simulate buttons pay half, then the rest; the status goes seen → underpaid → paid
+//!    without a reload, and the page sends the payer to the merchant's `redirect_url`.
+//! 2. A fiat-priced draft: the payer picks USDT on tron on the page, which activates the
+//!    invoice (address, locked amount, `invoice.activated`), then pays it in full.
+#![cfg(feature = "browser-tests")]
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{Value, json};
+
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn screenshots_dir() -> PathBuf {
+    let dir = std::env::var_os("CHECKOUT_SCREENSHOTS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/checkout-screenshots"));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+struct Browser {
+    client: Client,
+    shots: PathBuf,
+    _driver: KillOnDrop,
+    _profile: tempfile::TempDir,
+}
+
+impl Browser {
+    /// chromedriver on a free port, and a headless Chromium session with the flags this
+    /// closed network needs (no background connections).
+    async fn start() -> Browser {
+        let port = free_port();
+        let driver = Command::new("/usr/bin/chromedriver")
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start /usr/bin/chromedriver (Debian package chromium-driver)");
+        let driver = KillOnDrop(driver);
+        let url = format!("http://127.0.0.1:{port}");
+        let http = reqwest::Client::new();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while http.get(format!("{url}/status")).send().await.is_err() {
+            assert!(Instant::now() < deadline, "chromedriver never answered");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let profile = tempfile::tempdir().unwrap();
+        let args = [
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-dev-shm-usage",
+            "--window-size=420,1100",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([format!("--user-data-dir={}", profile.path().display())])
+        .collect::<Vec<_>>();
+        let mut caps = serde_json::Map::new();
+        caps.insert("goog:chromeOptions".into(), json!({"binary": "/usr/bin/chromium", "args": args}));
+        let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+        let client = ClientBuilder::new(connector).capabilities(caps).connect(&url).await.expect("a Chromium session");
+        Browser { client, shots: screenshots_dir(), _driver: driver, _profile: profile }
+    }
+
+    async fn shot(&self, name: &str) {
+        let png = self.client.screenshot().await.unwrap();
+        std::fs::write(self.shots.join(format!("{name}.png")), png).unwrap();
+    }
+
+    async fn text(&self, css: &str) -> String {
+        self.client.find(Locator::Css(css)).await.unwrap().text().await.unwrap()
+    }
+
+    async fn visible(&self, css: &str) -> bool {
+        self.client.find(Locator::Css(css)).await.unwrap().is_displayed().await.unwrap()
+    }
+
+    async fn click(&self, css: &str) {
+        self.client.find(Locator::Css(css)).await.unwrap().click().await.unwrap();
+    }
+
+    /// Waits until the text of `css` contains `want`.
+    async fn wait_text(&self, css: &str, want: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let got = self.text(css).await;
+            if got.contains(want) {
+                return got;
+            }
+            assert!(Instant::now() < deadline, "{css} never showed {want:?}; it shows {got:?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn js(&self, script: &str) -> Value {
+        self.client.execute(script, vec![]).await.unwrap()
+    }
+}
+
+struct Serve {
+    base: String,
+    key: String,
+    http: reqwest::Client,
+    _child: KillOnDrop,
+    _dir: tempfile::TempDir,
+}
+
+impl Serve {
+    /// `ops serve` on a fresh directory, fast sandbox blocks; the demo test key it prints.
+    async fn start() -> Serve {
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ops"))
+            .arg("serve")
+            .current_dir(dir.path())
+            .env("PAYGATE_LISTEN", format!("127.0.0.1:{port}"))
+            .env("PAYGATE_PUBLIC_BASE_URL", format!("http://127.0.0.1:{port}"))
+            .env("PAYGATE_SANDBOX__BLOCK_INTERVAL_MS", "300")
+            .env("PAYGATE_PIPELINE__SCAN_INTERVAL_MS", "100")
+            .env("PAYGATE_PIPELINE__TRACK_INTERVAL_MS", "200")
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let child = KillOnDrop(child);
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(k) = line.split_whitespace().find(|w| w.starts_with("sk_test_")) {
+                    let _ = tx.send(k.to_owned());
+                }
+            }
+        });
+        let key = tokio::task::spawn_blocking(move || rx.recv_timeout(Duration::from_secs(60)))
+            .await
+            .unwrap()
+            .expect("ops serve printed no test key");
+        let s = Serve {
+            base: format!("http://127.0.0.1:{port}"),
+            key,
+            http: reqwest::Client::new(),
+            _child: child,
+            _dir: dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while s.http.get(format!("{}/ready", s.base)).send().await.map(|r| r.status() != 200).unwrap_or(true) {
+            assert!(Instant::now() < deadline, "ops serve never became ready");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        s
+    }
+
+    async fn invoice(&self, body: Value) -> Value {
+        let r = self
+            .http
+            .post(format!("{}/v1/invoices", self.base))
+            .header("X-API-Key", &self.key)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201);
+        r.json::<Value>().await.unwrap()["data"].clone()
+    }
+
+    async fn get_invoice(&self, id: &str) -> Value {
+        let r = self.http.get(format!("{}/v1/invoices/{id}", self.base)).header("X-API-Key", &self.key);
+        r.send().await.unwrap().json::<Value>().await.unwrap()["data"].clone()
+    }
+}
+
+/// The merchant's "thank you" page the payer is sent back to.
+async fn shop() -> String {
+    let app = axum::Router::new().route(
+        "/thanks",
+        axum::routing::get(|| async {
+            axum::response::Html("<!doctype html><title>Shop</title><h1 id=\"thanks\">Thank you for your order</h1>")
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{addr}/thanks")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_payer_pays_a_test_invoice_on_the_checkout_page() {
+    let serve = Serve::start().await;
+    let thanks = shop().await;
+    let inv = serve
+        .invoice(json!({"currency": "BTC", "amount": "0.01", "description": "Order #1042", "redirect_url": thanks}))
+        .await;
+    let b = Browser::start().await;
+    b.client.goto(inv["checkout_url"].as_str().unwrap()).await.unwrap();
+    b.wait_text("#status", "Waiting for your payment").await;
+    // A marker that a reload would wipe.
+    b.js("window.__noReload = 42; return true;").await;
+
+    assert!(b.visible("#test-banner").await, "test-mode banner");
+    assert!(b.text("#test-banner").await.contains("Test mode"));
+    assert_eq!(b.text("#merchant").await, "Payment to Demo merchant");
+    assert_eq!(b.text("#description").await, "Order #1042");
+    assert_eq!(b.text("#amount").await, "0.01");
+    assert_eq!(b.text("#address").await, inv["deposit_address"].as_str().unwrap());
+    assert!(b.text("#countdown").await.starts_with("Time left: 59:"));
+    // The QR code loaded (an SVG from our own origin) and is described for screen readers.
+    let qr = b.js("const i = document.getElementById('qr'); return [i.complete, i.naturalWidth, i.alt, i.src];").await;
+    assert_eq!(qr[0], true, "{qr}");
+    assert!(qr[1].as_u64().unwrap() > 0, "{qr}");
+    assert!(qr[2].as_str().unwrap().contains(inv["deposit_address"].as_str().unwrap()), "{qr}");
+    let svg = serve.http.get(qr[3].as_str().unwrap()).send().await.unwrap();
+    assert_eq!(svg.headers()["content-type"], "image/svg+xml");
+    assert_eq!(
+        b.client.find(Locator::Css("#copy-address")).await.unwrap().attr("aria-label").await.unwrap().as_deref(),
+        Some("Copy the deposit address")
+    );
+    b.shot("01-invoice-open").await;
+
+    // Half now: seen, confirming, then underpaid with the rest to pay.
+    b.click("#simulate-partial").await;
+    b.wait_text("#simulate-note", "Simulated payment sent").await;
+    b.wait_text("#status", "Payment seen").await;
+    b.shot("02-payment-seen").await;
+    b.wait_text("#status", "Partially paid: 0.005 BTC still to pay").await;
+    assert_eq!(b.text("#amount").await, "0.005");
+    assert_eq!(b.text("#amount-label").await, "Send the remaining");
+    b.shot("03-underpaid").await;
+
+    // The rest: paid, then back to the shop.
+    b.click("#simulate-full").await;
+    b.wait_text("#status", "Paid. Thank you!").await;
+    assert_eq!(b.js("return window.__noReload;").await, 42, "the status changed without a reload");
+    assert!(!b.visible("#pay").await, "nothing left to pay");
+    assert_eq!(b.text("#received").await, "Received: 0.01 BTC");
+    assert_eq!(
+        b.client.find(Locator::Css("#redirect-link")).await.unwrap().attr("href").await.unwrap().as_deref(),
+        Some(thanks.as_str())
+    );
+    b.shot("04-paid").await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while b.client.current_url().await.unwrap().as_str() != thanks {
+        assert!(Instant::now() < deadline, "never redirected to {thanks}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    b.wait_text("#thanks", "Thank you for your order").await;
+    b.shot("05-redirected").await;
+    assert_eq!(serve.get_invoice(inv["id"].as_str().unwrap()).await["status"], "paid");
+    b.client.clone().close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_payer_chooses_the_method_of_a_draft_on_the_page() {
+    let serve = Serve::start().await;
+    let inv = serve
+        .invoice(json!({"is_deferred": true, "amount_fiat": "25", "fiat_currency": "USD", "description": "Gift card"}))
+        .await;
+    assert_eq!(inv["status"], "draft");
+    assert_eq!(inv["deposit_address"], Value::Null);
+    let b = Browser::start().await;
+    b.client.goto(inv["checkout_url"].as_str().unwrap()).await.unwrap();
+    b.wait_text("#methods-title", "Choose how you want to pay").await;
+    assert!(!b.visible("#pay").await, "no address before a method is chosen");
+    // Every enabled gate priced at today's rate: 25 USD is 25 USDT, 0.000417 BTC (rounded up).
+    let methods = b.text("#method-list").await;
+    assert!(methods.contains("25 USDT on Tether USD (TRC-20)"), "{methods}");
+    assert!(methods.contains("0.00041667 BTC on Bitcoin"), "{methods}");
+    b.shot("06-draft-methods").await;
+
+    b.click("button[data-gate='tron_usdt']").await;
+    b.wait_text("#status", "Waiting for your payment").await;
+    assert_eq!(b.text("#amount").await, "25");
+    assert_eq!(b.text("#asset").await, "USDT");
+    let activated = serve.get_invoice(inv["id"].as_str().unwrap()).await;
+    assert_eq!(activated["status"], "pending");
+    assert_eq!(activated["activation_count"], 1);
+    assert_eq!(activated["currency"], "USDT");
+    assert_eq!(activated["network"], "tron");
+    assert!(activated["activated_at"].is_string() && activated["expires_at"].is_string());
+    assert_eq!(b.text("#address").await, activated["deposit_address"].as_str().unwrap());
+    b.shot("07-draft-activated").await;
+
+    b.click("#simulate-full").await;
+    b.wait_text("#status", "Paid. Thank you!").await;
+    b.shot("08-draft-paid").await;
+    assert_eq!(serve.get_invoice(inv["id"].as_str().unwrap()).await["amount_paid"], "25");
+    b.client.clone().close().await.unwrap();
+}
