@@ -161,7 +161,9 @@ pub async fn view(state: &AppState, id: Uuid) -> ApiResult<CheckoutView> {
     let requested = inv.amount_requested.map(|a| a.0);
     let paid = inv.amount_paid.0;
     let remaining = requested.map(|r| r - paid).filter(|r| *r > Decimal::ZERO && paid > Decimal::ZERO);
-    let has_address = inv.deposit_address.is_some() && !matches!(inv.status, InvoiceStatus::Draft);
+    // The address is shown only while the invoice takes payments.
+    let has_address = inv.deposit_address.is_some()
+        && matches!(inv.status, InvoiceStatus::Pending | InvoiceStatus::Confirming | InvoiceStatus::Underpaid);
     let uri = match (gate, &inv.deposit_address, requested) {
         (Some(g), Some(addr), Some(r)) if has_address => {
             let due = remaining.unwrap_or(r);

@@ -1,0 +1,257 @@
+//! The checkout page's HTTP surface (the browser tests in `ops/tests/checkout_browser.rs` drive
+//! the page itself): what the payer's view contains and leaves out, the page's headers and
+//! escaping, activation and re-activation of deferred invoices (once, even when raced), and the
+//! test-mode simulate buttons (absent in live).
+
+mod common;
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use api::pipeline::sweeper;
+use common::TestApp;
+use entity::{Environment, event, invoice, sandbox_transfer};
+use rust_decimal::Decimal;
+use sea_orm::sea_query::Expr;
+use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+fn d(s: &str) -> Decimal {
+    Decimal::from_str(s).unwrap()
+}
+
+async fn state(app: &TestApp, id: &str) -> (u16, Value) {
+    let r = app.get(&format!("/checkout/{id}/state"), None).await;
+    (r.status.as_u16(), r.body["data"].clone())
+}
+
+async fn activate(app: &TestApp, id: &str, gate: &str) -> common::Resp {
+    app.post(&format!("/checkout/{id}/activate"), None, &json!({"gate_id": gate})).await
+}
+
+async fn activations(app: &TestApp, id: &str) -> u64 {
+    event::Entity::find()
+        .filter(event::Column::EventType.eq("invoice.activated"))
+        .filter(event::Column::DedupeKey.starts_with(format!("invoice.activated:{id}:")))
+        .count(&app.state.db)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_payers_view_holds_what_a_payer_needs_and_nothing_internal() {
+    let app = TestApp::spawn().await;
+    let (_, key) = app.test_key().await;
+    let inv = app
+        .create_invoice(
+            &key,
+            json!({"currency": "USDT", "network": "tron", "amount": "12.5", "external_id": "order-7",
+                   "metadata": {"customer": "secret-crm-id"}, "description": "Mug </script><script>alert(1)</script>"}),
+        )
+        .await;
+    let id = inv["id"].as_str().unwrap();
+    let (status, v) = state(&app, id).await;
+    assert_eq!(status, 200);
+    let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            "address",
+            "address_tag",
+            "amount",
+            "amount_fiat",
+            "amount_paid",
+            "amount_remaining",
+            "can_activate",
+            "description",
+            "draft_expires_at",
+            "expires_at",
+            "fiat_currency",
+            "gate",
+            "merchant_name",
+            "now",
+            "options",
+            "paid_at",
+            "payment_uri",
+            "payments",
+            "redirect_url",
+            "status",
+            "test_mode"
+        ]
+    );
+    let text = v.to_string();
+    for secret in ["order-7", "secret-crm-id", inv["merchant_id"].as_str().unwrap()] {
+        assert!(!text.contains(secret), "{secret} leaked: {text}");
+    }
+    assert_eq!(v["test_mode"], true);
+    assert_eq!(v["address"], inv["deposit_address"]);
+    assert_eq!(
+        v["payment_uri"],
+        format!(
+            "tron:{}?token=TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t&amount=12.5",
+            inv["deposit_address"].as_str().unwrap()
+        )
+    );
+
+    // The page: embedded state, escaped so a description cannot close the script block.
+    let r = app.http.get(app.url(&format!("/checkout/{id}"))).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let csp = r.headers()["content-security-policy"].to_str().unwrap().to_owned();
+    assert!(csp.contains("default-src 'none'") && csp.contains("script-src 'self'"), "{csp}");
+    assert_eq!(r.headers()["content-type"], "text/html; charset=utf-8");
+    let page = r.text().await.unwrap();
+    assert!(!page.contains("</script><script>alert(1)"), "unescaped description");
+    assert!(page.contains("\\u003c/script>\\u003cscript>alert(1)"), "escaped description");
+    assert!(!page.contains("http://") && !page.contains("https://"), "no external reference");
+    for asset in ["/checkout/assets/checkout.js", "/checkout/assets/checkout.css"] {
+        let r = app.http.get(app.url(asset)).send().await.unwrap();
+        assert_eq!(r.status(), 200, "{asset}");
+        let body = r.text().await.unwrap();
+        assert!(!body.contains("http://") && !body.contains("https://"), "{asset} references another origin");
+    }
+    let qr = app.http.get(app.url(&format!("/checkout/{id}/qr.svg"))).send().await.unwrap();
+    assert_eq!(qr.headers()["content-type"], "image/svg+xml");
+    assert!(qr.text().await.unwrap().starts_with("<?xml"));
+
+    // Unknown or malformed ids: a 404 page, nothing else.
+    for bad in [Uuid::now_v7().to_string(), "not-a-uuid".to_owned()] {
+        let r = app.http.get(app.url(&format!("/checkout/{bad}"))).send().await.unwrap();
+        assert_eq!(r.status(), 404, "{bad}");
+    }
+    assert_eq!(state(&app, &Uuid::now_v7().to_string()).await.0, 404);
+}
+
+#[tokio::test]
+async fn a_draft_is_activated_once_on_the_chosen_gate_even_when_raced() {
+    let app = TestApp::spawn().await;
+    let (_, key) = app.test_key().await;
+    let inv = app.create_invoice(&key, json!({"is_deferred": true, "amount_fiat": "30", "fiat_currency": "USD"})).await;
+    let id = inv["id"].as_str().unwrap().to_owned();
+    let (_, v) = state(&app, &id).await;
+    assert_eq!((v["status"].as_str(), v["can_activate"].as_bool()), (Some("draft"), Some(true)));
+    assert_eq!(v["address"], Value::Null);
+    let options: Vec<(String, String)> = v["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| (o["gate"]["id"].as_str().unwrap().to_owned(), o["amount"].as_str().unwrap().to_owned()))
+        .collect();
+    assert!(options.contains(&("tron_usdt".into(), "30".into())), "{options:?}");
+    assert!(options.contains(&("bitcoin".into(), "0.0005".into())), "{options:?}");
+    // Nothing to simulate before a method is chosen.
+    let r = app.post(&format!("/checkout/{id}/test-payment"), None, &json!({"kind": "full"})).await;
+    r.assert_error(422, "validation_error", Some("invoice"));
+    activate(&app, &id, "dogecoin").await.assert_error(422, "unsupported_currency", Some("gate_id"));
+
+    // Two payers click at once: one activation.
+    let (a, b) = tokio::join!(activate(&app, &id, "tron_usdt"), activate(&app, &id, "bitcoin"));
+    let mut codes = [a.status.as_u16(), b.status.as_u16()];
+    codes.sort();
+    assert_eq!(codes, [200, 409], "{} / {}", a.body, b.body);
+    let loser = if a.status.as_u16() == 409 { &a } else { &b };
+    loser.assert_error(409, "invoice_not_activatable", None);
+    let got = app.get(&format!("/v1/invoices/{id}"), Some(&key)).await.data().clone();
+    assert_eq!(got["status"], "pending");
+    assert_eq!(got["activation_count"], 1);
+    assert!(got["deposit_address"].is_string() && got["expires_at"].is_string() && got["activated_at"].is_string());
+    let gate = got["network"].as_str().unwrap();
+    let amount = if gate == "tron" { "30" } else { "0.0005" };
+    assert_eq!(got["amount_requested"], amount);
+    assert_eq!(activations(&app, &id).await, 1);
+    activate(&app, &id, "tron_usdt").await.assert_error(409, "invoice_not_activatable", None);
+}
+
+#[tokio::test]
+async fn an_unpaid_activation_that_expired_can_be_activated_again_with_the_same_address() {
+    let app = TestApp::spawn().await;
+    let (_, key) = app.test_key().await;
+    // A draft fixed to a gate: the payer only activates it.
+    let inv = app
+        .create_invoice(
+            &key,
+            json!({"is_deferred": true, "currency": "BTC", "amount_fiat": "60", "fiat_currency": "USD"}),
+        )
+        .await;
+    let id = inv["id"].as_str().unwrap().to_owned();
+    activate(&app, &id, "tron_usdt").await.assert_error(422, "unsupported_currency", Some("gate_id"));
+    let r = activate(&app, &id, "bitcoin").await;
+    assert_eq!(r.status.as_u16(), 200, "{}", r.body);
+    let first = r.data().clone();
+    assert_eq!(first["amount"], "0.001");
+    let address = first["address"].as_str().unwrap().to_owned();
+
+    // The activation runs out unpaid: the sweeper expires it.
+    invoice::Entity::update_many()
+        .col_expr(invoice::Column::ExpiresAt, Expr::value(chrono::Utc::now() - chrono::Duration::seconds(1)))
+        .filter(invoice::Column::Id.eq(Uuid::parse_str(&id).unwrap()))
+        .exec(&app.state.db)
+        .await
+        .unwrap();
+    sweeper::sweep(&app.state.db, Duration::from_secs(60)).await.unwrap();
+    let (_, v) = state(&app, &id).await;
+    assert_eq!((v["status"].as_str(), v["can_activate"].as_bool()), (Some("expired"), Some(true)));
+    assert_eq!(v["address"], Value::Null, "an expired invoice shows no address to pay");
+
+    let r = activate(&app, &id, "bitcoin").await;
+    assert_eq!(r.status.as_u16(), 200, "{}", r.body);
+    assert_eq!(r.data()["address"], address.as_str(), "the address it had is kept (and still watched)");
+    let got = app.get(&format!("/v1/invoices/{id}"), Some(&key)).await.data().clone();
+    assert_eq!((got["status"].as_str(), got["activation_count"].as_i64()), (Some("pending"), Some(2)));
+    assert_eq!(activations(&app, &id).await, 2);
+
+    // Paid something, then expired: no re-activation.
+    let r = app.post(&format!("/checkout/{id}/test-payment"), None, &json!({"kind": "partial"})).await;
+    assert_eq!(r.status.as_u16(), 200, "{}", r.body);
+    invoice::Entity::update_many()
+        .col_expr(invoice::Column::Status, Expr::value("expired"))
+        .filter(invoice::Column::Id.eq(Uuid::parse_str(&id).unwrap()))
+        .exec(&app.state.db)
+        .await
+        .unwrap();
+    // (The sandbox deposit is not scanned here, so it has no payment yet: record one.)
+    common::credit_invoice(
+        &app,
+        Uuid::parse_str(inv["merchant_id"].as_str().unwrap()).unwrap(),
+        Uuid::parse_str(&id).unwrap(),
+        "bitcoin",
+        "0.0005",
+    )
+    .await;
+    assert_eq!(state(&app, &id).await.1["can_activate"], false);
+    activate(&app, &id, "bitcoin").await.assert_error(409, "invoice_not_activatable", None);
+}
+
+#[tokio::test]
+async fn the_simulate_buttons_send_the_remaining_half_or_one_and_a_half_in_test_only() {
+    let app = TestApp::spawn().await;
+    let (merchant, key) = app.test_key().await;
+    let inv = app.create_invoice(&key, json!({"currency": "BTC", "amount": "0.01"})).await;
+    let id = inv["id"].as_str().unwrap();
+    for kind in ["partial", "full", "excess"] {
+        let r = app.post(&format!("/checkout/{id}/test-payment"), None, &json!({"kind": kind})).await;
+        assert_eq!(r.status.as_u16(), 200, "{kind}: {}", r.body);
+    }
+    let mut sent: Vec<Decimal> = sandbox_transfer::Entity::find()
+        .filter(sandbox_transfer::Column::GateId.eq("bitcoin"))
+        .all(&app.state.db)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.amount.0)
+        .collect();
+    sent.sort();
+    // Nothing was scanned in between (no scanner here), so each press prices the whole amount.
+    assert_eq!(sent, [d("0.005"), d("0.01"), d("0.015")]);
+    let r = app.post(&format!("/checkout/{id}/test-payment"), None, &json!({"kind": "all"})).await;
+    assert_eq!(r.status.as_u16(), 400, "{}", r.body);
+
+    // Live: no banner, and the route does not exist.
+    let live = app.key(merchant, Environment::Live, &[]).await;
+    let inv = app.create_invoice(&live, json!({"currency": "BTC", "amount": "0.01"})).await;
+    let id = inv["id"].as_str().unwrap();
+    assert_eq!(state(&app, id).await.1["test_mode"], false);
+    let r = app.post(&format!("/checkout/{id}/test-payment"), None, &json!({"kind": "full"})).await;
+    r.assert_error(404, "not_found", None);
+}
