@@ -246,6 +246,21 @@ async fn the_simulate_buttons_send_the_remaining_half_or_one_and_a_half_in_test_
     assert_eq!(sent, [d("0.005"), d("0.01"), d("0.015")]);
     let r = app.post(&format!("/checkout/{id}/test-payment"), None, &json!({"kind": "all"})).await;
     assert_eq!(r.status.as_u16(), 400, "{}", r.body);
+    // Once the whole amount is in, "full" and "partial" have nothing to send; an excess is half
+    // the amount again.
+    common::credit_invoice(&app, merchant, Uuid::parse_str(id).unwrap(), "bitcoin", "0.01").await;
+    for kind in ["full", "partial"] {
+        let r = app.post(&format!("/checkout/{id}/test-payment"), None, &json!({"kind": kind})).await;
+        r.assert_error(422, "validation_error", Some("kind"));
+    }
+    let r = app.post(&format!("/checkout/{id}/test-payment"), None, &json!({"kind": "excess"})).await;
+    assert_eq!(r.status.as_u16(), 200, "{}", r.body);
+    let n = sandbox_transfer::Entity::find()
+        .filter(sandbox_transfer::Column::Amount.eq(entity::Amount::new(d("0.005"))))
+        .count(&app.state.db)
+        .await
+        .unwrap();
+    assert_eq!(n, 2, "the partial payment and the late excess");
 
     // Live: no banner, and the route does not exist.
     let live = app.key(merchant, Environment::Live, &[]).await;

@@ -316,11 +316,14 @@ pub async fn simulate(state: &AppState, id: Uuid, req: SimulateRequest) -> ApiRe
     };
     let seen: Decimal =
         payments(state, id).await?.iter().filter(|p| p.status != PaymentStatus::Reversed).map(|p| p.amount.0).sum();
-    let due = (requested.0 - seen).max(gate.min_amount().min(requested.0));
-    let amount = match req.kind {
-        Simulated::Full => due,
-        Simulated::Partial => due / Decimal::TWO,
-        Simulated::Excess => due * Decimal::new(15, 1),
+    let due = requested.0 - seen;
+    let amount = match (req.kind, due > Decimal::ZERO) {
+        (Simulated::Full, true) => due,
+        (Simulated::Partial, true) => due / Decimal::TWO,
+        (Simulated::Excess, true) => due * Decimal::new(15, 1),
+        // Everything is paid (or on its way): an excess is another half of the amount.
+        (Simulated::Excess, false) => requested.0 / Decimal::TWO,
+        (Simulated::Full | Simulated::Partial, false) => Decimal::ZERO,
     }
     .round_dp_with_strategy(gate.decimals, RoundingStrategy::ToZero);
     if amount <= Decimal::ZERO {

@@ -174,7 +174,8 @@
       .then(function (j) { fail(null); render(j.data); })
       .catch(function () { fail(t("connection_lost")); })
       .then(function () {
-        if (state && !FINAL[state.status]) setTimeout(poll, 2000);
+        var over = !state || FINAL[state.status] || (state.status === "expired" && !state.can_activate);
+        if (!over) setTimeout(poll, 2000);
       });
   }
 
