@@ -6,7 +6,8 @@
 //! - a fiat-priced BTC invoice settles into USDT on tron: the target balance gets the net
 //!   amount, the ledger is exact to the last decimal, `balance.credited` (`target_credited`)
 //!   arrives signed after `invoice.paid`; the converter is SIGKILLed between the quote and the
-//!   credit (and on Redis its queue flushed) and the credit still happens once;
+//!   confirmation (the tracker starts only then), on Redis its queue is flushed, and the credit
+//!   still happens once, when a new converter runs;
 //! - a POL invoice whose payment confirms (128 blocks) after its quote's lock (5 s): the paid
 //!   asset is credited, `quote_expired`.
 
@@ -169,7 +170,8 @@ impl Setup {
 async fn payments_settle_into_the_target_asset_or_the_paid_one_through_the_converter_process() {
     let s = setup().await;
     let _scanner = s.start(env!("CARGO_BIN_EXE_deposit-scanner")).await;
-    let _tracker = s.start(env!("CARGO_BIN_EXE_confirmation-tracker")).await;
+    // No tracker yet: the payments are seen and quoted, but cannot confirm before the converter
+    // is gone.
     let _deliverer = s.start(env!("CARGO_BIN_EXE_webhook-deliverer")).await;
     let mut converter = s.start(env!("CARGO_BIN_EXE_settlement-converter")).await;
 
@@ -196,8 +198,10 @@ async fn payments_settle_into_the_target_asset_or_the_paid_one_through_the_conve
         .await;
     let c = &quoted["payments"][0]["settlement_conversion"];
     assert_eq!((c["net_amount"].as_str(), c["fee_amount"].as_str()), (Some("595.5075"), Some("1.4925")));
-    // The converter dies before the payment is credited; on Redis its queue is flushed too.
+    s.wait_invoice(&pol_id, "a quote", |i| i["payments"][0]["settlement_conversion"]["quote_status"] == "quoted").await;
+    // The converter dies before the payments are confirmed; on Redis its queue is flushed too.
     converter.kill();
+    let _tracker = s.start(env!("CARGO_BIN_EXE_confirmation-tracker")).await;
     s.wait_invoice(&btc_id, "paid", |i| i["status"] == "paid").await;
     if cfg!(feature = "redis-tests") {
         s.fleet.flush_redis().await;
