@@ -52,6 +52,53 @@ pub struct Config {
     pub payouts: PayoutsConfig,
     /// The settlement converter and its venues.
     pub settlement: SettlementConfig,
+    /// Live EVM networks: JSON-RPC endpoints, token contracts.
+    pub evm: EvmConfig,
+}
+
+/// `[evm.networks.<network>]` per EVM network the live environment watches (ethereum, bsc,
+/// base, arbitrum, polygon), and `[evm.tokens.<gate>]` to override a token gate's contract and
+/// decimals (defaults: the mainnet contracts, `gates::token_contract`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct EvmConfig {
+    pub networks: BTreeMap<String, EvmNetworkConfig>,
+    pub tokens: BTreeMap<String, EvmTokenConfig>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct EvmNetworkConfig {
+    /// The node's JSON-RPC URL (http or https).
+    pub rpc_url: String,
+    pub request_timeout_ms: u64,
+    /// A failed call is retried this many times, the delay doubling from `retry_backoff_ms`.
+    pub max_retries: u32,
+    pub retry_backoff_ms: u64,
+    /// Blocks before the cursor re-read by every scan (reorganisation look-back). Default: the
+    /// gate's confirmation count.
+    pub rescan_blocks: Option<u64>,
+}
+
+impl Default for EvmNetworkConfig {
+    fn default() -> Self {
+        EvmNetworkConfig {
+            rpc_url: String::new(),
+            request_timeout_ms: 10_000,
+            max_retries: 5,
+            retry_backoff_ms: 200,
+            rescan_blocks: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct EvmTokenConfig {
+    /// The ERC-20 contract address.
+    pub contract: String,
+    /// Decimals of the contract, when they differ from the gate's.
+    pub decimals: Option<u32>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -426,6 +473,7 @@ impl Default for Config {
             webhooks: WebhooksConfig::default(),
             payouts: PayoutsConfig::default(),
             settlement: SettlementConfig::default(),
+            evm: EvmConfig::default(),
         }
     }
 }
@@ -669,6 +717,36 @@ impl Config {
         if self.payouts.poll_interval_ms == 0 || self.payouts.recheck_ms == 0 || self.payouts.stale_after_secs == 0 {
             return invalid("payouts", "poll_interval_ms, recheck_ms and stale_after_secs must be at least 1");
         }
+        for (network, net) in &self.evm.networks {
+            let known = crate::gates::GATES
+                .iter()
+                .any(|g| g.network == network && g.family == crate::chain::address::AddressFamily::Evm);
+            if !known {
+                return invalid(
+                    &format!("evm.networks.{network}"),
+                    "not an EVM network (ethereum, bsc, base, arbitrum, polygon)",
+                );
+            }
+            if url::Url::parse(&net.rpc_url).map_or(true, |u| !matches!(u.scheme(), "http" | "https")) {
+                return invalid(&format!("evm.networks.{network}.rpc_url"), "must be an http(s) URL");
+            }
+            if net.request_timeout_ms == 0 {
+                return invalid(&format!("evm.networks.{network}.request_timeout_ms"), "must be at least 1");
+            }
+        }
+        for (gate, t) in &self.evm.tokens {
+            let ok = crate::gates::find(gate)
+                .is_some_and(|g| g.is_token && g.family == crate::chain::address::AddressFamily::Evm);
+            if !ok {
+                return invalid(&format!("evm.tokens.{gate}"), "not an EVM token gate");
+            }
+            if t.contract.parse::<alloy_primitives::Address>().is_err() {
+                return invalid(&format!("evm.tokens.{gate}.contract"), "must be a 0x-prefixed 20-byte address");
+            }
+            if t.decimals.is_some_and(|d| d > 28) {
+                return invalid(&format!("evm.tokens.{gate}.decimals"), "at most 28");
+            }
+        }
         let st = &self.settlement;
         if st.poll_interval_ms == 0 {
             return invalid("settlement.poll_interval_ms", "must be at least 1");
@@ -763,6 +841,33 @@ mod tests {
                 ("[settlement.sandbox]\nspread_percent = \"-1\"\n", "settlement.sandbox.spread_percent"),
                 ("[settlement]\nlive_venue = \"binance\"\n", "settlement.live_venue"),
                 ("[settlement]\npoll_interval_ms = 0\n", "settlement.poll_interval_ms"),
+            ] {
+                jail.create_file("c.toml", toml)?;
+                let err = Config::from_figment(Config::figment(std::path::Path::new("c.toml"))).unwrap_err();
+                assert!(err.to_string().contains(key), "{toml}: {err}");
+            }
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn evm_networks_and_tokens_are_checked() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file(
+                "c.toml",
+                "[evm.networks.ethereum]\nrpc_url = \"http://127.0.0.1:8545\"\n[evm.tokens.ethereum_usdt]\ncontract = \"0xdAC17F958D2ee523a2206206994597C13D831ec7\"\n",
+            )?;
+            let c = Config::from_figment(Config::figment(std::path::Path::new("c.toml"))).unwrap();
+            assert_eq!(c.evm.networks["ethereum"].max_retries, 5);
+            assert_eq!(c.evm.tokens["ethereum_usdt"].decimals, None);
+            for (toml, key) in [
+                ("[evm.networks.bitcoin]\nrpc_url = \"http://x\"\n", "evm.networks.bitcoin"),
+                ("[evm.networks.base]\nrpc_url = \"ws://x\"\n", "evm.networks.base.rpc_url"),
+                (
+                    "[evm.tokens.tron_usdt]\ncontract = \"0xdAC17F958D2ee523a2206206994597C13D831ec7\"\n",
+                    "evm.tokens.tron_usdt",
+                ),
+                ("[evm.tokens.bsc_usdt]\ncontract = \"0x12\"\n", "evm.tokens.bsc_usdt.contract"),
             ] {
                 jail.create_file("c.toml", toml)?;
                 let err = Config::from_figment(Config::figment(std::path::Path::new("c.toml"))).unwrap_err();

@@ -134,7 +134,7 @@ impl StageCtx {
         } else {
             None
         };
-        let chains = Chains::new(&db, &config.sandbox);
+        let chains = Chains::new(&db, &config.sandbox).with_evm(&config.evm);
         let executor = stages.contains(&Stage::PayoutExecutor).then(|| {
             Arc::new(Executor {
                 db: db.clone(),

@@ -3,6 +3,7 @@
 //! kept in the database; live adapters plug in behind the same trait.
 
 pub mod address;
+pub mod evm;
 pub mod sandbox;
 pub mod signer;
 
@@ -110,6 +111,14 @@ impl Chains {
             by_gate.insert((Environment::Test, gate.id), Arc::new(chain));
         }
         Chains { by_gate }
+    }
+
+    /// Adds the live EVM chains configured in `cfg` (`[evm.networks.*]`).
+    pub fn with_evm(mut self, cfg: &crate::config::EvmConfig) -> Chains {
+        for chain in evm::chains(cfg) {
+            self.insert(Environment::Live, chain);
+        }
+        self
     }
 
     pub fn insert(&mut self, env: Environment, chain: Arc<dyn Chain>) {

@@ -1,0 +1,383 @@
+//! The EVM adapter against a real node: anvil (npm `@foundry-rs/anvil-linux-amd64`, binary in
+//! `$ANVIL_BIN` or on `PATH`) on a free loopback port, with an ERC-20 (`tests/evm/TestToken.sol`)
+//! deployed for the test as the `ethereum_usdt` contract. The live pipeline (scanner and tracker
+//! rules) runs in the test against it. Run with `--features anvil-tests` (`.ci/run` does).
+//!
+//! - an invoice paid in ETH and one paid with the token, confirmed after the gate's depth (12)
+//!   and credited;
+//! - a deposit removed by `anvil_reorg` before confirmation (pending released, invoice back to
+//!   pending) and another after it (credit taken back, invoice invalid);
+//! - the scanner, stopped while 100 blocks pass with a deposit among them, catches up in bounded
+//!   batches and records it;
+//! - an endpoint that fails is retried; a scan that still fails leaves the cursor where it was.
+#![cfg(feature = "anvil-tests")]
+
+mod common;
+
+use std::process::{Child, Command, Stdio};
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use api::chain::{Chain, Chains};
+use api::config::{EvmNetworkConfig, EvmTokenConfig};
+use api::pipeline::{scanner, tracker};
+use common::TestApp;
+use entity::{Environment, PaymentStatus, payment, scan_cursor};
+use rust_decimal::Decimal;
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+fn d(s: &str) -> Decimal {
+    Decimal::from_str(s).unwrap()
+}
+
+struct Anvil {
+    child: Child,
+    url: String,
+    http: reqwest::Client,
+    from: String,
+}
+
+impl Drop for Anvil {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn anvil_bin() -> String {
+    std::env::var("ANVIL_BIN").unwrap_or_else(|_| "anvil".into())
+}
+
+impl Anvil {
+    async fn start() -> Anvil {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = Command::new(anvil_bin())
+            .args(["--host", "127.0.0.1", "--port", &port.to_string(), "--silent"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "start anvil ({}): {e}; install with `npm install @foundry-rs/anvil-linux-amd64` and set ANVIL_BIN",
+                    anvil_bin()
+                )
+            });
+        let mut a =
+            Anvil { child, url: format!("http://127.0.0.1:{port}"), http: reqwest::Client::new(), from: String::new() };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(v) = a.try_rpc("eth_accounts", json!([])).await {
+                a.from = v[0].as_str().unwrap().to_owned();
+                return a;
+            }
+            assert!(Instant::now() < deadline, "anvil never answered on {}", a.url);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn try_rpc(&self, method: &str, params: Value) -> Result<Value, String> {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let r = self.http.post(&self.url).json(&body).send().await.map_err(|e| e.to_string())?;
+        let v: Value = r.json().await.map_err(|e| e.to_string())?;
+        match v.get("error") {
+            Some(e) => Err(e.to_string()),
+            None => Ok(v["result"].clone()),
+        }
+    }
+
+    async fn rpc(&self, method: &str, params: Value) -> Value {
+        self.try_rpc(method, params).await.unwrap_or_else(|e| panic!("{method}: {e}"))
+    }
+
+    async fn tip(&self) -> u64 {
+        let v = self.rpc("eth_blockNumber", json!([])).await;
+        u64::from_str_radix(v.as_str().unwrap().trim_start_matches("0x"), 16).unwrap()
+    }
+
+    async fn mine(&self, n: u64) {
+        self.rpc("anvil_mine", json!([format!("0x{n:x}")])).await;
+    }
+
+    /// Sends a transaction from the first dev account (mined at once); returns its hash.
+    async fn send(&self, tx: Value) -> String {
+        let mut tx = tx;
+        tx["from"] = json!(self.from);
+        let hash = self.rpc("eth_sendTransaction", json!([tx])).await.as_str().unwrap().to_owned();
+        self.receipt(&hash).await;
+        hash
+    }
+
+    /// The receipt, once the (auto-mined) transaction is in a block.
+    async fn receipt(&self, hash: &str) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let r = self.rpc("eth_getTransactionReceipt", json!([hash])).await;
+            if !r.is_null() {
+                return r;
+            }
+            assert!(Instant::now() < deadline, "{hash} never mined");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    async fn send_eth(&self, to: &str, wei: u128) -> String {
+        self.send(json!({"to": to, "value": format!("0x{wei:x}")})).await
+    }
+
+    /// Deploys the test ERC-20 with `supply` base units to the dev account.
+    async fn deploy_token(&self, supply: u128) -> String {
+        let code = include_str!("evm/TestToken.bin").trim();
+        let data = format!("0x{code}{supply:064x}");
+        let hash = self.send(json!({"data": data, "gas": "0x200000"})).await;
+        self.receipt(&hash).await["contractAddress"].as_str().unwrap().to_owned()
+    }
+
+    async fn send_token(&self, token: &str, to: &str, units: u128) -> String {
+        let data = format!("0xa9059cbb{:0>64}{units:064x}", to.trim_start_matches("0x"));
+        self.send(json!({"to": token, "data": data, "gas": "0x100000"})).await
+    }
+
+    /// Replaces the last `depth` blocks with empty ones: their transactions leave the chain.
+    async fn reorg(&self, depth: u64) {
+        self.rpc("anvil_reorg", json!([depth, []])).await;
+    }
+}
+
+struct Live {
+    anvil: Anvil,
+    token: String,
+    app: TestApp,
+    key: String,
+    chains: Chains,
+    merchant: Uuid,
+}
+
+async fn live() -> Live {
+    let anvil = Anvil::start().await;
+    let token = anvil.deploy_token(1_000_000_000_000).await;
+    // Deep enough that no test's reorganisation removes the contract itself.
+    anvil.mine(30).await;
+    let net =
+        EvmNetworkConfig { rpc_url: anvil.url.clone(), max_retries: 2, retry_backoff_ms: 50, ..Default::default() };
+    let token_cfg = EvmTokenConfig { contract: token.clone(), decimals: Some(6) };
+    let app = TestApp::spawn_with(|c| {
+        c.evm.networks.insert("ethereum".into(), net.clone());
+        c.evm.tokens.insert("ethereum_usdt".into(), token_cfg.clone());
+    })
+    .await;
+    let merchant = app.merchant().await;
+    let key = app.key(merchant, Environment::Live, &[]).await;
+    let chains = Chains::new(&app.state.db, &app.state.config.sandbox).with_evm(&app.state.config.evm);
+    let l = Live { anvil, token, app, key, chains, merchant };
+    // The live scan starts at the tip: take the cursors now, before any deposit.
+    l.scan(100).await;
+    l
+}
+
+impl Live {
+    fn chain(&self, gate: &str) -> std::sync::Arc<dyn Chain> {
+        self.chains.get(Environment::Live, gate).unwrap_or_else(|| panic!("no live chain for {gate}"))
+    }
+
+    /// Scans both gates to the tip in batches of `batch` blocks; returns the batches run.
+    async fn scan(&self, batch: u64) -> usize {
+        let mut rounds = 0;
+        for gate in ["ethereum", "ethereum_usdt"] {
+            let chain = self.chain(gate);
+            while scanner::scan_gate(&self.app.state.db, chain.as_ref(), Environment::Live, batch)
+                .await
+                .unwrap()
+                .is_some()
+            {
+                rounds += 1;
+            }
+        }
+        rounds
+    }
+
+    async fn track(&self) {
+        let db = &self.app.state.db;
+        for p in
+            payment::Entity::find().filter(payment::Column::Environment.eq(Environment::Live)).all(db).await.unwrap()
+        {
+            tracker::track_payment(db, &self.chains, &self.app.state.config.pipeline, p.id).await.unwrap();
+        }
+    }
+
+    async fn step(&self) {
+        self.scan(100).await;
+        self.track().await;
+    }
+
+    async fn invoice(&self, body: Value) -> Value {
+        self.app.create_invoice(&self.key, body).await
+    }
+
+    async fn get(&self, id: &Value) -> Value {
+        self.app.get(&format!("/v1/invoices/{}", id.as_str().unwrap()), Some(&self.key)).await.data().clone()
+    }
+
+    async fn balance(&self, gate: &str) -> (Decimal, Decimal) {
+        let rows = self.app.get("/v1/balances", Some(&self.key)).await.data().clone();
+        rows.as_array().unwrap().iter().find(|r| r["gate_id"] == gate).map_or((Decimal::ZERO, Decimal::ZERO), |r| {
+            (d(r["available"].as_str().unwrap()), d(r["pending"].as_str().unwrap()))
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eth_and_token_deposits_confirm_after_the_gates_depth_and_are_credited() {
+    let l = live().await;
+    let eth = l.invoice(json!({"currency": "ETH", "network": "ethereum", "amount": "0.5"})).await;
+    let usdt = l.invoice(json!({"currency": "USDT", "network": "ethereum", "amount": "25"})).await;
+    let eth_addr = eth["deposit_address"].as_str().unwrap();
+    let usdt_addr = usdt["deposit_address"].as_str().unwrap();
+    l.anvil.send_eth(eth_addr, 500_000_000_000_000_000).await;
+    l.anvil.send_token(&l.token, usdt_addr, 25_000_000).await;
+    l.step().await;
+    for inv in [&eth, &usdt] {
+        let got = l.get(&inv["id"]).await;
+        assert_eq!(got["status"], "confirming", "{got}");
+        assert_eq!(got["payments"][0]["required_confirmations"], 12);
+    }
+    assert_eq!(l.balance("ethereum").await, (d("0"), d("0.5")));
+    assert_eq!(l.balance("ethereum_usdt").await, (d("0"), d("25")));
+    // The ETH deposit is one block deeper than the token's; after 10 more blocks it has 12
+    // confirmations, the token 11.
+    l.anvil.mine(10).await;
+    l.step().await;
+    assert_eq!(l.get(&eth["id"]).await["status"], "paid");
+    assert_eq!(l.get(&usdt["id"]).await["status"], "confirming");
+    assert_eq!(l.get(&usdt["id"]).await["payments"][0]["confirmations"], 11);
+    l.anvil.mine(1).await;
+    l.step().await;
+    assert_eq!(l.get(&usdt["id"]).await["status"], "paid");
+    assert_eq!(l.balance("ethereum").await, (d("0.5"), d("0")));
+    assert_eq!(l.balance("ethereum_usdt").await, (d("25"), d("0")));
+    // Re-scans and re-tracks record and credit nothing twice.
+    l.anvil.mine(3).await;
+    l.step().await;
+    l.step().await;
+    assert_eq!(payment::Entity::find().all(&l.app.state.db).await.unwrap().len(), 2);
+    assert_eq!(l.balance("ethereum").await, (d("0.5"), d("0")));
+    common::assert_ledger_sums(&l.app.state.db, l.merchant, "ethereum").await;
+    common::assert_ledger_sums(&l.app.state.db, l.merchant, "ethereum_usdt").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deposits_removed_by_a_reorg_before_and_after_confirmation_are_reversed() {
+    let l = live().await;
+    // Before confirmation: seen, then reorganised away.
+    let early = l.invoice(json!({"currency": "ETH", "network": "ethereum", "amount": "0.1"})).await;
+    l.anvil.send_eth(early["deposit_address"].as_str().unwrap(), 100_000_000_000_000_000).await;
+    l.anvil.mine(2).await;
+    l.step().await;
+    assert_eq!(l.get(&early["id"]).await["status"], "confirming");
+    assert_eq!(l.balance("ethereum").await, (d("0"), d("0.1")));
+    l.anvil.reorg(4).await;
+    l.step().await;
+    let got = l.get(&early["id"]).await;
+    assert_eq!(got["status"], "pending", "{got}");
+    assert_eq!(got["payments"][0]["status"], "reversed");
+    assert_eq!(l.balance("ethereum").await, (d("0"), d("0")));
+
+    // After confirmation (credited): a deeper reorganisation takes the credit back.
+    let late = l.invoice(json!({"currency": "USDT", "network": "ethereum", "amount": "10"})).await;
+    l.anvil.send_token(&l.token, late["deposit_address"].as_str().unwrap(), 10_000_000).await;
+    l.anvil.mine(12).await;
+    l.step().await;
+    assert_eq!(l.get(&late["id"]).await["status"], "paid");
+    assert_eq!(l.balance("ethereum_usdt").await, (d("10"), d("0")));
+    l.anvil.reorg(15).await;
+    l.step().await;
+    let got = l.get(&late["id"]).await;
+    assert_eq!(got["status"], "invalid", "{got}");
+    assert_eq!(got["payments"][0]["status"], "reversed");
+    assert_eq!(l.balance("ethereum_usdt").await, (d("0"), d("0")));
+    let events = common::invoice_events(&l.app.state.db, late["id"].as_str().unwrap()).await;
+    assert!(events.ends_with(&["invoice.deposit_reversed".to_owned(), "invoice.invalid".to_owned()]), "{events:?}");
+    common::assert_ledger_sums(&l.app.state.db, l.merchant, "ethereum").await;
+    common::assert_ledger_sums(&l.app.state.db, l.merchant, "ethereum_usdt").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scanner_that_missed_100_blocks_catches_up_in_bounded_batches() {
+    let l = live().await;
+    let inv = l.invoice(json!({"currency": "USDT", "network": "ethereum", "amount": "7"})).await;
+    let eth = l.invoice(json!({"currency": "ETH", "network": "ethereum", "amount": "0.2"})).await;
+    // The scanner is down while 100 blocks pass; the deposits are in the middle.
+    let start = l.anvil.tip().await;
+    l.anvil.mine(49).await;
+    l.anvil.send_token(&l.token, inv["deposit_address"].as_str().unwrap(), 7_000_000).await;
+    l.anvil.send_eth(eth["deposit_address"].as_str().unwrap(), 200_000_000_000_000_000).await;
+    l.anvil.mine(49).await;
+    assert_eq!(l.anvil.tip().await, start + 100);
+    // Back: 100 blocks per gate in batches of 30 (4 each), every block read once.
+    assert_eq!(l.scan(30).await, 8);
+    for gate in ["ethereum", "ethereum_usdt"] {
+        let c = scan_cursor::Entity::find_by_id((Environment::Live, gate.to_owned()))
+            .one(&l.app.state.db)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(c.next_height as u64, start + 101, "{gate}");
+    }
+    l.track().await;
+    for (i, height) in [(&inv, start + 50), (&eth, start + 51)] {
+        let got = l.get(&i["id"]).await;
+        assert_eq!(got["status"], "paid", "{got}");
+        let p = payment::Entity::find()
+            .filter(payment::Column::InvoiceId.eq(Uuid::parse_str(i["id"].as_str().unwrap()).unwrap()))
+            .one(&l.app.state.db)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!((p.block_height, p.status), (Some(height as i64), PaymentStatus::Confirmed));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_endpoint_is_retried_and_never_skips_a_block() {
+    let l = live().await;
+    let inv = l.invoice(json!({"currency": "ETH", "network": "ethereum", "amount": "0.3"})).await;
+    l.anvil.send_eth(inv["deposit_address"].as_str().unwrap(), 300_000_000_000_000_000).await;
+    let before = scan_cursor::Entity::find_by_id((Environment::Live, "ethereum".to_owned()))
+        .one(&l.app.state.db)
+        .await
+        .unwrap()
+        .unwrap();
+    // A chain whose endpoint is down: the scan fails after its retries and moves nothing.
+    let down = api::config::EvmConfig {
+        networks: [(
+            "ethereum".to_owned(),
+            EvmNetworkConfig {
+                rpc_url: "http://127.0.0.1:9/".into(),
+                max_retries: 2,
+                retry_backoff_ms: 10,
+                ..Default::default()
+            },
+        )]
+        .into(),
+        tokens: Default::default(),
+    };
+    let dead = Chains::default().with_evm(&down);
+    let err = scanner::scan_gate(
+        &l.app.state.db,
+        dead.get(Environment::Live, "ethereum").unwrap().as_ref(),
+        Environment::Live,
+        100,
+    )
+    .await;
+    assert!(err.is_err(), "a dead endpoint fails the scan");
+    let after = scan_cursor::Entity::find_by_id((Environment::Live, "ethereum".to_owned()))
+        .one(&l.app.state.db)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(after.next_height, before.next_height, "the cursor did not move");
+    // The endpoint is back: the deposit is found.
+    l.step().await;
+    assert_eq!(l.get(&inv["id"]).await["status"], "confirming");
+}
