@@ -2,6 +2,7 @@
 //! (defaults < paygate.toml < PAYGATE_* variables).
 
 mod bench;
+mod bench_evm;
 mod bench_pipeline;
 mod bench_webhooks;
 mod jobs;
@@ -46,6 +47,8 @@ enum Command {
     Payouts(PayoutCmd),
     /// Load benchmark: invoice creation over HTTP against PostgreSQL, next to a pgbench baseline.
     Bench(bench::BenchArgs),
+    /// Scan speed of the live EVM scanner against anvil, with growing watched-address sets.
+    BenchEvmScan(bench_evm::BenchEvmScanArgs),
     /// Pipeline benchmark: a burst of sandbox deposits through scanner and tracker to ledger credits.
     BenchPipeline(bench_pipeline::BenchPipelineArgs),
     /// Webhook benchmark: one deliverer process against a receiver answering in 50 ms.
@@ -225,6 +228,7 @@ async fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Serve => serve(config).await,
         Command::Bench(args) => bench::run(args).await,
+        Command::BenchEvmScan(args) => bench_evm::run(args).await,
         Command::BenchPipeline(args) => bench_pipeline::run(args).await,
         Command::BenchWebhooks(args) => bench_webhooks::run(args).await,
         Command::Sandbox(cmd) => {

@@ -1,0 +1,247 @@
+//! `ops bench-evm-scan`: the live EVM scanner against a real node. Starts anvil (`--anvil`,
+//! default `$ANVIL_BIN` or `anvil`), fills `--blocks` blocks with `--transfers` ETH transfers
+//! (spread evenly, to distinct addresses), then for each `--watched` count scans those blocks
+//! with the scanner's own code into a fresh PostgreSQL database watching that many addresses
+//! (every receiver among them), and prints blocks/s, transfers/s and the cost per transfer.
+//! The cost per transfer staying flat as the watched set grows is the point: matching is one
+//! indexed `IN` lookup per batch, not a scan of the watched addresses.
+//! Floats here are measurements (rates, microseconds), never money.
+#![allow(clippy::float_arithmetic)]
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, ensure};
+use api::chain::evm::{EvmChain, Rpc};
+use api::config::{Config, EvmNetworkConfig};
+use chrono::Utc;
+use clap::Args;
+use entity::{Amount, Environment, InvoiceStatus, invoice, payment, scan_cursor};
+use sea_orm::{ConnectionTrait, EntityTrait, PaginatorTrait};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+#[derive(Args, Debug)]
+pub struct BenchEvmScanArgs {
+    /// The anvil binary (npm @foundry-rs/anvil-linux-amd64).
+    #[arg(long, env = "ANVIL_BIN", default_value = "anvil")]
+    anvil: String,
+    /// Server URL of PostgreSQL (without database); scratch databases are created on it.
+    #[arg(long, default_value = "postgres://postgres@127.0.0.1:5432")]
+    pg: String,
+    #[arg(long, default_value_t = 1000)]
+    blocks: u64,
+    #[arg(long, default_value_t = 10_000)]
+    transfers: usize,
+    /// Watched-address counts to compare (each at least `--transfers`).
+    #[arg(long, value_delimiter = ',', default_values_t = [10_000usize, 100_000])]
+    watched: Vec<usize>,
+    /// Blocks per scan batch.
+    #[arg(long, default_value_t = 100)]
+    batch: u64,
+}
+
+struct Anvil {
+    child: Child,
+    url: String,
+    http: reqwest::Client,
+}
+
+impl Drop for Anvil {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Anvil {
+    async fn rpc(&self, method: &str, params: Value) -> anyhow::Result<Value> {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let v: Value = self.http.post(&self.url).json(&body).send().await?.json().await?;
+        if let Some(e) = v.get("error") {
+            anyhow::bail!("{method}: {e}");
+        }
+        Ok(v["result"].clone())
+    }
+}
+
+fn random_address() -> String {
+    format!("0x{}{}", Uuid::new_v4().simple(), &Uuid::new_v4().simple().to_string()[..8])
+}
+
+pub async fn run(args: BenchEvmScanArgs) -> anyhow::Result<()> {
+    ensure!(args.blocks > 0 && args.transfers > 0, "--blocks and --transfers must be positive");
+    ensure!(args.watched.iter().all(|w| *w >= args.transfers), "every --watched count must be at least --transfers");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let child = Command::new(&args.anvil)
+        .args(["--host", "127.0.0.1", "--port", &port.to_string(), "--silent", "--no-mining"])
+        .stdout(Stdio::null())
+        .spawn()
+        .with_context(|| format!("starting {}", args.anvil))?;
+    let anvil = Anvil { child, url: format!("http://127.0.0.1:{port}"), http: reqwest::Client::new() };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let accounts = loop {
+        if let Ok(v) = anvil.rpc("eth_accounts", json!([])).await {
+            break v.as_array().cloned().unwrap_or_default();
+        }
+        ensure!(Instant::now() < deadline, "anvil never answered");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    ensure!(!accounts.is_empty(), "anvil has no dev accounts");
+
+    // The chain: `blocks` blocks after the start, the transfers spread evenly over them.
+    let receivers: Vec<String> = (0..args.transfers).map(|_| random_address()).collect();
+    let start = anvil.rpc("eth_blockNumber", json!([])).await?;
+    let start = u64::from_str_radix(start.as_str().unwrap_or("0x0").trim_start_matches("0x"), 16)?;
+    let per_block = args.transfers.div_ceil(args.blocks as usize);
+    let filling = Instant::now();
+    let mut sent = 0usize;
+    for _ in 0..args.blocks {
+        for to in receivers.iter().skip(sent).take(per_block) {
+            let from = &accounts[sent % accounts.len()];
+            let tx =
+                json!({"from": from, "to": to, "value": format!("0x{:x}", 1_000_000_000_000_000u64 + sent as u64)});
+            anvil.rpc("eth_sendTransaction", json!([tx])).await?;
+            sent += 1;
+        }
+        anvil.rpc("evm_mine", json!([])).await?;
+    }
+    let end = start + args.blocks;
+    println!(
+        "chain: {} blocks ({}..={end}) holding {sent} transfers, built in {:.1} s",
+        args.blocks,
+        start + 1,
+        filling.elapsed().as_secs_f64()
+    );
+
+    println!(
+        "{:>10} {:>8} {:>10} {:>9} {:>10} {:>12} {:>14}",
+        "watched", "blocks", "transfers", "seconds", "blocks/s", "transfers/s", "µs/transfer"
+    );
+    let mut per_transfer = Vec::new();
+    for &watched in &args.watched {
+        let name = format!("paygate_bench_evm_{watched}");
+        let (admin, url) = crate::bench::scratch_database(&args.pg, &name).await?;
+        let result = scan_once(&args, &anvil.url, &url, &receivers, watched, start, end).await;
+        admin.execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await?;
+        let (secs, recorded) = result?;
+        ensure!(recorded == sent, "recorded {recorded} payments of {sent} transfers with {watched} watched");
+        let us = secs * 1e6 / sent as f64;
+        per_transfer.push(us);
+        println!(
+            "{watched:>10} {:>8} {sent:>10} {secs:>9.2} {:>10.0} {:>12.0} {us:>14.1}",
+            args.blocks,
+            args.blocks as f64 / secs,
+            sent as f64 / secs
+        );
+    }
+    if let (Some(first), Some(last)) = (per_transfer.first(), per_transfer.last()) {
+        println!(
+            "cost per transfer with {}× the watched addresses: {:.2}× ({} → {} watched)",
+            args.watched.last().unwrap_or(&0) / args.watched.first().copied().unwrap_or(1).max(1),
+            last / first,
+            args.watched.first().unwrap_or(&0),
+            args.watched.last().unwrap_or(&0)
+        );
+    }
+    Ok(())
+}
+
+/// Fresh database watching `watched` addresses (the receivers first), cursor at `start + 1`;
+/// scans to `end` and returns (seconds, payments recorded).
+async fn scan_once(
+    args: &BenchEvmScanArgs,
+    rpc_url: &str,
+    db_url: &str,
+    receivers: &[String],
+    watched: usize,
+    start: u64,
+    end: u64,
+) -> anyhow::Result<(f64, usize)> {
+    let config = Config { database_url: db_url.to_owned(), ..Config::default() };
+    let db = api::db::connect(&config).await?;
+    api::db::migrate(&db).await?;
+    let merchant = api::merchants::create_merchant(&db, "Bench", &Default::default()).await?.id;
+    let now = Utc::now();
+    let gate = api::gates::find("ethereum").context("ethereum gate")?;
+    let mut rows = Vec::with_capacity(1000);
+    for i in 0..watched {
+        let address = receivers.get(i).cloned().unwrap_or_else(random_address);
+        rows.push(invoice::ActiveModel::from(watched_invoice(merchant, gate, &address, i, now)));
+        if rows.len() == 1000 || i + 1 == watched {
+            invoice::Entity::insert_many(std::mem::take(&mut rows)).exec_without_returning(&db).await?;
+        }
+    }
+    let cursor = scan_cursor::Model {
+        environment: Environment::Live,
+        gate_id: gate.id.into(),
+        next_height: (start + 1) as i64,
+        updated_at: now,
+    };
+    scan_cursor::Entity::insert(scan_cursor::ActiveModel::from(cursor)).exec_without_returning(&db).await?;
+    let net = EvmNetworkConfig { rpc_url: rpc_url.to_owned(), ..Default::default() };
+    let chain = EvmChain::new(gate, std::sync::Arc::new(Rpc::new(&net)), None, 0);
+    let t = Instant::now();
+    while let Some(r) = api::pipeline::scanner::scan_gate(&db, &chain, Environment::Live, args.batch).await? {
+        if r.to >= end {
+            break;
+        }
+    }
+    let secs = t.elapsed().as_secs_f64();
+    let recorded = payment::Entity::find().count(&db).await? as usize;
+    db.close().await?;
+    Ok((secs, recorded))
+}
+
+fn watched_invoice(
+    merchant: Uuid,
+    gate: &'static api::gates::Gate,
+    address: &str,
+    i: usize,
+    now: chrono::DateTime<Utc>,
+) -> invoice::Model {
+    invoice::Model {
+        id: Uuid::now_v7(),
+        merchant_id: merchant,
+        environment: Environment::Live,
+        gate_id: Some(gate.id.into()),
+        currency: Some(gate.asset.into()),
+        network: Some(gate.network.into()),
+        amount_requested: Some(Amount::new(rust_decimal::Decimal::ONE)),
+        amount_paid: Amount::ZERO,
+        amount_usd: None,
+        amount_fiat: None,
+        fiat_currency: None,
+        amount_in_base_currency: None,
+        base_currency: None,
+        exchange_rate: None,
+        status: InvoiceStatus::Pending,
+        deposit_address: Some(address.to_owned()),
+        deposit_address_tag: None,
+        address_key: Some(api::addresses::address_key(gate.family, address, None)),
+        derivation_index: Some(i as i64),
+        description: None,
+        external_id: None,
+        idempotency_key: None,
+        request_hash: None,
+        metadata: None,
+        redirect_url: None,
+        source: "api".into(),
+        static_address_id: None,
+        expires_at: Some(now + chrono::Duration::hours(1)),
+        paid_at: None,
+        created_at: now,
+        updated_at: now,
+        is_deferred: false,
+        draft_expires_at: None,
+        activated_at: None,
+        activation_count: 0,
+        is_locked_fiat: false,
+        target_settlement_asset: "passthrough".into(),
+        settlement_target_currency: None,
+        settlement_target_network: None,
+        payer_email: None,
+        sent_at: None,
+        cancelled_at: None,
+    }
+}
