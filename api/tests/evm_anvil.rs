@@ -303,6 +303,33 @@ async fn deposits_removed_by_a_reorg_before_and_after_confirmation_are_reversed(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deposit_reorganised_out_and_mined_again_is_credited_once() {
+    let l = live().await;
+    let inv = l.invoice(json!({"currency": "ETH", "network": "ethereum", "amount": "0.4"})).await;
+    let hash = l.anvil.send_eth(inv["deposit_address"].as_str().unwrap(), 400_000_000_000_000_000).await;
+    let raw = l.anvil.rpc("eth_getRawTransactionByHash", json!([hash])).await;
+    l.anvil.mine(2).await;
+    l.step().await;
+    assert_eq!(l.get(&inv["id"]).await["status"], "confirming");
+    // A reorganisation drops it; the sender's node broadcasts it again and it lands in a later
+    // block (same transaction, same hash).
+    l.anvil.reorg(3).await;
+    l.anvil.rpc("eth_sendRawTransaction", json!([raw])).await;
+    l.anvil.mine(6).await;
+    l.step().await;
+    let got = l.get(&inv["id"]).await;
+    assert_eq!(got["status"], "confirming", "{got}");
+    assert_eq!(got["payments"].as_array().unwrap().len(), 1, "the rescan records it once");
+    l.anvil.mine(6).await;
+    l.step().await;
+    let got = l.get(&inv["id"]).await;
+    assert_eq!(got["status"], "paid", "{got}");
+    assert_eq!(got["payments"][0]["status"], "confirmed");
+    assert_eq!(l.balance("ethereum").await, (d("0.4"), d("0")));
+    common::assert_ledger_sums(&l.app.state.db, l.merchant, "ethereum").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scanner_that_missed_100_blocks_catches_up_in_bounded_batches() {
     let l = live().await;
     let inv = l.invoice(json!({"currency": "USDT", "network": "ethereum", "amount": "7"})).await;
