@@ -78,6 +78,19 @@ pub struct EvmNetworkConfig {
     /// Blocks before the cursor re-read by every scan (reorganisation look-back). Default: the
     /// gate's confirmation count.
     pub rescan_blocks: Option<u64>,
+    /// The payout hot wallet's private key (64 hex characters), or a file holding it. Only the
+    /// payout executor reads it; without one, live payouts on this network wait in `queued`.
+    pub hot_wallet_key: Option<Redacted>,
+    pub hot_wallet_key_file: Option<PathBuf>,
+    /// EIP-155 chain id; default the network's mainnet id.
+    pub chain_id: Option<u64>,
+    /// Fee cap per gas unit, in gwei (EIP-1559 `maxFeePerGas`); a native payout is further
+    /// capped by its configured network fee.
+    pub max_fee_per_gas_gwei: u64,
+    /// Tip per gas unit, in gwei (`maxPriorityFeePerGas`).
+    pub priority_fee_gwei: u64,
+    /// Gas limit of an ERC-20 transfer (a native transfer uses 21,000).
+    pub token_gas_limit: u64,
 }
 
 impl Default for EvmNetworkConfig {
@@ -88,6 +101,12 @@ impl Default for EvmNetworkConfig {
             max_retries: 5,
             retry_backoff_ms: 200,
             rescan_blocks: None,
+            hot_wallet_key: None,
+            hot_wallet_key_file: None,
+            chain_id: None,
+            max_fee_per_gas_gwei: 200,
+            priority_fee_gwei: 2,
+            token_gas_limit: 100_000,
         }
     }
 }

@@ -408,3 +408,139 @@ async fn a_failing_endpoint_is_retried_and_never_skips_a_block() {
     l.step().await;
     assert_eq!(l.get(&inv["id"]).await["status"], "confirming");
 }
+
+/// anvil's second dev account (its well-known test key): the payout hot wallet.
+const HOT_WALLET_KEY: &str = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d";
+const HOT_WALLET: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
+
+fn checksummed(byte: u8) -> String {
+    alloy_primitives::Address::from([byte; 20]).to_checksum(None)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eth_and_token_payouts_complete_with_the_real_fee_and_two_executors_never_reuse_a_nonce() {
+    use api::chain::signer::Signers;
+    use api::payouts::executor::{Executor, Next};
+    use entity::{FeeAllocation, PayoutStatus, payout};
+
+    let anvil = Anvil::start().await;
+    let token = anvil.deploy_token(1_000_000_000_000).await;
+    // The hot wallet holds ETH (a dev account) and 1,000 tokens.
+    anvil.send_token(&token, HOT_WALLET, 1_000_000_000).await;
+    anvil.mine(5).await;
+    let net = EvmNetworkConfig {
+        rpc_url: anvil.url.clone(),
+        max_retries: 2,
+        retry_backoff_ms: 50,
+        hot_wallet_key: Some(api::config::Redacted(HOT_WALLET_KEY.into())),
+        chain_id: Some(31337),
+        ..Default::default()
+    };
+    let token_cfg = EvmTokenConfig { contract: token.clone(), decimals: Some(6) };
+    let app = TestApp::spawn_with(|c| {
+        c.evm.networks.insert("ethereum".into(), net.clone());
+        c.evm.tokens.insert("ethereum_usdt".into(), token_cfg.clone());
+    })
+    .await;
+    let db = &app.state.db;
+    let merchant = app.merchant().await;
+    let key = app.key(merchant, Environment::Live, &[]).await;
+    let mut s = api::payouts::service::settings(db, merchant, Environment::Live).await.unwrap();
+    s.payout_auto_approve = true;
+    s.payout_delay_secs = 0;
+    s.network_fee_allocation = FeeAllocation::Merchant;
+    s.payout_fee_allocation = FeeAllocation::Merchant;
+    api::payouts::service::save_settings(db, s).await.unwrap();
+    for (gate, fund) in [("ethereum", "2"), ("ethereum_usdt", "100")] {
+        api::ledger::adjust(db, merchant, Environment::Live, api::gates::find(gate).unwrap(), d(fund), "fund")
+            .await
+            .unwrap();
+    }
+    let mut ids = Vec::new();
+    let mut eth_to = Vec::new();
+    for i in 0..5u8 {
+        let to = checksummed(0x11 + i);
+        let body = json!({"currency": "ETH", "network": "ethereum", "amount": format!("0.1{i}"), "destination": to});
+        let r = app.post("/v1/payouts", Some(&key), &body).await;
+        assert_eq!(r.status.as_u16(), 201, "{}", r.body);
+        ids.push(Uuid::parse_str(r.data()["id"].as_str().unwrap()).unwrap());
+        eth_to.push((to, format!("0.1{i}")));
+    }
+    let token_to = checksummed(0x77);
+    let r = app
+        .post(
+            "/v1/payouts",
+            Some(&key),
+            &json!({"currency": "USDT", "network": "ethereum", "amount": "25", "destination": token_to}),
+        )
+        .await;
+    assert_eq!(r.status.as_u16(), 201, "{}", r.body);
+    ids.push(Uuid::parse_str(r.data()["id"].as_str().unwrap()).unwrap());
+
+    // Two executor processes' worth of executors, racing over every payout.
+    let executor = || Executor {
+        db: db.clone(),
+        chains: Chains::new(db, &app.state.config.sandbox).with_evm(&app.state.config.evm),
+        signers: Signers::default().with_evm(&app.state.config.evm).unwrap(),
+        recheck: Duration::from_millis(10),
+    };
+    let (a, b) = (executor(), executor());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let forward = async {
+            for id in &ids {
+                let _: Next = a.execute(*id).await.unwrap();
+            }
+        };
+        let backward = async {
+            for id in ids.iter().rev() {
+                let _: Next = b.execute(*id).await.unwrap();
+            }
+        };
+        tokio::join!(forward, backward);
+        let rows = payout::Entity::find().all(db).await.unwrap();
+        if rows.iter().all(|p| p.status == PayoutStatus::Completed) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "payouts stuck: {:?}", rows.iter().map(|p| p.status).collect::<Vec<_>>());
+        anvil.mine(4).await;
+    }
+
+    // Exactly one transaction per payout, with the hot wallet's nonces 0..6, none reused or skipped.
+    let rows = payout::Entity::find().all(db).await.unwrap();
+    let mut nonces = Vec::new();
+    let mut eth_fees = Decimal::ZERO;
+    for p in &rows {
+        let hash = p.tx_hash.clone().unwrap();
+        let tx = anvil.rpc("eth_getTransactionByHash", json!([hash])).await;
+        assert_eq!(tx["from"].as_str().unwrap().to_ascii_lowercase(), HOT_WALLET);
+        nonces.push(u64::from_str_radix(tx["nonce"].as_str().unwrap().trim_start_matches("0x"), 16).unwrap());
+        let receipt = anvil.receipt(&hash).await;
+        let hexn = |v: &Value| u128::from_str_radix(v.as_str().unwrap().trim_start_matches("0x"), 16).unwrap();
+        let wei = hexn(&receipt["gasUsed"]) * hexn(&receipt["effectiveGasPrice"]);
+        let real = Decimal::from_i128_with_scale(wei as i128, 18).normalize();
+        if p.gate_id == "ethereum" {
+            assert_eq!(p.network_fee.0, real, "an ETH payout records the fee it paid");
+            eth_fees += real;
+        } else {
+            assert_eq!(p.network_fee.0, d("2"), "a token payout keeps its configured fee (gas is paid in ETH)");
+        }
+    }
+    nonces.sort();
+    assert_eq!(nonces, (0..6).collect::<Vec<u64>>());
+    // On chain: every recipient got its amount.
+    for (to, amount) in &eth_to {
+        let bal = anvil.rpc("eth_getBalance", json!([to, "latest"])).await;
+        let wei = u128::from_str_radix(bal.as_str().unwrap().trim_start_matches("0x"), 16).unwrap();
+        assert_eq!(Decimal::from_i128_with_scale(wei as i128, 18).normalize(), d(amount), "{to}");
+    }
+    let data = format!("0x70a08231{:0>64}", token_to.trim_start_matches("0x").to_ascii_lowercase());
+    let bal = anvil.rpc("eth_call", json!([{"to": token, "data": data}, "latest"])).await;
+    assert_eq!(u128::from_str_radix(bal.as_str().unwrap().trim_start_matches("0x"), 16).unwrap(), 25_000_000);
+    // The ledger: funds less amounts and the real (ETH) or configured (token) fees.
+    let (eth, _) = common::assert_ledger_sums(db, merchant, "ethereum").await;
+    assert_eq!(eth.available.0, d("2") - d("0.6") - eth_fees);
+    assert_eq!(eth.reserved.0, Decimal::ZERO);
+    let (usdt, _) = common::assert_ledger_sums(db, merchant, "ethereum_usdt").await;
+    assert_eq!(usdt.available.0, d("100") - d("25") - d("2"));
+}

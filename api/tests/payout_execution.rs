@@ -272,6 +272,7 @@ async fn crashes_at_any_step_never_make_a_second_transaction() {
                     destination_tag: None,
                     amount: p.recipient_amount.0,
                     max_fee: p.configured_network_fee_amount.0,
+                    nonce: None,
                 })
                 .await
                 .unwrap()

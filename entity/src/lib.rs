@@ -12,6 +12,7 @@ pub mod invoice_credit;
 pub mod ledger_entry;
 pub mod merchant;
 pub mod merchant_env_settings;
+pub mod nonce_account;
 pub mod payment;
 pub mod payout;
 pub mod refund;

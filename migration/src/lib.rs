@@ -11,6 +11,7 @@ mod m20261121_000006_pipeline;
 mod m20261121_000007_webhooks;
 mod m20261121_000008_payout_execution;
 mod m20261121_000009_settlement;
+mod m20261121_000010_nonces;
 
 pub struct Migrator;
 
@@ -27,6 +28,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261121_000007_webhooks::Migration),
             Box::new(m20261121_000008_payout_execution::Migration),
             Box::new(m20261121_000009_settlement::Migration),
+            Box::new(m20261121_000010_nonces::Migration),
         ]
     }
 }

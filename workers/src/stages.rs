@@ -135,14 +135,17 @@ impl StageCtx {
             None
         };
         let chains = Chains::new(&db, &config.sandbox).with_evm(&config.evm);
-        let executor = stages.contains(&Stage::PayoutExecutor).then(|| {
-            Arc::new(Executor {
+        // Hot-wallet keys are loaded here, in the payout executor's process only.
+        let executor = if stages.contains(&Stage::PayoutExecutor) {
+            Some(Arc::new(Executor {
                 db: db.clone(),
                 chains: chains.clone(),
-                signers: Signers::sandbox(),
+                signers: Signers::sandbox().with_evm(&config.evm)?,
                 recheck: Duration::from_millis(config.payouts.recheck_ms),
-            })
-        });
+            }))
+        } else {
+            None
+        };
         let converter = stages.contains(&Stage::SettlementConverter).then(|| {
             let rates = Rates::new(&config.rates);
             let converter = Converter {

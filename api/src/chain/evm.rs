@@ -25,7 +25,8 @@ use alloy_primitives::{Address, U256};
 use rust_decimal::Decimal;
 use serde_json::{Value, json};
 
-use super::{Chain, ChainError, Transfer, TxStatus};
+use super::signer::{NonceAccount, PayoutTx, Signer};
+use super::{Broadcast, Chain, ChainError, Outgoing, SignedTx, Transfer, TxStatus};
 use crate::addresses::address_key;
 use crate::chain::address::AddressFamily;
 use crate::config::{EvmConfig, EvmNetworkConfig};
@@ -55,7 +56,7 @@ impl Rpc {
         }
     }
 
-    async fn once(&self, method: &str, params: &Value) -> Result<Value, String> {
+    pub(crate) async fn once(&self, method: &str, params: &Value) -> Result<Value, String> {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
         let r = self.http.post(&self.url).json(&body).send().await.map_err(|e| format!("{method}: {e}"))?;
         let status = r.status();
@@ -214,6 +215,39 @@ impl Chain for EvmChain {
         }
     }
 
+    async fn broadcast(&self, tx: &SignedTx) -> Result<Broadcast, ChainError> {
+        self.broadcast_raw(tx).await
+    }
+
+    /// Where a payout transaction stands: unknown (never sent or dropped), in the mempool,
+    /// mined with its confirmations and fee (gas used × effective gas price, in the network's
+    /// coin: the fee of a native payout; a token payout's fee is paid in the coin, so `None`),
+    /// or failed (reverted).
+    async fn outgoing(&self, tx_hash: &str) -> Result<Outgoing, ChainError> {
+        let receipt = self.rpc.call("eth_getTransactionReceipt", json!([tx_hash])).await?;
+        if receipt.is_null() {
+            return Ok(if in_mempool(&self.rpc, tx_hash).await? {
+                Outgoing::Confirmations { confirmations: 0, fee: None }
+            } else {
+                Outgoing::Unknown
+            });
+        }
+        if receipt.get("status").and_then(Value::as_str) == Some("0x0") {
+            return Ok(Outgoing::Failed("evm: the transaction reverted".into()));
+        }
+        let height = hex_u64(&receipt["blockNumber"], "blockNumber")?;
+        let tip = self.tip().await?;
+        let fee = match self.token {
+            Some(_) => None,
+            None => {
+                let gas = hex_u256(&receipt["gasUsed"], "gasUsed")?;
+                let price = hex_u256(&receipt["effectiveGasPrice"], "effectiveGasPrice")?;
+                amount(gas.saturating_mul(price), self.gate.decimals)
+            }
+        };
+        Ok(Outgoing::Confirmations { confirmations: tip.saturating_sub(height) + 1, fee })
+    }
+
     async fn status(&self, tx_hash: &str, output_index: i64) -> Result<TxStatus, ChainError> {
         let receipt = self.rpc.call("eth_getTransactionReceipt", json!([tx_hash])).await?;
         if receipt.is_null() {
@@ -253,6 +287,37 @@ impl Chain for EvmChain {
     }
 }
 
+/// Whether a receipt-less transaction is still in the node's mempool.
+async fn in_mempool(rpc: &Rpc, tx_hash: &str) -> Result<bool, ChainError> {
+    Ok(!rpc.call("eth_getTransactionByHash", json!([tx_hash])).await?.is_null())
+}
+
+impl EvmChain {
+    async fn broadcast_raw(&self, tx: &SignedTx) -> Result<Broadcast, ChainError> {
+        match self.rpc.once("eth_sendRawTransaction", &json!([tx.raw])).await {
+            Ok(_) => Ok(Broadcast::Accepted),
+            Err(e) => {
+                let lower = e.to_ascii_lowercase();
+                // The same transaction sent before (pending or mined: the node knows its hash).
+                let known = lower.contains("already known")
+                    || lower.contains("known transaction")
+                    || (lower.contains("nonce too low") && in_mempool(&self.rpc, &tx.tx_hash).await?);
+                if known {
+                    Ok(Broadcast::AlreadyKnown)
+                } else if lower.contains("insufficient funds")
+                    || lower.contains("intrinsic gas")
+                    || lower.contains("exceeds block gas limit")
+                    || lower.contains("invalid")
+                {
+                    Ok(Broadcast::Rejected(format!("evm: {e}")))
+                } else {
+                    Err(ChainError::Unavailable(e))
+                }
+            }
+        }
+    }
+}
+
 /// The live EVM chains of `cfg`: for every configured network, its native gate and its token
 /// gates (contract and decimals from `evm.tokens.<gate>`, else the mainnet defaults).
 pub fn chains(cfg: &EvmConfig) -> Vec<Arc<dyn Chain>> {
@@ -278,6 +343,166 @@ pub fn chains(cfg: &EvmConfig) -> Vec<Arc<dyn Chain>> {
     out
 }
 
+/// A payout hot wallet on one EVM network: signs EIP-1559 transfers (native or ERC-20) with its
+/// key. The key is loaded only where signers are built (the payout executor).
+pub struct HotWallet {
+    key: alloy_signer_local::PrivateKeySigner,
+    network: String,
+    chain_id: u64,
+    rpc: Arc<Rpc>,
+    max_fee_per_gas: u128,
+    priority_fee: u128,
+    token_gas_limit: u64,
+}
+
+impl HotWallet {
+    pub fn address(&self) -> String {
+        format!("{:#x}", self.key.address())
+    }
+
+    /// (`maxFeePerGas`, `maxPriorityFeePerGas`): twice the latest base fee plus the tip,
+    /// capped by the configured per-gas cap and by `cap_total` over `gas`.
+    async fn fees(&self, gas: u64, cap_total: Option<u128>) -> Result<(u128, u128), ChainError> {
+        let block = self.rpc.call("eth_getBlockByNumber", json!(["latest", false])).await?;
+        let base: u128 = hex_u256(&block["baseFeePerGas"], "baseFeePerGas")?.try_into().unwrap_or(u128::MAX);
+        let mut max_fee = base.saturating_mul(2).saturating_add(self.priority_fee).min(self.max_fee_per_gas);
+        if let Some(total) = cap_total {
+            max_fee = max_fee.min(total / u128::from(gas.max(1)));
+        }
+        if max_fee < base {
+            return Err(ChainError::Unavailable(format!(
+                "the base fee ({base} wei/gas) is above the fee cap ({max_fee} wei/gas); the payout waits"
+            )));
+        }
+        Ok((max_fee, self.priority_fee.min(max_fee)))
+    }
+}
+
+/// Signs one gate's payouts from a hot wallet.
+pub struct EvmSigner {
+    wallet: Arc<HotWallet>,
+    gate: &'static Gate,
+    token: Option<Token>,
+}
+
+fn base_units(amount: Decimal, decimals: u32) -> Result<U256, ChainError> {
+    let scaled = amount
+        .checked_mul(Decimal::from_i128_with_scale(10i128.pow(decimals.min(28)), 0))
+        .filter(|v| v.fract().is_zero() && !v.is_sign_negative())
+        .ok_or_else(|| ChainError::Unavailable(format!("{amount} has more than {decimals} decimals")))?;
+    U256::from_str(&scaled.trunc().normalize().to_string()).map_err(|e| ChainError::Unavailable(e.to_string()))
+}
+
+#[async_trait::async_trait]
+impl Signer for EvmSigner {
+    async fn sign(&self, tx: &PayoutTx<'_>) -> Result<SignedTx, ChainError> {
+        use alloy_consensus::{SignableTransaction, TxEip1559, TxEnvelope};
+        use alloy_eips::eip2718::Encodable2718;
+        use alloy_primitives::{Bytes, TxKind};
+        use alloy_signer::SignerSync;
+
+        let nonce = tx.nonce.ok_or_else(|| ChainError::Unavailable("an EVM payout needs a nonce".into()))?;
+        let to = Address::from_str(tx.destination).map_err(|e| ChainError::Unavailable(format!("destination: {e}")))?;
+        let (call_to, value, input, gas) = match self.token {
+            None => (to, base_units(tx.amount, self.gate.decimals)?, Bytes::new(), 21_000u64),
+            Some(t) => {
+                let units = base_units(tx.amount, t.decimals)?;
+                let mut data = Vec::with_capacity(68);
+                data.extend_from_slice(&[0xa9, 0x05, 0x9c, 0xbb]); // transfer(address,uint256)
+                data.extend_from_slice(&[0u8; 12]);
+                data.extend_from_slice(to.as_slice());
+                data.extend_from_slice(&units.to_be_bytes::<32>());
+                (t.contract, U256::ZERO, Bytes::from(data), self.wallet.token_gas_limit)
+            }
+        };
+        // A native payout's fee is paid in its own asset: the configured estimate caps it.
+        let cap_total = match self.token {
+            None => base_units(tx.max_fee, self.gate.decimals)?.try_into().ok(),
+            Some(_) => None,
+        };
+        let (max_fee, tip) = self.wallet.fees(gas, cap_total).await?;
+        let unsigned = TxEip1559 {
+            chain_id: self.wallet.chain_id,
+            nonce,
+            gas_limit: gas,
+            max_fee_per_gas: max_fee,
+            max_priority_fee_per_gas: tip,
+            to: TxKind::Call(call_to),
+            value,
+            access_list: Default::default(),
+            input,
+        };
+        let signature = self
+            .wallet
+            .key
+            .sign_hash_sync(&unsigned.signature_hash())
+            .map_err(|e| ChainError::Unavailable(format!("signing: {e}")))?;
+        let signed = unsigned.into_signed(signature);
+        let tx_hash = format!("{:#x}", signed.hash());
+        let raw = format!("0x{}", hex::encode(TxEnvelope::Eip1559(signed).encoded_2718()));
+        Ok(SignedTx { tx_hash, raw })
+    }
+
+    async fn nonce_account(&self) -> Result<Option<NonceAccount>, ChainError> {
+        let address = self.wallet.address();
+        let v = self.wallet.rpc.call("eth_getTransactionCount", json!([address, "pending"])).await?;
+        Ok(Some(NonceAccount {
+            scope: format!("{}:{address}", self.wallet.network),
+            chain_next: hex_u64(&v, "nonce")?,
+        }))
+    }
+}
+
+fn load_key(network: &str, net: &EvmNetworkConfig) -> Result<Option<alloy_signer_local::PrivateKeySigner>, ChainError> {
+    let text = match (&net.hot_wallet_key, &net.hot_wallet_key_file) {
+        (Some(k), _) => k.0.clone(),
+        (None, Some(path)) => std::fs::read_to_string(path)
+            .map_err(|e| ChainError::Unavailable(format!("evm.networks.{network}.hot_wallet_key_file: {e}")))?,
+        (None, None) => return Ok(None),
+    };
+    alloy_signer_local::PrivateKeySigner::from_str(text.trim()).map(Some).map_err(|_| {
+        ChainError::Unavailable(format!("evm.networks.{network}: the hot wallet key is not a 32-byte hex key"))
+    })
+}
+
+/// A gate and the signer of its payouts.
+pub type GateSigner = (&'static Gate, Arc<dyn Signer>);
+
+/// The payout signers of `cfg`'s networks that have a hot wallet key: one per EVM gate.
+pub fn signers(cfg: &EvmConfig) -> Result<Vec<GateSigner>, ChainError> {
+    let mut out: Vec<GateSigner> = Vec::new();
+    for (network, net) in &cfg.networks {
+        let Some(key) = load_key(network, net)? else { continue };
+        let gates: Vec<&'static Gate> =
+            GATES.iter().filter(|g| g.network == network && g.family == AddressFamily::Evm).collect();
+        let Some(chain_id) = net.chain_id.or_else(|| gates.first().and_then(|g| gates::evm_chain_id(g))) else {
+            continue;
+        };
+        let gwei = 1_000_000_000u128;
+        let wallet = Arc::new(HotWallet {
+            key,
+            network: network.clone(),
+            chain_id,
+            rpc: Arc::new(Rpc::new(net)),
+            max_fee_per_gas: u128::from(net.max_fee_per_gas_gwei).saturating_mul(gwei),
+            priority_fee: u128::from(net.priority_fee_gwei).saturating_mul(gwei),
+            token_gas_limit: net.token_gas_limit,
+        });
+        for gate in gates {
+            let token = if gate.is_token {
+                let over = cfg.tokens.get(gate.id);
+                let contract = over.map(|t| t.contract.as_str()).or_else(|| gates::token_contract(gate));
+                let Some(contract) = contract.and_then(|c| Address::from_str(c).ok()) else { continue };
+                Some(Token { contract, decimals: over.and_then(|t| t.decimals).unwrap_or(gate.decimals) })
+            } else {
+                None
+            };
+            out.push((gate, Arc::new(EvmSigner { wallet: wallet.clone(), gate, token }) as Arc<dyn Signer>));
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -288,6 +513,14 @@ mod tests {
         assert_eq!(amount(U256::from(10u64).pow(U256::from(18u64)), 18), Some(Decimal::ONE));
         assert_eq!(amount(U256::from(1u64), 18).unwrap().to_string(), "0.000000000000000001");
         assert_eq!(amount(U256::MAX, 18), None);
+    }
+
+    #[test]
+    fn payout_amounts_become_exact_base_units() {
+        assert_eq!(base_units(Decimal::new(15, 2), 18).unwrap(), U256::from(150_000_000_000_000_000u128));
+        assert_eq!(base_units(Decimal::new(25, 0), 6).unwrap(), U256::from(25_000_000u64));
+        assert!(base_units(Decimal::new(1, 7), 6).is_err(), "more decimals than the token has");
+        assert!(base_units(Decimal::new(-1, 0), 6).is_err());
     }
 
     #[test]

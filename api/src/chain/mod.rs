@@ -67,8 +67,10 @@ pub enum Broadcast {
 pub enum Outgoing {
     /// The network does not know it (never broadcast, or dropped from the mempool).
     Unknown,
-    /// In a block with this many confirmations (0: in the mempool) and the fee it paid.
-    Confirmations { confirmations: u64, fee: Decimal },
+    /// In a block with this many confirmations (0: in the mempool) and the fee it paid in the
+    /// gate's asset; `None` when the fee is paid in another asset (an ERC-20 transfer pays gas
+    /// in the network's coin): the payout keeps its configured fee.
+    Confirmations { confirmations: u64, fee: Option<Decimal> },
     /// Mined but failed (e.g. a reverted token transfer), or replaced.
     Failed(String),
 }

@@ -272,7 +272,7 @@ impl Chain for SandboxChain {
         };
         let tip = self.tip().await? as i64;
         let confirmations = if b.block_height > tip { 0 } else { (tip - b.block_height + 1) as u64 };
-        Ok(Outgoing::Confirmations { confirmations, fee: b.fee.0 })
+        Ok(Outgoing::Confirmations { confirmations, fee: Some(b.fee.0) })
     }
 }
 

@@ -26,11 +26,29 @@ pub struct PayoutTx<'a> {
     pub amount: Decimal,
     /// The most the transaction may pay in fees (the configured estimate).
     pub max_fee: Decimal,
+    /// The account nonce to sign with, on account-based chains (see [`Signer::nonce_account`]).
+    pub nonce: Option<u64>,
+}
+
+/// The account a signer sends from, on chains that order an account's transactions by nonce.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NonceAccount {
+    /// `<network>:<address>`: the key of its nonce counter.
+    pub scope: String,
+    /// The account's next nonce as the chain sees it (pending transactions included).
+    pub chain_next: u64,
 }
 
 #[async_trait::async_trait]
 pub trait Signer: Send + Sync {
     async fn sign(&self, tx: &PayoutTx<'_>) -> Result<SignedTx, ChainError>;
+
+    /// `Some` for account-based chains: the executor then allocates the nonce from the
+    /// database, in the transaction that stores the signed payout, so no nonce is used twice or
+    /// skipped, whatever restarts or concurrent executors do.
+    async fn nonce_account(&self) -> Result<Option<NonceAccount>, ChainError> {
+        Ok(None)
+    }
 }
 
 /// The body of a sandbox transaction (its `raw` is this as JSON).
@@ -77,6 +95,14 @@ impl Signers {
     pub fn sandbox() -> Signers {
         let signer: Arc<dyn Signer> = Arc::new(SandboxSigner);
         Signers { by_gate: GATES.iter().map(|g| ((Environment::Test, g.id), signer.clone())).collect() }
+    }
+
+    /// Adds the hot wallets of `cfg`'s live EVM networks (those with a key configured).
+    pub fn with_evm(mut self, cfg: &crate::config::EvmConfig) -> Result<Signers, ChainError> {
+        for (gate, signer) in super::evm::signers(cfg)? {
+            self.insert(Environment::Live, gate, signer);
+        }
+        Ok(self)
     }
 
     pub fn insert(&mut self, env: Environment, gate: &'static Gate, signer: Arc<dyn Signer>) {

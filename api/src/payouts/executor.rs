@@ -152,17 +152,29 @@ impl Executor {
                     return Ok(Step::Stop(Next::After(self.recheck.max(Duration::from_secs(60)))));
                 };
                 let gate = crate::gates::find(&p.gate_id).ok_or_else(|| ExecError::Other("unknown gate".into()))?;
-                let tx = signer
-                    .sign(&PayoutTx {
-                        gate,
-                        payout_id: p.id,
-                        destination: &p.destination,
-                        destination_tag: p.destination_tag.as_deref(),
-                        amount: p.recipient_amount.0,
-                        max_fee: p.configured_network_fee_amount.0,
-                    })
-                    .await?;
-                // Stored before anything is sent; of two executors only one stores.
+                let mut unsigned = PayoutTx {
+                    gate,
+                    payout_id: p.id,
+                    destination: &p.destination,
+                    destination_tag: p.destination_tag.as_deref(),
+                    amount: p.recipient_amount.0,
+                    max_fee: p.configured_network_fee_amount.0,
+                    nonce: None,
+                };
+                let account = signer.nonce_account().await?;
+                // Stored before anything is sent; of two executors only one stores. On an
+                // account-based chain the nonce is taken from its counter in the same
+                // transaction, under the counter's row lock: a lost race consumes no nonce.
+                let txn = crate::db::begin_write(&self.db).await?;
+                let nonce = match &account {
+                    Some(a) => {
+                        let next = lock_nonce(&txn, a).await?;
+                        unsigned.nonce = Some(next);
+                        Some((a, next))
+                    }
+                    None => None,
+                };
+                let tx = signer.sign(&unsigned).await?;
                 let stored = payout::Entity::update_many()
                     .col_expr(payout::Column::TxHash, Expr::value(tx.tx_hash.clone()))
                     .col_expr(payout::Column::SignedTx, Expr::value(tx.raw.clone()))
@@ -170,11 +182,21 @@ impl Executor {
                     .filter(payout::Column::Id.eq(p.id))
                     .filter(payout::Column::Status.eq(PayoutStatus::Queued))
                     .filter(payout::Column::SignedTx.is_null())
-                    .exec(&self.db)
+                    .exec(&txn)
                     .await?;
                 if stored.rows_affected == 0 {
+                    txn.rollback().await?;
                     return Ok(Step::Again);
                 }
+                if let Some((a, used)) = nonce {
+                    entity::nonce_account::Entity::update_many()
+                        .col_expr(entity::nonce_account::Column::NextNonce, Expr::value(used as i64 + 1))
+                        .col_expr(entity::nonce_account::Column::UpdatedAt, Expr::value(Utc::now()))
+                        .filter(entity::nonce_account::Column::Scope.eq(a.scope.as_str()))
+                        .exec(&txn)
+                        .await?;
+                }
+                txn.commit().await?;
                 fail::fail_point!("payout-after-persist");
                 tx
             }
@@ -203,7 +225,7 @@ impl Executor {
         let gate = chain.gate();
         match chain.outgoing(&tx_hash).await? {
             Outgoing::Confirmations { confirmations, fee } if confirmations >= u64::from(gate.confirmations) => {
-                self.complete(p, fee).await?;
+                self.complete(p, fee.unwrap_or(p.configured_network_fee_amount.0)).await?;
                 Ok(Step::Stop(Next::Done))
             }
             Outgoing::Confirmations { .. } => Ok(Step::Stop(Next::After(self.recheck))),
@@ -331,4 +353,30 @@ pub async fn due(db: &DatabaseConnection, stale_after: Duration, limit: u64) -> 
         .into_tuple()
         .all(db)
         .await
+}
+
+/// Takes the row lock of `account`'s nonce counter (creating it at the chain's next nonce) and
+/// returns the nonce to use: the counter, or the chain's if someone else used the account.
+async fn lock_nonce<C: sea_orm::ConnectionTrait>(
+    txn: &C,
+    account: &crate::chain::signer::NonceAccount,
+) -> Result<u64, ExecError> {
+    use entity::nonce_account;
+    use sea_orm::sea_query::OnConflict;
+    let now = Utc::now();
+    let fresh =
+        nonce_account::Model { scope: account.scope.clone(), next_nonce: account.chain_next as i64, updated_at: now };
+    nonce_account::Entity::insert(nonce_account::ActiveModel::from(fresh))
+        .on_conflict(OnConflict::column(nonce_account::Column::Scope).do_nothing().to_owned())
+        .exec_without_returning(txn)
+        .await?;
+    let row = nonce_account::Entity::update_many()
+        .col_expr(nonce_account::Column::UpdatedAt, Expr::value(now))
+        .filter(nonce_account::Column::Scope.eq(account.scope.as_str()))
+        .exec_with_returning(txn)
+        .await?
+        .into_iter()
+        .next()
+        .ok_or_else(|| ExecError::Other(format!("nonce counter {} missing", account.scope)))?;
+    Ok(u64::try_from(row.next_nonce).unwrap_or(0).max(account.chain_next))
 }
