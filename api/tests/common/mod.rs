@@ -5,6 +5,8 @@
 //! dropped afterwards. An unreachable PostgreSQL fails the test loudly; nothing is skipped.
 #![allow(dead_code)]
 
+pub mod anvil;
+
 use std::net::SocketAddr;
 
 use api::auth::{Permission, Permissions};
