@@ -26,6 +26,9 @@ use crate::chain::{Broadcast, ChainError, Chains, Outgoing, SignedTx};
 use crate::events;
 use crate::ledger::{self, LedgerError, Posting};
 
+/// A broadcast payout not in a block after this long is reported as stuck in the log.
+const STUCK_AFTER_MINUTES: i64 = 10;
+
 /// What the caller should do next.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Next {
@@ -227,6 +230,16 @@ impl Executor {
             Outgoing::Confirmations { confirmations, fee } if confirmations >= u64::from(gate.confirmations) => {
                 self.complete(p, fee.unwrap_or(p.configured_network_fee_amount.0)).await?;
                 Ok(Step::Stop(Next::Done))
+            }
+            Outgoing::Confirmations { confirmations: 0, .. } => {
+                // Sent but not in a block: say so once it has waited long (a fee below the
+                // market, a nonce gap before it) so an operator can act.
+                let waited = p.broadcast_at.map(|t| Utc::now() - t);
+                if let Some(w) = waited.filter(|w| *w > chrono::Duration::minutes(STUCK_AFTER_MINUTES)) {
+                    tracing::warn!(payout = %p.id, tx = %tx_hash, gate = gate.id, minutes = w.num_minutes(),
+                        "payout transaction still not in a block (stuck: fee too low or a nonce gap before it)");
+                }
+                Ok(Step::Stop(Next::After(self.recheck)))
             }
             Outgoing::Confirmations { .. } => Ok(Step::Stop(Next::After(self.recheck))),
             // Dropped from the mempool: the same signed transaction goes out again (never a new one).
