@@ -1,7 +1,7 @@
 //! Signing outgoing transactions, kept apart from everything else: the payout executor asks a
 //! [`Signer`] for a signed transaction and never sees a key. The test environment uses the
-//! sandbox signer; live gates get hot-wallet signers (keys from a file or secret store, loaded
-//! only by the executor process) with the live-chain issue. The API process never builds one.
+//! sandbox signer; live EVM gates use hot-wallet signers (`evm::EvmSigner`, keys from a file or
+//! secret, loaded only by the executor process). The API process never builds one.
 
 use std::collections::HashMap;
 use std::sync::Arc;
