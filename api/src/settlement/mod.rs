@@ -240,6 +240,12 @@ impl Converter {
             ConversionState::QuoteFailed => (None, conv.failure_class.clone()),
             ConversionState::Abandoned => return Ok(false),
             ConversionState::Executed | ConversionState::ExecutionFailed | ConversionState::Expired => {
+                // Another converter settled it after this one read the payment: nothing to do.
+                let credited =
+                    payment::Entity::find_by_id(p.id).one(&self.db).await?.is_some_and(|p| p.credited_at.is_some());
+                if credited {
+                    return Ok(false);
+                }
                 return Err(ConvertError::Invariant(format!(
                     "payment {} is uncredited but its conversion is {}",
                     p.id,
