@@ -144,6 +144,9 @@ impl Serve {
             .env("PAYGATE_LISTEN", format!("127.0.0.1:{port}"))
             .env("PAYGATE_PUBLIC_BASE_URL", format!("http://127.0.0.1:{port}"))
             .env("PAYGATE_SANDBOX__BLOCK_INTERVAL_MS", "300")
+            // Bitcoin's 3 confirmations take ~6 s, so the page (polling every 2 s) shows the
+            // "seen" state before the payment confirms, however the polls fall.
+            .env("PAYGATE_SANDBOX__GATE_BLOCK_INTERVAL_MS__BITCOIN", "2000")
             .env("PAYGATE_PIPELINE__SCAN_INTERVAL_MS", "100")
             .env("PAYGATE_PIPELINE__TRACK_INTERVAL_MS", "200")
             .env("RUST_LOG", "warn")
