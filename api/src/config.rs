@@ -66,6 +66,21 @@ pub struct EvmConfig {
     pub tokens: BTreeMap<String, EvmTokenConfig>,
 }
 
+impl EvmConfig {
+    /// A token gate's contract and decimals: `[evm.tokens.<gate>]`, else the mainnet contract
+    /// (`gates::token_contract`) and the gate's decimals. `None` for a native gate, or when the
+    /// contract is not a valid address.
+    pub fn token(&self, gate: &crate::gates::Gate) -> Option<(alloy_primitives::Address, u32)> {
+        if !gate.is_token {
+            return None;
+        }
+        let over = self.tokens.get(gate.id);
+        let contract = over.map(|t| t.contract.as_str()).or_else(|| crate::gates::token_contract(gate))?;
+        let contract = contract.parse::<alloy_primitives::Address>().ok()?;
+        Some((contract, over.and_then(|t| t.decimals).unwrap_or(gate.decimals)))
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct EvmNetworkConfig {

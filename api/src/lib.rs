@@ -4,6 +4,7 @@
 pub mod addresses;
 pub mod app;
 pub mod auth;
+pub mod availability;
 pub mod balances;
 pub mod cache;
 pub mod chain;
@@ -40,6 +41,7 @@ pub async fn bootstrap(config: Config) -> anyhow::Result<AppState> {
     let db = db::connect(&config).await?;
     db::migrate(&db).await?;
     let state = AppState::new(db, config)?;
+    availability::log_live_gates(&state.config, &state.addresses);
     state.rates.start().await;
     Ok(state)
 }

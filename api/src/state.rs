@@ -37,15 +37,10 @@ impl AppState {
 }
 
 impl AppState {
-    /// `offline` when configured so, or (live) when the gate's address family has no keys.
+    /// `offline` when configured so, when the gate's address family has no keys, or (live) when
+    /// no chain adapter watches its network (`crate::availability`).
     pub fn gate_status(&self, env: entity::Environment, gate: &crate::gates::Gate) -> crate::config::GateStatus {
-        use crate::config::GateStatus;
-        let configured = self.gate_override(env, gate).and_then(|o| o.status);
-        match configured {
-            Some(GateStatus::Offline) => GateStatus::Offline,
-            _ if !self.addresses.supports(env, gate.family) => GateStatus::Offline,
-            _ => GateStatus::Online,
-        }
+        crate::availability::status(&self.config, &self.addresses, env, gate)
     }
 
     /// Per-invoice (min, max): the spec's bounds, narrowed (never widened) by configuration.
@@ -60,19 +55,23 @@ impl AppState {
         (min, max)
     }
 
-    /// 503 `gate_offline` unless the gate is online in `env`.
+    /// 503 `gate_offline` unless the gate takes deposits in `env`.
     pub fn ensure_online(
         &self,
         env: entity::Environment,
         gate: &crate::gates::Gate,
     ) -> Result<(), crate::error::ApiError> {
-        match self.gate_status(env, gate) {
-            crate::config::GateStatus::Online => Ok(()),
-            crate::config::GateStatus::Offline => Err(crate::error::ApiError::unavailable(
-                crate::error::ErrorCode::GateOffline,
-                format!("the {} gate is offline in the {env} environment", gate.id),
-            )),
-        }
+        crate::availability::deposits(&self.config, &self.addresses, env, gate).map_err(|why| offline(env, gate, why))
+    }
+
+    /// 503 `gate_offline` unless payouts and refunds can be signed and followed on the gate in
+    /// `env` (a payout accepted where no executor can sign would wait forever).
+    pub fn ensure_payable(
+        &self,
+        env: entity::Environment,
+        gate: &crate::gates::Gate,
+    ) -> Result<(), crate::error::ApiError> {
+        crate::availability::payouts(&self.config, env, gate).map_err(|why| offline(env, gate, why))
     }
 
     /// 422 `amount_out_of_range` unless `amount` is within the gate's limits for `env`.
@@ -137,4 +136,15 @@ impl AppState {
         self.merchants.put(id, m.clone());
         Ok(m)
     }
+}
+
+fn offline(
+    env: entity::Environment,
+    gate: &crate::gates::Gate,
+    why: crate::availability::Offline,
+) -> crate::error::ApiError {
+    crate::error::ApiError::unavailable(
+        crate::error::ErrorCode::GateOffline,
+        format!("the {} gate is offline in the {env} environment: {why}", gate.id),
+    )
 }

@@ -110,9 +110,9 @@ async fn other_merchants_and_environments_see_404_never_403() {
         assert_eq!(list.body["meta"]["pagination"]["total"], 0, "{}", list.body);
     }
     // A live invoice is invisible to the test key.
-    let live = app.create_invoice(&ka_live, json!({"currency": "BTC", "amount": "0.01"})).await;
+    let live = app.create_invoice(&ka_live, json!({"currency": "ETH", "network": "ethereum", "amount": "0.01"})).await;
     assert_eq!(live["environment"], "live");
-    assert!(live["deposit_address"].as_str().unwrap().starts_with("bc1q"));
+    assert!(live["deposit_address"].as_str().unwrap().starts_with("0x"));
     app.get(&format!("/v1/invoices/{}", live["id"].as_str().unwrap()), Some(&ka)).await.assert_error(
         404,
         "not_found",

@@ -264,7 +264,7 @@ async fn the_simulate_buttons_send_the_remaining_half_or_one_and_a_half_in_test_
 
     // Live: no banner, and the route does not exist.
     let live = app.key(merchant, Environment::Live, &[]).await;
-    let inv = app.create_invoice(&live, json!({"currency": "BTC", "amount": "0.01"})).await;
+    let inv = app.create_invoice(&live, json!({"currency": "ETH", "network": "base", "amount": "0.01"})).await;
     let id = inv["id"].as_str().unwrap();
     assert_eq!(state(&app, id).await.1["test_mode"], false);
     let r = app.post(&format!("/checkout/{id}/test-payment"), None, &json!({"kind": "full"})).await;

@@ -22,7 +22,12 @@ async fn currencies_list_the_eighteen_gates() {
             {
                 assert!(c.get(f).is_some(), "{f} missing in {c}");
             }
-            assert_eq!(c["status"], "online", "{c}");
+            // Test: every sandbox gate. Live: only the gates a chain adapter watches (the
+            // test configuration points every EVM network at a node); bitcoin, tron, solana
+            // and xrp have keys but no adapter, so their deposits could not be seen.
+            let family = api::gates::find(c["id"].as_str().unwrap()).unwrap().family;
+            let watched = env == "test" || family == api::chain::address::AddressFamily::Evm;
+            assert_eq!(c["status"], if watched { "online" } else { "offline" }, "{env}: {c}");
         }
         let btc = list.iter().find(|c| c["id"] == "bitcoin").unwrap();
         assert_eq!((btc["decimals"].as_u64(), btc["confirmations_required"].as_u64()), (Some(8), Some(3)));
@@ -98,31 +103,25 @@ async fn http_rates_provider_prices_live_invoices_and_stale_rates_refuse_fiat() 
     assert_eq!(usd["source"], "coingecko");
     let m = app.merchant().await;
     let live = app.key(m, entity::Environment::Live, &[]).await;
-    let inv =
-        app.create_invoice(&live, json!({"currency": "BTC", "amount_fiat": "654.321", "fiat_currency": "USD"})).await;
-    assert_eq!(inv["amount_requested"], "0.01");
-    assert_eq!(inv["amount_usd"], "654.32");
+    // (Live invoices on ethereum: live bitcoin has no chain adapter yet.)
+    let eth =
+        |fiat: &str| json!({"currency": "ETH", "network": "ethereum", "amount_fiat": fiat, "fiat_currency": "USD"});
+    let inv = app.create_invoice(&live, eth("3100.551")).await; // / 3100.55, rounded up at 18 places
+    assert_eq!(inv["amount_requested"], "1.000000322523423264");
+    assert_eq!(inv["amount_usd"], "3100.55");
     // The provider breaks; once the cached rates are older than max_age, fiat pricing stops.
     healthy.store(false, std::sync::atomic::Ordering::SeqCst);
     tokio::time::sleep(Duration::from_millis(3500)).await;
-    app.post("/v1/invoices", Some(&live), &json!({"currency": "BTC", "amount_fiat": "100", "fiat_currency": "USD"}))
-        .await
-        .assert_error(503, "rates_unavailable", None);
+    app.post("/v1/invoices", Some(&live), &eth("100")).await.assert_error(503, "rates_unavailable", None);
     assert_eq!(app.get("/v1/rates", None).await.data(), &json!([]));
     // Crypto-priced invoices still work, without USD values.
-    let inv = app.create_invoice(&live, json!({"currency": "BTC", "amount": "0.01"})).await;
+    let inv = app.create_invoice(&live, json!({"currency": "ETH", "network": "ethereum", "amount": "0.01"})).await;
     assert_eq!(inv["amount_usd"], Value::Null);
     // The provider recovers and so does pricing.
     healthy.store(true, std::sync::atomic::Ordering::SeqCst);
     let t = std::time::Instant::now();
     loop {
-        let r = app
-            .post(
-                "/v1/invoices",
-                Some(&live),
-                &json!({"currency": "BTC", "amount_fiat": "100", "fiat_currency": "USD"}),
-            )
-            .await;
+        let r = app.post("/v1/invoices", Some(&live), &eth("100")).await;
         if r.status == 201 {
             break;
         }

@@ -199,12 +199,13 @@ pub struct PayoutSpec<'a> {
     pub fee_kind: FeeKind,
 }
 
-/// The payout path shared by payouts and refunds: gate online, amount within the gate's range,
+/// The payout path shared by payouts and refunds: gate online with a payout signer, amount within the gate's range,
 /// destination (and tag) valid for the chain, fees priced with the merchant's allocation and
 /// the status its approval setting gives. Nothing is written.
 pub async fn prepare(state: &AppState, who: &Principal, spec: PayoutSpec<'_>) -> ApiResult<payout::Model> {
     let (env, gate, amount) = (who.environment, spec.gate, spec.amount);
     state.ensure_online(env, gate)?;
+    state.ensure_payable(env, gate)?;
     state.check_amount_range(env, gate, amount)?;
     if let Err(e) = validate_address(gate.family, chain_net(env), spec.destination, None) {
         return Err(ApiError::unprocessable(ErrorCode::ValidationError, "destination", e.to_string()));

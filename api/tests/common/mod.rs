@@ -32,11 +32,18 @@ pub fn live_keys() -> AccountKeysConfig {
     }
 }
 
-/// The configuration every test starts from: static rates in both environments, live keys set.
+/// The configuration every test starts from: static rates in both environments, live keys set,
+/// and a node address for every live EVM network, so live EVM gates are online (the API never
+/// calls it; nothing listens on the discard port). Live bitcoin, tron, solana and xrp have no
+/// chain adapter, so they stay offline whatever keys are set.
 pub fn test_config() -> Config {
     let mut c = Config::default();
     c.rates.live.provider = api::config::RatesProviderKind::Static;
     c.addresses.live = live_keys();
+    for network in ["ethereum", "bsc", "base", "arbitrum", "polygon"] {
+        let node = api::config::EvmNetworkConfig { rpc_url: "http://127.0.0.1:9".into(), ..Default::default() };
+        c.evm.networks.insert(network.into(), node);
+    }
     c.auth.cache_ttl_secs = 1;
     c.embedded.seed_demo = false;
     c.db.max_connections = 8;
@@ -233,6 +240,12 @@ impl TestApp {
         self.post(path, Some(key), &body).await
     }
 
+    /// `post` with an `Idempotency-Key` header (refunds require one).
+    pub async fn post_idempotent(&self, path: &str, key: &str, idempotency_key: &str, body: &Value) -> Resp {
+        let rb = self.http.post(self.url(path)).header("X-API-Key", key).header("Idempotency-Key", idempotency_key);
+        self.send(rb.json(body)).await
+    }
+
     pub async fn post_raw(&self, path: &str, key: &str, body: &str) -> Resp {
         self.send(
             self.http
@@ -265,13 +278,25 @@ pub async fn credit_invoice_on(
     gate: &str,
     amount: &str,
 ) -> Uuid {
+    credit_invoice_in(db, Environment::Test, merchant, invoice_id, gate, amount).await
+}
+
+/// [`credit_invoice_on`] for an invoice of `environment`.
+pub async fn credit_invoice_in(
+    db: &sea_orm::DatabaseConnection,
+    environment: Environment,
+    merchant: Uuid,
+    invoice_id: Uuid,
+    gate: &str,
+    amount: &str,
+) -> Uuid {
     use sea_orm::{ActiveModelTrait, IntoActiveModel, TransactionTrait};
     let amount: rust_decimal::Decimal = amount.parse().expect("amount");
     let now = chrono::Utc::now();
     let payment = entity::payment::Model {
         id: Uuid::now_v7(),
         invoice_id,
-        environment: Environment::Test,
+        environment,
         gate_id: gate.into(),
         tx_hash: format!("test-{}", Uuid::new_v4().simple()),
         output_index: 0,
