@@ -56,14 +56,17 @@ impl Rpc {
         }
     }
 
+    /// One call. Errors never hold the endpoint's URL: providers put API keys in it (a reqwest
+    /// error's text names the URL, so it is dropped with `without_url`).
     pub(crate) async fn once(&self, method: &str, params: &Value) -> Result<Value, String> {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-        let r = self.http.post(&self.url).json(&body).send().await.map_err(|e| format!("{method}: {e}"))?;
+        let failed = |e: reqwest::Error| format!("{method}: {}", e.without_url());
+        let r = self.http.post(&self.url).json(&body).send().await.map_err(failed)?;
         let status = r.status();
         if !status.is_success() {
             return Err(format!("{method}: HTTP {status}"));
         }
-        let v: Value = r.json().await.map_err(|e| format!("{method}: {e}"))?;
+        let v: Value = r.json().await.map_err(failed)?;
         if let Some(err) = v.get("error") {
             return Err(format!("{method}: {err}"));
         }
