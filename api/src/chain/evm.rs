@@ -9,7 +9,8 @@
 //! - Confirmations by block depth from the transaction's receipt; a receipt whose block is no
 //!   longer the canonical block at its height, or a transaction back in the mempool, counts as
 //!   unconfirmed; a transaction the node no longer knows (or that failed) is `Gone`, which the
-//!   tracker turns into a reversed deposit.
+//!   tracker turns into a reversed deposit only once it stayed gone over a span of blocks
+//!   (`tracker`'s gone span); a reversed transfer that is mined again revives its payment.
 //! - Every scan re-reads the last `rescan_blocks` blocks before the cursor, so a transfer that a
 //!   reorganisation moved into a replacement block is still recorded (payments are unique per
 //!   transaction and log index, so a re-read records nothing twice).
