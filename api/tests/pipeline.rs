@@ -946,3 +946,65 @@ async fn a_slow_confirming_payment_keeps_one_tracker_job_chain_over_many_sweeps(
         .unwrap();
     assert_eq!(sweeper::sweep(db, margin).await.unwrap().stale_payments, [id]);
 }
+
+/// Revival of a payment whose invoice converts into another asset: its conversion ended with
+/// the reversal (settled, then taken back), so the revived payment is quoted afresh and
+/// credited once more in the target asset.
+#[tokio::test]
+async fn a_revived_payment_of_a_converting_invoice_is_quoted_and_credited_again() {
+    use api::settlement::{self, Converter, venue::Venues};
+    let mut p = pipe().await;
+    p.app.state.rates.refresh(Environment::Test).await.unwrap();
+    let converter = Converter {
+        db: p.app.state.db.clone(),
+        venues: Venues::from_config(&p.app.state.config, p.app.state.rates.clone()),
+        quote_lock: chrono::Duration::seconds(900),
+    };
+    let chain = ScriptedChain::install(&mut p, "bitcoin");
+    let convert = async || {
+        for id in settlement::due(&p.app.state.db, 100).await.unwrap() {
+            converter.step(id).await.unwrap();
+        }
+    };
+    let body = json!({"currency": "BTC", "amount_fiat": "600", "fiat_currency": "USD", "target_settlement_asset": "tron_usdt"});
+    let inv: Uuid = p.app.create_invoice(&p.key, body).await["id"].as_str().unwrap().parse().unwrap();
+    let tx = chain.send(&p.address_key(inv).await, "0.01");
+    p.step().await;
+    convert().await;
+    chain.mine(2);
+    p.step().await;
+    convert().await;
+    // 0.01 BTC at 59 700 less the 0.25 % fee (sandbox venue).
+    assert_eq!(p.balance("tron_usdt").await, (d("595.5075"), d("0")));
+    chain.lose(&tx);
+    for _ in 0..4 {
+        p.step().await;
+        chain.mine(1);
+    }
+    assert_eq!(p.payment_of(inv).await.status, entity::PaymentStatus::Reversed);
+    assert_eq!(p.balance("tron_usdt").await, (d("0"), d("0")));
+
+    chain.mine_again(&tx);
+    p.step().await;
+    convert().await;
+    chain.mine(2);
+    p.step().await;
+    convert().await;
+    assert_eq!(p.payment_of(inv).await.credited_gate_id.as_deref(), Some("tron_usdt"));
+    assert_eq!(p.balance("tron_usdt").await, (d("595.5075"), d("0")));
+    assert_eq!(p.balance("bitcoin").await, (d("0"), d("0")));
+    assert_eq!(
+        p.events(inv).await,
+        [
+            "invoice.confirming",
+            "invoice.paid",
+            "balance.credited",
+            "invoice.deposit_reversed",
+            "invoice.invalid",
+            "invoice.late_deposit",
+            "balance.credited"
+        ]
+    );
+    p.assert_ledger("tron_usdt").await;
+    p.assert_ledger("bitcoin").await;
+}
