@@ -1008,3 +1008,69 @@ async fn a_revived_payment_of_a_converting_invoice_is_quoted_and_credited_again(
     p.assert_ledger("tron_usdt").await;
     p.assert_ledger("bitcoin").await;
 }
+
+impl ScriptedChain {
+    /// `tx` is back at its old height (a reorganisation back to the fork that holds it).
+    fn restore(&self, tx: &str) {
+        self.state.lock().unwrap().missing.remove(tx);
+    }
+}
+
+/// A reversed deposit whose transaction comes back at its old height, behind the scanner's
+/// cursor (no rescan reads it): the tracker, still watching the reversed payment, revives it,
+/// and it is credited once more.
+#[tokio::test]
+async fn a_reversed_deposit_back_at_its_old_height_is_revived_by_the_tracker() {
+    let mut p = pipe().await;
+    let chain = ScriptedChain::install(&mut p, "ethereum");
+    let inv = p.invoice("ETH", "ethereum", "1").await;
+    let tx = chain.send(&p.address_key(inv).await, "1");
+    chain.mine(11);
+    p.step().await;
+    chain.lose(&tx);
+    for _ in 0..=12 {
+        p.step().await;
+        chain.mine(1);
+    }
+    p.step().await;
+    assert_eq!(p.payment_of(inv).await.status, entity::PaymentStatus::Reversed);
+    assert_eq!(p.balance("ethereum").await, (d("0"), d("0")));
+    // Watched, not yet given up: the chain is not final depth past the last missing check.
+    let cfg = &p.app.state.config.pipeline;
+    let next = tracker::track_payment(&p.app.state.db, &p.chains, cfg, p.payment_of(inv).await.id).await.unwrap();
+    assert!(matches!(next, Next::Recheck { .. }), "{next:?}");
+
+    chain.restore(&tx);
+    chain.mine(1);
+    p.step().await;
+    let pay = p.payment_of(inv).await;
+    assert_eq!((pay.status, pay.block_height), (entity::PaymentStatus::Confirming, Some(2)), "revived at its height");
+    p.step().await;
+    assert_eq!(p.payment_of(inv).await.status, entity::PaymentStatus::Confirmed);
+    assert_eq!(p.balance("ethereum").await, (d("1"), d("0")));
+    assert_eq!(
+        p.events(inv).await,
+        [
+            "invoice.confirming",
+            "invoice.paid",
+            "balance.credited",
+            "invoice.deposit_reversed",
+            "invoice.invalid",
+            "invoice.late_deposit",
+            "balance.credited"
+        ]
+    );
+    p.assert_ledger("ethereum").await;
+    // Once final depth past its last missing check, a reversed payment is no longer watched.
+    chain.lose(&tx);
+    for _ in 0..=12 {
+        p.step().await;
+        chain.mine(1);
+    }
+    p.step().await;
+    let pay = p.payment_of(inv).await;
+    assert_eq!(pay.status, entity::PaymentStatus::Reversed);
+    chain.mine(30);
+    let next = tracker::track_payment(&p.app.state.db, &p.chains, cfg, pay.id).await.unwrap();
+    assert_eq!(next, Next::Done);
+}

@@ -158,16 +158,54 @@ async fn record_transfers<C: ConnectionTrait>(
     // Balances last, in a fixed order: every writer takes invoice rows before balance rows.
     recorded.sort_by_key(|s| (s.merchant_id, s.payment_id));
     for s in &recorded {
-        let seen = Posting {
-            bucket: Bucket::Pending,
-            amount: s.amount,
-            entry_type: EntryType::InvoiceCredit,
-            reference: Some(("payment", s.payment_id)),
-            description: Some("deposit seen, awaiting confirmations".into()),
-        };
-        ledger::post(txn, s.merchant_id, env, gate_id, &[seen]).await?;
+        post_seen(txn, env, gate_id, s).await?;
     }
     Ok(recorded.into_iter().map(|s| s.payment_id).collect())
+}
+
+/// A seen deposit's amount goes to the merchant's `pending` balance.
+async fn post_seen<C: ConnectionTrait>(
+    txn: &C,
+    env: Environment,
+    gate_id: &str,
+    s: &Seen,
+) -> Result<(), PipelineError> {
+    let seen = Posting {
+        bucket: Bucket::Pending,
+        amount: s.amount,
+        entry_type: EntryType::InvoiceCredit,
+        reference: Some(("payment", s.payment_id)),
+        description: Some("deposit seen, awaiting confirmations".into()),
+    };
+    ledger::post(txn, s.merchant_id, env, gate_id, &[seen]).await?;
+    Ok(())
+}
+
+/// The tracker's side of a revival: a reversed payment's transaction is on the chain again in
+/// block `block_height`, possibly one the scanner has passed (a reorganisation switched back to
+/// the fork that holds it). Revives it as the scanner would, in one transaction. Returns
+/// whether it was revived (`false`: it was not reversed any more).
+pub(crate) async fn revive_on_chain(
+    db: &DatabaseConnection,
+    p: &payment::Model,
+    block_height: u64,
+    tip: u64,
+) -> Result<bool, PipelineError> {
+    let t = Transfer {
+        tx_hash: p.tx_hash.clone(),
+        output_index: p.output_index,
+        address_key: String::new(),
+        amount: p.amount.0,
+        block_height,
+    };
+    let txn = crate::db::begin_write(db).await?;
+    let Some(seen) = revive(&txn, p.environment, &p.gate_id, &t, tip).await? else {
+        txn.rollback().await?;
+        return Ok(false);
+    };
+    post_seen(&txn, p.environment, &p.gate_id, &seen).await?;
+    txn.commit().await?;
+    Ok(true)
 }
 
 /// A payment recorded by this scan, whose amount is still to be posted to `pending`.

@@ -99,18 +99,19 @@ async fn track(
     p: &payment::Model,
 ) -> Result<Option<Duration>, PipelineError> {
     let interval = Duration::from_millis(cfg.track_interval_ms);
-    if p.status == PaymentStatus::Reversed {
-        return Ok(None);
-    }
     let Some(chain) = chains.get(p.environment, &p.gate_id) else {
         // No adapter for this network (yet): the sweeper brings the payment back later.
         return Ok(None);
     };
+    if p.status == PaymentStatus::Reversed {
+        return watch_reversed(db, chain.as_ref(), p, interval).await;
+    }
     let confirmations = match chain.status(&p.tx_hash, p.output_index).await? {
         TxStatus::Gone => {
             let reversed = on_missing(db, chain.as_ref(), cfg, p).await?;
-            // Missing but not long enough: look again about a block later.
-            return Ok((!reversed).then_some(interval));
+            // Missing but not long enough, or reversed on a chain where it may come back: look
+            // again about a block later.
+            return Ok((!reversed || !chain.gone_is_final()).then_some(interval));
         }
         TxStatus::Confirmations(n) => i32::try_from(n).unwrap_or(i32::MAX),
     };
@@ -184,6 +185,30 @@ async fn on_missing(
     }
     tracing::info!(payment_id = %p.id, since, checks, tip, "transaction missing on chain; not reversed yet");
     Ok(false)
+}
+
+/// A reversed payment on a live chain is still watched until the chain is `final_depth` blocks
+/// past its last missing check: if its transaction is in a block again (a reorganisation back to
+/// the fork that holds it, at a height the scanner may have passed), it is revived
+/// (`scanner::revive_on_chain`). A transfer mined again in a new block is revived by the scanner
+/// whenever it comes. The sandbox's reversals are final.
+async fn watch_reversed(
+    db: &DatabaseConnection,
+    chain: &dyn Chain,
+    p: &payment::Model,
+    interval: Duration,
+) -> Result<Option<Duration>, PipelineError> {
+    let Some(last) = p.missing_last_height.filter(|_| !chain.gone_is_final()) else { return Ok(None) };
+    let status = chain.status(&p.tx_hash, p.output_index).await?;
+    let tip = chain.tip().await?;
+    if let TxStatus::Confirmations(n) = status
+        && n > 0
+    {
+        super::scanner::revive_on_chain(db, p, tip.saturating_sub(n - 1), tip).await?;
+        return Ok(Some(interval));
+    }
+    let until = last.saturating_add(i64::from(final_depth(p.required_confirmations)));
+    Ok((i64::try_from(tip).unwrap_or(i64::MAX) < until).then_some(interval))
 }
 
 /// Counts a check that found the transaction missing (once per new tip height), with a guarded
