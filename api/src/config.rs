@@ -322,6 +322,11 @@ pub struct PipelineConfig {
     pub stage_concurrency: BTreeMap<String, usize>,
     /// Attempts of a failing job before it is dead-lettered.
     pub max_attempts: u32,
+    /// Blocks a live transaction must stay missing (no receipt, not in the node's mempool) before
+    /// its payment is reversed; default: the gate's confirmation depth.
+    pub gone_after_blocks: Option<u64>,
+    /// Checks, at distinct tip heights, that must find it missing before the reversal (at least 1).
+    pub gone_min_checks: u32,
 }
 
 impl Default for PipelineConfig {
@@ -334,6 +339,8 @@ impl Default for PipelineConfig {
             monitor_window_secs: 24 * 3600,
             stage_concurrency: BTreeMap::new(),
             max_attempts: 10,
+            gone_after_blocks: None,
+            gone_min_checks: 3,
         }
     }
 }

@@ -158,7 +158,7 @@ pub async fn emit_balance_credited<C: ConnectionTrait>(
         "credited_currency": credit.credited_gate.asset,
         "credited_network": credit.credited_gate.network,
     });
-    let key = format!("{}:{}", kind::BALANCE_CREDITED, p.id);
+    let key = format!("{}:{}", kind::BALANCE_CREDITED, payment_tag(p));
     emit(txn, inv.merchant_id, inv.environment, kind::BALANCE_CREDITED, key, data).await
 }
 
@@ -174,6 +174,15 @@ pub async fn emit_invoice_tagged<C: ConnectionTrait>(
     emit(txn, inv.merchant_id, inv.environment, event_type, key, invoice_data(inv, None)).await
 }
 
+/// A payment in event keys: its id, with the revival round once it was revived after a
+/// reversal (the same transfer back on chain is credited again, with events of its own).
+fn payment_tag(p: &payment::Model) -> String {
+    match p.revivals {
+        0 => p.id.to_string(),
+        n => format!("{}:r{n}", p.id),
+    }
+}
+
 /// Emits an invoice event keyed by type, invoice and the causing payment (or `tag`).
 pub async fn emit_invoice<C: ConnectionTrait>(
     txn: &C,
@@ -181,7 +190,7 @@ pub async fn emit_invoice<C: ConnectionTrait>(
     inv: &invoice::Model,
     cause: Option<&payment::Model>,
 ) -> Result<bool, DbErr> {
-    let tag = cause.map_or_else(|| "-".to_owned(), |p| p.id.to_string());
+    let tag = cause.map_or_else(|| "-".to_owned(), payment_tag);
     let key = format!("{event_type}:{}:{tag}", inv.id);
     emit(txn, inv.merchant_id, inv.environment, event_type, key, invoice_data(inv, cause)).await
 }

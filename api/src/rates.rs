@@ -23,10 +23,17 @@ pub struct Rate {
 
 #[derive(Debug, thiserror::Error)]
 pub enum FetchError {
+    /// Holds the error without its URL (a provider's API key may be in it).
     #[error("rates request failed: {0}")]
-    Http(#[from] reqwest::Error),
+    Http(reqwest::Error),
     #[error("rates response not understood: {0}")]
     Shape(String),
+}
+
+impl From<reqwest::Error> for FetchError {
+    fn from(e: reqwest::Error) -> Self {
+        FetchError::Http(e.without_url())
+    }
 }
 
 /// Where rates come from.

@@ -6,7 +6,9 @@
 //! - an invoice paid in ETH and one paid with the token, confirmed after the gate's depth (12)
 //!   and credited;
 //! - a deposit removed by `anvil_reorg` before confirmation (pending released, invoice back to
-//!   pending) and another after it (credit taken back, invoice invalid);
+//!   pending) and another after it (credit taken back, invoice invalid), each only once it
+//!   stayed missing over the gone span; one missing once is not reversed; a reversed one mined
+//!   again is revived and credited once;
 //! - the scanner, stopped while 100 blocks pass with a deposit among them, catches up in bounded
 //!   batches and records it;
 //! - an endpoint that fails is retried; a scan that still fails leaves the cursor where it was.
@@ -98,6 +100,24 @@ impl Live {
         self.track().await;
     }
 
+    /// Mines `blocks` blocks one by one, a pipeline step after each.
+    async fn step_over(&self, blocks: u64) {
+        for _ in 0..blocks {
+            self.anvil.mine(1).await;
+            self.step().await;
+        }
+    }
+
+    async fn payment(&self, invoice: &Value) -> payment::Model {
+        let id = Uuid::parse_str(invoice["id"].as_str().unwrap()).unwrap();
+        payment::Entity::find()
+            .filter(payment::Column::InvoiceId.eq(id))
+            .one(&self.app.state.db)
+            .await
+            .unwrap()
+            .unwrap()
+    }
+
     async fn invoice(&self, body: Value) -> Value {
         self.app.create_invoice(&self.key, body).await
     }
@@ -165,6 +185,11 @@ async fn deposits_removed_by_a_reorg_before_and_after_confirmation_are_reversed(
     assert_eq!(l.balance("ethereum").await, (d("0"), d("0.1")));
     l.anvil.reorg(4).await;
     l.step().await;
+    // Missing, but not for the whole span (12 blocks, 3 checks) yet: nothing changes.
+    l.step_over(11).await;
+    assert_eq!(l.get(&early["id"]).await["status"], "confirming");
+    assert_eq!(l.payment(&early).await.missing_checks, 12);
+    l.step_over(1).await;
     let got = l.get(&early["id"]).await;
     assert_eq!(got["status"], "pending", "{got}");
     assert_eq!(got["payments"][0]["status"], "reversed");
@@ -179,6 +204,9 @@ async fn deposits_removed_by_a_reorg_before_and_after_confirmation_are_reversed(
     assert_eq!(l.balance("ethereum_usdt").await, (d("10"), d("0")));
     l.anvil.reorg(15).await;
     l.step().await;
+    l.step_over(11).await;
+    assert_eq!(l.get(&late["id"]).await["status"], "paid", "not reversed before the span");
+    l.step_over(1).await;
     let got = l.get(&late["id"]).await;
     assert_eq!(got["status"], "invalid", "{got}");
     assert_eq!(got["payments"][0]["status"], "reversed");
@@ -214,6 +242,99 @@ async fn a_deposit_reorganised_out_and_mined_again_is_credited_once() {
     assert_eq!(got["payments"][0]["status"], "confirmed");
     assert_eq!(l.balance("ethereum").await, (d("0.4"), d("0")));
     common::assert_ledger_sums(&l.app.state.db, l.merchant, "ethereum").await;
+}
+
+/// Issue 14 item 1 on a real node: the node answers "unknown transaction" once (a reorganisation
+/// dropped it), then the transaction is back: the payment is not reversed, and confirms.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_missing_once_is_not_reversed() {
+    let l = live().await;
+    let inv = l.invoice(json!({"currency": "ETH", "network": "ethereum", "amount": "0.3"})).await;
+    let hash = l.anvil.send_eth(inv["deposit_address"].as_str().unwrap(), 300_000_000_000_000_000).await;
+    let raw = l.anvil.rpc("eth_getRawTransactionByHash", json!([hash])).await;
+    l.anvil.mine(2).await;
+    l.step().await;
+    l.anvil.reorg(3).await;
+    let _ = l.anvil.try_rpc("anvil_dropTransaction", json!([hash])).await;
+    assert!(l.anvil.rpc("eth_getTransactionByHash", json!([hash])).await.is_null(), "the node forgot it");
+    l.track().await;
+    let got = l.get(&inv["id"]).await;
+    assert_eq!(got["status"], "confirming", "{got}");
+    assert_eq!(got["payments"][0]["status"], "confirming");
+    assert_eq!(l.payment(&inv).await.missing_checks, 1);
+    assert_eq!(l.balance("ethereum").await, (d("0"), d("0.3")));
+    // Back on chain: the missing state is cleared and it confirms.
+    l.anvil.rpc("eth_sendRawTransaction", json!([raw])).await;
+    l.anvil.mine(1).await;
+    l.step().await;
+    let p = l.payment(&inv).await;
+    assert_eq!((p.status, p.missing_since_height, p.missing_checks), (PaymentStatus::Confirming, None, 0));
+    l.anvil.mine(12).await;
+    l.step().await;
+    assert_eq!(l.get(&inv["id"]).await["status"], "paid");
+    assert_eq!(l.balance("ethereum").await, (d("0.3"), d("0")));
+    let events = common::invoice_events(&l.app.state.db, inv["id"].as_str().unwrap()).await;
+    assert_eq!(events, ["invoice.confirming", "invoice.paid", "balance.credited"]);
+    common::assert_ledger_sums(&l.app.state.db, l.merchant, "ethereum").await;
+}
+
+/// Issue 14 item 2 on a real node: a credited deposit vanishes (reorganised away and dropped
+/// from the mempool) for the whole span and is reversed; then the same signed transaction is
+/// broadcast again and mined. The payment is revived and credited once more: ledger exact,
+/// events in order (the invoice, invalid since the reversal, takes it as a late deposit).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vanished_deposit_reversed_then_mined_again_is_revived_and_credited_once() {
+    let l = live().await;
+    let inv = l.invoice(json!({"currency": "ETH", "network": "ethereum", "amount": "0.4"})).await;
+    let hash = l.anvil.send_eth(inv["deposit_address"].as_str().unwrap(), 400_000_000_000_000_000).await;
+    let raw = l.anvil.rpc("eth_getRawTransactionByHash", json!([hash])).await;
+    l.anvil.mine(12).await;
+    l.step().await;
+    assert_eq!(l.get(&inv["id"]).await["status"], "paid");
+    assert_eq!(l.balance("ethereum").await, (d("0.4"), d("0")));
+    l.anvil.reorg(14).await;
+    let _ = l.anvil.try_rpc("anvil_dropTransaction", json!([hash])).await;
+    l.step().await;
+    l.step_over(12).await;
+    let got = l.get(&inv["id"]).await;
+    assert_eq!(got["status"], "invalid", "{got}");
+    assert_eq!(got["payments"][0]["status"], "reversed");
+    assert_eq!(l.balance("ethereum").await, (d("0"), d("0")));
+
+    // The same signed transaction again (same hash), mined in a new block.
+    l.anvil.rpc("eth_sendRawTransaction", json!([raw])).await;
+    l.anvil.mine(1).await;
+    l.step().await;
+    let got = l.get(&inv["id"]).await;
+    assert_eq!(got["payments"].as_array().unwrap().len(), 1, "the same payment, revived");
+    assert_eq!(got["payments"][0]["status"], "confirming");
+    assert_eq!(l.balance("ethereum").await, (d("0"), d("0.4")));
+    l.anvil.mine(12).await;
+    l.step().await;
+    l.step().await;
+    let got = l.get(&inv["id"]).await;
+    assert_eq!(got["payments"][0]["status"], "confirmed");
+    assert_eq!(got["status"], "invalid");
+    assert_eq!(l.balance("ethereum").await, (d("0.4"), d("0")), "credited once");
+    let events = common::invoice_events(&l.app.state.db, inv["id"].as_str().unwrap()).await;
+    assert_eq!(
+        events,
+        [
+            "invoice.confirming",
+            "invoice.paid",
+            "balance.credited",
+            "invoice.deposit_reversed",
+            "invoice.invalid",
+            "invoice.late_deposit",
+            "balance.credited"
+        ]
+    );
+    let (bal, _) = common::assert_ledger_sums(&l.app.state.db, l.merchant, "ethereum").await;
+    assert_eq!((bal.available.0, bal.pending.0), (d("0.4"), d("0")));
+    // Later scans and tracks change nothing.
+    l.anvil.mine(30).await;
+    l.step().await;
+    assert_eq!(l.balance("ethereum").await, (d("0.4"), d("0")));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,6 +8,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use api::chain::Chains;
+use api::pipeline::tracker::Next;
 use api::pipeline::{scanner, sweeper, tracker};
 use common::TestApp;
 use entity::{Environment, event};
@@ -499,8 +500,19 @@ async fn sweeper_finds_payments_nobody_tracks() {
     assert!(sweeper::sweep(&p.app.state.db, Duration::from_secs(30)).await.unwrap().stale_payments.is_empty());
     let report = sweeper::sweep(&p.app.state.db, Duration::ZERO).await.unwrap();
     assert_eq!(report.stale_payments, r.recorded);
-    // Once tracked, it is not stale until `stale_after` passes; once final it is never listed.
+    // Once tracked, its job chain has a check scheduled: not stale until that check is overdue
+    // by `stale_after` (a lost recheck); once final it is never listed.
     p.step().await;
+    assert!(sweeper::sweep(&p.app.state.db, Duration::from_secs(30)).await.unwrap().stale_payments.is_empty());
+    assert!(sweeper::sweep(&p.app.state.db, Duration::ZERO).await.unwrap().stale_payments.is_empty());
+    entity::payment::Entity::update_many()
+        .col_expr(
+            entity::payment::Column::NextCheckAt,
+            sea_orm::sea_query::Expr::value(chrono::Utc::now() - chrono::Duration::seconds(1)),
+        )
+        .exec(&p.app.state.db)
+        .await
+        .unwrap();
     assert!(sweeper::sweep(&p.app.state.db, Duration::from_secs(30)).await.unwrap().stale_payments.is_empty());
     assert_eq!(sweeper::sweep(&p.app.state.db, Duration::ZERO).await.unwrap().stale_payments, r.recorded);
     p.mine("tron_usdt", 40).await;
@@ -595,4 +607,470 @@ async fn test_helpers_are_for_test_keys_only() {
         "validation_error",
         Some("invoice_id"),
     );
+}
+
+/// A chain the test scripts block by block, standing in for a live node: transfers, a tip that
+/// moves only when mined, transactions the node does not know (missing) and single null answers.
+struct ScriptedChain {
+    gate: &'static api::gates::Gate,
+    state: std::sync::Mutex<Script>,
+}
+
+#[derive(Default)]
+struct Script {
+    tip: u64,
+    transfers: Vec<api::chain::Transfer>,
+    missing: std::collections::HashSet<String>,
+    gone_once: std::collections::HashSet<String>,
+}
+
+impl ScriptedChain {
+    /// Replaces the test environment's chain of `gate` in `p`'s chains.
+    fn install(p: &mut Pipe, gate: &str) -> std::sync::Arc<ScriptedChain> {
+        let chain = std::sync::Arc::new(ScriptedChain {
+            gate: api::gates::find(gate).unwrap(),
+            state: std::sync::Mutex::new(Script { tip: 1, ..Script::default() }),
+        });
+        p.chains.insert(Environment::Test, chain.clone());
+        chain
+    }
+
+    /// A transfer in a new block; returns its tx hash.
+    fn send(&self, address_key: &str, amount: &str) -> String {
+        let mut s = self.state.lock().unwrap();
+        s.tip += 1;
+        let tx_hash = format!("0x{}", Uuid::new_v4().simple());
+        let t = api::chain::Transfer {
+            tx_hash: tx_hash.clone(),
+            output_index: 0,
+            address_key: address_key.to_owned(),
+            amount: d(amount),
+            block_height: s.tip,
+        };
+        s.transfers.push(t);
+        tx_hash
+    }
+
+    fn mine(&self, blocks: u64) {
+        self.state.lock().unwrap().tip += blocks;
+    }
+
+    /// The node answers "unknown transaction" for `tx` (until `found`).
+    fn lose(&self, tx: &str) {
+        self.state.lock().unwrap().missing.insert(tx.to_owned());
+    }
+
+    /// The next status question about `tx` gets one null answer.
+    fn null_once(&self, tx: &str) {
+        self.state.lock().unwrap().gone_once.insert(tx.to_owned());
+    }
+
+    /// `tx` is mined again, in a new block.
+    fn mine_again(&self, tx: &str) {
+        let mut s = self.state.lock().unwrap();
+        s.missing.remove(tx);
+        s.tip += 1;
+        let tip = s.tip;
+        for t in s.transfers.iter_mut().filter(|t| t.tx_hash == tx) {
+            t.block_height = tip;
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl api::chain::Chain for ScriptedChain {
+    fn gate(&self) -> &'static api::gates::Gate {
+        self.gate
+    }
+
+    async fn tip(&self) -> Result<u64, api::chain::ChainError> {
+        Ok(self.state.lock().unwrap().tip)
+    }
+
+    async fn transfers(&self, from: u64, to: u64) -> Result<Vec<api::chain::Transfer>, api::chain::ChainError> {
+        let s = self.state.lock().unwrap();
+        Ok(s.transfers
+            .iter()
+            .filter(|t| (from..=to).contains(&t.block_height) && !s.missing.contains(&t.tx_hash))
+            .cloned()
+            .collect())
+    }
+
+    async fn status(&self, tx_hash: &str, _: i64) -> Result<api::chain::TxStatus, api::chain::ChainError> {
+        let mut s = self.state.lock().unwrap();
+        if s.gone_once.remove(tx_hash) || s.missing.contains(tx_hash) {
+            return Ok(api::chain::TxStatus::Gone);
+        }
+        let t = s.transfers.iter().find(|t| t.tx_hash == tx_hash).unwrap();
+        Ok(api::chain::TxStatus::Confirmations(s.tip.saturating_sub(t.block_height) + 1))
+    }
+}
+
+impl Pipe {
+    async fn address_key(&self, invoice: Uuid) -> String {
+        let inv = entity::invoice::Entity::find_by_id(invoice).one(&self.app.state.db).await.unwrap().unwrap();
+        inv.address_key.unwrap()
+    }
+
+    async fn payment_of(&self, invoice: Uuid) -> entity::payment::Model {
+        entity::payment::Entity::find()
+            .filter(entity::payment::Column::InvoiceId.eq(invoice))
+            .one(&self.app.state.db)
+            .await
+            .unwrap()
+            .unwrap()
+    }
+}
+
+/// Issue 14 item 1: one null answer (a lagging node) never reverses a payment; a transaction
+/// missing on checks at several tip heights over the gate's confirmation depth (12 blocks on
+/// ethereum) is reversed, once.
+#[tokio::test]
+async fn one_gone_answer_never_reverses_only_a_span_of_missing_checks_does() {
+    let mut p = pipe().await;
+    let chain = ScriptedChain::install(&mut p, "ethereum");
+    let inv = p.invoice("ETH", "ethereum", "1").await;
+    let tx = chain.send(&p.address_key(inv).await, "1");
+    p.step().await;
+    assert_eq!(p.status(inv).await, "confirming");
+
+    chain.null_once(&tx);
+    p.step().await;
+    assert_eq!(p.status(inv).await, "confirming", "one null answer reverses nothing");
+    let pay = p.payment_of(inv).await;
+    assert_eq!(pay.status, entity::PaymentStatus::Confirming);
+    assert_eq!((pay.missing_since_height, pay.missing_checks), (Some(2), 1), "the missing check is stored");
+    // Seen again: the missing state is forgotten, and it confirms normally.
+    chain.mine(11);
+    p.step().await;
+    assert_eq!(p.status(inv).await, "paid");
+    assert_eq!(p.balance("ethereum").await, (d("1"), d("0")));
+    let pay = p.payment_of(inv).await;
+    assert_eq!((pay.missing_since_height, pay.missing_last_height, pay.missing_checks), (None, None, 0));
+
+    // Now the node loses it for good. Checks at one tip height count once.
+    chain.lose(&tx);
+    for _ in 0..4 {
+        p.step().await;
+    }
+    let pay = p.payment_of(inv).await;
+    assert_eq!((pay.missing_since_height, pay.missing_checks), (Some(13), 1));
+    // Missing over 11 new blocks (12 checks): still not reversed.
+    for _ in 0..11 {
+        chain.mine(1);
+        p.step().await;
+        assert_eq!(p.status(inv).await, "paid");
+    }
+    assert_eq!(p.balance("ethereum").await, (d("1"), d("0")));
+    // The 12th block completes the span: reversed, once.
+    chain.mine(1);
+    p.step().await;
+    assert_eq!(p.status(inv).await, "invalid");
+    assert_eq!(p.payment_of(inv).await.status, entity::PaymentStatus::Reversed);
+    chain.mine(1);
+    p.step().await;
+    assert_eq!(p.balance("ethereum").await, (d("0"), d("0")));
+    assert_eq!(
+        p.events(inv).await,
+        ["invoice.confirming", "invoice.paid", "balance.credited", "invoice.deposit_reversed", "invoice.invalid"]
+    );
+    p.assert_ledger("ethereum").await;
+}
+
+/// The span and the number of checks are configurable (`[pipeline] gone_after_blocks`,
+/// `gone_min_checks`): with 2 blocks and 3 checks, three checks over two new blocks reverse.
+#[tokio::test]
+async fn the_gone_span_is_configurable() {
+    let mut p = pipe_with(|c| {
+        c.pipeline.gone_after_blocks = Some(2);
+        c.pipeline.gone_min_checks = 3;
+    })
+    .await;
+    let chain = ScriptedChain::install(&mut p, "ethereum");
+    let inv = p.invoice("ETH", "ethereum", "1").await;
+    let tx = chain.send(&p.address_key(inv).await, "1");
+    p.step().await;
+    chain.lose(&tx);
+    p.step().await;
+    chain.mine(1);
+    p.step().await;
+    assert_eq!(p.status(inv).await, "confirming", "two checks, one block");
+    chain.mine(1);
+    p.step().await;
+    assert_eq!(p.status(inv).await, "pending", "three checks over two blocks: reversed before confirmation");
+    assert_eq!(p.events(inv).await, ["invoice.confirming", "invoice.deposit_reversed"]);
+    assert_eq!(p.balance("ethereum").await, (d("0"), d("0")));
+}
+
+/// Issue 14 item 2 (SQLite, scripted chain): a credited deposit that vanished long enough to be
+/// reversed and is then mined again is revived: recorded again, confirmed and credited once
+/// more; the invoice, `invalid` since the reversal, takes it as a late deposit (PRODUCT.md).
+#[tokio::test]
+async fn a_reversed_deposit_mined_again_is_revived_and_credited_once() {
+    let mut p = pipe().await;
+    let chain = ScriptedChain::install(&mut p, "ethereum");
+    let inv = p.invoice("ETH", "ethereum", "1").await;
+    let tx = chain.send(&p.address_key(inv).await, "1");
+    chain.mine(11);
+    p.step().await;
+    assert_eq!(p.status(inv).await, "paid");
+    chain.lose(&tx);
+    for _ in 0..=12 {
+        p.step().await;
+        chain.mine(1);
+    }
+    p.step().await;
+    assert_eq!(p.payment_of(inv).await.status, entity::PaymentStatus::Reversed);
+    assert_eq!(p.balance("ethereum").await, (d("0"), d("0")));
+
+    chain.mine_again(&tx);
+    p.step().await;
+    let pay = p.payment_of(inv).await;
+    assert_eq!(pay.status, entity::PaymentStatus::Confirming, "revived");
+    assert_eq!((pay.credited_at, pay.reversed_at, pay.missing_checks), (None, None, 0));
+    assert_eq!(p.balance("ethereum").await, (d("0"), d("1")), "back in pending");
+    chain.mine(11);
+    p.step().await;
+    p.step().await;
+    assert_eq!(p.payment_of(inv).await.status, entity::PaymentStatus::Confirmed);
+    assert_eq!(p.balance("ethereum").await, (d("1"), d("0")), "credited once more, once");
+    assert_eq!(p.status(inv).await, "invalid");
+    assert_eq!(
+        p.events(inv).await,
+        [
+            "invoice.confirming",
+            "invoice.paid",
+            "balance.credited",
+            "invoice.deposit_reversed",
+            "invoice.invalid",
+            "invoice.late_deposit",
+            "balance.credited"
+        ]
+    );
+    // Seen again by a rescan, or tracked again: nothing changes.
+    chain.mine(20);
+    p.step().await;
+    assert_eq!(p.balance("ethereum").await, (d("1"), d("0")));
+    assert_eq!(entity::payment::Entity::find().all(&p.app.state.db).await.unwrap().len(), 1);
+    p.assert_ledger("ethereum").await;
+}
+
+/// An unconfirmed deposit reversed and mined again: the invoice, back to `pending`, moves to
+/// `confirming` again and is paid.
+#[tokio::test]
+async fn an_unconfirmed_reversed_deposit_mined_again_pays_its_invoice() {
+    let mut p = pipe_with(|c| c.pipeline.gone_after_blocks = Some(2)).await;
+    let chain = ScriptedChain::install(&mut p, "ethereum");
+    let inv = p.invoice("ETH", "ethereum", "1").await;
+    let tx = chain.send(&p.address_key(inv).await, "1");
+    p.step().await;
+    chain.lose(&tx);
+    for _ in 0..3 {
+        p.step().await;
+        chain.mine(1);
+    }
+    assert_eq!(p.status(inv).await, "pending");
+    chain.mine_again(&tx);
+    p.step().await;
+    assert_eq!(p.status(inv).await, "confirming");
+    chain.mine(11);
+    p.step().await;
+    assert_eq!(p.status(inv).await, "paid");
+    assert_eq!(p.balance("ethereum").await, (d("1"), d("0")));
+    assert_eq!(
+        p.events(inv).await,
+        ["invoice.confirming", "invoice.deposit_reversed", "invoice.confirming", "invoice.paid", "balance.credited"]
+    );
+    p.assert_ledger("ethereum").await;
+}
+
+/// Issue 14 item 4: the tracker's rechecks and the sweeper agree, so a slow-confirming payment
+/// keeps exactly one job chain over many sweeps. The queue is simulated: jobs due run first,
+/// then the sweeper runs and its re-enqueues join the queue; the payment never has two jobs
+/// queued. A job of a superseded chain ends without doing anything.
+#[tokio::test]
+async fn a_slow_confirming_payment_keeps_one_tracker_job_chain_over_many_sweeps() {
+    use std::time::Instant;
+    // polygon: 128 confirmations, so each recheck waits 60 intervals (1.2 s), far beyond the
+    // sweeper's margin (200 ms).
+    let p = pipe_with(|c| c.pipeline.track_interval_ms = 20).await;
+    let db = &p.app.state.db;
+    let cfg = &p.app.state.config.pipeline;
+    let inv = p.invoice("POL", "polygon", "1").await;
+    p.pay(inv, "1").await;
+    p.mine("polygon", 1).await;
+    let chain = p.chains.get(Environment::Test, "polygon").unwrap();
+    let r = scanner::scan_gate(db, chain.as_ref(), Environment::Test, 100).await.unwrap().unwrap();
+    let id = r.recorded[0];
+    let margin = Duration::from_millis(200);
+    // (due, token): the scan's hand-over starts the chain.
+    let mut queue: Vec<(Instant, Option<Uuid>)> = vec![(Instant::now(), None)];
+    let (mut runs, mut sweeps) = (0, 0);
+    let end = Instant::now() + Duration::from_millis(4_000);
+    while Instant::now() < end {
+        let now = Instant::now();
+        let (due, mut rest): (Vec<_>, Vec<_>) = queue.into_iter().partition(|(at, _)| *at <= now);
+        for (_, token) in due {
+            runs += 1;
+            match tracker::track_payment_chain(db, &p.chains, cfg, id, token).await.unwrap() {
+                tracker::Next::Recheck { after, token } => rest.push((Instant::now() + after, Some(token))),
+                next => panic!("an unconfirmed payment's only chain ended: {next:?}"),
+            }
+        }
+        for stale in sweeper::sweep(db, margin).await.unwrap().stale_payments {
+            assert_eq!(stale, id);
+            rest.push((Instant::now(), None));
+        }
+        sweeps += 1;
+        queue = rest;
+        assert_eq!(queue.len(), 1, "one live job for the payment after {runs} runs and {sweeps} sweeps");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(runs >= 3 && sweeps >= 20, "{runs} runs, {sweeps} sweeps");
+    assert_eq!(p.status(inv).await, "confirming");
+
+    // A new chain (a scan's hand-over) takes over: the older chain's job ends when it runs.
+    let old = queue[0].1;
+    let Next::Recheck { token, .. } = tracker::track_payment(db, &p.chains, cfg, id).await.unwrap() else {
+        panic!("a recheck")
+    };
+    assert_eq!(tracker::track_payment_chain(db, &p.chains, cfg, id, old).await.unwrap(), Next::Superseded);
+    let next = tracker::track_payment_chain(db, &p.chains, cfg, id, Some(token)).await.unwrap();
+    assert!(matches!(next, Next::Recheck { .. }), "{next:?}");
+    // A lost recheck (its job never runs): once overdue by the margin, the sweeper finds it.
+    let overdue = chrono::Utc::now() - chrono::Duration::seconds(1);
+    entity::payment::Entity::update_many()
+        .col_expr(entity::payment::Column::NextCheckAt, sea_orm::sea_query::Expr::value(overdue))
+        .exec(db)
+        .await
+        .unwrap();
+    assert_eq!(sweeper::sweep(db, margin).await.unwrap().stale_payments, [id]);
+}
+
+/// Revival of a payment whose invoice converts into another asset: its conversion ended with
+/// the reversal (settled, then taken back), so the revived payment is quoted afresh and
+/// credited once more in the target asset.
+#[tokio::test]
+async fn a_revived_payment_of_a_converting_invoice_is_quoted_and_credited_again() {
+    use api::settlement::{self, Converter, venue::Venues};
+    let mut p = pipe().await;
+    p.app.state.rates.refresh(Environment::Test).await.unwrap();
+    let converter = Converter {
+        db: p.app.state.db.clone(),
+        venues: Venues::from_config(&p.app.state.config, p.app.state.rates.clone()),
+        quote_lock: chrono::Duration::seconds(900),
+    };
+    let chain = ScriptedChain::install(&mut p, "bitcoin");
+    let convert = async || {
+        for id in settlement::due(&p.app.state.db, 100).await.unwrap() {
+            converter.step(id).await.unwrap();
+        }
+    };
+    let body = json!({"currency": "BTC", "amount_fiat": "600", "fiat_currency": "USD", "target_settlement_asset": "tron_usdt"});
+    let inv: Uuid = p.app.create_invoice(&p.key, body).await["id"].as_str().unwrap().parse().unwrap();
+    let tx = chain.send(&p.address_key(inv).await, "0.01");
+    p.step().await;
+    convert().await;
+    chain.mine(2);
+    p.step().await;
+    convert().await;
+    // 0.01 BTC at 59 700 less the 0.25 % fee (sandbox venue).
+    assert_eq!(p.balance("tron_usdt").await, (d("595.5075"), d("0")));
+    chain.lose(&tx);
+    for _ in 0..4 {
+        p.step().await;
+        chain.mine(1);
+    }
+    assert_eq!(p.payment_of(inv).await.status, entity::PaymentStatus::Reversed);
+    assert_eq!(p.balance("tron_usdt").await, (d("0"), d("0")));
+
+    chain.mine_again(&tx);
+    p.step().await;
+    convert().await;
+    chain.mine(2);
+    p.step().await;
+    convert().await;
+    assert_eq!(p.payment_of(inv).await.credited_gate_id.as_deref(), Some("tron_usdt"));
+    assert_eq!(p.balance("tron_usdt").await, (d("595.5075"), d("0")));
+    assert_eq!(p.balance("bitcoin").await, (d("0"), d("0")));
+    assert_eq!(
+        p.events(inv).await,
+        [
+            "invoice.confirming",
+            "invoice.paid",
+            "balance.credited",
+            "invoice.deposit_reversed",
+            "invoice.invalid",
+            "invoice.late_deposit",
+            "balance.credited"
+        ]
+    );
+    p.assert_ledger("tron_usdt").await;
+    p.assert_ledger("bitcoin").await;
+}
+
+impl ScriptedChain {
+    /// `tx` is back at its old height (a reorganisation back to the fork that holds it).
+    fn restore(&self, tx: &str) {
+        self.state.lock().unwrap().missing.remove(tx);
+    }
+}
+
+/// A reversed deposit whose transaction comes back at its old height, behind the scanner's
+/// cursor (no rescan reads it): the tracker, still watching the reversed payment, revives it,
+/// and it is credited once more.
+#[tokio::test]
+async fn a_reversed_deposit_back_at_its_old_height_is_revived_by_the_tracker() {
+    let mut p = pipe().await;
+    let chain = ScriptedChain::install(&mut p, "ethereum");
+    let inv = p.invoice("ETH", "ethereum", "1").await;
+    let tx = chain.send(&p.address_key(inv).await, "1");
+    chain.mine(11);
+    p.step().await;
+    chain.lose(&tx);
+    for _ in 0..=12 {
+        p.step().await;
+        chain.mine(1);
+    }
+    p.step().await;
+    assert_eq!(p.payment_of(inv).await.status, entity::PaymentStatus::Reversed);
+    assert_eq!(p.balance("ethereum").await, (d("0"), d("0")));
+    // Watched, not yet given up: the chain is not final depth past the last missing check.
+    let cfg = &p.app.state.config.pipeline;
+    let next = tracker::track_payment(&p.app.state.db, &p.chains, cfg, p.payment_of(inv).await.id).await.unwrap();
+    assert!(matches!(next, Next::Recheck { .. }), "{next:?}");
+
+    chain.restore(&tx);
+    chain.mine(1);
+    p.step().await;
+    let pay = p.payment_of(inv).await;
+    assert_eq!((pay.status, pay.block_height), (entity::PaymentStatus::Confirming, Some(2)), "revived at its height");
+    p.step().await;
+    assert_eq!(p.payment_of(inv).await.status, entity::PaymentStatus::Confirmed);
+    assert_eq!(p.balance("ethereum").await, (d("1"), d("0")));
+    assert_eq!(
+        p.events(inv).await,
+        [
+            "invoice.confirming",
+            "invoice.paid",
+            "balance.credited",
+            "invoice.deposit_reversed",
+            "invoice.invalid",
+            "invoice.late_deposit",
+            "balance.credited"
+        ]
+    );
+    p.assert_ledger("ethereum").await;
+    // Once final depth past its last missing check, a reversed payment is no longer watched.
+    chain.lose(&tx);
+    for _ in 0..=12 {
+        p.step().await;
+        chain.mine(1);
+    }
+    p.step().await;
+    let pay = p.payment_of(inv).await;
+    assert_eq!(pay.status, entity::PaymentStatus::Reversed);
+    chain.mine(30);
+    let next = tracker::track_payment(&p.app.state.db, &p.chains, cfg, pay.id).await.unwrap();
+    assert_eq!(next, Next::Done);
 }

@@ -30,6 +30,22 @@ pub struct Model {
     pub reversed_at: Option<DateTimeUtc>,
     /// Last time the tracker asked the chain about it (the sweeper re-queues stale ones).
     pub checked_at: Option<DateTimeUtc>,
+    /// Tip height at the first check that found the transaction missing (`None`: seen on the
+    /// last check). Reset when it is seen again.
+    pub missing_since_height: Option<i64>,
+    /// Tip height at the last check that found it missing (a check counts once per new block).
+    pub missing_last_height: Option<i64>,
+    /// Checks, at distinct tip heights, that found it missing since `missing_since_height`.
+    pub missing_checks: i32,
+    /// When the tracker's job chain next looks at it; the sweeper re-enqueues only payments
+    /// overdue past this by a margin.
+    pub next_check_at: Option<DateTimeUtc>,
+    /// The token of the payment's live tracker job chain: a scheduled recheck carrying another
+    /// token was superseded and ends without doing anything.
+    pub track_token: Option<Uuid>,
+    /// Times the payment was revived after a reversal (its transfer back on chain); its events
+    /// of each round are keyed apart.
+    pub revivals: i32,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

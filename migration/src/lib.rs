@@ -12,6 +12,7 @@ mod m20261121_000007_webhooks;
 mod m20261121_000008_payout_execution;
 mod m20261121_000009_settlement;
 mod m20261121_000010_nonces;
+mod m20261123_000011_deposit_safety;
 mod m20261123_000013_integrity;
 
 pub struct Migrator;
@@ -30,6 +31,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261121_000008_payout_execution::Migration),
             Box::new(m20261121_000009_settlement::Migration),
             Box::new(m20261121_000010_nonces::Migration),
+            Box::new(m20261123_000011_deposit_safety::Migration),
             Box::new(m20261123_000013_integrity::Migration),
         ]
     }

@@ -32,10 +32,14 @@ impl Job for ScanGate {
     const QUEUE: &'static str = "deposit-scan";
 }
 
-/// Follow one payment's confirmations.
+/// Follow one payment's confirmations. `token` is set on the tracker's own rechecks (the
+/// payment's job chain token); a job without one (a scan's hand-over, the sweeper) starts a new
+/// chain that supersedes any older one.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TrackPayment {
     pub payment_id: Uuid,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<Uuid>,
 }
 
 impl Job for TrackPayment {
@@ -326,17 +330,19 @@ async fn scan(ctx: &StageCtx, job: ScanGate) -> Result<(), JobError> {
         // them. A lost push only delays: the sweeper finds payments nobody checked lately.
         let due = scanner::due_payments(&ctx.db, job.environment, chain.gate(), report.from, report.to).await?;
         for payment_id in due {
-            ctx.queues.push(TrackPayment { payment_id }).await?;
+            ctx.queues.push(TrackPayment { payment_id, token: None }).await?;
         }
     }
     Ok(())
 }
 
 async fn track(ctx: &StageCtx, job: TrackPayment) -> Result<(), JobError> {
-    match tracker::track_payment(&ctx.db, &ctx.chains, &ctx.config.pipeline, job.payment_id).await? {
-        tracker::Next::Done => Ok(()),
-        tracker::Next::Recheck(after) => {
-            ctx.queues.push_after(job, after).await?;
+    let pipeline = &ctx.config.pipeline;
+    match tracker::track_payment_chain(&ctx.db, &ctx.chains, pipeline, job.payment_id, job.token).await? {
+        tracker::Next::Done | tracker::Next::Superseded => Ok(()),
+        tracker::Next::Recheck { after, token } => {
+            // A lost push is found by the sweeper once `next_check_at` is overdue.
+            ctx.queues.push_after(TrackPayment { payment_id: job.payment_id, token: Some(token) }, after).await?;
             Ok(())
         }
     }
@@ -368,7 +374,7 @@ pub fn spawn_background(stage: Stage, ctx: &StageCtx, stop: CancellationToken) -
                 match sweeper::sweep(&ctx.db, stale_after).await {
                     Ok(report) => {
                         for payment_id in report.stale_payments {
-                            if let Err(e) = ctx.queues.push(TrackPayment { payment_id }).await {
+                            if let Err(e) = ctx.queues.push(TrackPayment { payment_id, token: None }).await {
                                 tracing::warn!(error = %e, "could not re-enqueue a payment");
                             }
                         }
@@ -435,8 +441,9 @@ pub fn spawn_background(stage: Stage, ctx: &StageCtx, stop: CancellationToken) -
     }
 }
 
-/// A payment unchecked for this long is considered lost by its job and re-enqueued: well past
-/// the tracker's own recheck delay, so live jobs are not duplicated.
+/// How far past its scheduled check (`next_check_at`; or, unscheduled, past its last check) a
+/// payment must be before the sweeper considers its job chain lost and re-enqueues it: a margin
+/// for queue latency and busy trackers, so live chains are not duplicated.
 pub fn stale_after(cfg: &Config) -> Duration {
     Duration::from_millis(cfg.pipeline.track_interval_ms.saturating_mul(10).max(5_000))
 }

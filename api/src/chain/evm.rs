@@ -9,7 +9,8 @@
 //! - Confirmations by block depth from the transaction's receipt; a receipt whose block is no
 //!   longer the canonical block at its height, or a transaction back in the mempool, counts as
 //!   unconfirmed; a transaction the node no longer knows (or that failed) is `Gone`, which the
-//!   tracker turns into a reversed deposit.
+//!   tracker turns into a reversed deposit only once it stayed gone over a span of blocks
+//!   (`tracker`'s gone span); a reversed transfer that is mined again revives its payment.
 //! - Every scan re-reads the last `rescan_blocks` blocks before the cursor, so a transfer that a
 //!   reorganisation moved into a replacement block is still recorded (payments are unique per
 //!   transaction and log index, so a re-read records nothing twice).
@@ -56,14 +57,17 @@ impl Rpc {
         }
     }
 
+    /// One call. Errors never hold the endpoint's URL: providers put API keys in it (a reqwest
+    /// error's text names the URL, so it is dropped with `without_url`).
     pub(crate) async fn once(&self, method: &str, params: &Value) -> Result<Value, String> {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-        let r = self.http.post(&self.url).json(&body).send().await.map_err(|e| format!("{method}: {e}"))?;
+        let failed = |e: reqwest::Error| format!("{method}: {}", e.without_url());
+        let r = self.http.post(&self.url).json(&body).send().await.map_err(failed)?;
         let status = r.status();
         if !status.is_success() {
             return Err(format!("{method}: HTTP {status}"));
         }
-        let v: Value = r.json().await.map_err(|e| format!("{method}: {e}"))?;
+        let v: Value = r.json().await.map_err(failed)?;
         if let Some(err) = v.get("error") {
             return Err(format!("{method}: {err}"));
         }

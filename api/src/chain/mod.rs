@@ -85,6 +85,13 @@ pub trait Chain: Send + Sync {
     async fn transfers(&self, from: u64, to: u64) -> Result<Vec<Transfer>, ChainError>;
     /// Confirmations of a seen transfer, or `Gone`.
     async fn status(&self, tx_hash: &str, output_index: i64) -> Result<TxStatus, ChainError>;
+    /// Whether one `Gone` answer is final. False for any chain read from a remote node (a
+    /// lagging node or a reorganisation can hide a transaction for a while): the tracker then
+    /// reverses only after the transaction stayed missing over a span of blocks. True only
+    /// where `Gone` is a stored fact (the sandbox's deliberate reversals).
+    fn gone_is_final(&self) -> bool {
+        false
+    }
     /// Sends a signed transaction. Sending the same one again is `AlreadyKnown`, never a
     /// second transaction.
     async fn broadcast(&self, tx: &SignedTx) -> Result<Broadcast, ChainError> {

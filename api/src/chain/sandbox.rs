@@ -262,6 +262,12 @@ impl Chain for SandboxChain {
         Ok(TxStatus::Confirmations(if t.block_height > tip { 0 } else { (tip - t.block_height + 1) as u64 }))
     }
 
+    /// A sandbox transfer is gone only when it was reversed on purpose (`reversed_at` is set in
+    /// the database every process reads): nothing to wait for.
+    fn gone_is_final(&self) -> bool {
+        true
+    }
+
     async fn broadcast(&self, tx: &SignedTx) -> Result<Broadcast, ChainError> {
         self.send(tx).await
     }

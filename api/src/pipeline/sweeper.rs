@@ -20,6 +20,19 @@ pub struct SweepReport {
     pub stale_payments: Vec<Uuid>,
 }
 
+/// A payment whose tracker job chain is lost: its scheduled check (`next_check_at`, stored by
+/// the tracker with each recheck it enqueues) is overdue by the margin, or, with no chain
+/// scheduled (recorded by the scanner, whose hand-over may have been lost), it was not checked
+/// within the margin. A payment with a live chain is never listed, so the sweeper starts a
+/// second chain only for a payment whose first is gone (and the tracker ends the older one if
+/// it comes back: `tracker::Next::Superseded`).
+fn overdue(stale: chrono::DateTime<Utc>) -> Condition {
+    let unscheduled = Condition::all()
+        .add(payment::Column::NextCheckAt.is_null())
+        .add(Condition::any().add(payment::Column::CheckedAt.is_null()).add(payment::Column::CheckedAt.lt(stale)));
+    Condition::any().add(unscheduled).add(payment::Column::NextCheckAt.lt(stale))
+}
+
 /// Most rows one sweep handles per kind; the next sweep continues.
 const SWEEP_LIMIT: u64 = 500;
 
@@ -51,7 +64,7 @@ pub async fn sweep(db: &DatabaseConnection, stale_after: std::time::Duration) ->
     }
     let stale = now - Duration::from_std(stale_after).unwrap_or(Duration::seconds(30));
     let candidates = payment::Entity::find()
-        .filter(Condition::any().add(payment::Column::CheckedAt.is_null()).add(payment::Column::CheckedAt.lt(stale)))
+        .filter(overdue(stale))
         // Every unconfirmed payment, whatever its stored confirmations (a tracker may have died
         // between storing them and crediting), and credited ones still watched for reversal.
         .filter(Condition::any().add(payment::Column::Status.eq(PaymentStatus::Confirming)).add(

@@ -13,11 +13,12 @@ use rust_decimal::Decimal;
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter,
+    QuerySelect,
 };
 use uuid::Uuid;
 
 use super::{PipelineError, transition};
-use crate::chain::{Chains, TxStatus};
+use crate::chain::{Chain, Chains, TxStatus};
 use crate::config::PipelineConfig;
 use crate::events::{self, kind};
 use crate::ledger::{self, Posting};
@@ -27,8 +28,12 @@ use crate::ledger::{self, Posting};
 pub enum Next {
     /// Nothing left to watch.
     Done,
-    /// Look again after this delay.
-    Recheck(Duration),
+    /// Look again after `after`, with a job carrying `token`: the payment's job chain token,
+    /// stored on the row with the time of that check (`next_check_at`).
+    Recheck { after: Duration, token: Uuid },
+    /// The job belonged to a chain another job took over (a newer token is on the row): it
+    /// ends here, so a payment never has two live job chains.
+    Superseded,
 }
 
 /// Until this depth a credited payment is still watched for reversal: twice its required
@@ -37,28 +42,82 @@ pub fn final_depth(required: i32) -> i32 {
     required.saturating_mul(2)
 }
 
+/// [`track_payment_chain`] as the start of a new job chain (a scan's hand-over, the sweeper, a
+/// test): it takes the payment over from any chain scheduled before.
 pub async fn track_payment(
     db: &DatabaseConnection,
     chains: &Chains,
     cfg: &PipelineConfig,
     payment_id: Uuid,
 ) -> Result<Next, PipelineError> {
-    let again = Next::Recheck(Duration::from_millis(cfg.track_interval_ms));
+    track_payment_chain(db, chains, cfg, payment_id, None).await
+}
+
+/// One look at a payment. `token` is the chain token of a scheduled recheck (`None` for a new
+/// chain): when the row holds another token, a newer chain owns the payment and this job ends
+/// (`Superseded`). Otherwise the payment is tracked and, when it needs another look, the new
+/// token and the time of that look are stored before the recheck is returned.
+pub async fn track_payment_chain(
+    db: &DatabaseConnection,
+    chains: &Chains,
+    cfg: &PipelineConfig,
+    payment_id: Uuid,
+    token: Option<Uuid>,
+) -> Result<Next, PipelineError> {
     let Some(p) = payment::Entity::find_by_id(payment_id).one(db).await? else { return Ok(Next::Done) };
-    if p.status == PaymentStatus::Reversed {
-        return Ok(Next::Done);
+    if token.is_some() && p.track_token != token {
+        return Ok(Next::Superseded);
     }
+    let again = track(db, chains, cfg, &p).await?;
+    schedule(db, p.id, again).await
+}
+
+/// Stores the chain's next look (or that there is none) on the payment.
+async fn schedule(db: &DatabaseConnection, id: Uuid, again: Option<Duration>) -> Result<Next, PipelineError> {
+    let (next, token, at) = match again {
+        Some(after) => {
+            let token = Uuid::now_v7();
+            let at = Utc::now() + chrono::Duration::from_std(after).unwrap_or(chrono::Duration::MAX);
+            (Next::Recheck { after, token }, Some(token), Some(at))
+        }
+        None => (Next::Done, None, None),
+    };
+    payment::Entity::update_many()
+        .col_expr(payment::Column::TrackToken, Expr::value(token))
+        .col_expr(payment::Column::NextCheckAt, Expr::value(at))
+        .filter(payment::Column::Id.eq(id))
+        .exec(db)
+        .await?;
+    Ok(next)
+}
+
+/// Looks at the payment on its chain and applies what changed; returns when to look again.
+async fn track(
+    db: &DatabaseConnection,
+    chains: &Chains,
+    cfg: &PipelineConfig,
+    p: &payment::Model,
+) -> Result<Option<Duration>, PipelineError> {
+    let interval = Duration::from_millis(cfg.track_interval_ms);
     let Some(chain) = chains.get(p.environment, &p.gate_id) else {
         // No adapter for this network (yet): the sweeper brings the payment back later.
-        return Ok(Next::Done);
+        return Ok(None);
     };
+    if p.status == PaymentStatus::Reversed {
+        return watch_reversed(db, chain.as_ref(), p, interval).await;
+    }
     let confirmations = match chain.status(&p.tx_hash, p.output_index).await? {
         TxStatus::Gone => {
-            reverse(db, &p).await?;
-            return Ok(Next::Done);
+            let reversed = on_missing(db, chain.as_ref(), cfg, p).await?;
+            // Missing but not long enough, or reversed on a chain where it may come back: look
+            // again about a block later.
+            return Ok((!reversed || !chain.gone_is_final()).then_some(interval));
         }
         TxStatus::Confirmations(n) => i32::try_from(n).unwrap_or(i32::MAX),
     };
+    if p.missing_since_height.is_some() {
+        clear_missing(db, p.id).await?;
+    }
     let now = Utc::now();
     let due = p.status == PaymentStatus::Confirming && confirmations >= p.required_confirmations;
     if !due {
@@ -73,19 +132,19 @@ pub async fn track_payment(
     }
     match p.status {
         PaymentStatus::Confirming if due => {
-            confirm(db, &p, confirmations).await?;
+            confirm(db, p, confirmations).await?;
         }
         PaymentStatus::Confirming => {
             let window = chrono::Duration::seconds(cfg.monitor_window_secs as i64);
             if now - p.detected_at > window {
-                invalidate_unconfirmed(db, &p).await?;
+                invalidate_unconfirmed(db, p).await?;
             }
         }
         PaymentStatus::Confirmed => {}
-        PaymentStatus::Reversed => return Ok(Next::Done),
+        PaymentStatus::Reversed => return Ok(None),
     }
     if confirmations >= final_depth(p.required_confirmations) {
-        return Ok(Next::Done);
+        return Ok(None);
     }
     // Poll again when the next milestone is due, assuming about one block per
     // `track_interval_ms`: confirmation (the scanner also triggers it when the block arrives),
@@ -96,10 +155,99 @@ pub async fn track_payment(
         final_depth(p.required_confirmations)
     };
     let blocks = u32::try_from(target - confirmations).unwrap_or(1).clamp(1, 60);
-    Ok(match again {
-        Next::Recheck(d) => Next::Recheck(d.saturating_mul(blocks)),
-        Next::Done => Next::Done,
-    })
+    Ok(Some(interval.saturating_mul(blocks)))
+}
+
+/// The chain says the transaction is gone. One such answer proves nothing (a node behind, a
+/// load balancer switching nodes, a transaction briefly out of the mempool during a
+/// reorganisation), so the payment keeps its state until the transaction stayed missing over
+/// `gone_after_blocks` new blocks (default: the gate's confirmation depth) and on
+/// `gone_min_checks` checks at distinct tip heights; only then is it reversed. Chains whose
+/// `Gone` is authoritative (the sandbox) reverse at once. Returns whether it was reversed.
+async fn on_missing(
+    db: &DatabaseConnection,
+    chain: &dyn Chain,
+    cfg: &PipelineConfig,
+    p: &payment::Model,
+) -> Result<bool, PipelineError> {
+    if chain.gone_is_final() {
+        reverse(db, p).await?;
+        return Ok(true);
+    }
+    let tip = i64::try_from(chain.tip().await?).unwrap_or(i64::MAX);
+    let span =
+        i64::try_from(cfg.gone_after_blocks.unwrap_or(u64::from(chain.gate().confirmations))).unwrap_or(i64::MAX);
+    let min_checks = i32::try_from(cfg.gone_min_checks.max(1)).unwrap_or(i32::MAX);
+    let (since, checks) = note_missing(db, p, tip).await?;
+    if checks >= min_checks && tip.saturating_sub(since) >= span {
+        reverse(db, p).await?;
+        return Ok(true);
+    }
+    tracing::info!(payment_id = %p.id, since, checks, tip, "transaction missing on chain; not reversed yet");
+    Ok(false)
+}
+
+/// A reversed payment on a live chain is still watched until the chain is `final_depth` blocks
+/// past its last missing check: if its transaction is in a block again (a reorganisation back to
+/// the fork that holds it, at a height the scanner may have passed), it is revived
+/// (`scanner::revive_on_chain`). A transfer mined again in a new block is revived by the scanner
+/// whenever it comes. The sandbox's reversals are final.
+async fn watch_reversed(
+    db: &DatabaseConnection,
+    chain: &dyn Chain,
+    p: &payment::Model,
+    interval: Duration,
+) -> Result<Option<Duration>, PipelineError> {
+    let Some(last) = p.missing_last_height.filter(|_| !chain.gone_is_final()) else { return Ok(None) };
+    let status = chain.status(&p.tx_hash, p.output_index).await?;
+    let tip = chain.tip().await?;
+    if let TxStatus::Confirmations(n) = status
+        && n > 0
+    {
+        super::scanner::revive_on_chain(db, p, tip.saturating_sub(n - 1), tip).await?;
+        return Ok(Some(interval));
+    }
+    let until = last.saturating_add(i64::from(final_depth(p.required_confirmations)));
+    Ok((i64::try_from(tip).unwrap_or(i64::MAX) < until).then_some(interval))
+}
+
+/// Counts a check that found the transaction missing (once per new tip height), with a guarded
+/// update; returns (missing since height, checks) as stored.
+async fn note_missing(db: &DatabaseConnection, p: &payment::Model, tip: i64) -> Result<(i64, i32), PipelineError> {
+    let (since, checks) = match (p.missing_since_height, p.missing_last_height) {
+        (Some(since), Some(last)) if tip <= last => return Ok((since, p.missing_checks)),
+        (Some(since), _) => (since, p.missing_checks.saturating_add(1)),
+        (None, _) => (tip, 1),
+    };
+    let mut update = payment::Entity::update_many()
+        .col_expr(payment::Column::MissingSinceHeight, Expr::value(since))
+        .col_expr(payment::Column::MissingLastHeight, Expr::value(tip))
+        .col_expr(payment::Column::MissingChecks, Expr::value(checks))
+        .col_expr(payment::Column::CheckedAt, Expr::value(Utc::now()))
+        .filter(payment::Column::Id.eq(p.id))
+        .filter(payment::Column::Status.eq(p.status));
+    update = match p.missing_last_height {
+        Some(last) => update.filter(payment::Column::MissingLastHeight.eq(last)),
+        None => update.filter(payment::Column::MissingLastHeight.is_null()),
+    };
+    if update.exec(db).await?.rows_affected == 1 {
+        return Ok((since, checks));
+    }
+    // Another tracker stored this check (or the transaction was seen again): use its state.
+    let now = payment::Entity::find_by_id(p.id).one(db).await?;
+    Ok(now.and_then(|n| n.missing_since_height.map(|s| (s, n.missing_checks))).unwrap_or((tip, 0)))
+}
+
+/// The transaction is on the chain again: forget that it was missing.
+async fn clear_missing(db: &DatabaseConnection, id: Uuid) -> Result<(), PipelineError> {
+    payment::Entity::update_many()
+        .col_expr(payment::Column::MissingSinceHeight, Expr::value(Option::<i64>::None))
+        .col_expr(payment::Column::MissingLastHeight, Expr::value(Option::<i64>::None))
+        .col_expr(payment::Column::MissingChecks, Expr::value(0))
+        .filter(payment::Column::Id.eq(id))
+        .exec(db)
+        .await?;
+    Ok(())
 }
 
 /// Confirmation: the payment moves to `confirmed`, the invoice moves per the PRODUCT.md table
@@ -344,13 +492,24 @@ async fn tolerance<C: ConnectionTrait>(
     Ok(requested.checked_mul(pct).and_then(|v| v.checked_div(Decimal::ONE_HUNDRED)).unwrap_or(Decimal::ZERO))
 }
 
+/// Adds `delta` to a static address's `total_received` in the caller's write transaction. The
+/// row is read and written under its lock: `SELECT … FOR UPDATE` on PostgreSQL (concurrent
+/// confirmations of the address's many invoices queue here instead of losing an update); on
+/// SQLite the write transaction is the only writer. (Not `SET x = x + $1`: on SQLite the column
+/// is TEXT, and SQL arithmetic on it would go through a lossy double.)
 async fn add_static_total<C: ConnectionTrait>(txn: &C, id: Uuid, delta: Decimal) -> Result<(), PipelineError> {
-    let Some(a) = static_address::Entity::find_by_id(id).one(txn).await? else { return Ok(()) };
+    let mut query = static_address::Entity::find_by_id(id);
+    if txn.get_database_backend() == sea_orm::DatabaseBackend::Postgres {
+        query = query.lock_exclusive();
+    }
+    let Some(a) = query.one(txn).await? else { return Ok(()) };
     let total = a.total_received.0.checked_add(delta).ok_or(ledger::LedgerError::Overflow)?;
-    let mut row: static_address::ActiveModel = a.into();
-    row.total_received = Set(Amount::new(total));
-    row.updated_at = Set(Utc::now());
-    row.update(txn).await?;
+    static_address::Entity::update_many()
+        .col_expr(static_address::Column::TotalReceived, Expr::value(Amount::new(total)))
+        .col_expr(static_address::Column::UpdatedAt, Expr::value(Utc::now()))
+        .filter(static_address::Column::Id.eq(id))
+        .exec(txn)
+        .await?;
     Ok(())
 }
 

@@ -313,6 +313,12 @@ pub async fn credit_invoice_in(
         credited_at: None,
         reversed_at: None,
         checked_at: None,
+        missing_since_height: None,
+        missing_last_height: None,
+        missing_checks: 0,
+        next_check_at: None,
+        track_token: None,
+        revivals: 0,
     };
     let txn = db.begin().await.expect("begin");
     let payment = payment.into_active_model().insert(&txn).await.expect("payment");
