@@ -12,6 +12,7 @@ mod m20261121_000007_webhooks;
 mod m20261121_000008_payout_execution;
 mod m20261121_000009_settlement;
 mod m20261121_000010_nonces;
+mod m20261123_000012_payout_safety;
 
 pub struct Migrator;
 
@@ -29,6 +30,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261121_000008_payout_execution::Migration),
             Box::new(m20261121_000009_settlement::Migration),
             Box::new(m20261121_000010_nonces::Migration),
+            Box::new(m20261123_000012_payout_safety::Migration),
         ]
     }
 }
