@@ -409,3 +409,102 @@ fn post(port: u16, signature: &str, body: &[u8]) -> Option<u16> {
     s.read_to_string(&mut resp).ok()?;
     resp.split_whitespace().nth(1)?.parse().ok()
 }
+
+/// A tron_usdt payout of `debit` (all fees zero) inserted with its reservation, in `status`;
+/// `signed`: with a stored signed transaction, broadcast `minutes_ago`.
+fn insert_payout(
+    db_path: &std::path::Path,
+    merchant: &str,
+    debit: &str,
+    status: &str,
+    signed: bool,
+    minutes_ago: i64,
+) -> String {
+    use entity::{Amount, Environment, FeeAllocation, PayoutStatus, payout};
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let url = format!("sqlite://{}?mode=rwc", db_path.display());
+        let db = api::db::connect(&api::config::Config { database_url: url, ..Default::default() }).await.unwrap();
+        let now = chrono::Utc::now();
+        let then = now - chrono::Duration::minutes(minutes_ago);
+        let amount = Amount::new(debit.parse().unwrap());
+        let id = uuid::Uuid::now_v7();
+        let p = payout::Model {
+            id,
+            merchant_id: uuid::Uuid::parse_str(merchant).unwrap(),
+            environment: Environment::Test,
+            gate_id: "tron_usdt".into(),
+            currency: "USDT".into(),
+            network: "tron".into(),
+            amount,
+            amount_in_base_currency: None,
+            recipient_amount: amount,
+            merchant_debit_amount: amount,
+            fee_amount: Amount::new(Default::default()),
+            payout_fee_allocation: FeeAllocation::Customer,
+            network_fee: Amount::new(Default::default()),
+            configured_network_fee_amount: Amount::new(Default::default()),
+            network_fee_allocation: FeeAllocation::Customer,
+            destination: "TTxSA9fmLZbSEfkEejjU2vDqE8GyS5nCJP".into(),
+            destination_tag: None,
+            status: PayoutStatus::parse(status).unwrap(),
+            tx_hash: signed.then(|| format!("{:064x}", id.as_u128())),
+            idempotency_key: None,
+            description: None,
+            metadata: None,
+            failure_reason: None,
+            executable_at: Some(then),
+            approved_at: Some(then),
+            completed_at: None,
+            cancelled_at: None,
+            created_at: then,
+            updated_at: then,
+            signed_tx: signed.then(|| "{}".to_owned()),
+            queued_at: Some(then),
+            broadcast_at: signed.then_some(then),
+            checked_at: None,
+        };
+        let txn = api::db::begin_write(&db).await.unwrap();
+        assert!(api::payouts::service::insert_reserved(&txn, &p).await.unwrap());
+        txn.commit().await.unwrap();
+        id.to_string()
+    })
+}
+
+#[test]
+fn payouts_fail_stuck_and_replace() {
+    let ops = Ops::new();
+    let db = ops.dir.path().join("ops.db");
+    let merchant = ops.ok(&["merchants", "create", "--name", "Payer"]).trim().to_owned();
+    let fund = ["ledger", "adjust", "--merchant", &merchant, "--env", "test", "--gate", "tron_usdt"];
+    ops.ok(&[&fund[..], &["--amount", "100", "--reason", "fund"]].concat());
+    let unsigned = insert_payout(&db, &merchant, "10", "queued", false, 30);
+    let stuck = insert_payout(&db, &merchant, "20", "processing", true, 20);
+    let balances = || ops.ok(&["ledger", "balances", "--merchant", &merchant, "--env", "test"]);
+    assert!(balances().contains("available=70 pending=0 reserved=30"), "{}", balances());
+
+    // fail: the never-signed payout fails with the reason and its funds come back.
+    let out = ops.ok(&["payouts", "fail", &unsigned, "--reason", "hot wallet key lost"]);
+    assert!(out.contains("failed") && out.contains("failed by operator: hot wallet key lost"), "{out}");
+    assert!(balances().contains("available=80 pending=0 reserved=20"), "{}", balances());
+    // …but never one with a signed transaction (it may be mined), nor twice, nor without a reason.
+    let refused = ops.run_env(&["payouts", "fail", &stuck, "--reason", "x"], &[]);
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && err.contains("signed transaction") && err.contains("replace"), "{err}");
+    assert!(!ops.run_env(&["payouts", "fail", &unsigned, "--reason", "again"], &[]).status.success());
+    assert!(!ops.run_env(&["payouts", "fail", &stuck, "--reason", " "], &[]).status.success());
+    assert!(balances().contains("available=80 pending=0 reserved=20"), "{}", balances());
+
+    // stuck: the broadcast payout the chain does not have, after the threshold only.
+    let out = ops.ok(&["payouts", "stuck"]);
+    assert!(out.contains(&stuck) && out.contains("processing") && !out.contains(&unsigned), "{out}");
+    assert!(out.contains("waiting=20m") || out.contains("waiting=19m"), "{out}");
+    assert!(ops.ok(&["payouts", "stuck", "--older-than", "30m"]).contains("no stuck payouts"));
+    assert!(!ops.run_env(&["payouts", "stuck", "--older-than", "soon"], &[]).status.success());
+
+    // replace: recorded for the executor; refused for a payout that has nothing to replace.
+    let out = ops.ok(&["payouts", "replace", &stuck]);
+    assert!(out.contains("replacement requested"), "{out}");
+    let refused = ops.run_env(&["payouts", "replace", &unsigned], &[]);
+    assert!(!refused.status.success() && String::from_utf8_lossy(&refused.stderr).contains("failed"));
+}
