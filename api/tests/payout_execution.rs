@@ -490,3 +490,113 @@ async fn an_operator_fails_an_unsigned_payout_releasing_its_funds_but_never_a_si
     assert_eq!(x.balance().await, (d("77"), d("23")));
     assert_eq!(x.events("payout.failed").await.len(), 2);
 }
+
+/// The sandbox signer as if on an account-based chain: nonces from the counter, fees, and
+/// replacements (a zero-amount sandbox transaction standing for the hot wallet's self-transfer).
+#[derive(Default)]
+struct NoncedSigner {
+    nonces: std::sync::Mutex<std::collections::HashMap<String, (u64, api::chain::signer::Fees)>>,
+}
+
+impl NoncedSigner {
+    const FEES: api::chain::signer::Fees = api::chain::signer::Fees { max_fee_per_gas: 10, priority_fee_per_gas: 2 };
+
+    fn remember(&self, tx: &api::chain::SignedTx, nonce: u64, fees: api::chain::signer::Fees) {
+        self.nonces.lock().unwrap().insert(tx.raw.clone(), (nonce, fees));
+    }
+}
+
+#[async_trait::async_trait]
+impl Signer for NoncedSigner {
+    async fn sign(&self, tx: &PayoutTx<'_>) -> Result<api::chain::SignedTx, api::chain::ChainError> {
+        let signed = api::chain::signer::SandboxSigner.sign(tx).await?;
+        self.remember(&signed, tx.nonce.unwrap(), tx.fees.unwrap());
+        Ok(signed)
+    }
+
+    async fn fees(&self, _: &PayoutTx<'_>) -> Result<Option<api::chain::signer::Fees>, api::chain::ChainError> {
+        Ok(Some(Self::FEES))
+    }
+
+    async fn nonce_account(&self) -> Result<Option<api::chain::signer::NonceAccount>, api::chain::ChainError> {
+        Ok(Some(api::chain::signer::NonceAccount { scope: "nonced:wallet".into(), chain_next: 0 }))
+    }
+
+    fn signed_terms(&self, raw: &str) -> Option<(u64, api::chain::signer::Fees)> {
+        self.nonces.lock().unwrap().get(raw).copied()
+    }
+
+    async fn replacement_fees(
+        &self,
+        f: api::chain::signer::Fees,
+    ) -> Result<api::chain::signer::Fees, api::chain::ChainError> {
+        Ok(api::chain::signer::Fees {
+            max_fee_per_gas: f.max_fee_per_gas * 2,
+            priority_fee_per_gas: f.priority_fee_per_gas * 2,
+        })
+    }
+
+    async fn sign_replacement(
+        &self,
+        nonce: u64,
+        fees: api::chain::signer::Fees,
+    ) -> Result<api::chain::SignedTx, api::chain::ChainError> {
+        let tx = PayoutTx {
+            gate: api::gates::find("tron_usdt").unwrap(),
+            payout_id: Uuid::from_u128(u128::from(nonce)),
+            destination: TRON_DEST,
+            destination_tag: None,
+            amount: Decimal::ZERO,
+            max_fee: Decimal::ZERO,
+            nonce: Some(nonce),
+            fees: Some(fees),
+        };
+        let signed = api::chain::signer::SandboxSigner.sign(&tx).await?;
+        self.remember(&signed, nonce, fees);
+        Ok(signed)
+    }
+}
+
+#[tokio::test]
+async fn a_transaction_refused_for_good_has_its_nonce_filled_before_its_payout_fails() {
+    let x = setup("100", FeeAllocation::Merchant).await;
+    let db = x.app.state.db.clone();
+    let signer = Arc::new(NoncedSigner::default());
+    let mut signers = Signers::default();
+    signers.insert(Environment::Test, api::gates::find("tron_usdt").unwrap(), signer.clone());
+    let executor = Executor {
+        chains: Chains::new(&db, &x.app.state.config.sandbox),
+        signers,
+        recheck: Duration::from_millis(10),
+        db: db.clone(),
+    };
+    // The sandbox refuses this one for good (forced failure address) after it took nonce 0.
+    let refused = x.payout("10", &failure_destination(api::gates::find("tron_usdt").unwrap().family)).await;
+    assert!(matches!(executor.execute(refused).await.unwrap(), Next::After(_)));
+    let p = x.row(refused).await;
+    assert_eq!(p.status, PayoutStatus::Queued, "not failed while its nonce is a hole: {:?}", p.failure_reason);
+    assert_eq!(signer.signed_terms(p.signed_tx.as_deref().unwrap()).unwrap().0, 0);
+    let filler = entity::payout_replacement::Entity::find_by_id(refused).one(&db).await.unwrap().unwrap();
+    let (nonce, fees) = signer.signed_terms(filler.signed_tx.as_deref().unwrap()).unwrap();
+    assert_eq!((nonce, fees.max_fee_per_gas), (0, 20), "the same nonce, a higher fee");
+    assert!(filler.broadcast_at.is_some());
+
+    // The next payout takes nonce 1 and is not stuck behind a hole: nonce 0 is being filled.
+    let next = x.payout("5", TRON_DEST).await;
+    executor.execute(next).await.unwrap();
+    let n = x.row(next).await;
+    assert_eq!(n.status, PayoutStatus::Processing);
+    assert_eq!(signer.signed_terms(n.signed_tx.as_deref().unwrap()).unwrap().0, 1);
+
+    x.mine(19).await;
+    assert_eq!(executor.execute(refused).await.unwrap(), Next::Done);
+    let p = x.row(refused).await;
+    assert_eq!(p.status, PayoutStatus::Failed);
+    let reason = p.failure_reason.unwrap();
+    assert!(reason.contains("forced failure") && reason.contains("nonce filled"), "{reason}");
+    assert_eq!(executor.execute(next).await.unwrap(), Next::Done);
+    assert_eq!(x.row(next).await.status, PayoutStatus::Completed);
+    // 100 - (5 + payout fee 1 + real network fee 1.8); the refused payout's 13 released in full.
+    assert_eq!(x.balance().await, (d("92.2"), d("0")));
+    assert_eq!(x.events("payout.failed").await.len(), 1);
+}

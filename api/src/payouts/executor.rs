@@ -176,7 +176,7 @@ impl Executor {
             Outgoing::Unknown => match chain.broadcast(&tx).await? {
                 Broadcast::Accepted | Broadcast::AlreadyKnown => {}
                 Broadcast::Retry(reason) => return Ok(self.retry_later(p, &reason)),
-                Broadcast::Rejected(reason) => return self.refused(p, &reason).await,
+                Broadcast::Rejected(reason) => return self.refused(p, &tx.raw, &reason).await,
             },
             Outgoing::Confirmations { .. } => {}
             Outgoing::Failed(reason) => return self.fail(p, &reason).await,
@@ -281,10 +281,10 @@ impl Executor {
             }
             Outgoing::Confirmations { .. } => Ok(Step::Stop(Next::After(self.recheck))),
             // Dropped from the mempool: the same signed transaction goes out again (never a new one).
-            Outgoing::Unknown => match chain.broadcast(&SignedTx { tx_hash, raw }).await? {
+            Outgoing::Unknown => match chain.broadcast(&SignedTx { tx_hash, raw: raw.clone() }).await? {
                 Broadcast::Accepted | Broadcast::AlreadyKnown => Ok(Step::Stop(Next::After(self.recheck))),
                 Broadcast::Retry(reason) => Ok(self.retry_later(p, &reason)),
-                Broadcast::Rejected(reason) => self.refused(p, &reason).await,
+                Broadcast::Rejected(reason) => self.refused(p, &raw, &reason).await,
             },
             Outgoing::Failed(reason) => self.fail(p, &reason).await,
         }
@@ -306,9 +306,9 @@ impl Executor {
     /// (an account-based chain) the nonce must not stay a gap before later payouts: a
     /// zero-value transaction to the hot wallet takes it, and the payout fails once that one is
     /// mined (see [`Executor::replace`]).
-    async fn refused(&self, p: &payout::Model, reason: &str) -> Result<Step, ExecError> {
+    async fn refused(&self, p: &payout::Model, raw: &str, reason: &str) -> Result<Step, ExecError> {
         let signer = self.signers.get(p.environment, &p.gate_id);
-        let has_nonce = signer.zip(p.signed_tx.as_deref()).is_some_and(|(s, raw)| s.signed_terms(raw).is_some());
+        let has_nonce = signer.is_some_and(|s| s.signed_terms(raw).is_some());
         if !has_nonce {
             return self.fail(p, reason).await;
         }
