@@ -486,6 +486,9 @@ async fn an_operator_fails_an_unsigned_payout_releasing_its_funds_but_never_a_si
     let err = api::payouts::service::fail_unsent(&db, signed, "no").await.unwrap_err().to_string();
     assert!(err.contains("signed transaction") && err.contains("replace"), "{err}");
     assert_eq!(x.row(signed).await.status, PayoutStatus::Processing);
+    // A sandbox transaction has no account nonce: nothing could displace it, so no replacement.
+    let err = api::payouts::service::request_replace(&db, signed).await.unwrap_err().to_string();
+    assert!(err.contains("cannot be replaced"), "{err}");
     assert!(api::payouts::service::fail_unsent(&db, queued, "again").await.is_err(), "already failed");
     assert_eq!(x.balance().await, (d("77"), d("23")));
     assert_eq!(x.events("payout.failed").await.len(), 2);

@@ -599,6 +599,13 @@ pub async fn request_replace(
             if p.signed_tx.is_none() { " without a signed transaction (use `ops payouts fail`)" } else { "" }
         )));
     }
+    // Only a transaction ordered by an account nonce (EVM) can be displaced by another one.
+    if p.signed_tx.as_deref().and_then(crate::chain::evm::signed_terms).is_none() {
+        return Err(OperatorError::Failed(format!(
+            "payout {id} on {}: its transaction has no account nonce, so it cannot be replaced",
+            p.gate_id
+        )));
+    }
     insert_replacement(db, id, "replaced by operator: transaction not mined").await?;
     entity::payout_replacement::Entity::find_by_id(id)
         .one(db)
