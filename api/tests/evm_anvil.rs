@@ -634,3 +634,36 @@ async fn a_stuck_payout_replaced_by_the_operator_fails_releases_its_funds_and_it
     assert_eq!(nonce_of(x.row(next).await.signed_tx.as_deref().unwrap()), 1);
     assert_eq!(x.tx_count().await, 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_payout_whose_nonce_another_transaction_used_fails_once_that_one_is_deep_and_never_before() {
+    use entity::PayoutStatus;
+    let x = Payouts::start().await;
+    let db = &x.app.state.db;
+    x.anvil.rpc("evm_setAutomine", json!([false])).await;
+    let id = x.payout(&checksummed(0x41), "0.05").await;
+    let executor = x.executor();
+    executor.execute(id).await.unwrap();
+    let original = x.row(id).await.tx_hash.unwrap();
+    // The node drops it, and someone sends another transaction from the hot wallet with nonce 0.
+    x.anvil.rpc("anvil_dropTransaction", json!([original])).await;
+    let other = json!({"from": HOT_WALLET, "to": HOT_WALLET, "value": "0x0", "nonce": "0x0"});
+    x.anvil.rpc("eth_sendTransaction", json!([other])).await;
+    x.anvil.mine(1).await;
+    // One block deep: it could still be reorganised away, so the payout waits.
+    executor.execute(id).await.unwrap();
+    assert_eq!(x.row(id).await.status, PayoutStatus::Processing);
+    // At the gate's depth (12) the payout's transaction can never be mined: it fails, released.
+    x.anvil.mine(11).await;
+    executor.execute(id).await.unwrap();
+    let p = x.row(id).await;
+    assert_eq!(p.status, PayoutStatus::Failed, "{:?}", p.failure_reason);
+    assert!(
+        p.failure_reason.as_deref().unwrap().contains("nonce 0 was used by another transaction"),
+        "{:?}",
+        p.failure_reason
+    );
+    assert!(x.anvil.rpc("eth_getTransactionByHash", json!([original])).await.is_null());
+    let (b, _) = common::assert_ledger_sums(db, x.merchant, "ethereum").await;
+    assert_eq!((b.available.0, b.reserved.0), (d("2"), Decimal::ZERO), "released exactly");
+}

@@ -404,6 +404,23 @@ fn node_error(e: &str) -> Option<(Option<i64>, String)> {
 }
 
 impl EvmChain {
+    /// `Some(nonce)` when the sender of `raw` has a transaction with that nonce in a block at
+    /// least the gate's confirmation count deep (so `raw` can never be mined).
+    async fn nonce_used_at_depth(&self, raw: &str) -> Result<Option<u64>, ChainError> {
+        use alloy_consensus::TxEnvelope;
+        use alloy_consensus::transaction::SignerRecoverable;
+        use alloy_eips::eip2718::Decodable2718;
+        let Some((nonce, _)) = signed_terms(raw) else { return Ok(None) };
+        let bytes = hex::decode(raw.trim_start_matches("0x")).map_err(|e| ChainError::Unavailable(e.to_string()))?;
+        let envelope =
+            TxEnvelope::decode_2718(&mut bytes.as_slice()).map_err(|e| ChainError::Unavailable(e.to_string()))?;
+        let sender = envelope.recover_signer().map_err(|e| ChainError::Unavailable(format!("sender: {e}")))?;
+        let deep = self.tip().await?.saturating_sub(u64::from(self.gate.confirmations).saturating_sub(1));
+        let count =
+            self.rpc.call("eth_getTransactionCount", json!([format!("{sender:#x}"), block_param(deep)])).await?;
+        Ok((hex_u64(&count, "nonce")? > nonce).then_some(nonce))
+    }
+
     async fn broadcast_raw(&self, tx: &SignedTx) -> Result<Broadcast, ChainError> {
         let e = match self.rpc.once("eth_sendRawTransaction", &json!([tx.raw])).await {
             Ok(_) => return Ok(Broadcast::Accepted),
@@ -416,9 +433,12 @@ impl EvmChain {
             SendClass::AlreadyKnown => Ok(Broadcast::AlreadyKnown),
             // Mined or pending already (the node knows its hash), or the nonce went to another transaction.
             SendClass::NonceTooLow if in_mempool(&self.rpc, &tx.tx_hash).await? => Ok(Broadcast::AlreadyKnown),
-            SendClass::NonceTooLow => {
-                Ok(Broadcast::Retry(format!("evm: {message} (the nonce was taken by another transaction)")))
-            }
+            SendClass::NonceTooLow => match self.nonce_used_at_depth(&tx.raw).await? {
+                Some(nonce) => Ok(Broadcast::Displaced(format!(
+                    "evm: nonce {nonce} was used by another transaction of the hot wallet ({message})"
+                ))),
+                None => Ok(Broadcast::Retry(format!("evm: {message} (the nonce was taken by another transaction)"))),
+            },
             SendClass::Retry => Ok(Broadcast::Retry(format!("evm: {message}"))),
             SendClass::Rejected => Ok(Broadcast::Rejected(format!("evm: {message}"))),
             SendClass::Unknown => Err(ChainError::Unavailable(format!("eth_sendRawTransaction: {message}"))),

@@ -177,6 +177,7 @@ impl Executor {
                 Broadcast::Accepted | Broadcast::AlreadyKnown => {}
                 Broadcast::Retry(reason) => return Ok(self.retry_later(p, &reason)),
                 Broadcast::Rejected(reason) => return self.refused(p, &tx.raw, &reason).await,
+                Broadcast::Displaced(reason) => return self.fail(p, &reason).await,
             },
             Outgoing::Confirmations { .. } => {}
             Outgoing::Failed(reason) => return self.fail(p, &reason).await,
@@ -285,6 +286,7 @@ impl Executor {
                 Broadcast::Accepted | Broadcast::AlreadyKnown => Ok(Step::Stop(Next::After(self.recheck))),
                 Broadcast::Retry(reason) => Ok(self.retry_later(p, &reason)),
                 Broadcast::Rejected(reason) => self.refused(p, &raw, &reason).await,
+                Broadcast::Displaced(reason) => self.fail(p, &reason).await,
             },
             Outgoing::Failed(reason) => self.fail(p, &reason).await,
         }
@@ -396,6 +398,8 @@ impl Executor {
                     Ok(Step::Stop(Next::After(self.recheck)))
                 }
                 Broadcast::Retry(reason) => Ok(self.retry_later(p, &reason)),
+                // Neither the original (checked above) nor the replacement has the nonce.
+                Broadcast::Displaced(reason) => self.fail(p, &reason).await,
                 Broadcast::Rejected(reason) => {
                     tracing::error!(payout = %p.id, reason, "the replacement transaction was refused for good; the payout waits for an operator");
                     Ok(Step::Stop(Next::After(self.recheck.max(Duration::from_secs(60)))))
