@@ -552,3 +552,239 @@ async fn eth_and_token_payouts_complete_with_the_real_fee_and_two_executors_neve
     let (usdt, _) = common::assert_ledger_sums(db, merchant, "ethereum_usdt").await;
     assert_eq!(usdt.available.0, d("100") - d("25") - d("2"));
 }
+
+/// A live app paying out from the anvil hot wallet (`HOT_WALLET`), auto-approved, merchant
+/// funded with 2 ETH in the ledger; `executor()` builds a payout executor as the worker does.
+struct Payouts {
+    anvil: Anvil,
+    app: TestApp,
+    key: String,
+    merchant: Uuid,
+}
+
+impl Payouts {
+    async fn start() -> Payouts {
+        let anvil = Anvil::start().await;
+        anvil.mine(2).await;
+        let net = EvmNetworkConfig {
+            rpc_url: anvil.url.clone(),
+            max_retries: 1,
+            retry_backoff_ms: 20,
+            hot_wallet_key: Some(api::config::Redacted(HOT_WALLET_KEY.into())),
+            chain_id: Some(31337),
+            ..Default::default()
+        };
+        let app = TestApp::spawn_with(|c| {
+            c.evm.networks.insert("ethereum".into(), net.clone());
+        })
+        .await;
+        let db = &app.state.db;
+        let merchant = app.merchant().await;
+        let key = app.key(merchant, Environment::Live, &[]).await;
+        let mut s = api::payouts::service::settings(db, merchant, Environment::Live).await.unwrap();
+        s.payout_auto_approve = true;
+        s.payout_delay_secs = 0;
+        s.network_fee_allocation = entity::FeeAllocation::Merchant;
+        api::payouts::service::save_settings(db, s).await.unwrap();
+        api::ledger::adjust(db, merchant, Environment::Live, api::gates::find("ethereum").unwrap(), d("2"), "fund")
+            .await
+            .unwrap();
+        Payouts { anvil, app, key, merchant }
+    }
+
+    fn executor(&self) -> api::payouts::executor::Executor {
+        let (db, cfg) = (&self.app.state.db, &self.app.state.config);
+        api::payouts::executor::Executor {
+            db: db.clone(),
+            chains: Chains::new(db, &cfg.sandbox).with_evm(&cfg.evm),
+            signers: api::chain::signer::Signers::default().with_evm(&cfg.evm).unwrap(),
+            recheck: Duration::from_millis(10),
+        }
+    }
+
+    async fn payout(&self, to: &str, amount: &str) -> Uuid {
+        let body = json!({"currency": "ETH", "network": "ethereum", "amount": amount, "destination": to});
+        let r = self.app.post("/v1/payouts", Some(&self.key), &body).await;
+        assert_eq!(r.status.as_u16(), 201, "{}", r.body);
+        Uuid::parse_str(r.data()["id"].as_str().unwrap()).unwrap()
+    }
+
+    async fn row(&self, id: Uuid) -> entity::payout::Model {
+        entity::payout::Entity::find_by_id(id).one(&self.app.state.db).await.unwrap().unwrap()
+    }
+
+    async fn tx_count(&self) -> u64 {
+        let v = self.anvil.rpc("eth_getTransactionCount", json!([HOT_WALLET, "latest"])).await;
+        u64::from_str_radix(v.as_str().unwrap().trim_start_matches("0x"), 16).unwrap()
+    }
+
+    async fn set_balance(&self, wei: u128) {
+        self.anvil.rpc("anvil_setBalance", json!([HOT_WALLET, format!("0x{wei:x}")])).await;
+    }
+
+    /// Runs the executor over `ids` (mining `mine` blocks between rounds) until every payout
+    /// is in `status`, within 60 s.
+    async fn run_until(&self, ids: &[Uuid], status: entity::PayoutStatus, mine: u64) {
+        let executor = self.executor();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            for id in ids {
+                executor.execute(*id).await.unwrap();
+            }
+            let mut rows = Vec::new();
+            for id in ids {
+                rows.push(self.row(*id).await.status);
+            }
+            if rows.iter().all(|s| *s == status) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "payouts not {status:?}: {rows:?}");
+            if mine > 0 {
+                self.anvil.mine(mine).await;
+            }
+        }
+    }
+}
+
+fn nonce_of(raw: &str) -> u64 {
+    api::chain::evm::signed_terms(raw).expect("an EIP-1559 transaction").0
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn payouts_refused_for_lack_of_gas_wait_and_complete_after_a_refill_without_a_nonce_gap() {
+    use entity::PayoutStatus;
+    let x = Payouts::start().await;
+    // The hot wallet has (almost) no ETH: the node refuses every transaction before its mempool.
+    x.set_balance(1).await;
+    let mut ids = Vec::new();
+    for i in 0..3u8 {
+        ids.push(x.payout(&checksummed(0x21 + i), &format!("0.01{i}")).await);
+    }
+    let executor = x.executor();
+    for _ in 0..3 {
+        for id in &ids {
+            executor.execute(*id).await.unwrap();
+        }
+    }
+    let mut nonces = Vec::new();
+    for id in &ids {
+        let p = x.row(*id).await;
+        assert!(
+            matches!(p.status, PayoutStatus::Queued | PayoutStatus::Processing),
+            "waits, never failed: {:?} {:?}",
+            p.status,
+            p.failure_reason
+        );
+        nonces.push(nonce_of(p.signed_tx.as_deref().expect("the signed transaction is kept")));
+    }
+    nonces.sort();
+    assert_eq!(nonces, vec![0, 1, 2]);
+    assert_eq!(x.tx_count().await, 0, "nothing mined while the wallet has no gas");
+    let (b, _) = common::assert_ledger_sums(&x.app.state.db, x.merchant, "ethereum").await;
+    assert!(b.reserved.0 > Decimal::ZERO, "still reserved");
+
+    // Refilled: every payout goes out with its own nonce; nothing waits behind a hole.
+    x.set_balance(10u128.pow(20)).await;
+    x.run_until(&ids, PayoutStatus::Completed, 4).await;
+    assert_eq!(x.tx_count().await, 3, "nonces 0..3 used, no gap, no extra transaction");
+    let mut mined = Vec::new();
+    for id in &ids {
+        let p = x.row(*id).await;
+        let tx = x.anvil.rpc("eth_getTransactionByHash", json!([p.tx_hash.unwrap()])).await;
+        mined.push(u64::from_str_radix(tx["nonce"].as_str().unwrap().trim_start_matches("0x"), 16).unwrap());
+    }
+    mined.sort();
+    assert_eq!(mined, vec![0, 1, 2]);
+    let (b, _) = common::assert_ledger_sums(&x.app.state.db, x.merchant, "ethereum").await;
+    assert_eq!(b.reserved.0, Decimal::ZERO);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stuck_payout_replaced_by_the_operator_fails_releases_its_funds_and_its_nonce_is_not_reused() {
+    use entity::PayoutStatus;
+    let x = Payouts::start().await;
+    let db = &x.app.state.db;
+    // Blocks only when mined by hand: the payout's transaction sits in the mempool.
+    x.anvil.rpc("evm_setAutomine", json!([false])).await;
+    let id = x.payout(&checksummed(0x31), "0.05").await;
+    let executor = x.executor();
+    executor.execute(id).await.unwrap();
+    let p = x.row(id).await;
+    assert_eq!(p.status, PayoutStatus::Processing);
+    let original = p.tx_hash.clone().unwrap();
+    assert!(!x.anvil.rpc("eth_getTransactionByHash", json!([original])).await.is_null(), "in the mempool");
+    let (before, _) = common::assert_ledger_sums(db, x.merchant, "ethereum").await;
+
+    // `ops payouts replace`: recorded; the executor signs and sends the replacement.
+    api::payouts::service::request_replace(db, id).await.unwrap();
+    executor.execute(id).await.unwrap();
+    let r = entity::payout_replacement::Entity::find_by_id(id).one(db).await.unwrap().unwrap();
+    let replacement = r.tx_hash.clone().expect("replacement signed and stored");
+    assert_eq!(nonce_of(r.signed_tx.as_deref().unwrap()), 0, "the same nonce");
+    let (_, orig_fees) = api::chain::evm::signed_terms(p.signed_tx.as_deref().unwrap()).unwrap();
+    let (_, new_fees) = api::chain::evm::signed_terms(r.signed_tx.as_deref().unwrap()).unwrap();
+    assert!(new_fees.max_fee_per_gas >= 2 * orig_fees.max_fee_per_gas, "{orig_fees:?} → {new_fees:?}");
+    // One block: the replacement is mined, the original can never be.
+    x.anvil.rpc("evm_mine", json!([])).await;
+    let receipt = x.anvil.receipt(&replacement).await;
+    assert_eq!(receipt["to"].as_str().unwrap().to_ascii_lowercase(), HOT_WALLET, "zero-value to itself");
+    assert!(x.anvil.rpc("eth_getTransactionReceipt", json!([original])).await.is_null());
+    assert_eq!(x.row(id).await.status, PayoutStatus::Processing, "not failed before the gate's depth");
+
+    x.run_until(&[id], PayoutStatus::Failed, 4).await;
+    let p = x.row(id).await;
+    assert!(p.failure_reason.as_deref().unwrap().contains("replaced by operator"), "{:?}", p.failure_reason);
+    assert!(x.anvil.rpc("eth_getTransactionByHash", json!([original])).await.is_null(), "the original never lands");
+    let (after, _) = common::assert_ledger_sums(db, x.merchant, "ethereum").await;
+    assert_eq!(after.reserved.0, Decimal::ZERO);
+    assert_eq!(after.available.0, before.available.0 + before.reserved.0, "released exactly");
+    assert_eq!(after.available.0, d("2"));
+    let bal = x.anvil.rpc("eth_getBalance", json!([checksummed(0x31), "latest"])).await;
+    assert_eq!(bal.as_str().unwrap(), "0x0", "the recipient got nothing");
+    let failed = entity::event::Entity::find()
+        .filter(entity::event::Column::EventType.eq("payout.failed"))
+        .all(db)
+        .await
+        .unwrap();
+    assert_eq!(failed.len(), 1);
+
+    // The next payout takes nonce 1: the replaced nonce is not reused.
+    x.anvil.rpc("evm_setAutomine", json!([true])).await;
+    let next = x.payout(&checksummed(0x32), "0.02").await;
+    x.run_until(&[next], PayoutStatus::Completed, 4).await;
+    assert_eq!(nonce_of(x.row(next).await.signed_tx.as_deref().unwrap()), 1);
+    assert_eq!(x.tx_count().await, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_payout_whose_nonce_another_transaction_used_fails_once_that_one_is_deep_and_never_before() {
+    use entity::PayoutStatus;
+    let x = Payouts::start().await;
+    let db = &x.app.state.db;
+    x.anvil.rpc("evm_setAutomine", json!([false])).await;
+    let id = x.payout(&checksummed(0x41), "0.05").await;
+    let executor = x.executor();
+    executor.execute(id).await.unwrap();
+    let original = x.row(id).await.tx_hash.unwrap();
+    // The node drops it, and someone sends another transaction from the hot wallet with nonce 0.
+    x.anvil.rpc("anvil_dropTransaction", json!([original])).await;
+    let other = json!({"from": HOT_WALLET, "to": HOT_WALLET, "value": "0x0", "nonce": "0x0"});
+    x.anvil.rpc("eth_sendTransaction", json!([other])).await;
+    x.anvil.mine(1).await;
+    // One block deep: it could still be reorganised away, so the payout waits.
+    executor.execute(id).await.unwrap();
+    assert_eq!(x.row(id).await.status, PayoutStatus::Processing);
+    // At the gate's depth (12) the payout's transaction can never be mined: it fails, released.
+    x.anvil.mine(11).await;
+    executor.execute(id).await.unwrap();
+    let p = x.row(id).await;
+    assert_eq!(p.status, PayoutStatus::Failed, "{:?}", p.failure_reason);
+    assert!(
+        p.failure_reason.as_deref().unwrap().contains("nonce 0 was used by another transaction"),
+        "{:?}",
+        p.failure_reason
+    );
+    assert!(x.anvil.rpc("eth_getTransactionByHash", json!([original])).await.is_null());
+    let (b, _) = common::assert_ledger_sums(db, x.merchant, "ethereum").await;
+    assert_eq!((b.available.0, b.reserved.0), (d("2"), Decimal::ZERO), "released exactly");
+}

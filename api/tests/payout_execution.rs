@@ -273,6 +273,7 @@ async fn crashes_at_any_step_never_make_a_second_transaction() {
                     amount: p.recipient_amount.0,
                     max_fee: p.configured_network_fee_amount.0,
                     nonce: None,
+                    fees: None,
                 })
                 .await
                 .unwrap()
@@ -355,4 +356,250 @@ async fn a_payout_waits_for_approval_and_its_executable_time() {
     assert!(matches!(x.executor.execute(id).await.unwrap(), Next::After(d) if d > Duration::from_secs(3500)));
     assert_eq!(x.row(id).await.status, PayoutStatus::Approved);
     assert!(x.broadcasts(id).await.is_empty());
+}
+
+#[tokio::test]
+async fn a_payout_on_a_gate_without_a_signer_stays_approved_instead_of_queued() {
+    let x = setup("100", FeeAllocation::Merchant).await;
+    let id = x.payout("10", TRON_DEST).await;
+    let db = x.app.state.db.clone();
+    let unsigned = Executor {
+        chains: Chains::new(&db, &x.app.state.config.sandbox),
+        signers: Signers::default(),
+        recheck: Duration::from_millis(10),
+        db,
+    };
+    for _ in 0..3 {
+        assert!(matches!(unsigned.execute(id).await.unwrap(), Next::After(_)));
+    }
+    let p = x.row(id).await;
+    assert_eq!(p.status, PayoutStatus::Approved, "not queued without a signer");
+    assert!(p.queued_at.is_none() && p.signed_tx.is_none());
+    assert_eq!(x.balance().await, (d("87"), d("13")), "still reserved, still cancellable");
+    // Once a signer exists it goes on.
+    x.executor.execute(id).await.unwrap();
+    assert_eq!(x.row(id).await.status, PayoutStatus::Processing);
+}
+
+/// A signer on an account-based chain whose network reads (`nonce_account`, `fees`) each do
+/// what a slow RPC call next to another writer would: they need the database for writing, and
+/// give up after 3 s. Run inside the executor's write transaction they would wait for it (on
+/// SQLite every writer waits; on PostgreSQL the nonce counter's row is locked).
+struct ProbingSigner {
+    db: sea_orm::DatabaseConnection,
+    probes: std::sync::Mutex<Vec<Result<(), String>>>,
+}
+
+impl ProbingSigner {
+    const SCOPE: &'static str = "probe:0xwallet";
+
+    async fn probe(&self) {
+        use sea_orm::ConnectionTrait;
+        let db = self.db.clone();
+        let write = async move {
+            let sql = format!("UPDATE nonce_accounts SET updated_at = updated_at WHERE scope = '{}'", Self::SCOPE);
+            db.execute_unprepared(&sql).await.map(|_| ()).map_err(|e| e.to_string())
+        };
+        let r = match tokio::time::timeout(Duration::from_secs(3), write).await {
+            Ok(r) => r,
+            Err(_) => Err("blocked by an open write transaction".into()),
+        };
+        self.probes.lock().unwrap().push(r);
+    }
+}
+
+#[async_trait::async_trait]
+impl Signer for ProbingSigner {
+    async fn sign(&self, tx: &PayoutTx<'_>) -> Result<api::chain::SignedTx, api::chain::ChainError> {
+        assert!(tx.nonce.is_some() && tx.fees.is_some(), "nonce and fees are known before signing");
+        api::chain::signer::SandboxSigner.sign(tx).await
+    }
+
+    async fn fees(&self, _: &PayoutTx<'_>) -> Result<Option<api::chain::signer::Fees>, api::chain::ChainError> {
+        self.probe().await;
+        Ok(Some(api::chain::signer::Fees { max_fee_per_gas: 2, priority_fee_per_gas: 1 }))
+    }
+
+    async fn nonce_account(&self) -> Result<Option<api::chain::signer::NonceAccount>, api::chain::ChainError> {
+        self.probe().await;
+        Ok(Some(api::chain::signer::NonceAccount { scope: Self::SCOPE.into(), chain_next: 0 }))
+    }
+}
+
+#[tokio::test]
+async fn no_network_read_runs_inside_the_transaction_that_stores_the_signed_payout() {
+    let x = setup("100", FeeAllocation::Merchant).await;
+    let db = x.app.state.db.clone();
+    let signer = Arc::new(ProbingSigner { db: db.clone(), probes: Default::default() });
+    let mut signers = Signers::default();
+    signers.insert(Environment::Test, api::gates::find("tron_usdt").unwrap(), signer.clone());
+    let executor = Executor {
+        chains: Chains::new(&db, &x.app.state.config.sandbox),
+        signers,
+        recheck: Duration::from_millis(10),
+        db: db.clone(),
+    };
+    // Two payouts: the second finds the nonce counter's row (created by the first) to lock.
+    for amount in ["10", "11"] {
+        let id = x.payout(amount, TRON_DEST).await;
+        executor.execute(id).await.unwrap();
+        assert_eq!(x.row(id).await.status, PayoutStatus::Processing);
+    }
+    let probes = signer.probes.lock().unwrap().clone();
+    assert_eq!(probes.len(), 4, "nonce and fees read once per payout");
+    assert!(probes.iter().all(Result::is_ok), "a network read waited for the executor's own transaction: {probes:?}");
+    let counter =
+        entity::nonce_account::Entity::find_by_id(ProbingSigner::SCOPE).one(&db).await.unwrap().unwrap().next_nonce;
+    assert_eq!(counter, 2, "nonces 0 and 1 taken");
+}
+
+#[tokio::test]
+async fn an_operator_fails_an_unsigned_payout_releasing_its_funds_but_never_a_signed_one() {
+    let x = setup("100", FeeAllocation::Merchant).await;
+    let db = x.app.state.db.clone();
+    // Queued without a signer: never signed.
+    let queued = x.payout("10", TRON_DEST).await;
+    {
+        use sea_orm::sea_query::Expr;
+        payout::Entity::update_many()
+            .col_expr(payout::Column::Status, Expr::value("queued"))
+            .filter(payout::Column::Id.eq(queued))
+            .exec(&db)
+            .await
+            .unwrap();
+    }
+    let approved = x.payout("5", TRON_DEST).await;
+    let signed = x.payout("20", TRON_DEST).await;
+    x.executor.execute(signed).await.unwrap();
+    assert_eq!(x.balance().await, (d("56"), d("44")), "13 + 8 + 23 reserved");
+
+    let p = api::payouts::service::fail_unsent(&db, queued, "hot wallet key lost").await.unwrap();
+    assert_eq!(p.status, PayoutStatus::Failed);
+    assert_eq!(p.failure_reason.as_deref(), Some("failed by operator: hot wallet key lost"));
+    let p = api::payouts::service::fail_unsent(&db, approved, "merchant asked").await.unwrap();
+    assert_eq!(p.status, PayoutStatus::Failed);
+    assert_eq!(x.balance().await, (d("77"), d("23")), "both released exactly; the signed one still held");
+    let failed = x.events("payout.failed").await;
+    assert_eq!(failed.len(), 2);
+    assert!(failed.iter().any(|e| e["failure_reason"] == "failed by operator: hot wallet key lost"), "{failed:?}");
+
+    let err = api::payouts::service::fail_unsent(&db, signed, "no").await.unwrap_err().to_string();
+    assert!(err.contains("signed transaction") && err.contains("replace"), "{err}");
+    assert_eq!(x.row(signed).await.status, PayoutStatus::Processing);
+    // A sandbox transaction has no account nonce: nothing could displace it, so no replacement.
+    let err = api::payouts::service::request_replace(&db, signed).await.unwrap_err().to_string();
+    assert!(err.contains("cannot be replaced"), "{err}");
+    assert!(api::payouts::service::fail_unsent(&db, queued, "again").await.is_err(), "already failed");
+    assert_eq!(x.balance().await, (d("77"), d("23")));
+    assert_eq!(x.events("payout.failed").await.len(), 2);
+}
+
+/// The sandbox signer as if on an account-based chain: nonces from the counter, fees, and
+/// replacements (a zero-amount sandbox transaction standing for the hot wallet's self-transfer).
+#[derive(Default)]
+struct NoncedSigner {
+    nonces: std::sync::Mutex<std::collections::HashMap<String, (u64, api::chain::signer::Fees)>>,
+}
+
+impl NoncedSigner {
+    const FEES: api::chain::signer::Fees = api::chain::signer::Fees { max_fee_per_gas: 10, priority_fee_per_gas: 2 };
+
+    fn remember(&self, tx: &api::chain::SignedTx, nonce: u64, fees: api::chain::signer::Fees) {
+        self.nonces.lock().unwrap().insert(tx.raw.clone(), (nonce, fees));
+    }
+}
+
+#[async_trait::async_trait]
+impl Signer for NoncedSigner {
+    async fn sign(&self, tx: &PayoutTx<'_>) -> Result<api::chain::SignedTx, api::chain::ChainError> {
+        let signed = api::chain::signer::SandboxSigner.sign(tx).await?;
+        self.remember(&signed, tx.nonce.unwrap(), tx.fees.unwrap());
+        Ok(signed)
+    }
+
+    async fn fees(&self, _: &PayoutTx<'_>) -> Result<Option<api::chain::signer::Fees>, api::chain::ChainError> {
+        Ok(Some(Self::FEES))
+    }
+
+    async fn nonce_account(&self) -> Result<Option<api::chain::signer::NonceAccount>, api::chain::ChainError> {
+        Ok(Some(api::chain::signer::NonceAccount { scope: "nonced:wallet".into(), chain_next: 0 }))
+    }
+
+    fn signed_terms(&self, raw: &str) -> Option<(u64, api::chain::signer::Fees)> {
+        self.nonces.lock().unwrap().get(raw).copied()
+    }
+
+    async fn replacement_fees(
+        &self,
+        f: api::chain::signer::Fees,
+    ) -> Result<api::chain::signer::Fees, api::chain::ChainError> {
+        Ok(api::chain::signer::Fees {
+            max_fee_per_gas: f.max_fee_per_gas * 2,
+            priority_fee_per_gas: f.priority_fee_per_gas * 2,
+        })
+    }
+
+    async fn sign_replacement(
+        &self,
+        nonce: u64,
+        fees: api::chain::signer::Fees,
+    ) -> Result<api::chain::SignedTx, api::chain::ChainError> {
+        let tx = PayoutTx {
+            gate: api::gates::find("tron_usdt").unwrap(),
+            payout_id: Uuid::from_u128(u128::from(nonce)),
+            destination: TRON_DEST,
+            destination_tag: None,
+            amount: Decimal::ZERO,
+            max_fee: Decimal::ZERO,
+            nonce: Some(nonce),
+            fees: Some(fees),
+        };
+        let signed = api::chain::signer::SandboxSigner.sign(&tx).await?;
+        self.remember(&signed, nonce, fees);
+        Ok(signed)
+    }
+}
+
+#[tokio::test]
+async fn a_transaction_refused_for_good_has_its_nonce_filled_before_its_payout_fails() {
+    let x = setup("100", FeeAllocation::Merchant).await;
+    let db = x.app.state.db.clone();
+    let signer = Arc::new(NoncedSigner::default());
+    let mut signers = Signers::default();
+    signers.insert(Environment::Test, api::gates::find("tron_usdt").unwrap(), signer.clone());
+    let executor = Executor {
+        chains: Chains::new(&db, &x.app.state.config.sandbox),
+        signers,
+        recheck: Duration::from_millis(10),
+        db: db.clone(),
+    };
+    // The sandbox refuses this one for good (forced failure address) after it took nonce 0.
+    let refused = x.payout("10", &failure_destination(api::gates::find("tron_usdt").unwrap().family)).await;
+    assert!(matches!(executor.execute(refused).await.unwrap(), Next::After(_)));
+    let p = x.row(refused).await;
+    assert_eq!(p.status, PayoutStatus::Queued, "not failed while its nonce is a hole: {:?}", p.failure_reason);
+    assert_eq!(signer.signed_terms(p.signed_tx.as_deref().unwrap()).unwrap().0, 0);
+    let filler = entity::payout_replacement::Entity::find_by_id(refused).one(&db).await.unwrap().unwrap();
+    let (nonce, fees) = signer.signed_terms(filler.signed_tx.as_deref().unwrap()).unwrap();
+    assert_eq!((nonce, fees.max_fee_per_gas), (0, 20), "the same nonce, a higher fee");
+    assert!(filler.broadcast_at.is_some());
+
+    // The next payout takes nonce 1 and is not stuck behind a hole: nonce 0 is being filled.
+    let next = x.payout("5", TRON_DEST).await;
+    executor.execute(next).await.unwrap();
+    let n = x.row(next).await;
+    assert_eq!(n.status, PayoutStatus::Processing);
+    assert_eq!(signer.signed_terms(n.signed_tx.as_deref().unwrap()).unwrap().0, 1);
+
+    x.mine(19).await;
+    assert_eq!(executor.execute(refused).await.unwrap(), Next::Done);
+    let p = x.row(refused).await;
+    assert_eq!(p.status, PayoutStatus::Failed);
+    let reason = p.failure_reason.unwrap();
+    assert!(reason.contains("forced failure") && reason.contains("nonce filled"), "{reason}");
+    assert_eq!(executor.execute(next).await.unwrap(), Next::Done);
+    assert_eq!(x.row(next).await.status, PayoutStatus::Completed);
+    // 100 - (5 + payout fee 1 + real network fee 1.8); the refused payout's 13 released in full.
+    assert_eq!(x.balance().await, (d("92.2"), d("0")));
+    assert_eq!(x.events("payout.failed").await.len(), 1);
 }

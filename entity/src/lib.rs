@@ -15,6 +15,7 @@ pub mod merchant_env_settings;
 pub mod nonce_account;
 pub mod payment;
 pub mod payout;
+pub mod payout_replacement;
 pub mod refund;
 pub mod sandbox_broadcast;
 pub mod sandbox_chain;

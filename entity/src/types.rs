@@ -493,9 +493,10 @@ impl PayoutStatus {
             (Approved, Queue) => Some(Queued),
             (Queued, Broadcast) => Some(Processing),
             (Processing, Complete) => Some(Completed),
-            (Queued | Processing, Fail) => Some(Failed),
+            // Approved: only an operator fails it (`ops payouts fail`); the executor never does.
+            (Approved | Queued | Processing, Fail) => Some(Failed),
             (PendingApproval, Queue | Broadcast | Complete | Fail)
-            | (Approved, Approve | Reject | Broadcast | Complete | Fail)
+            | (Approved, Approve | Reject | Broadcast | Complete)
             | (Queued, Cancel | Approve | Reject | Queue | Complete)
             | (Processing, Cancel | Approve | Reject | Queue | Broadcast)
             | (Completed | Failed | Cancelled, Cancel | Approve | Reject | Queue | Broadcast | Complete | Fail) => None,

@@ -13,6 +13,7 @@ mod m20261121_000008_payout_execution;
 mod m20261121_000009_settlement;
 mod m20261121_000010_nonces;
 mod m20261123_000011_deposit_safety;
+mod m20261123_000012_payout_safety;
 mod m20261123_000013_integrity;
 
 pub struct Migrator;
@@ -32,6 +33,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261121_000009_settlement::Migration),
             Box::new(m20261121_000010_nonces::Migration),
             Box::new(m20261123_000011_deposit_safety::Migration),
+            Box::new(m20261123_000012_payout_safety::Migration),
             Box::new(m20261123_000013_integrity::Migration),
         ]
     }

@@ -146,6 +146,25 @@ enum PayoutCmd {
         #[arg(long)]
         reason: String,
     },
+    /// Fail an approved or queued payout that was never signed: its funds are released (a
+    /// refund follows) and `payout.failed` carries the reason. Refused for a payout with a
+    /// signed transaction (it may be mined): use `replace`.
+    Fail {
+        payout_id: Uuid,
+        #[arg(long)]
+        reason: String,
+    },
+    /// List payouts whose signed transaction is not in a block after `--older-than` since its
+    /// broadcast (or since queued, when the node has not accepted it yet).
+    Stuck {
+        /// e.g. 10m, 90s, 2h.
+        #[arg(long, default_value = "10m", value_parser = parse_age)]
+        older_than: chrono::Duration,
+    },
+    /// Replace a stuck payout transaction: the payout executor sends a zero-value transaction to
+    /// the hot wallet with the same nonce at twice the fee (within `max_fee_per_gas_gwei`);
+    /// once it is mined to the gate's depth the payout fails and its funds are released.
+    Replace { payout_id: Uuid },
     /// Show or change a merchant's payout settings for one environment (only given flags change).
     Settings {
         #[arg(long)]
@@ -167,6 +186,18 @@ enum PayoutCmd {
         #[arg(long, value_parser = parse_alloc)]
         refund_fee_allocation: Option<entity::FeeAllocation>,
     },
+}
+
+/// `<n>s`, `<n>m`, `<n>h` (or plain seconds).
+fn parse_age(s: &str) -> Result<chrono::Duration, String> {
+    let (digits, unit) = s.trim().split_at(s.trim().find(|c: char| !c.is_ascii_digit()).unwrap_or(s.trim().len()));
+    let n: i64 = digits.parse().map_err(|_| format!("expected a duration like 10m, 90s or 2h, got {s:?}"))?;
+    match unit {
+        "" | "s" => Ok(chrono::Duration::seconds(n)),
+        "m" => Ok(chrono::Duration::minutes(n)),
+        "h" => Ok(chrono::Duration::hours(n)),
+        _ => Err(format!("expected a duration like 10m, 90s or 2h, got {s:?}")),
+    }
 }
 
 fn parse_alloc(s: &str) -> Result<entity::FeeAllocation, String> {
@@ -296,6 +327,22 @@ async fn main() -> anyhow::Result<()> {
                     let p = payouts::reject(&db, payout_id, reason.trim()).await?;
                     println!("{} {} ({})", p.id, p.status.as_str(), p.failure_reason.unwrap_or_default());
                 }
+                PayoutCmd::Fail { payout_id, reason } => {
+                    if reason.trim().is_empty() {
+                        bail!("--reason must not be empty");
+                    }
+                    let p = payouts::fail_unsent(&db, payout_id, reason.trim()).await?;
+                    println!("{} {} ({})", p.id, p.status.as_str(), p.failure_reason.unwrap_or_default());
+                }
+                PayoutCmd::Stuck { older_than } => stuck_payouts(&db, &config, older_than).await?,
+                PayoutCmd::Replace { payout_id } => {
+                    let r = payouts::request_replace(&db, payout_id).await?;
+                    println!(
+                        "{} replacement requested at {}; the payout executor signs and sends it, the payout fails once it is mined",
+                        r.payout_id,
+                        r.requested_at.to_rfc3339()
+                    );
+                }
                 PayoutCmd::Settings {
                     merchant,
                     env,
@@ -409,6 +456,49 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// Prints the payouts not in a block after `older_than`: one line each with its age, nonce
+/// state and what the chain says (where this process can ask it: sandbox, configured EVM nodes).
+async fn stuck_payouts(
+    db: &sea_orm::DatabaseConnection,
+    config: &Config,
+    older_than: chrono::Duration,
+) -> anyhow::Result<()> {
+    use api::chain::Outgoing;
+    let chains = api::chain::Chains::new(db, &config.sandbox).with_evm(&config.evm);
+    let now = chrono::Utc::now();
+    let mut listed = 0;
+    for p in api::payouts::service::stuck_candidates(db, older_than).await? {
+        let hash = p.tx_hash.clone().unwrap_or_default();
+        let chain = match chains.get(p.environment, &p.gate_id) {
+            Some(c) => match c.outgoing(&hash).await {
+                Ok(Outgoing::Confirmations { confirmations, .. }) if confirmations > 0 => continue,
+                Ok(Outgoing::Failed(_)) => continue,
+                Ok(Outgoing::Confirmations { .. }) => "in the mempool".to_owned(),
+                Ok(Outgoing::Unknown) => "unknown to the node".to_owned(),
+                // The error may name the endpoint (and a provider key in its URL): not printed.
+                Err(_) => "the node did not answer".to_owned(),
+            },
+            None => "no chain adapter here".to_owned(),
+        };
+        let since = p.broadcast_at.or(p.queued_at).unwrap_or(p.updated_at);
+        println!(
+            "{} {} {} {} tx={} waiting={}m ({})",
+            p.id,
+            p.environment,
+            p.gate_id,
+            p.status.as_str(),
+            hash,
+            (now - since).num_minutes(),
+            chain
+        );
+        listed += 1;
+    }
+    if listed == 0 {
+        println!("no stuck payouts");
+    }
+    Ok(())
 }
 
 /// Connects and makes sure the schema is current (operators may run ops before the API).

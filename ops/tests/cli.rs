@@ -409,3 +409,118 @@ fn post(port: u16, signature: &str, body: &[u8]) -> Option<u16> {
     s.read_to_string(&mut resp).ok()?;
     resp.split_whitespace().nth(1)?.parse().ok()
 }
+
+/// A signed EIP-1559 transaction of the hot wallet (nonce 42) and its hash.
+const EVM_TX: (&str, &str) = (
+    "0xd5c9c6de44a4cffa8cae5fb2be4efc6e61cbaa6854721918d413f216709f5cd0",
+    "0x02f862012a03078252089470997970c51812dc3a010c7d01b50e0d17dc79c88080c080a00410eb04cc94f1178da34908602870b103405c3c80be0be284f925e24054442da0363b36c7d6eabb520b014b9c0d1ee2a6a065cb32decb5006f688e925f913597c",
+);
+
+/// A payout of `debit` (all fees zero) inserted with its reservation, in `status`: on the test
+/// tron_usdt gate, or with `evm_signed` on the live ethereum gate with [`EVM_TX`] stored as its
+/// signed transaction, broadcast `minutes_ago`.
+fn insert_payout(
+    db_path: &std::path::Path,
+    merchant: &str,
+    debit: &str,
+    status: &str,
+    evm_signed: bool,
+    minutes_ago: i64,
+) -> String {
+    use entity::{Amount, Environment, FeeAllocation, PayoutStatus, payout};
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let url = format!("sqlite://{}?mode=rwc", db_path.display());
+        let db = api::db::connect(&api::config::Config { database_url: url, ..Default::default() }).await.unwrap();
+        let now = chrono::Utc::now();
+        let then = now - chrono::Duration::minutes(minutes_ago);
+        let amount = Amount::new(debit.parse().unwrap());
+        let id = uuid::Uuid::now_v7();
+        let p = payout::Model {
+            id,
+            merchant_id: uuid::Uuid::parse_str(merchant).unwrap(),
+            environment: if evm_signed { Environment::Live } else { Environment::Test },
+            gate_id: if evm_signed { "ethereum" } else { "tron_usdt" }.into(),
+            currency: if evm_signed { "ETH" } else { "USDT" }.into(),
+            network: if evm_signed { "ethereum" } else { "tron" }.into(),
+            amount,
+            amount_in_base_currency: None,
+            recipient_amount: amount,
+            merchant_debit_amount: amount,
+            fee_amount: Amount::new(Default::default()),
+            payout_fee_allocation: FeeAllocation::Customer,
+            network_fee: Amount::new(Default::default()),
+            configured_network_fee_amount: Amount::new(Default::default()),
+            network_fee_allocation: FeeAllocation::Customer,
+            destination: if evm_signed {
+                "0x1111111111111111111111111111111111111111"
+            } else {
+                "TTxSA9fmLZbSEfkEejjU2vDqE8GyS5nCJP"
+            }
+            .into(),
+            destination_tag: None,
+            status: PayoutStatus::parse(status).unwrap(),
+            tx_hash: evm_signed.then(|| EVM_TX.0.to_owned()),
+            idempotency_key: None,
+            description: None,
+            metadata: None,
+            failure_reason: None,
+            executable_at: Some(then),
+            approved_at: Some(then),
+            completed_at: None,
+            cancelled_at: None,
+            created_at: then,
+            updated_at: then,
+            signed_tx: evm_signed.then(|| EVM_TX.1.to_owned()),
+            queued_at: Some(then),
+            broadcast_at: evm_signed.then_some(then),
+            checked_at: None,
+        };
+        let txn = api::db::begin_write(&db).await.unwrap();
+        assert!(api::payouts::service::insert_reserved(&txn, &p).await.unwrap());
+        txn.commit().await.unwrap();
+        id.to_string()
+    })
+}
+
+#[test]
+fn payouts_fail_stuck_and_replace() {
+    let ops = Ops::new();
+    let db = ops.dir.path().join("ops.db");
+    let merchant = ops.ok(&["merchants", "create", "--name", "Payer"]).trim().to_owned();
+    for (env, gate) in [("test", "tron_usdt"), ("live", "ethereum")] {
+        let fund = ["ledger", "adjust", "--merchant", &merchant, "--env", env, "--gate", gate];
+        ops.ok(&[&fund[..], &["--amount", "100", "--reason", "fund"]].concat());
+    }
+    let unsigned = insert_payout(&db, &merchant, "10", "queued", false, 30);
+    let stuck = insert_payout(&db, &merchant, "20", "processing", true, 20);
+    let balances = |env: &str| ops.ok(&["ledger", "balances", "--merchant", &merchant, "--env", env]);
+    assert!(balances("test").contains("available=90 pending=0 reserved=10"), "{}", balances("test"));
+    assert!(balances("live").contains("available=80 pending=0 reserved=20"), "{}", balances("live"));
+
+    // fail: the never-signed payout fails with the reason and its funds come back.
+    let out = ops.ok(&["payouts", "fail", &unsigned, "--reason", "hot wallet key lost"]);
+    assert!(out.contains("failed") && out.contains("failed by operator: hot wallet key lost"), "{out}");
+    assert!(balances("test").contains("available=100 pending=0 reserved=0"), "{}", balances("test"));
+    // …but never one with a signed transaction (it may be mined), nor twice, nor without a reason.
+    let refused = ops.run_env(&["payouts", "fail", &stuck, "--reason", "x"], &[]);
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && err.contains("signed transaction") && err.contains("replace"), "{err}");
+    assert!(!ops.run_env(&["payouts", "fail", &unsigned, "--reason", "again"], &[]).status.success());
+    assert!(!ops.run_env(&["payouts", "fail", &stuck, "--reason", " "], &[]).status.success());
+    assert!(balances("live").contains("available=80 pending=0 reserved=20"), "{}", balances("live"));
+
+    // stuck: the broadcast payout the chain does not have, after the threshold only.
+    let out = ops.ok(&["payouts", "stuck"]);
+    assert!(out.contains(&stuck) && out.contains("processing") && out.contains(EVM_TX.0), "{out}");
+    assert!(!out.contains(&unsigned), "{out}");
+    assert!(out.contains("waiting=20m") || out.contains("waiting=19m"), "{out}");
+    assert!(ops.ok(&["payouts", "stuck", "--older-than", "30m"]).contains("no stuck payouts"));
+    assert!(!ops.run_env(&["payouts", "stuck", "--older-than", "soon"], &[]).status.success());
+
+    // replace: recorded for the executor; refused for a payout that has nothing to replace.
+    let out = ops.ok(&["payouts", "replace", &stuck]);
+    assert!(out.contains("replacement requested"), "{out}");
+    let refused = ops.run_env(&["payouts", "replace", &unsigned], &[]);
+    assert!(!refused.status.success() && String::from_utf8_lossy(&refused.stderr).contains("failed"));
+}

@@ -26,7 +26,7 @@ use alloy_primitives::{Address, U256};
 use rust_decimal::Decimal;
 use serde_json::{Value, json};
 
-use super::signer::{NonceAccount, PayoutTx, Signer};
+use super::signer::{Fees, NonceAccount, PayoutTx, Signer};
 use super::{Broadcast, Chain, ChainError, Outgoing, SignedTx, Transfer, TxStatus};
 use crate::addresses::address_key;
 use crate::chain::address::AddressFamily;
@@ -296,28 +296,156 @@ async fn in_mempool(rpc: &Rpc, tx_hash: &str) -> Result<bool, ChainError> {
     Ok(!rpc.call("eth_getTransactionByHash", json!([tx_hash])).await?.is_null())
 }
 
+/// What a node's refusal of `eth_sendRawTransaction` means for the transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendClass {
+    /// The node already has this very transaction (pending or mined).
+    AlreadyKnown,
+    /// The nonce is below the account's: either this transaction was mined already, or another
+    /// transaction took the nonce. The caller asks the chain which.
+    NonceTooLow,
+    /// Refused before reaching any mempool for a reason that can pass (gas funds, fee below the
+    /// market or base fee, pool full, nonce ahead, rate limit): keep the signed transaction and
+    /// send it again later.
+    Retry,
+    /// Refused for a reason that makes it impossible to mine, whatever happens later.
+    Rejected,
+    /// Anything else: it may have reached a mempool, so it is never treated as refused.
+    Unknown,
+}
+
+/// Known refusal texts of geth, erigon, nethermind, besu and anvil (lower case, matched as
+/// substrings, first match wins: the more specific texts come first).
+const SEND_ERRORS: &[(&str, SendClass)] = &[
+    // Already known (geth/erigon/anvil "already known", besu "known transaction", nethermind "AlreadyKnown").
+    ("already known", SendClass::AlreadyKnown),
+    ("alreadyknown", SendClass::AlreadyKnown),
+    ("known transaction", SendClass::AlreadyKnown),
+    ("already imported", SendClass::AlreadyKnown),
+    ("already in the mempool", SendClass::AlreadyKnown),
+    // Nonce below the account's (geth/erigon/anvil "nonce too low", besu "nonce too low"/NONCE_TOO_LOW, nethermind "OldNonce").
+    ("nonce too low", SendClass::NonceTooLow),
+    ("nonce_too_low", SendClass::NonceTooLow),
+    ("oldnonce", SendClass::NonceTooLow),
+    ("nonce is too low", SendClass::NonceTooLow),
+    // Pre-mempool refusals that can pass.
+    ("replacement transaction underpriced", SendClass::Retry),
+    ("replacement_underpriced", SendClass::Retry),
+    ("replacementnotallowed", SendClass::Retry),
+    ("transaction underpriced", SendClass::Retry),
+    ("underpriced", SendClass::Retry),
+    ("insufficient funds", SendClass::Retry),
+    ("insufficientfunds", SendClass::Retry),
+    ("upfront cost exceeds account balance", SendClass::Retry),
+    ("fee cap less than block base fee", SendClass::Retry),
+    ("max fee per gas less than block base fee", SendClass::Retry),
+    ("less than the current basefee", SendClass::Retry),
+    ("gas price below configured minimum", SendClass::Retry),
+    ("feetoolow", SendClass::Retry),
+    ("fee too low", SendClass::Retry),
+    ("gas price too low", SendClass::Retry),
+    ("min fee not met", SendClass::Retry),
+    ("txpool is full", SendClass::Retry),
+    ("pool is full", SendClass::Retry),
+    ("txpoolfull", SendClass::Retry),
+    ("nonce too high", SendClass::Retry),
+    ("noncegap", SendClass::Retry),
+    ("nonce too far in future", SendClass::Retry),
+    ("nonce_too_far_in_future", SendClass::Retry),
+    ("spammer", SendClass::Retry),
+    ("rate limit", SendClass::Retry),
+    ("too many requests", SendClass::Retry),
+    // Certainly never minable (the signed bytes themselves are wrong for this chain).
+    ("intrinsic gas too low", SendClass::Rejected),
+    ("intrinsic gas exceeds gas limit", SendClass::Rejected),
+    ("exceeds block gas limit", SendClass::Rejected),
+    ("gaslimitexceeded", SendClass::Rejected),
+    ("gas limit too high", SendClass::Rejected),
+    ("invalid sender", SendClass::Rejected),
+    ("invalid signature", SendClass::Rejected),
+    ("invalid chain id", SendClass::Rejected),
+    ("wrong chainid", SendClass::Rejected),
+    ("chain id mismatch", SendClass::Rejected),
+    ("incorrect chain id", SendClass::Rejected),
+    ("max priority fee per gas higher than max fee per gas", SendClass::Rejected),
+    ("tip higher than fee cap", SendClass::Rejected),
+    ("max_priority_fee_per_gas_exceeds_max_fee_per_gas", SendClass::Rejected),
+    ("transaction type not supported", SendClass::Rejected),
+    ("notsupportedtxtype", SendClass::Rejected),
+    ("oversized data", SendClass::Rejected),
+    ("negative value", SendClass::Rejected),
+    ("senderiscontract", SendClass::Rejected),
+    ("sender not an eoa", SendClass::Rejected),
+];
+
+/// Classifies a node's refusal by its text (table above), else by its JSON-RPC code: -32602
+/// (invalid params: the node cannot decode the transaction) and -32003 with no known text
+/// stay `Unknown` unless the text says more; -32005 (limit exceeded) is `Retry`. Nethermind's
+/// bare `Invalid` is `Rejected`. Everything else is `Unknown`.
+pub fn classify_send_error(code: Option<i64>, message: &str) -> SendClass {
+    let lower = message.to_ascii_lowercase();
+    if let Some((_, class)) = SEND_ERRORS.iter().find(|(text, _)| lower.contains(text)) {
+        return *class;
+    }
+    if lower.trim() == "invalid" || lower.starts_with("invalid,") {
+        return SendClass::Rejected;
+    }
+    match code {
+        Some(-32602) => SendClass::Rejected,
+        Some(-32005) => SendClass::Retry,
+        _ => SendClass::Unknown,
+    }
+}
+
+/// The JSON-RPC error (code, message) inside an `Rpc::once` failure, `None` for a transport
+/// failure (timeout, HTTP status): the node may or may not have taken the transaction.
+fn node_error(e: &str) -> Option<(Option<i64>, String)> {
+    let body = e.split_once(": ").map_or(e, |(_, rest)| rest);
+    let v: Value = serde_json::from_str(body).ok()?;
+    let message = v.get("message").and_then(Value::as_str)?.to_owned();
+    let data = v.get("data").and_then(Value::as_str).map(|d| format!(" ({d})")).unwrap_or_default();
+    Some((v.get("code").and_then(Value::as_i64), format!("{message}{data}")))
+}
+
 impl EvmChain {
+    /// `Some(nonce)` when the sender of `raw` has a transaction with that nonce in a block at
+    /// least the gate's confirmation count deep (so `raw` can never be mined).
+    async fn nonce_used_at_depth(&self, raw: &str) -> Result<Option<u64>, ChainError> {
+        use alloy_consensus::TxEnvelope;
+        use alloy_consensus::transaction::SignerRecoverable;
+        use alloy_eips::eip2718::Decodable2718;
+        let Some((nonce, _)) = signed_terms(raw) else { return Ok(None) };
+        let bytes = hex::decode(raw.trim_start_matches("0x")).map_err(|e| ChainError::Unavailable(e.to_string()))?;
+        let envelope =
+            TxEnvelope::decode_2718(&mut bytes.as_slice()).map_err(|e| ChainError::Unavailable(e.to_string()))?;
+        let sender = envelope.recover_signer().map_err(|e| ChainError::Unavailable(format!("sender: {e}")))?;
+        let deep = self.tip().await?.saturating_sub(u64::from(self.gate.confirmations).saturating_sub(1));
+        let count =
+            self.rpc.call("eth_getTransactionCount", json!([format!("{sender:#x}"), block_param(deep)])).await?;
+        Ok((hex_u64(&count, "nonce")? > nonce).then_some(nonce))
+    }
+
     async fn broadcast_raw(&self, tx: &SignedTx) -> Result<Broadcast, ChainError> {
-        match self.rpc.once("eth_sendRawTransaction", &json!([tx.raw])).await {
-            Ok(_) => Ok(Broadcast::Accepted),
-            Err(e) => {
-                let lower = e.to_ascii_lowercase();
-                // The same transaction sent before (pending or mined: the node knows its hash).
-                let known = lower.contains("already known")
-                    || lower.contains("known transaction")
-                    || (lower.contains("nonce too low") && in_mempool(&self.rpc, &tx.tx_hash).await?);
-                if known {
-                    Ok(Broadcast::AlreadyKnown)
-                } else if lower.contains("insufficient funds")
-                    || lower.contains("intrinsic gas")
-                    || lower.contains("exceeds block gas limit")
-                    || lower.contains("invalid")
-                {
-                    Ok(Broadcast::Rejected(format!("evm: {e}")))
-                } else {
-                    Err(ChainError::Unavailable(e))
-                }
-            }
+        let e = match self.rpc.once("eth_sendRawTransaction", &json!([tx.raw])).await {
+            Ok(_) => return Ok(Broadcast::Accepted),
+            Err(e) => e,
+        };
+        let Some((code, message)) = node_error(&e) else {
+            return Err(ChainError::Unavailable(e));
+        };
+        match classify_send_error(code, &message) {
+            SendClass::AlreadyKnown => Ok(Broadcast::AlreadyKnown),
+            // Mined or pending already (the node knows its hash), or the nonce went to another transaction.
+            SendClass::NonceTooLow if in_mempool(&self.rpc, &tx.tx_hash).await? => Ok(Broadcast::AlreadyKnown),
+            SendClass::NonceTooLow => match self.nonce_used_at_depth(&tx.raw).await? {
+                Some(nonce) => Ok(Broadcast::Displaced(format!(
+                    "evm: nonce {nonce} was used by another transaction of the hot wallet ({message})"
+                ))),
+                None => Ok(Broadcast::Retry(format!("evm: {message} (the nonce was taken by another transaction)"))),
+            },
+            SendClass::Retry => Ok(Broadcast::Retry(format!("evm: {message}"))),
+            SendClass::Rejected => Ok(Broadcast::Rejected(format!("evm: {message}"))),
+            SendClass::Unknown => Err(ChainError::Unavailable(format!("eth_sendRawTransaction: {message}"))),
         }
     }
 }
@@ -366,9 +494,8 @@ impl HotWallet {
 
     /// (`maxFeePerGas`, `maxPriorityFeePerGas`): twice the latest base fee plus the tip,
     /// capped by the configured per-gas cap and by `cap_total` over `gas`.
-    async fn fees(&self, gas: u64, cap_total: Option<u128>) -> Result<(u128, u128), ChainError> {
-        let block = self.rpc.call("eth_getBlockByNumber", json!(["latest", false])).await?;
-        let base: u128 = hex_u256(&block["baseFeePerGas"], "baseFeePerGas")?.try_into().unwrap_or(u128::MAX);
+    async fn fees(&self, gas: u64, cap_total: Option<u128>) -> Result<Fees, ChainError> {
+        let base = self.base_fee().await?;
         let mut max_fee = base.saturating_mul(2).saturating_add(self.priority_fee).min(self.max_fee_per_gas);
         if let Some(total) = cap_total {
             max_fee = max_fee.min(total / u128::from(gas.max(1)));
@@ -378,8 +505,61 @@ impl HotWallet {
                 "the base fee ({base} wei/gas) is above the fee cap ({max_fee} wei/gas); the payout waits"
             )));
         }
-        Ok((max_fee, self.priority_fee.min(max_fee)))
+        Ok(Fees { max_fee_per_gas: max_fee, priority_fee_per_gas: self.priority_fee.min(max_fee) })
     }
+
+    async fn base_fee(&self) -> Result<u128, ChainError> {
+        let block = self.rpc.call("eth_getBlockByNumber", json!(["latest", false])).await?;
+        Ok(hex_u256(&block["baseFeePerGas"], "baseFeePerGas")?.try_into().unwrap_or(u128::MAX))
+    }
+
+    /// Signs `unsigned` locally (no network access).
+    fn sign_local(&self, unsigned: alloy_consensus::TxEip1559) -> Result<SignedTx, ChainError> {
+        use alloy_consensus::{SignableTransaction, TxEnvelope};
+        use alloy_eips::eip2718::Encodable2718;
+        use alloy_signer::SignerSync;
+        let signature = self
+            .key
+            .sign_hash_sync(&unsigned.signature_hash())
+            .map_err(|e| ChainError::Unavailable(format!("signing: {e}")))?;
+        let signed = unsigned.into_signed(signature);
+        let tx_hash = format!("{:#x}", signed.hash());
+        let raw = format!("0x{}", hex::encode(TxEnvelope::Eip1559(signed).encoded_2718()));
+        Ok(SignedTx { tx_hash, raw })
+    }
+}
+
+/// The nonce and fees of a signed EIP-1559 transaction (`raw`: 0x-hex of its 2718 encoding).
+pub fn signed_terms(raw: &str) -> Option<(u64, Fees)> {
+    use alloy_consensus::TxEnvelope;
+    use alloy_eips::eip2718::Decodable2718;
+    let bytes = hex::decode(raw.trim_start_matches("0x")).ok()?;
+    match TxEnvelope::decode_2718(&mut bytes.as_slice()).ok()? {
+        TxEnvelope::Eip1559(signed) => {
+            let tx = signed.tx();
+            Some((
+                tx.nonce,
+                Fees { max_fee_per_gas: tx.max_fee_per_gas, priority_fee_per_gas: tx.max_priority_fee_per_gas },
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// The fees of a replacement: twice the original's max fee and tip (nodes require at least
+/// +10 %), at least the current market (twice the base fee plus the configured tip), bounded
+/// by the configured per-gas cap. Refused when the cap leaves no room for a +10 % bump.
+pub fn bumped_fees(original: Fees, market: Fees, cap: u128) -> Result<Fees, ChainError> {
+    let max_fee = original.max_fee_per_gas.saturating_mul(2).max(market.max_fee_per_gas).min(cap);
+    let tip = original.priority_fee_per_gas.saturating_mul(2).max(market.priority_fee_per_gas).min(max_fee);
+    let enough = |new: u128, old: u128| new >= old.saturating_add(old.div_ceil(10)).max(old.saturating_add(1));
+    if !enough(max_fee, original.max_fee_per_gas) || !enough(tip, original.priority_fee_per_gas) {
+        return Err(ChainError::Unavailable(format!(
+            "the fee cap ({cap} wei/gas) leaves no room to replace a transaction paying {} wei/gas (tip {}); raise max_fee_per_gas_gwei",
+            original.max_fee_per_gas, original.priority_fee_per_gas
+        )));
+    }
+    Ok(Fees { max_fee_per_gas: max_fee, priority_fee_per_gas: tip })
 }
 
 /// Signs one gate's payouts from a hot wallet.
@@ -397,20 +577,14 @@ fn base_units(amount: Decimal, decimals: u32) -> Result<U256, ChainError> {
     U256::from_str(&scaled.trunc().normalize().to_string()).map_err(|e| ChainError::Unavailable(e.to_string()))
 }
 
-#[async_trait::async_trait]
-impl Signer for EvmSigner {
-    async fn sign(&self, tx: &PayoutTx<'_>) -> Result<SignedTx, ChainError> {
-        use alloy_consensus::{SignableTransaction, TxEip1559, TxEnvelope};
-        use alloy_eips::eip2718::Encodable2718;
-        use alloy_primitives::{Bytes, TxKind};
-        use alloy_signer::SignerSync;
-
-        let nonce = tx.nonce.ok_or_else(|| ChainError::Unavailable("an EVM payout needs a nonce".into()))?;
-        let to = Address::from_str(tx.destination).map_err(|e| ChainError::Unavailable(format!("destination: {e}")))?;
-        let (call_to, value, input, gas) = match self.token {
-            None => (to, base_units(tx.amount, self.gate.decimals)?, Bytes::new(), 21_000u64),
+impl EvmSigner {
+    /// (receiver of the call, value, input, gas limit) of a payout of `amount` to `to`.
+    fn call(&self, to: Address, amount: Decimal) -> Result<(Address, U256, alloy_primitives::Bytes, u64), ChainError> {
+        use alloy_primitives::Bytes;
+        Ok(match self.token {
+            None => (to, base_units(amount, self.gate.decimals)?, Bytes::new(), 21_000u64),
             Some(t) => {
-                let units = base_units(tx.amount, t.decimals)?;
+                let units = base_units(amount, t.decimals)?;
                 let mut data = Vec::with_capacity(68);
                 data.extend_from_slice(&[0xa9, 0x05, 0x9c, 0xbb]); // transfer(address,uint256)
                 data.extend_from_slice(&[0u8; 12]);
@@ -418,33 +592,69 @@ impl Signer for EvmSigner {
                 data.extend_from_slice(&units.to_be_bytes::<32>());
                 (t.contract, U256::ZERO, Bytes::from(data), self.wallet.token_gas_limit)
             }
-        };
+        })
+    }
+
+    fn destination(tx: &PayoutTx<'_>) -> Result<Address, ChainError> {
+        Address::from_str(tx.destination).map_err(|e| ChainError::Unavailable(format!("destination: {e}")))
+    }
+}
+
+#[async_trait::async_trait]
+impl Signer for EvmSigner {
+    async fn sign(&self, tx: &PayoutTx<'_>) -> Result<SignedTx, ChainError> {
+        use alloy_consensus::TxEip1559;
+        use alloy_primitives::TxKind;
+
+        let nonce = tx.nonce.ok_or_else(|| ChainError::Unavailable("an EVM payout needs a nonce".into()))?;
+        let fees = tx.fees.ok_or_else(|| ChainError::Unavailable("an EVM payout needs its fees".into()))?;
+        let (call_to, value, input, gas) = self.call(Self::destination(tx)?, tx.amount)?;
+        self.wallet.sign_local(TxEip1559 {
+            chain_id: self.wallet.chain_id,
+            nonce,
+            gas_limit: gas,
+            max_fee_per_gas: fees.max_fee_per_gas,
+            max_priority_fee_per_gas: fees.priority_fee_per_gas,
+            to: TxKind::Call(call_to),
+            value,
+            access_list: Default::default(),
+            input,
+        })
+    }
+
+    async fn fees(&self, tx: &PayoutTx<'_>) -> Result<Option<Fees>, ChainError> {
+        let (_, _, _, gas) = self.call(Self::destination(tx)?, tx.amount)?;
         // A native payout's fee is paid in its own asset: the configured estimate caps it.
         let cap_total = match self.token {
             None => base_units(tx.max_fee, self.gate.decimals)?.try_into().ok(),
             Some(_) => None,
         };
-        let (max_fee, tip) = self.wallet.fees(gas, cap_total).await?;
-        let unsigned = TxEip1559 {
+        self.wallet.fees(gas, cap_total).await.map(Some)
+    }
+
+    fn signed_terms(&self, raw: &str) -> Option<(u64, Fees)> {
+        signed_terms(raw)
+    }
+
+    async fn replacement_fees(&self, original: Fees) -> Result<Fees, ChainError> {
+        let market = self.wallet.fees(21_000, None).await?;
+        bumped_fees(original, market, self.wallet.max_fee_per_gas)
+    }
+
+    async fn sign_replacement(&self, nonce: u64, fees: Fees) -> Result<SignedTx, ChainError> {
+        use alloy_consensus::TxEip1559;
+        use alloy_primitives::{Bytes, TxKind};
+        self.wallet.sign_local(TxEip1559 {
             chain_id: self.wallet.chain_id,
             nonce,
-            gas_limit: gas,
-            max_fee_per_gas: max_fee,
-            max_priority_fee_per_gas: tip,
-            to: TxKind::Call(call_to),
-            value,
+            gas_limit: 21_000,
+            max_fee_per_gas: fees.max_fee_per_gas,
+            max_priority_fee_per_gas: fees.priority_fee_per_gas,
+            to: TxKind::Call(self.wallet.key.address()),
+            value: U256::ZERO,
             access_list: Default::default(),
-            input,
-        };
-        let signature = self
-            .wallet
-            .key
-            .sign_hash_sync(&unsigned.signature_hash())
-            .map_err(|e| ChainError::Unavailable(format!("signing: {e}")))?;
-        let signed = unsigned.into_signed(signature);
-        let tx_hash = format!("{:#x}", signed.hash());
-        let raw = format!("0x{}", hex::encode(TxEnvelope::Eip1559(signed).encoded_2718()));
-        Ok(SignedTx { tx_hash, raw })
+            input: Bytes::new(),
+        })
     }
 
     async fn nonce_account(&self) -> Result<Option<NonceAccount>, ChainError> {
@@ -525,6 +735,102 @@ mod tests {
         assert_eq!(base_units(Decimal::new(25, 0), 6).unwrap(), U256::from(25_000_000u64));
         assert!(base_units(Decimal::new(1, 7), 6).is_err(), "more decimals than the token has");
         assert!(base_units(Decimal::new(-1, 0), 6).is_err());
+    }
+
+    #[test]
+    fn send_errors_of_every_client_are_classified() {
+        use SendClass::*;
+        let cases: &[(Option<i64>, &str, SendClass)] = &[
+            // geth
+            (Some(-32000), "already known", AlreadyKnown),
+            (Some(-32000), "nonce too low: next nonce 5, tx nonce 3", NonceTooLow),
+            (Some(-32000), "replacement transaction underpriced", Retry),
+            (Some(-32000), "transaction underpriced: tip needed 1, tip permitted 0", Retry),
+            (Some(-32000), "insufficient funds for gas * price + value: balance 0, tx cost 21000", Retry),
+            (Some(-32000), "intrinsic gas too low: gas 20000, minimum needed 21000", Rejected),
+            (Some(-32000), "max fee per gas less than block base fee: address 0x1, maxFeePerGas: 1, baseFee: 7", Retry),
+            (Some(-32000), "exceeds block gas limit", Rejected),
+            (Some(-32000), "invalid sender", Rejected),
+            (Some(-32000), "txpool is full", Retry),
+            (Some(-32000), "nonce too high", Retry),
+            (Some(-32000), "max priority fee per gas higher than max fee per gas", Rejected),
+            (Some(-32000), "transaction type not supported", Rejected),
+            (Some(-32000), "oversized data", Rejected),
+            // erigon
+            (Some(-32000), "fee cap less than block base fee", Retry),
+            (Some(-32000), "fee too low", Retry),
+            (Some(-32000), "spammer", Retry),
+            // nethermind
+            (Some(-32010), "AlreadyKnown", AlreadyKnown),
+            (Some(-32010), "OldNonce, Current nonce: 5, nonce of rejected tx: 3", NonceTooLow),
+            (Some(-32010), "InsufficientFunds, Account balance: 0, cumulative cost: 21000", Retry),
+            (Some(-32010), "FeeTooLow, MaxFeePerGas too low", Retry),
+            (Some(-32010), "NonceGap, Future nonce", Retry),
+            (Some(-32010), "Invalid", Rejected),
+            (Some(-32010), "GasLimitExceeded", Rejected),
+            // besu
+            (Some(-32000), "Known transaction", AlreadyKnown),
+            (Some(-32000), "Nonce too low", NonceTooLow),
+            (Some(-32000), "Upfront cost exceeds account balance", Retry),
+            (Some(-32000), "Gas price below configured minimum gas price", Retry),
+            (Some(-32000), "Intrinsic gas exceeds gas limit", Rejected),
+            (Some(-32000), "Invalid signature", Rejected),
+            (Some(-32000), "Wrong chainId", Rejected),
+            // anvil
+            (Some(-32003), "Insufficient funds for gas * price + value", Retry),
+            (Some(-32003), "max fee per gas less than block base fee", Retry),
+            (Some(-32003), "transaction already imported", AlreadyKnown),
+            (Some(-32003), "invalid chain id for signer", Rejected),
+            // by code only, and unknown texts: never refused for good
+            (Some(-32602), "rlp: expected input list", Rejected),
+            (Some(-32005), "request limit reached", Retry),
+            (Some(-32000), "something new went wrong", Unknown),
+            (None, "internal error", Unknown),
+            (Some(-32603), "timeout", Unknown),
+        ];
+        for (code, message, class) in cases {
+            assert_eq!(classify_send_error(*code, message), *class, "{code:?} {message}");
+        }
+    }
+
+    #[test]
+    fn node_errors_are_read_from_the_rpc_failure_and_transport_failures_are_not() {
+        let e = r#"eth_sendRawTransaction: {"code":-32000,"message":"nonce too low"}"#;
+        assert_eq!(node_error(e), Some((Some(-32000), "nonce too low".to_owned())));
+        assert_eq!(node_error("eth_sendRawTransaction: HTTP 502 Bad Gateway"), None);
+        assert_eq!(node_error("eth_sendRawTransaction: error sending request"), None);
+    }
+
+    #[test]
+    fn replacement_fees_double_the_original_within_the_cap() {
+        let gwei = 1_000_000_000u128;
+        let f = |m: u128, t: u128| Fees { max_fee_per_gas: m * gwei, priority_fee_per_gas: t * gwei };
+        assert_eq!(bumped_fees(f(10, 2), f(5, 2), 200 * gwei).unwrap(), f(20, 4));
+        assert_eq!(bumped_fees(f(10, 2), f(50, 2), 200 * gwei).unwrap(), f(50, 4), "at least the market");
+        assert_eq!(bumped_fees(f(10, 2), f(5, 2), 15 * gwei).unwrap(), f(15, 4), "bounded by the cap");
+        assert!(bumped_fees(f(10, 2), f(5, 2), 10 * gwei).is_err(), "no room under the cap");
+    }
+
+    #[tokio::test]
+    async fn signed_terms_read_back_the_nonce_and_fees() {
+        let key = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d";
+        let wallet = HotWallet {
+            key: alloy_signer_local::PrivateKeySigner::from_str(key).unwrap(),
+            network: "ethereum".into(),
+            chain_id: 1,
+            rpc: Arc::new(Rpc::new(&EvmNetworkConfig::default())),
+            max_fee_per_gas: 1,
+            priority_fee: 1,
+            token_gas_limit: 1,
+        };
+        let signer = EvmSigner { wallet: Arc::new(wallet), gate: gates::find("ethereum").unwrap(), token: None };
+        let fees = Fees { max_fee_per_gas: 7, priority_fee_per_gas: 3 };
+        let tx = signer.sign_replacement(42, fees).await.unwrap();
+        assert_eq!(signer_terms(&signer, &tx.raw), Some((42, fees)));
+    }
+
+    fn signer_terms(s: &EvmSigner, raw: &str) -> Option<(u64, Fees)> {
+        Signer::signed_terms(s, raw)
     }
 
     #[test]

@@ -58,7 +58,14 @@ pub enum Broadcast {
     Accepted,
     /// The same transaction was already sent: nothing new happened.
     AlreadyKnown,
-    /// Refused for good (invalid destination, insufficient funds, …).
+    /// Refused before it reached any mempool for a reason that can pass (no gas funds, fee
+    /// below the market, pool full, …): keep the signed transaction and send it again later.
+    Retry(String),
+    /// Its nonce was used by another transaction, now at the gate's confirmation depth: it can
+    /// never be mined, and leaves no gap.
+    Displaced(String),
+    /// Refused for good: it can certainly never be mined (invalid destination or signature,
+    /// wrong chain, intrinsic gas too low, …).
     Rejected(String),
 }
 

@@ -28,6 +28,16 @@ pub struct PayoutTx<'a> {
     pub max_fee: Decimal,
     /// The account nonce to sign with, on account-based chains (see [`Signer::nonce_account`]).
     pub nonce: Option<u64>,
+    /// The fees to sign with, read from the network by [`Signer::fees`] before the executor
+    /// opens its write transaction (`None` where the chain prices otherwise).
+    pub fees: Option<Fees>,
+}
+
+/// EIP-1559 fees per unit of gas, in the network's smallest unit (wei).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fees {
+    pub max_fee_per_gas: u128,
+    pub priority_fee_per_gas: u128,
 }
 
 /// The account a signer sends from, on chains that order an account's transactions by nonce.
@@ -39,9 +49,41 @@ pub struct NonceAccount {
     pub chain_next: u64,
 }
 
+/// Signing is local: every network read a signer needs ([`Signer::nonce_account`],
+/// [`Signer::fees`], [`Signer::replacement_fees`]) is a separate call the executor makes
+/// before it opens the database transaction that stores the signed payout, so no RPC call ever
+/// runs while a write transaction is open (on SQLite that transaction blocks every writer).
 #[async_trait::async_trait]
 pub trait Signer: Send + Sync {
+    /// Signs `tx` with its `nonce` and `fees`; no network access.
     async fn sign(&self, tx: &PayoutTx<'_>) -> Result<SignedTx, ChainError>;
+
+    /// The fees to sign `tx` with, read from the network (`None`: the chain needs none).
+    async fn fees(&self, tx: &PayoutTx<'_>) -> Result<Option<Fees>, ChainError> {
+        let _ = tx;
+        Ok(None)
+    }
+
+    /// The nonce and fees a signed transaction of this signer carries (`None` on chains
+    /// without nonces: nothing can replace their transactions).
+    fn signed_terms(&self, raw: &str) -> Option<(u64, Fees)> {
+        let _ = raw;
+        None
+    }
+
+    /// Fees for a replacement of a transaction signed with `original`: higher than it by the
+    /// margin nodes require, read from the network, bounded by the configured cap.
+    async fn replacement_fees(&self, original: Fees) -> Result<Fees, ChainError> {
+        let _ = original;
+        Err(ChainError::Unavailable("this chain's transactions cannot be replaced".into()))
+    }
+
+    /// A zero-value transaction from the hot wallet to itself with `nonce` and `fees`: it takes
+    /// the nonce of a stuck (or refused) payout transaction, so that one can never be mined.
+    async fn sign_replacement(&self, nonce: u64, fees: Fees) -> Result<SignedTx, ChainError> {
+        let _ = (nonce, fees);
+        Err(ChainError::Unavailable("this chain's transactions cannot be replaced".into()))
+    }
 
     /// `Some` for account-based chains: the executor then allocates the nonce from the
     /// database, in the transaction that stores the signed payout, so no nonce is used twice or

@@ -15,14 +15,14 @@
 use std::time::Duration;
 
 use chrono::Utc;
-use entity::{Bucket, EntryType, FeeAllocation, PayoutStatus, PayoutTrigger, payout, refund};
+use entity::{Bucket, EntryType, FeeAllocation, PayoutStatus, PayoutTrigger, payout, payout_replacement, refund};
 use rust_decimal::Decimal;
 use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter};
 use uuid::Uuid;
 
 use crate::chain::signer::{PayoutTx, Signers};
-use crate::chain::{Broadcast, ChainError, Chains, Outgoing, SignedTx};
+use crate::chain::{Broadcast, Chain, ChainError, Chains, Outgoing, SignedTx};
 use crate::events;
 use crate::ledger::{self, LedgerError, Posting};
 
@@ -100,13 +100,27 @@ impl Executor {
         Ok(())
     }
 
-    /// `approved` → `queued` once `executable_at` has passed.
+    /// `approved` → `queued` once `executable_at` has passed, and only when the gate has a
+    /// signer (hot wallet) and a chain adapter here: without them the payout stays `approved`
+    /// (said once in the log), where the merchant can still cancel it.
     async fn queue(&self, p: &payout::Model) -> Result<Step, ExecError> {
         let now = Utc::now();
         if let Some(at) = p.executable_at
             && at > now
         {
             return Ok(Step::Stop(Next::After((at - now).to_std().unwrap_or_default())));
+        }
+        let missing = match (self.signers.get(p.environment, &p.gate_id), self.chains.get(p.environment, &p.gate_id)) {
+            (Some(_), Some(_)) => None,
+            (None, _) => Some("no signer (hot wallet) for this gate"),
+            (Some(_), None) => Some("no chain adapter for this gate"),
+        };
+        if let Some(what) = missing {
+            if first_mention(p.id) {
+                tracing::warn!(payout = %p.id, gate = %p.gate_id, env = %p.environment,
+                    "{what}; the payout stays approved until one is configured");
+            }
+            return Ok(Step::Stop(Next::After(self.recheck.max(Duration::from_secs(60)))));
         }
         self.transition(p, PayoutTrigger::Queue, payout::Column::QueuedAt).await?;
         Ok(Step::Again)
@@ -147,68 +161,23 @@ impl Executor {
             tracing::warn!(payout = %p.id, gate = %p.gate_id, env = %p.environment, "no chain adapter for this gate; the payout waits");
             return Ok(Step::Stop(Next::After(self.recheck.max(Duration::from_secs(60)))));
         };
+        if let Some(r) = self.replacement(p.id).await? {
+            return self.replace(p, chain.as_ref(), r).await;
+        }
         let tx = match (&p.tx_hash, &p.signed_tx) {
             (Some(tx_hash), Some(raw)) => SignedTx { tx_hash: tx_hash.clone(), raw: raw.clone() },
-            _ => {
-                let Some(signer) = self.signers.get(p.environment, &p.gate_id) else {
-                    tracing::warn!(payout = %p.id, gate = %p.gate_id, env = %p.environment, "no signer for this gate; the payout waits");
-                    return Ok(Step::Stop(Next::After(self.recheck.max(Duration::from_secs(60)))));
-                };
-                let gate = crate::gates::find(&p.gate_id).ok_or_else(|| ExecError::Other("unknown gate".into()))?;
-                let mut unsigned = PayoutTx {
-                    gate,
-                    payout_id: p.id,
-                    destination: &p.destination,
-                    destination_tag: p.destination_tag.as_deref(),
-                    amount: p.recipient_amount.0,
-                    max_fee: p.configured_network_fee_amount.0,
-                    nonce: None,
-                };
-                let account = signer.nonce_account().await?;
-                // Stored before anything is sent; of two executors only one stores. On an
-                // account-based chain the nonce is taken from its counter in the same
-                // transaction, under the counter's row lock: a lost race consumes no nonce.
-                let txn = crate::db::begin_write(&self.db).await?;
-                let nonce = match &account {
-                    Some(a) => {
-                        let next = lock_nonce(&txn, a).await?;
-                        unsigned.nonce = Some(next);
-                        Some((a, next))
-                    }
-                    None => None,
-                };
-                let tx = signer.sign(&unsigned).await?;
-                let stored = payout::Entity::update_many()
-                    .col_expr(payout::Column::TxHash, Expr::value(tx.tx_hash.clone()))
-                    .col_expr(payout::Column::SignedTx, Expr::value(tx.raw.clone()))
-                    .col_expr(payout::Column::UpdatedAt, Expr::value(Utc::now()))
-                    .filter(payout::Column::Id.eq(p.id))
-                    .filter(payout::Column::Status.eq(PayoutStatus::Queued))
-                    .filter(payout::Column::SignedTx.is_null())
-                    .exec(&txn)
-                    .await?;
-                if stored.rows_affected == 0 {
-                    txn.rollback().await?;
-                    return Ok(Step::Again);
-                }
-                if let Some((a, used)) = nonce {
-                    entity::nonce_account::Entity::update_many()
-                        .col_expr(entity::nonce_account::Column::NextNonce, Expr::value(used as i64 + 1))
-                        .col_expr(entity::nonce_account::Column::UpdatedAt, Expr::value(Utc::now()))
-                        .filter(entity::nonce_account::Column::Scope.eq(a.scope.as_str()))
-                        .exec(&txn)
-                        .await?;
-                }
-                txn.commit().await?;
-                fail::fail_point!("payout-after-persist");
-                tx
-            }
+            _ => match self.sign_and_store(p).await? {
+                Ok(tx) => tx,
+                Err(step) => return Ok(step),
+            },
         };
         // Reconcile before sending: a transaction the chain knows is not sent again.
         match chain.outgoing(&tx.tx_hash).await? {
             Outgoing::Unknown => match chain.broadcast(&tx).await? {
                 Broadcast::Accepted | Broadcast::AlreadyKnown => {}
-                Broadcast::Rejected(reason) => return self.fail(p, &reason).await,
+                Broadcast::Retry(reason) => return Ok(self.retry_later(p, &reason)),
+                Broadcast::Rejected(reason) => return self.refused(p, &tx.raw, &reason).await,
+                Broadcast::Displaced(reason) => return self.fail(p, &reason).await,
             },
             Outgoing::Confirmations { .. } => {}
             Outgoing::Failed(reason) => return self.fail(p, &reason).await,
@@ -218,12 +187,82 @@ impl Executor {
         Ok(Step::Again)
     }
 
-    /// `processing`: follow the transaction to the gate's confirmation count.
+    /// Signs the payout and stores the signed transaction (guarded, once). Every network read
+    /// (the chain's pending nonce, the fees) happens first; the write transaction then only
+    /// locks the nonce counter, signs locally and stores. `Err(step)`: nothing stored.
+    async fn sign_and_store(&self, p: &payout::Model) -> Result<Result<SignedTx, Step>, ExecError> {
+        let Some(signer) = self.signers.get(p.environment, &p.gate_id) else {
+            tracing::warn!(payout = %p.id, gate = %p.gate_id, env = %p.environment, "no signer for this gate; the payout waits");
+            return Ok(Err(Step::Stop(Next::After(self.recheck.max(Duration::from_secs(60))))));
+        };
+        let gate = crate::gates::find(&p.gate_id).ok_or_else(|| ExecError::Other("unknown gate".into()))?;
+        let mut unsigned = PayoutTx {
+            gate,
+            payout_id: p.id,
+            destination: &p.destination,
+            destination_tag: p.destination_tag.as_deref(),
+            amount: p.recipient_amount.0,
+            max_fee: p.configured_network_fee_amount.0,
+            nonce: None,
+            fees: None,
+        };
+        // Network reads, before any write transaction (a stale fee is fine: at worst the
+        // transaction waits or is replaced).
+        let account = signer.nonce_account().await?;
+        unsigned.fees = signer.fees(&unsigned).await?;
+        // Stored before anything is sent; of two executors only one stores. On an
+        // account-based chain the nonce is taken from its counter in the same transaction,
+        // under the counter's row lock: a lost race consumes no nonce.
+        let txn = crate::db::begin_write(&self.db).await?;
+        let nonce = match &account {
+            Some(a) => {
+                let next = lock_nonce(&txn, a).await?;
+                unsigned.nonce = Some(next);
+                Some((a, next))
+            }
+            None => None,
+        };
+        let tx = signer.sign(&unsigned).await?;
+        let stored = payout::Entity::update_many()
+            .col_expr(payout::Column::TxHash, Expr::value(tx.tx_hash.clone()))
+            .col_expr(payout::Column::SignedTx, Expr::value(tx.raw.clone()))
+            .col_expr(payout::Column::UpdatedAt, Expr::value(Utc::now()))
+            .filter(payout::Column::Id.eq(p.id))
+            .filter(payout::Column::Status.eq(PayoutStatus::Queued))
+            .filter(payout::Column::SignedTx.is_null())
+            .exec(&txn)
+            .await?;
+        if stored.rows_affected == 0 {
+            txn.rollback().await?;
+            return Ok(Err(Step::Again));
+        }
+        if let Some((a, used)) = nonce {
+            entity::nonce_account::Entity::update_many()
+                .col_expr(entity::nonce_account::Column::NextNonce, Expr::value(used as i64 + 1))
+                .col_expr(entity::nonce_account::Column::UpdatedAt, Expr::value(Utc::now()))
+                .filter(entity::nonce_account::Column::Scope.eq(a.scope.as_str()))
+                .exec(&txn)
+                .await?;
+        }
+        txn.commit().await?;
+        fail::fail_point!("payout-after-persist");
+        Ok(Ok(tx))
+    }
+
+    /// `processing`: follow the transaction (or its replacement) to the gate's confirmation count.
     async fn track(&self, p: &payout::Model) -> Result<Step, ExecError> {
-        let (Some(chain), Some(tx_hash), Some(raw)) =
-            (self.chains.get(p.environment, &p.gate_id), p.tx_hash.clone(), p.signed_tx.clone())
-        else {
-            return Err(ExecError::Other(format!("processing payout {} has no chain or transaction", p.id)));
+        let Some(chain) = self.chains.get(p.environment, &p.gate_id) else {
+            return Err(ExecError::Other(format!("processing payout {} has no chain", p.id)));
+        };
+        if let Some(r) = self.replacement(p.id).await? {
+            return self.replace(p, chain.as_ref(), r).await;
+        }
+        self.follow(p, chain.as_ref()).await
+    }
+
+    async fn follow(&self, p: &payout::Model, chain: &dyn Chain) -> Result<Step, ExecError> {
+        let (Some(tx_hash), Some(raw)) = (p.tx_hash.clone(), p.signed_tx.clone()) else {
+            return Err(ExecError::Other(format!("processing payout {} has no transaction", p.id)));
         };
         let gate = chain.gate();
         match chain.outgoing(&tx_hash).await? {
@@ -237,17 +276,139 @@ impl Executor {
                 let waited = p.broadcast_at.map(|t| Utc::now() - t);
                 if let Some(w) = waited.filter(|w| *w > chrono::Duration::minutes(STUCK_AFTER_MINUTES)) {
                     tracing::warn!(payout = %p.id, tx = %tx_hash, gate = gate.id, minutes = w.num_minutes(),
-                        "payout transaction still not in a block (stuck: fee too low or a nonce gap before it)");
+                        "payout transaction still not in a block (stuck: fee too low or a nonce gap before it; see `ops payouts stuck`)");
                 }
                 Ok(Step::Stop(Next::After(self.recheck)))
             }
             Outgoing::Confirmations { .. } => Ok(Step::Stop(Next::After(self.recheck))),
             // Dropped from the mempool: the same signed transaction goes out again (never a new one).
-            Outgoing::Unknown => match chain.broadcast(&SignedTx { tx_hash, raw }).await? {
+            Outgoing::Unknown => match chain.broadcast(&SignedTx { tx_hash, raw: raw.clone() }).await? {
                 Broadcast::Accepted | Broadcast::AlreadyKnown => Ok(Step::Stop(Next::After(self.recheck))),
-                Broadcast::Rejected(reason) => self.fail(p, &reason).await,
+                Broadcast::Retry(reason) => Ok(self.retry_later(p, &reason)),
+                Broadcast::Rejected(reason) => self.refused(p, &raw, &reason).await,
+                Broadcast::Displaced(reason) => self.fail(p, &reason).await,
             },
             Outgoing::Failed(reason) => self.fail(p, &reason).await,
+        }
+    }
+
+    /// The node refused the transaction before its mempool for a reason that can pass: the
+    /// signed transaction is kept (so its nonce is never left as a gap) and sent again after a
+    /// delay growing with the time it has waited (a quarter of it, from `recheck` to 5 minutes).
+    fn retry_later(&self, p: &payout::Model, reason: &str) -> Step {
+        let since = p.broadcast_at.or(p.queued_at).unwrap_or(p.updated_at);
+        let waited = (Utc::now() - since).to_std().unwrap_or_default();
+        let delay = (waited / 4).min(Duration::from_secs(300)).max(self.recheck);
+        tracing::warn!(payout = %p.id, reason, retry_in_ms = delay.as_millis() as u64,
+            "the node refused the payout transaction before its mempool; the same transaction is sent again later");
+        Step::Stop(Next::After(delay))
+    }
+
+    /// The node refused the transaction for good. Without a nonce the payout fails now; with one
+    /// (an account-based chain) the nonce must not stay a gap before later payouts: a
+    /// zero-value transaction to the hot wallet takes it, and the payout fails once that one is
+    /// mined (see [`Executor::replace`]).
+    async fn refused(&self, p: &payout::Model, raw: &str, reason: &str) -> Result<Step, ExecError> {
+        let signer = self.signers.get(p.environment, &p.gate_id);
+        let has_nonce = signer.is_some_and(|s| s.signed_terms(raw).is_some());
+        if !has_nonce {
+            return self.fail(p, reason).await;
+        }
+        tracing::warn!(payout = %p.id, reason, "payout transaction refused for good; its nonce is filled by a zero-value transaction, then the payout fails");
+        crate::payouts::service::insert_replacement(&self.db, p.id, &format!("{reason} (nonce filled)")).await?;
+        Ok(Step::Again)
+    }
+
+    async fn replacement(&self, id: Uuid) -> Result<Option<payout_replacement::Model>, sea_orm::DbErr> {
+        payout_replacement::Entity::find_by_id(id).one(&self.db).await
+    }
+
+    /// A payout whose transaction is being replaced (operator request, or a refused
+    /// transaction's nonce being filled): the replacement, a zero-value transaction to the hot
+    /// wallet with the same nonce and a higher fee, is signed and stored once, then broadcast.
+    /// Only one of the two can be mined: if the original is, the payout goes on as usual; once
+    /// the replacement is at the gate's depth the payout fails and its funds are released
+    /// (the replacement's gas is the hot wallet's cost, not the merchant's).
+    async fn replace(
+        &self,
+        p: &payout::Model,
+        chain: &dyn Chain,
+        r: payout_replacement::Model,
+    ) -> Result<Step, ExecError> {
+        let gate = chain.gate();
+        if let Some(hash) = &p.tx_hash {
+            match chain.outgoing(hash).await? {
+                Outgoing::Confirmations { confirmations, .. } if confirmations > 0 => {
+                    tracing::info!(payout = %p.id, "the original payout transaction was mined; its replacement cannot be");
+                    if p.status == PayoutStatus::Queued {
+                        self.transition(p, PayoutTrigger::Broadcast, payout::Column::BroadcastAt).await?;
+                        return Ok(Step::Again);
+                    }
+                    return self.follow(p, chain).await;
+                }
+                Outgoing::Failed(reason) => return self.fail(p, &reason).await,
+                Outgoing::Confirmations { .. } | Outgoing::Unknown => {}
+            }
+        }
+        let rtx = match (r.tx_hash, r.signed_tx) {
+            (Some(tx_hash), Some(raw)) => SignedTx { tx_hash, raw },
+            _ => {
+                let (Some(signer), Some(raw)) = (self.signers.get(p.environment, &p.gate_id), p.signed_tx.as_deref())
+                else {
+                    return Err(ExecError::Other(format!(
+                        "payout {}: no signer or signed transaction to replace",
+                        p.id
+                    )));
+                };
+                let (nonce, fees) = signer
+                    .signed_terms(raw)
+                    .ok_or_else(|| ExecError::Other(format!("payout {}: its transaction cannot be replaced", p.id)))?;
+                // Network read first; the replacement is then signed locally and stored once.
+                let fees = signer.replacement_fees(fees).await?;
+                let rtx = signer.sign_replacement(nonce, fees).await?;
+                let stored = payout_replacement::Entity::update_many()
+                    .col_expr(payout_replacement::Column::TxHash, Expr::value(rtx.tx_hash.clone()))
+                    .col_expr(payout_replacement::Column::SignedTx, Expr::value(rtx.raw.clone()))
+                    .filter(payout_replacement::Column::PayoutId.eq(p.id))
+                    .filter(payout_replacement::Column::SignedTx.is_null())
+                    .exec(&self.db)
+                    .await?;
+                if stored.rows_affected == 0 {
+                    return Ok(Step::Again);
+                }
+                tracing::info!(payout = %p.id, nonce, replacement = %rtx.tx_hash, max_fee_per_gas = fees.max_fee_per_gas,
+                    "replacement transaction signed");
+                rtx
+            }
+        };
+        match chain.outgoing(&rtx.tx_hash).await? {
+            Outgoing::Confirmations { confirmations, .. } if confirmations >= u64::from(gate.confirmations) => {
+                let reason = format!("{} (replaced by {})", r.reason, rtx.tx_hash);
+                self.fail(p, &reason).await
+            }
+            Outgoing::Confirmations { .. } => Ok(Step::Stop(Next::After(self.recheck))),
+            Outgoing::Unknown => match chain.broadcast(&rtx).await? {
+                Broadcast::Accepted | Broadcast::AlreadyKnown => {
+                    payout_replacement::Entity::update_many()
+                        .col_expr(payout_replacement::Column::BroadcastAt, Expr::value(Utc::now()))
+                        .filter(payout_replacement::Column::PayoutId.eq(p.id))
+                        .filter(payout_replacement::Column::BroadcastAt.is_null())
+                        .exec(&self.db)
+                        .await?;
+                    Ok(Step::Stop(Next::After(self.recheck)))
+                }
+                Broadcast::Retry(reason) => Ok(self.retry_later(p, &reason)),
+                // Neither the original (checked above) nor the replacement has the nonce.
+                Broadcast::Displaced(reason) => self.fail(p, &reason).await,
+                Broadcast::Rejected(reason) => {
+                    tracing::error!(payout = %p.id, reason, "the replacement transaction was refused for good; the payout waits for an operator");
+                    Ok(Step::Stop(Next::After(self.recheck.max(Duration::from_secs(60)))))
+                }
+            },
+            Outgoing::Failed(reason) => {
+                tracing::error!(payout = %p.id, reason, "the replacement transaction failed on chain; the payout waits for an operator");
+                Ok(Step::Stop(Next::After(self.recheck.max(Duration::from_secs(60)))))
+            }
         }
     }
 
@@ -335,6 +496,14 @@ impl Executor {
 enum Step {
     Again,
     Stop(Next),
+}
+
+/// Whether this process has not mentioned payout `id` yet (for messages said once per payout).
+fn first_mention(id: Uuid) -> bool {
+    use std::collections::HashSet;
+    use std::sync::{LazyLock, Mutex};
+    static SEEN: LazyLock<Mutex<HashSet<Uuid>>> = LazyLock::new(Default::default);
+    SEEN.lock().map(|mut s| s.insert(id)).unwrap_or(true)
 }
 
 /// Ids of payouts the executor should look at: approved and due, or queued/processing and not

@@ -394,6 +394,18 @@ pub(crate) async fn end_with_release(
     trigger: PayoutTrigger,
     failure_reason: Option<&str>,
 ) -> Result<Option<payout::Model>, ApiError> {
+    end_guarded(db, p, trigger, failure_reason, false).await
+}
+
+/// [`end_with_release`]; with `unsigned` the guard also requires that no signed transaction
+/// was stored meanwhile (an operator ending a payout the executor may be signing right now).
+async fn end_guarded(
+    db: &DatabaseConnection,
+    p: &payout::Model,
+    trigger: PayoutTrigger,
+    failure_reason: Option<&str>,
+    unsigned: bool,
+) -> Result<Option<payout::Model>, ApiError> {
     let Some(next) = p.status.on(trigger) else { return Ok(None) };
     let now = Utc::now();
     let txn = crate::db::begin_write(db).await?;
@@ -402,6 +414,9 @@ pub(crate) async fn end_with_release(
         .col_expr(payout::Column::UpdatedAt, Expr::value(now))
         .filter(payout::Column::Id.eq(p.id))
         .filter(payout::Column::Status.eq(p.status));
+    if unsigned {
+        update = update.filter(payout::Column::SignedTx.is_null());
+    }
     if next == PayoutStatus::Cancelled {
         update = update.col_expr(payout::Column::CancelledAt, Expr::value(now));
     }
@@ -512,6 +527,120 @@ pub async fn reject(db: &DatabaseConnection, id: Uuid, reason: &str) -> Result<p
         Some(after) => Ok(after),
         None => Err(OperatorError::WrongStatus { id, status: load(db, id).await?.status.as_str() }),
     }
+}
+
+/// Operator failure (`ops payouts fail`) of an `approved` or `queued` payout that has no signed
+/// transaction (so nothing of it can ever be mined): `failed` with the operator's reason,
+/// reservation released (a refund follows), `payout.failed` emitted. A payout with a stored
+/// signed transaction is refused: it may be in a mempool; `ops payouts replace` ends it safely.
+pub async fn fail_unsent(db: &DatabaseConnection, id: Uuid, reason: &str) -> Result<payout::Model, OperatorError> {
+    let p = load(db, id).await?;
+    if let Some(hash) = p.tx_hash.as_deref().filter(|_| p.signed_tx.is_some()) {
+        return Err(OperatorError::Failed(format!(
+            "payout {id} has a signed transaction ({hash}) that may be mined; use `ops payouts replace {id}` instead"
+        )));
+    }
+    if !matches!(p.status, PayoutStatus::Approved | PayoutStatus::Queued) {
+        return Err(OperatorError::Failed(format!(
+            "payout {id} is {}; only approved or queued payouts that were never signed can be failed",
+            p.status.as_str()
+        )));
+    }
+    let reason = format!("failed by operator: {reason}");
+    match end_guarded(db, &p, PayoutTrigger::Fail, Some(&reason), true).await? {
+        Some(after) => Ok(after),
+        None => {
+            let now = load(db, id).await?;
+            Err(OperatorError::Failed(format!(
+                "payout {id} changed meanwhile (now {}{}); nothing done",
+                now.status.as_str(),
+                if now.signed_tx.is_some() { ", signed" } else { "" }
+            )))
+        }
+    }
+}
+
+/// Records that payout `payout_id`'s transaction is to be replaced (once; a second request
+/// keeps the first). The executor signs and sends the replacement.
+pub(crate) async fn insert_replacement<C: ConnectionTrait>(
+    db: &C,
+    payout_id: Uuid,
+    reason: &str,
+) -> Result<(), sea_orm::DbErr> {
+    use entity::payout_replacement;
+    let row = payout_replacement::Model {
+        payout_id,
+        requested_at: Utc::now(),
+        reason: reason.to_owned(),
+        tx_hash: None,
+        signed_tx: None,
+        broadcast_at: None,
+    };
+    payout_replacement::Entity::insert(payout_replacement::ActiveModel::from(row))
+        .on_conflict(OnConflict::column(payout_replacement::Column::PayoutId).do_nothing().to_owned())
+        .exec_without_returning(db)
+        .await?;
+    Ok(())
+}
+
+/// Operator request (`ops payouts replace`) to replace a payout's signed transaction that is
+/// not mined: the payout executor sends a zero-value transaction to the hot wallet with the
+/// same nonce and a higher fee; once that one is mined to the gate's depth the payout fails and
+/// its funds are released (if the original is mined first, the payout completes as usual).
+pub async fn request_replace(
+    db: &DatabaseConnection,
+    id: Uuid,
+) -> Result<entity::payout_replacement::Model, OperatorError> {
+    let p = load(db, id).await?;
+    let replaceable = matches!(p.status, PayoutStatus::Queued | PayoutStatus::Processing) && p.signed_tx.is_some();
+    if !replaceable {
+        return Err(OperatorError::Failed(format!(
+            "payout {id} is {}{}; only a queued or processing payout with a signed transaction can be replaced",
+            p.status.as_str(),
+            if p.signed_tx.is_none() { " without a signed transaction (use `ops payouts fail`)" } else { "" }
+        )));
+    }
+    // Only a transaction ordered by an account nonce (EVM) can be displaced by another one.
+    if p.signed_tx.as_deref().and_then(crate::chain::evm::signed_terms).is_none() {
+        return Err(OperatorError::Failed(format!(
+            "payout {id} on {}: its transaction has no account nonce, so it cannot be replaced",
+            p.gate_id
+        )));
+    }
+    insert_replacement(db, id, "replaced by operator: transaction not mined").await?;
+    entity::payout_replacement::Entity::find_by_id(id)
+        .one(db)
+        .await?
+        .ok_or_else(|| OperatorError::Failed("replacement request vanished".into()))
+}
+
+/// Payouts with a signed transaction that have waited longer than `older_than` since their
+/// broadcast (or, never accepted by the node, since they were queued), oldest first: the
+/// candidates of `ops payouts stuck` (which asks the chain which of them are mined).
+pub async fn stuck_candidates(
+    db: &DatabaseConnection,
+    older_than: Duration,
+) -> Result<Vec<payout::Model>, sea_orm::DbErr> {
+    use sea_orm::sea_query::Condition;
+    let before = Utc::now() - older_than;
+    payout::Entity::find()
+        .filter(payout::Column::SignedTx.is_not_null())
+        .filter(
+            Condition::any()
+                .add(
+                    Condition::all()
+                        .add(payout::Column::Status.eq(PayoutStatus::Processing))
+                        .add(payout::Column::BroadcastAt.lt(before)),
+                )
+                .add(
+                    Condition::all()
+                        .add(payout::Column::Status.eq(PayoutStatus::Queued))
+                        .add(payout::Column::QueuedAt.lt(before)),
+                ),
+        )
+        .order_by_asc(payout::Column::QueuedAt)
+        .all(db)
+        .await
 }
 
 #[cfg(test)]
