@@ -71,7 +71,14 @@ impl Amount {
             && t.bytes().filter(|b| *b == b'.').count() <= 1
             && t.bytes().any(|b| b.is_ascii_digit());
         if plain {
-            return Decimal::from_str_exact(t).map(Amount).map_err(|_| ParseAmountError::TooPrecise);
+            return Decimal::from_str_exact(t)
+                .or_else(|_| match t.contains('.') {
+                    // Trailing zeros of the fraction are not significant: `5.000…0` is 5.
+                    true => Decimal::from_str_exact(t.trim_end_matches('0').trim_end_matches('.')),
+                    false => Err(rust_decimal::Error::Underflow),
+                })
+                .map(Amount)
+                .map_err(|_| ParseAmountError::TooPrecise);
         }
         if t.contains(['e', 'E']) {
             // Scientific notation: the mantissa must be exact too (`from_scientific` would round it).
@@ -204,6 +211,12 @@ mod tests {
         assert_eq!(Amount::parse_exact("1.5e-7").unwrap(), Amount(Decimal::new(15, 8)));
         // 28 significant digits fit; 30 would be rounded by `Decimal::from_str`, so are refused.
         assert!(Amount::parse_exact("1.000000000000000000000000001").is_ok());
+        let zeros = format!("5.{}", "0".repeat(48));
+        assert_eq!(
+            Amount::parse_exact(&zeros).unwrap(),
+            Amount(Decimal::from(5)),
+            "trailing zeros are not significant"
+        );
         for too_precise in [
             "1.00000000000000000000000000001",
             "0.000000000000000000000000000001",

@@ -568,6 +568,7 @@ mod tests {
         for bad in ["", "0", "0.0", "-1", "1e5", "1,5", " 1", ".5", "5.", "abc", "+1", &"1".repeat(51)] {
             assert!(parse_amount("amount", bad).is_err(), "{bad:?}");
         }
+        assert_eq!(parse_amount("amount", &format!("5.{}", "0".repeat(48))).unwrap().to_string(), "5");
         // More significant digits than a Decimal holds: refused, never rounded.
         for too_precise in ["1.00000000000000000000000000001", "0.000000000000000000000000000001"] {
             let e = parse_amount("amount", too_precise).unwrap_err();
