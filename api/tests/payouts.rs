@@ -432,9 +432,12 @@ async fn two_hundred_racing_payouts_exactly_one_hundred_succeed() {
 /// id), never `insufficient_balance`, even when the balance covers exactly one payout.
 #[tokio::test]
 async fn in_flight_retries_of_one_payout_all_replay_it() {
-    let (app, _, key) = setup("10").await;
+    let (app, m, key) = setup("10").await;
     let mut body = payout("10");
     body["idempotency_key"] = json!("in-flight");
+    // Hold the balance so the requests are provably in flight together (each past its replay
+    // lookup), then let them go.
+    let block = app.block_balance_writes(m).await;
     let mut set = tokio::task::JoinSet::new();
     for _ in 0..50 {
         let (http, url, key, body) = (app.http.clone(), app.url("/v1/payouts"), key.clone(), body.clone());
@@ -443,6 +446,8 @@ async fn in_flight_retries_of_one_payout_all_replay_it() {
             (r.status().as_u16(), r.json::<Value>().await.unwrap())
         });
     }
+    app.wait_blocked_writers(4).await;
+    block.release().await;
     let mut ids = std::collections::HashSet::new();
     while let Some(r) = set.join_next().await {
         let (status, body) = r.unwrap();

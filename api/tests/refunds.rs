@@ -583,6 +583,8 @@ async fn in_flight_retries_of_one_refund_all_replay_it() {
     )
     .await
     .unwrap();
+    // Hold the balance so the requests are provably in flight together, then let them go.
+    let block = s.app.block_balance_writes(s.merchant).await;
     let mut set = tokio::task::JoinSet::new();
     for _ in 0..50 {
         let (http, url, key, body) = (s.app.http.clone(), s.app.url("/v1/refunds"), s.key.clone(), s.body("10"));
@@ -592,6 +594,8 @@ async fn in_flight_retries_of_one_refund_all_replay_it() {
             (r.status().as_u16(), r.json::<Value>().await.unwrap())
         });
     }
+    s.app.wait_blocked_writers(4).await;
+    block.release().await;
     let mut ids = std::collections::HashSet::new();
     while let Some(r) = set.join_next().await {
         let (status, body) = r.unwrap();
