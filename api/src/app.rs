@@ -2,8 +2,8 @@
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::StatusCode;
-use axum::response::IntoResponse;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use sea_orm::ConnectionTrait;
 use tower_http::catch_panic::CatchPanicLayer;
@@ -16,7 +16,7 @@ use crate::openapi::ApiDoc;
 use crate::state::AppState;
 
 /// Largest request body accepted (JSON bodies here are small).
-const MAX_BODY_BYTES: usize = 64 * 1024;
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
 pub fn router(state: AppState) -> Router {
     Router::new()
@@ -35,6 +35,7 @@ pub fn router(state: AppState) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
         .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES))
+        .layer(axum::middleware::map_response(enveloped_payload_too_large))
         .layer(CatchPanicLayer::custom(|_| ApiError::internal("handler panicked").into_response()))
         .layer(axum::middleware::from_fn(crate::envelope::request_id_layer))
 }
@@ -43,16 +44,32 @@ async fn health() -> &'static str {
     "ok"
 }
 
-/// Ready when the database answers.
+/// The body limit layer answers a too-large `Content-Length` itself, in plain text: that answer
+/// becomes the error envelope (`payload_too_large`) like every other error.
+async fn enveloped_payload_too_large(resp: Response) -> Response {
+    let ours = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if resp.status() == StatusCode::PAYLOAD_TOO_LARGE && !ours {
+        return ApiError::payload_too_large(MAX_BODY_BYTES).into_response();
+    }
+    resp
+}
+
+/// Ready when the database answers. When it does not, 503 `not_ready` names the dependency
+/// (`database: down`); the driver's error is logged, never returned (it can name hosts, users
+/// or files).
 async fn ready(State(state): State<AppState>) -> impl IntoResponse {
     match state.db.execute_unprepared("SELECT 1").await {
         Ok(_) => (StatusCode::OK, "ready").into_response(),
-        Err(e) => ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            ErrorCode::InternalError,
-            format!("database unreachable: {e}"),
-        )
-        .into_response(),
+        Err(e) => {
+            tracing::warn!(error = %e, "not ready: the database check failed");
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, ErrorCode::NotReady, "not ready: database is down")
+                .with_details(vec!["database: down".to_owned()])
+                .into_response()
+        }
     }
 }
 

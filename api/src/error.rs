@@ -26,6 +26,8 @@ pub enum ErrorCode {
     GateOffline,
     RatesUnavailable,
     RateLimited,
+    PayloadTooLarge,
+    NotReady,
     InternalError,
 }
 
@@ -116,6 +118,16 @@ impl ApiError {
 
     pub fn unavailable(code: ErrorCode, message: impl Into<String>) -> Self {
         Self::new(StatusCode::SERVICE_UNAVAILABLE, code, message)
+    }
+
+    /// 413: a request body over `limit` bytes.
+    pub fn payload_too_large(limit: usize) -> Self {
+        Self::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorCode::PayloadTooLarge,
+            format!("request body larger than {limit} bytes"),
+        )
+        .with_details(vec![format!("body: at most {limit} bytes")])
     }
 
     /// 500. The cause is logged with the request id; the client sees only the id.

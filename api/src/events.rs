@@ -73,7 +73,9 @@ fn amount(a: Option<entity::Amount>) -> Value {
 }
 
 /// `data` of every invoice event: the invoice as it is after the change, plus the payment that
-/// caused it, where one did.
+/// caused it where one did, else the invoice's `activation_count` (an event without a payment
+/// happens at most once per activation, so type + `invoice_id` + `activation_count` tell two
+/// expiries of a re-activated draft apart).
 pub fn invoice_data(inv: &invoice::Model, cause: Option<&payment::Model>) -> Value {
     let mut d = json!({
         "invoice_id": inv.id,
@@ -85,10 +87,13 @@ pub fn invoice_data(inv: &invoice::Model, cause: Option<&payment::Model>) -> Val
         "amount_paid": amount(Some(inv.amount_paid)),
         "status": inv.status.as_str(),
     });
-    if let Some(p) = cause {
-        d["payment_id"] = json!(p.id);
-        d["tx_hash"] = json!(p.tx_hash);
-        d["payment_amount"] = amount(Some(p.amount));
+    match cause {
+        Some(p) => {
+            d["payment_id"] = json!(p.id);
+            d["tx_hash"] = json!(p.tx_hash);
+            d["payment_amount"] = amount(Some(p.amount));
+        }
+        None => d["activation_count"] = json!(inv.activation_count),
     }
     if let Some(t) = inv.paid_at {
         d["paid_at"] = json!(ts(t));
@@ -162,18 +167,6 @@ pub async fn emit_balance_credited<C: ConnectionTrait>(
     emit(txn, inv.merchant_id, inv.environment, kind::BALANCE_CREDITED, key, data).await
 }
 
-/// Emits an invoice event without a causing payment, keyed by type, invoice and `tag` (the
-/// activation number of `invoice.activated`, so each re-activation has its event).
-pub async fn emit_invoice_tagged<C: ConnectionTrait>(
-    txn: &C,
-    event_type: &str,
-    inv: &invoice::Model,
-    tag: &str,
-) -> Result<bool, DbErr> {
-    let key = format!("{event_type}:{}:{tag}", inv.id);
-    emit(txn, inv.merchant_id, inv.environment, event_type, key, invoice_data(inv, None)).await
-}
-
 /// A payment in event keys: its id, with the revival round once it was revived after a
 /// reversal (the same transfer back on chain is credited again, with events of its own).
 fn payment_tag(p: &payment::Model) -> String {
@@ -183,16 +176,22 @@ fn payment_tag(p: &payment::Model) -> String {
     }
 }
 
-/// Emits an invoice event keyed by type, invoice and the causing payment (or `tag`).
+/// Emits an invoice event keyed by type, invoice and the causing payment or, without one, the
+/// activation number: each activation of a draft has its own `invoice.activated` and
+/// `invoice.expired`, while a replayed stage still cannot write one twice.
 pub async fn emit_invoice<C: ConnectionTrait>(
     txn: &C,
     event_type: &str,
     inv: &invoice::Model,
     cause: Option<&payment::Model>,
 ) -> Result<bool, DbErr> {
-    let tag = cause.map_or_else(|| "-".to_owned(), payment_tag);
-    let key = format!("{event_type}:{}:{tag}", inv.id);
+    let key = invoice_dedupe_key(event_type, inv, cause);
     emit(txn, inv.merchant_id, inv.environment, event_type, key, invoice_data(inv, cause)).await
+}
+
+fn invoice_dedupe_key(event_type: &str, inv: &invoice::Model, cause: Option<&payment::Model>) -> String {
+    let tag = cause.map_or_else(|| format!("activation-{}", inv.activation_count), payment_tag);
+    format!("{event_type}:{}:{tag}", inv.id)
 }
 
 #[cfg(test)]

@@ -27,9 +27,13 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
         if !content_type_ok {
             return Err(ApiError::invalid_field("body", "Content-Type must be application/json"));
         }
-        let bytes = axum::body::Bytes::from_request(req, state)
-            .await
-            .map_err(|e| ApiError::invalid_field("body", e.body_text()))?;
+        let bytes = axum::body::Bytes::from_request(req, state).await.map_err(|e| {
+            if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::payload_too_large(crate::app::MAX_BODY_BYTES)
+            } else {
+                ApiError::invalid_field("body", e.body_text())
+            }
+        })?;
         if bytes.is_empty() {
             return Err(ApiError::invalid_field("body", "a JSON object is required"));
         }
@@ -38,12 +42,40 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
         if !raw.is_object() {
             return Err(ApiError::invalid_field("body", "must be a JSON object"));
         }
+        if let Some(field) = unstorable_field(&raw, "") {
+            return Err(ApiError::invalid_field(&field, NUL_PROBLEM));
+        }
         let value = serde_path_to_error::deserialize(&raw).map_err(|e| {
             let path = e.path().to_string();
             let field = if path == "." { "body".to_owned() } else { path };
             ApiError::invalid_field(&field, e.into_inner())
         })?;
         Ok(JsonBody { value, raw })
+    }
+}
+
+/// What a field holding a NUL character is told. PostgreSQL cannot store U+0000 in a text or
+/// JSON column (and SQLite would store what PostgreSQL refuses), so it is refused everywhere.
+pub const NUL_PROBLEM: &str = "must not contain the NUL character (\\u0000)";
+
+/// Whether `s` can be stored in a text column of both databases.
+pub fn storable(s: &str) -> bool {
+    !s.contains('\0')
+}
+
+/// The path (`description`, `metadata.note`, `tags[2]`) of the first string or object key in
+/// `v` that cannot be stored, in the notation of the other validation errors.
+fn unstorable_field(v: &serde_json::Value, path: &str) -> Option<String> {
+    use serde_json::Value;
+    let here = || if path.is_empty() { "body".to_owned() } else { path.to_owned() };
+    match v {
+        Value::String(s) if !storable(s) => Some(here()),
+        Value::Object(m) => m.iter().find_map(|(k, v)| {
+            let child = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+            if storable(k) { unstorable_field(v, &child) } else { Some(child.replace('\0', "\\u0000")) }
+        }),
+        Value::Array(a) => a.iter().enumerate().find_map(|(i, v)| unstorable_field(v, &format!("{path}[{i}]"))),
+        _ => None,
     }
 }
 
@@ -92,15 +124,26 @@ impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
     }
 }
 
-/// Raw query parameters; handlers validate each one they use by name.
+/// Raw query parameters; handlers validate each one they use by name. A parameter holding a
+/// NUL character (`%00`) is 400 naming it, whether or not the handler reads it.
 pub struct QueryParams(pub Vec<(String, String)>);
 
 impl<S: Send + Sync> FromRequestParts<S> for QueryParams {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        let q = parts.uri.query().unwrap_or("");
-        let pairs = url::form_urlencoded::parse(q.as_bytes()).map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
+        QueryParams::parse(parts.uri.query().unwrap_or(""))
+    }
+}
+
+impl QueryParams {
+    pub fn parse(q: &str) -> Result<Self, ApiError> {
+        let pairs: Vec<(String, String)> =
+            url::form_urlencoded::parse(q.as_bytes()).map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
+        if let Some((k, _)) = pairs.iter().find(|(k, v)| !storable(k) || !storable(v)) {
+            let name = if storable(k) { k.clone() } else { "query".to_owned() };
+            return Err(ApiError::invalid_field(&name, NUL_PROBLEM));
+        }
         Ok(QueryParams(pairs))
     }
 }
@@ -157,7 +200,26 @@ mod tests {
     use super::*;
 
     fn q(s: &str) -> QueryParams {
-        QueryParams(url::form_urlencoded::parse(s.as_bytes()).map(|(k, v)| (k.into_owned(), v.into_owned())).collect())
+        QueryParams::parse(s).unwrap()
+    }
+
+    #[test]
+    fn nul_in_a_query_parameter_is_refused_naming_it() {
+        let err = QueryParams::parse("limit=5&currency=BT%00C").err().unwrap();
+        assert_eq!(err.status, axum::http::StatusCode::BAD_REQUEST);
+        assert!(err.details[0].starts_with("currency:"), "{:?}", err.details);
+        let err = QueryParams::parse("a%00b=1").err().unwrap();
+        assert!(err.details[0].starts_with("query:"), "{:?}", err.details);
+    }
+
+    #[test]
+    fn nul_anywhere_in_a_body_is_found_with_its_path() {
+        use serde_json::json;
+        assert_eq!(unstorable_field(&json!({"a": "ok", "b": [1, "x"], "c": {"d": null}}), ""), None);
+        assert_eq!(unstorable_field(&json!({"description": "a\0b"}), "").as_deref(), Some("description"));
+        assert_eq!(unstorable_field(&json!({"metadata": {"k": "\0"}}), "").as_deref(), Some("metadata.k"));
+        assert_eq!(unstorable_field(&json!({"metadata": {"k\0": 1}}), "").as_deref(), Some("metadata.k\\u0000"));
+        assert_eq!(unstorable_field(&json!({"tags": ["a", "b\0"]}), "").as_deref(), Some("tags[1]"));
     }
 
     #[test]

@@ -145,3 +145,69 @@ async fn public_endpoints_need_no_key_and_unknown_routes_are_404_envelopes() {
     assert_eq!(app.get("/v1/rates", None).await.status, 200);
     app.get("/v1/nothing-here", None).await.assert_error(404, "not_found", None);
 }
+
+/// A key without the route's permission gets 403 whatever it sends: the permission is checked
+/// before the path id, the query, the `Idempotency-Key` header or the body is parsed, so such a
+/// key learns nothing about what the route would accept.
+#[tokio::test]
+async fn permission_is_checked_before_the_body_path_or_query_is_parsed() {
+    let app = TestApp::spawn().await;
+    let m = app.merchant().await;
+    // Holds only balances:read; the balances routes are checked with a key lacking it.
+    let balances_only = app.key(m, Environment::Test, &[Permission::BalancesRead]).await;
+    let no_balances = app.key(m, Environment::Test, &[Permission::InvoicesRead]).await;
+    let malformed = "{\"currency\": ";
+    let nul_query = "limit=abc&status=%00";
+    let writes = [
+        "/v1/invoices",
+        "/v1/invoices/not-a-uuid/cancel",
+        "/v1/payouts",
+        "/v1/payouts/not-a-uuid/cancel",
+        "/v1/refunds",
+        "/v1/addresses",
+    ];
+    for path in writes {
+        // No Idempotency-Key header either (refunds require one).
+        app.post_raw(path, &balances_only, malformed).await.assert_error(403, "forbidden", None);
+        let r = app
+            .send(
+                app.http
+                    .post(app.url(path))
+                    .header("X-API-Key", &balances_only)
+                    .header("content-type", "text/plain")
+                    .body("x"),
+            )
+            .await;
+        r.assert_error(403, "forbidden", None);
+    }
+    let reads = [
+        format!("/v1/invoices?{nul_query}"),
+        "/v1/invoices/not-a-uuid".to_owned(),
+        format!("/v1/payouts?{nul_query}"),
+        "/v1/payouts/not-a-uuid".to_owned(),
+        format!("/v1/refunds?{nul_query}&invoice_id=x"),
+        "/v1/refunds/not-a-uuid".to_owned(),
+        format!("/v1/addresses?{nul_query}"),
+        "/v1/addresses/not-a-uuid".to_owned(),
+        format!("/v1/addresses/not-a-uuid/invoices?{nul_query}"),
+    ];
+    for path in &reads {
+        app.get(path, Some(&balances_only)).await.assert_error(403, "forbidden", None);
+    }
+    for path in [format!("/v1/balances?{nul_query}"), format!("/v1/balances/no-such-coin/ledger?{nul_query}")] {
+        app.get(&path, Some(&no_balances)).await.assert_error(403, "forbidden", None);
+    }
+    // With the permission, the same requests are validation errors (so the 403s above were not
+    // produced by something else).
+    let all = app.key(m, Environment::Test, &[]).await;
+    app.post_raw("/v1/invoices", &all, malformed).await.assert_error(400, "validation_error", Some("body"));
+    app.get("/v1/payouts/not-a-uuid", Some(&all)).await.assert_error(400, "validation_error", Some("payout_id"));
+    app.get(&format!("/v1/invoices?{nul_query}"), Some(&all)).await.assert_error(
+        400,
+        "validation_error",
+        Some("status"),
+    );
+    app.post_raw("/v1/refunds", &all, malformed).await.assert_error(400, "validation_error", Some("Idempotency-Key"));
+    // And 401 still comes first.
+    app.post_raw("/v1/payouts", "sk_test_nope", malformed).await.assert_error(401, "unauthorized", None);
+}

@@ -270,3 +270,80 @@ async fn the_simulate_buttons_send_the_remaining_half_or_one_and_a_half_in_test_
     let r = app.post(&format!("/checkout/{id}/test-payment"), None, &json!({"kind": "full"})).await;
     r.assert_error(404, "not_found", None);
 }
+
+/// The page template is filled in one pass: a description holding the template's own
+/// placeholders stays text, and the page's state and messages stay valid JSON.
+#[tokio::test]
+async fn a_description_with_the_templates_placeholders_cannot_break_the_page() {
+    let app = TestApp::spawn().await;
+    let (_, key) = app.test_key().await;
+    let description = "{{STATE}} {{MESSAGES}} {{INVOICE}} {{STATE}}";
+    let inv = app
+        .create_invoice(&key, json!({"currency": "USDT", "network": "tron", "amount": "5", "description": description}))
+        .await;
+    let id = inv["id"].as_str().unwrap();
+    let page = app.http.get(app.url(&format!("/checkout/{id}"))).send().await.unwrap().text().await.unwrap();
+    let block = |name: &str| -> Value {
+        let open = format!("<script type=\"application/json\" id=\"{name}\">");
+        let start = page.find(&open).unwrap_or_else(|| panic!("no {name} block")) + open.len();
+        let end = start + page[start..].find("</script>").unwrap();
+        serde_json::from_str(&page[start..end])
+            .unwrap_or_else(|e| panic!("{name} is not JSON ({e}): {}", &page[start..end]))
+    };
+    let state = block("checkout-state");
+    assert_eq!(state["description"], description, "the description is shown as written");
+    let messages: Value = serde_json::from_str(api::checkout::MESSAGES_EN).unwrap();
+    assert_eq!(block("checkout-messages"), messages);
+    assert!(page.contains(&format!("data-invoice=\"{id}\"")));
+    assert_eq!(page.matches(&format!("data-invoice=\"{id}\"")).count(), 1);
+}
+
+/// Each expiry after a re-activation is its own `invoice.expired` event, and each activation's
+/// `invoice.activated` carries its number, so a receiver de-duplicating by type, invoice and
+/// `activation_count` keeps all four events.
+#[tokio::test]
+async fn every_activation_and_every_expiry_of_a_draft_is_its_own_event() {
+    let app = TestApp::spawn().await;
+    let (_, key) = app.test_key().await;
+    let inv = app
+        .create_invoice(
+            &key,
+            json!({"is_deferred": true, "currency": "BTC", "amount_fiat": "60", "fiat_currency": "USD"}),
+        )
+        .await;
+    let id = inv["id"].as_str().unwrap().to_owned();
+    let uuid = Uuid::parse_str(&id).unwrap();
+    for _ in 0..2 {
+        let r = activate(&app, &id, "bitcoin").await;
+        assert_eq!(r.status.as_u16(), 200, "{}", r.body);
+        invoice::Entity::update_many()
+            .col_expr(invoice::Column::ExpiresAt, Expr::value(chrono::Utc::now() - chrono::Duration::seconds(1)))
+            .filter(invoice::Column::Id.eq(uuid))
+            .exec(&app.state.db)
+            .await
+            .unwrap();
+        assert_eq!(sweeper::sweep(&app.state.db, Duration::from_secs(60)).await.unwrap().expired, 1);
+    }
+    let events: Vec<(String, Value)> = event::Entity::find()
+        .filter(event::Column::DedupeKey.contains(id.as_str()))
+        .all(&app.state.db)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.event_type, e.payload))
+        .collect();
+    let of = |t: &str| -> Vec<i64> {
+        let mut n: Vec<i64> =
+            events.iter().filter(|(k, _)| k == t).map(|(_, d)| d["activation_count"].as_i64().unwrap()).collect();
+        n.sort();
+        n
+    };
+    assert_eq!(of("invoice.activated"), [1, 2], "{events:?}");
+    assert_eq!(of("invoice.expired"), [1, 2], "{events:?}");
+    for (_, d) in &events {
+        assert_eq!(d["invoice_id"], id.as_str());
+    }
+    // A replayed expiry of the second activation is still written once.
+    let after = invoice::Entity::find_by_id(uuid).one(&app.state.db).await.unwrap().unwrap();
+    assert!(!api::events::emit_invoice(&app.state.db, "invoice.expired", &after, None).await.unwrap());
+}

@@ -255,3 +255,27 @@ fn money_services_keep_the_ledger_consistent() {
         })
         .unwrap();
 }
+
+proptest! {
+    /// Amount strings are parsed exactly: every decimal's own text reads back as the same value
+    /// (scale included), and a string with more significant digits than a decimal holds (29 or
+    /// more, not counting leading zeros or trailing zeros of the fraction) is refused, never
+    /// rounded to a nearby value.
+    #[test]
+    fn amount_strings_parse_exactly_or_not_at_all(
+        mantissa in any::<i64>(),
+        scale in 0u32..=28,
+        digits in "[1-9][0-9]{28,40}",
+        point in 1usize..28,
+    ) {
+        let d = Decimal::new(mantissa, scale.min(28));
+        let back = entity::Amount::parse_exact(&d.to_string()).unwrap();
+        prop_assert_eq!(back.0, d);
+        prop_assert_eq!(back.0.scale(), d.scale());
+        // A fraction with 29+ significant digits, e.g. 1234….5678 with the point inside.
+        let s = format!("{}.{}1", &digits[..point], &digits[point..]);
+        prop_assert!(entity::Amount::parse_exact(&s).is_err(), "{} was accepted", s);
+        let amount = api::invoices::service::parse_amount("amount", &s);
+        prop_assert!(s.len() > 50 || amount.is_err(), "{} was accepted as {:?}", s, amount);
+    }
+}

@@ -427,3 +427,69 @@ async fn two_hundred_racing_payouts_exactly_one_hundred_succeed() {
     assert_eq!(entries.body["meta"]["pagination"]["total"], 200);
     assert_eq!(app.get("/v1/payouts?limit=1", Some(&key)).await.body["meta"]["pagination"]["total"], 100);
 }
+
+/// A payout retried while the first attempt is still in flight replays that attempt (201, same
+/// id), never `insufficient_balance`, even when the balance covers exactly one payout.
+#[tokio::test]
+async fn in_flight_retries_of_one_payout_all_replay_it() {
+    let (app, m, key) = setup("10").await;
+    let mut body = payout("10");
+    body["idempotency_key"] = json!("in-flight");
+    // Hold the balance so the requests are provably in flight together (each past its replay
+    // lookup), then let them go.
+    let block = app.block_balance_writes(m).await;
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..50 {
+        let (http, url, key, body) = (app.http.clone(), app.url("/v1/payouts"), key.clone(), body.clone());
+        set.spawn(async move {
+            let r = http.post(url).header("X-API-Key", key).json(&body).send().await.unwrap();
+            (r.status().as_u16(), r.json::<Value>().await.unwrap())
+        });
+    }
+    app.wait_blocked_writers(4).await;
+    block.release().await;
+    let mut ids = std::collections::HashSet::new();
+    while let Some(r) = set.join_next().await {
+        let (status, body) = r.unwrap();
+        assert_eq!(status, 201, "{body}");
+        ids.insert(body["data"]["id"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(ids.len(), 1, "every retry answers with the one payout");
+    assert_eq!(app.get("/v1/payouts", Some(&key)).await.body["meta"]["pagination"]["total"], 1);
+    assert_eq!(balance(&app, &key, "tron_usdt").await, ("0".into(), "10".into()), "reserved once");
+    let entries = app.get("/v1/balances/tron_usdt/ledger?type=payout_reserve", Some(&key)).await;
+    assert_eq!(entries.body["meta"]["pagination"]["total"], 2, "one reservation: two entries");
+}
+
+/// An amount with more significant digits than a Decimal holds is refused naming the field,
+/// never rounded (`5.000000000000000000000000000001` used to become a payout of 5).
+#[tokio::test]
+async fn an_amount_with_more_digits_than_fit_is_refused_not_rounded() {
+    let (app, _, key) = setup("100").await;
+    for amount in ["5.000000000000000000000000000001", "0.0000000000000000000000000000001"] {
+        let r = app.post("/v1/payouts", Some(&key), &payout(amount)).await;
+        r.assert_error(422, "validation_error", Some("amount"));
+        assert!(r.details()[0].contains("significant digits"), "{}", r.body);
+    }
+    assert_eq!(app.get("/v1/payouts", Some(&key)).await.body["meta"]["pagination"]["total"], 0);
+    assert_eq!(balance(&app, &key, "tron_usdt").await, ("100".into(), "0".into()));
+}
+
+/// `destination_tag: ""` is no tag: accepted on a chain without tags and stored as null; on a
+/// tag chain (XRP) it is the same as leaving the tag out.
+#[tokio::test]
+async fn an_empty_destination_tag_is_treated_as_absent() {
+    let (app, _, key) = setup("100").await;
+    let mut body = payout("5");
+    body["destination_tag"] = json!("");
+    let r = app.post("/v1/payouts", Some(&key), &body).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert!(r.data()["destination_tag"].is_null(), "{}", r.body);
+    body["destination_tag"] = json!("7");
+    app.post("/v1/payouts", Some(&key), &body).await.assert_error(422, "validation_error", Some("destination_tag"));
+    // XRP: an empty tag is no tag (the gate itself may refuse the request for other reasons,
+    // never for the tag).
+    let xrp = json!({"currency": "XRP", "amount": "5", "destination": XRP_DEST, "destination_tag": ""});
+    let r = app.post("/v1/payouts", Some(&key), &xrp).await;
+    assert!(!r.details().iter().any(|d| d.starts_with("destination_tag:")), "{}", r.body);
+}

@@ -225,6 +225,10 @@ async fn exact_payment_confirms_and_credits_once() {
     );
     assert_eq!(paid.payload["status"], "paid");
     // The credit is refundable now.
+    // The merchant pays a refund's fees by default (spec 2.6): 2 USDT of network fee, from funds
+    // beyond the credit.
+    let tron_usdt = api::gates::find("tron_usdt").unwrap();
+    api::ledger::adjust(&p.app.state.db, p.merchant, Environment::Test, tron_usdt, Decimal::TWO, "fees").await.unwrap();
     let r = p
         .app
         .send(

@@ -174,3 +174,22 @@ async fn openapi_document_and_offline_docs() {
     }
     assert!(!html.contains("https://"), "docs page references an external URL");
 }
+
+/// `/ready` names the dependency that is down, and only that: the driver's error (which can
+/// name hosts, users, files or the connection string) is logged, never returned.
+#[tokio::test]
+async fn ready_names_the_database_when_it_is_down_without_the_driver_error() {
+    let app = TestApp::spawn().await;
+    let r = app.get("/ready", None).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    // The database goes away (the pool is closed under the running app).
+    app.state.db.clone().close().await.unwrap();
+    let r = app.get("/ready", None).await;
+    r.assert_error(503, "not_ready", Some("database"));
+    assert_eq!(r.details(), ["database: down"]);
+    let text = r.body.to_string();
+    let db_url = app.db.url.clone();
+    for leak in [db_url.as_str(), "pool", "closed", "Connection", "sqlx", "postgres://", "sqlite:"] {
+        assert!(!text.contains(leak), "{leak:?} leaked: {text}");
+    }
+}

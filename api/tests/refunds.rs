@@ -64,6 +64,14 @@ impl Setup {
         (row["available"].as_str().unwrap().to_owned(), row["reserved"].as_str().unwrap().to_owned())
     }
 
+    /// The merchant's refund fee allocation (it covers the refund's network fee too).
+    async fn allocate(&self, a: FeeAllocation) {
+        let db = &self.app.state.db;
+        let mut st = api::payouts::service::settings(db, self.merchant, Environment::Test).await.unwrap();
+        st.refund_fee_allocation = a;
+        api::payouts::service::save_settings(db, st).await.unwrap();
+    }
+
     async fn refund_count(&self) -> u64 {
         let r = self.app.get("/v1/refunds?limit=1", Some(&self.key)).await;
         r.body["meta"]["pagination"]["total"].as_u64().unwrap()
@@ -73,6 +81,7 @@ impl Setup {
 #[tokio::test]
 async fn create_links_a_reserved_payout_and_mirrors_its_status() {
     let s = setup("100").await;
+    s.allocate(FeeAllocation::Customer).await;
     let r = s.refund("r-1", &s.body("40")).await;
     assert_eq!(r.status.as_u16(), 201, "{}", r.body);
     let data = r.data().clone();
@@ -82,7 +91,8 @@ async fn create_links_a_reserved_payout_and_mirrors_its_status() {
     assert_eq!(data["currency"], "USDT");
     assert_eq!(data["network"], "tron");
     assert_eq!(data["amount"], "40");
-    // Customer allocation (default): the refund fee and network fee come out of what the payer gets.
+    // Customer allocation (the operator's choice): the refund fee and network fee come out of
+    // what the payer gets.
     assert_eq!(data["refund_fee"], "1");
     assert_eq!(data["refund_fee_allocation"], "customer");
     assert_eq!(data["network_fee"], "2");
@@ -186,13 +196,14 @@ async fn replay_returns_the_recorded_refund_and_another_body_conflicts() {
         assert_eq!(again.headers.get("idempotent-replayed").unwrap(), "true");
         assert_eq!(again.data(), first.data());
     }
-    assert_eq!(s.balance().await, ("90".into(), "10".into()), "no second reservation");
+    // Merchant allocation (the default): 10 + 1 refund fee + 2 network fee reserved.
+    assert_eq!(s.balance().await, ("87".into(), "13".into()), "no second reservation");
     assert_eq!(s.refund_count().await, 1);
     assert_eq!(s.app.get("/v1/payouts", Some(&s.key)).await.body["meta"]["pagination"]["total"], 1);
 
     let other = s.refund("same", &s.body("11")).await;
     other.assert_error(409, "idempotency_key_mismatch", Some("Idempotency-Key"));
-    assert_eq!(s.balance().await, ("90".into(), "10".into()));
+    assert_eq!(s.balance().await, ("87".into(), "13".into()));
     // Keys are per merchant and environment: another merchant may use the same key.
     let other_key = s.app.key(s.app.merchant().await, Environment::Test, &[]).await;
     s.refund_with(&other_key, Some("same"), &s.body("10")).await.assert_error(404, "not_found", None);
@@ -214,7 +225,7 @@ async fn replay_returns_the_recorded_refund_and_another_body_conflicts() {
         ids.insert(id.to_string());
     }
     assert_eq!(ids.len(), 1);
-    assert_eq!(s.balance().await, ("85".into(), "15".into()));
+    assert_eq!(s.balance().await, ("79".into(), "21".into()));
 }
 
 #[tokio::test]
@@ -353,7 +364,7 @@ async fn every_bound_of_section_8() {
     let mut b = s.body("1");
     b["destination"] = json!("0x52908400098527886E0F7030069857D2E4169EE7");
     s.refund("dest", &b).await.assert_error(422, "validation_error", Some("destination"));
-    assert_eq!(s.balance().await, ("95".into(), "5".into()), "no partial writes");
+    assert_eq!(s.balance().await, ("92".into(), "8".into()), "no partial writes: one refund of 5 + 3 of fees");
 }
 
 #[tokio::test]
@@ -494,4 +505,138 @@ async fn assert_ledger_consistent(app: &TestApp, m: Uuid, available: &str, reser
     let (b, entries) = common::assert_ledger_sums(&app.state.db, m, "tron_usdt").await;
     assert_eq!((b.available.0, b.reserved.0), (d(available), d(reserved)));
     assert!(entries.iter().all(|e| e.balance_after.0 >= Decimal::ZERO), "a bucket went below zero");
+}
+
+/// Spec 2.6: the merchant is charged the refund, the refund fee and the network fee. With no
+/// settings saved, both fees are the merchant's: the payer receives the whole refunded amount.
+#[tokio::test]
+async fn refund_fees_default_to_the_merchant_so_the_payer_gets_the_full_amount() {
+    let s = setup("100").await;
+    let r = s.refund("default-fees", &s.body("40")).await;
+    assert_eq!(r.status.as_u16(), 201, "{}", r.body);
+    let data = r.data().clone();
+    assert_eq!(data["refund_fee_allocation"], "merchant");
+    assert_eq!(data["network_fee_allocation"], "merchant");
+    assert_eq!(data["refund_fee"], "1");
+    assert_eq!(data["network_fee"], "2");
+    assert_eq!(data["recipient_amount"], "40", "the payer gets the full refunded amount");
+    assert_eq!(data["merchant_debit_amount"], "43", "40 + 1 refund fee + 2 network fee");
+    assert_eq!(s.balance().await, ("57".into(), "43".into()));
+    // The linked payout carries the same allocation (the executor charges the actual network
+    // fee to the merchant from it).
+    let p = s.app.get(&format!("/v1/payouts/{}", data["payout_id"].as_str().unwrap()), Some(&s.key)).await;
+    assert_eq!(p.data()["payout_fee_allocation"], "merchant");
+    assert_eq!(p.data()["network_fee_allocation"], "merchant");
+    assert_eq!(p.data()["recipient_amount"], "40");
+    // The exact ledger: one reservation of 43 from available to reserved, nothing else.
+    let entries = s.app.get("/v1/balances/tron_usdt/ledger?type=payout_reserve", Some(&s.key)).await;
+    let mut moved: Vec<(String, String)> = entries
+        .data()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["bucket"].as_str().unwrap().to_owned(), e["amount"].as_str().unwrap().to_owned()))
+        .collect();
+    moved.sort();
+    assert_eq!(moved, [("available".into(), "-43".into()), ("reserved".into(), "43".into())]);
+    assert_ledger_consistent(&s.app, s.merchant, "57", "43").await;
+    // Payouts keep their own defaults (customer).
+    let p = s
+        .app
+        .post(
+            "/v1/payouts",
+            Some(&s.key),
+            &json!({"currency": "USDT", "network": "tron", "amount": "10", "destination": TRON_DEST}),
+        )
+        .await;
+    assert_eq!(p.status.as_u16(), 201, "{}", p.body);
+    let p = s.app.get(&format!("/v1/payouts/{}", p.data()["id"].as_str().unwrap()), Some(&s.key)).await;
+    assert_eq!(
+        (p.data()["payout_fee_allocation"].as_str(), p.data()["network_fee_allocation"].as_str()),
+        (Some("customer"), Some("customer"))
+    );
+    // The operator can still choose `customer` for refunds: both fees then come out of the refund.
+    s.allocate(FeeAllocation::Customer).await;
+    let r = s.refund("customer-fees", &s.body("10")).await;
+    assert_eq!(r.status.as_u16(), 201, "{}", r.body);
+    assert_eq!(
+        (r.data()["recipient_amount"].as_str(), r.data()["merchant_debit_amount"].as_str()),
+        (Some("7"), Some("10"))
+    );
+    assert_eq!(r.data()["network_fee_allocation"], "customer");
+}
+
+/// A refund retried while the first attempt is still in flight replays that attempt (201, same
+/// id), never `refund_exceeds_credit` or `insufficient_balance`, even when the credit and the
+/// balance cover exactly one refund.
+#[tokio::test]
+async fn in_flight_retries_of_one_refund_all_replay_it() {
+    let s = setup("10").await;
+    // The credit covers exactly one refund of 10; the balance exactly its debit (10 + 3 of fees).
+    api::ledger::adjust(
+        &s.app.state.db,
+        s.merchant,
+        Environment::Test,
+        api::gates::find("tron_usdt").unwrap(),
+        d("3"),
+        "fees",
+    )
+    .await
+    .unwrap();
+    // Hold the balance so the requests are provably in flight together, then let them go.
+    let block = s.app.block_balance_writes(s.merchant).await;
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..50 {
+        let (http, url, key, body) = (s.app.http.clone(), s.app.url("/v1/refunds"), s.key.clone(), s.body("10"));
+        set.spawn(async move {
+            let r = http.post(url).header("X-API-Key", key).header("Idempotency-Key", "in-flight").json(&body);
+            let r = r.send().await.unwrap();
+            (r.status().as_u16(), r.json::<Value>().await.unwrap())
+        });
+    }
+    s.app.wait_blocked_writers(4).await;
+    block.release().await;
+    let mut ids = std::collections::HashSet::new();
+    while let Some(r) = set.join_next().await {
+        let (status, body) = r.unwrap();
+        assert_eq!(status, 201, "{body}");
+        ids.insert(body["data"]["id"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(ids.len(), 1, "every retry answers with the one refund");
+    assert_eq!(s.refund_count().await, 1);
+    assert_eq!(s.app.get("/v1/payouts", Some(&s.key)).await.body["meta"]["pagination"]["total"], 1);
+    assert_eq!(s.balance().await, ("0".into(), "13".into()), "reserved once");
+    use sea_orm::EntityTrait;
+    let credit = entity::invoice_credit::Entity::find_by_id((s.invoice, "tron_usdt".to_owned()))
+        .one(&s.app.state.db)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(credit.refunded.0, d("10"), "the credit is taken once");
+}
+
+/// `destination_tag: ""` is no tag: accepted on a chain without tags, stored as null.
+#[tokio::test]
+async fn an_empty_destination_tag_is_treated_as_absent() {
+    let s = setup("100").await;
+    let mut b = s.body("5");
+    b["destination_tag"] = json!("");
+    let r = s.refund("empty-tag", &b).await;
+    assert_eq!(r.status.as_u16(), 201, "{}", r.body);
+    assert!(r.data()["destination_tag"].is_null(), "{}", r.body);
+    // A real tag on a chain without tags is still refused.
+    b["destination_tag"] = json!("12");
+    s.refund("tag", &b).await.assert_error(422, "validation_error", Some("destination_tag"));
+}
+
+/// An amount with more significant digits than a Decimal holds is refused, not rounded (it was
+/// read as 5 before).
+#[tokio::test]
+async fn a_refund_amount_with_more_digits_than_fit_is_refused_not_rounded() {
+    let s = setup("100").await;
+    let r = s.refund("precise", &s.body("5.000000000000000000000000000001")).await;
+    r.assert_error(422, "validation_error", Some("amount"));
+    assert!(r.details()[0].contains("significant digits"), "{}", r.body);
+    assert_eq!(s.refund_count().await, 0);
+    assert_eq!(s.balance().await, ("100".into(), "0".into()));
 }

@@ -243,6 +243,10 @@ async fn a_fiat_priced_invoice_is_settled_into_another_asset() {
                      "destination": "bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq"});
     let r = post_refund(btc, "r2").await;
     assert_eq!(r.status.as_u16(), 422, "{}", r.body);
+    // The merchant pays a refund's fees by default (spec 2.6): 2 USDT of network fee, from funds
+    // beyond the credit.
+    let tron_usdt = api::gates::find("tron_usdt").unwrap();
+    api::ledger::adjust(&p.app.state.db, p.merchant, Environment::Test, tron_usdt, Decimal::TWO, "fees").await.unwrap();
     let ok = post_refund(refund(NET), "r3").await;
     assert_eq!(ok.status.as_u16(), 201, "{}", ok.body);
 }

@@ -14,9 +14,32 @@ use sea_orm::sea_query::{ArrayType, ColumnType, Nullable, ValueType, ValueTypeEr
 use sea_orm::{ColIdx, QueryResult, TryGetError, TryGetable, Value};
 use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(transparent)]
 pub struct Amount(pub Decimal);
+
+/// Why a decimal string is not an exact [`Amount`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ParseAmountError {
+    /// Not a decimal number at all.
+    Malformed,
+    /// More significant digits (or a larger magnitude) than a `Decimal` holds exactly
+    /// (28 significant digits): parsing would round or overflow, so it is refused.
+    TooPrecise,
+}
+
+impl fmt::Display for ParseAmountError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ParseAmountError::Malformed => f.write_str("is not a valid decimal"),
+            ParseAmountError::TooPrecise => {
+                f.write_str("has more significant digits than can be stored exactly (at most 28)")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ParseAmountError {}
 
 impl Amount {
     pub const ZERO: Amount = Amount(Decimal::ZERO);
@@ -34,6 +57,69 @@ impl Amount {
 
     pub fn value(self) -> Decimal {
         self.0
+    }
+
+    /// Parses a decimal string exactly: a value that does not fit a `Decimal` without rounding
+    /// (e.g. 30 significant digits) is an error, never silently rounded. Plain notation, or
+    /// scientific notation as stored by some drivers.
+    pub fn parse_exact(s: &str) -> Result<Amount, ParseAmountError> {
+        let t = s.trim();
+        let plain = !t.is_empty()
+            && t.bytes()
+                .enumerate()
+                .all(|(i, b)| b.is_ascii_digit() || b == b'.' || (i == 0 && (b == b'-' || b == b'+')))
+            && t.bytes().filter(|b| *b == b'.').count() <= 1
+            && t.bytes().any(|b| b.is_ascii_digit());
+        if plain {
+            return Decimal::from_str_exact(t)
+                .or_else(|_| match t.contains('.') {
+                    // Trailing zeros of the fraction are not significant: `5.000…0` is 5.
+                    true => Decimal::from_str_exact(t.trim_end_matches('0').trim_end_matches('.')),
+                    false => Err(rust_decimal::Error::Underflow),
+                })
+                .map(Amount)
+                .map_err(|_| ParseAmountError::TooPrecise);
+        }
+        if t.contains(['e', 'E']) {
+            // Scientific notation: the mantissa must be exact too (`from_scientific` would round it).
+            let mantissa = t.split(['e', 'E']).next().unwrap_or_default();
+            if !mantissa.is_empty() && !mantissa.contains(['e', 'E']) {
+                Amount::parse_exact(mantissa)?;
+            }
+            return Decimal::from_scientific(t).map(Amount).map_err(|_| ParseAmountError::TooPrecise);
+        }
+        Err(ParseAmountError::Malformed)
+    }
+}
+
+impl FromStr for Amount {
+    type Err = ParseAmountError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Amount::parse_exact(s)
+    }
+}
+
+/// From a JSON string or number, exactly (see [`Amount::parse_exact`]).
+impl<'de> Deserialize<'de> for Amount {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Amount;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a decimal string")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Amount, E> {
+                Amount::parse_exact(v).map_err(E::custom)
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Amount, E> {
+                Ok(Amount(Decimal::from(v)))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Amount, E> {
+                Ok(Amount(Decimal::from(v)))
+            }
+        }
+        d.deserialize_any(V)
     }
 }
 
@@ -92,8 +178,8 @@ impl TryGetable for Amount {
     fn try_get_by<I: ColIdx>(res: &QueryResult, idx: I) -> Result<Self, TryGetError> {
         if res.try_as_sqlite_row().is_some() {
             let text = String::try_get_by(res, idx)?;
-            Decimal::from_str(&text).or_else(|_| Decimal::from_scientific(&text)).map(Amount).map_err(|e| {
-                TryGetError::DbErr(sea_orm::DbErr::Type(format!("column {idx:?} holds {text:?}, not a decimal: {e}")))
+            Amount::parse_exact(&text).map_err(|e| {
+                TryGetError::DbErr(sea_orm::DbErr::Type(format!("column {idx:?} holds {text:?}, which {e}")))
             })
         } else {
             Decimal::try_get_by(res, idx).map(Amount)
@@ -115,5 +201,34 @@ mod tests {
         assert_eq!(Amount::fiat(Decimal::new(1005, 3)).to_string(), "1.01");
         let a = Amount(Decimal::from_str("1.123456789012345678000").unwrap());
         assert_eq!(serde_json::to_string(&a).unwrap(), "\"1.123456789012345678000\"");
+        assert_eq!(serde_json::from_str::<Amount>("\"1.123456789012345678000\"").unwrap(), a);
+    }
+
+    #[test]
+    fn parsing_is_exact_never_rounded() {
+        assert_eq!(Amount::parse_exact("12.50").unwrap().to_string(), "12.50");
+        assert_eq!(Amount::parse_exact("-3").unwrap().to_string(), "-3");
+        assert_eq!(Amount::parse_exact("1.5e-7").unwrap(), Amount(Decimal::new(15, 8)));
+        // 28 significant digits fit; 30 would be rounded by `Decimal::from_str`, so are refused.
+        assert!(Amount::parse_exact("1.000000000000000000000000001").is_ok());
+        let zeros = format!("5.{}", "0".repeat(48));
+        assert_eq!(
+            Amount::parse_exact(&zeros).unwrap(),
+            Amount(Decimal::from(5)),
+            "trailing zeros are not significant"
+        );
+        for too_precise in [
+            "1.00000000000000000000000000001",
+            "0.000000000000000000000000000001",
+            "123456789012345678901234567890",
+            "3.14159265358979323846264338327950",
+        ] {
+            assert_eq!(Amount::parse_exact(too_precise), Err(ParseAmountError::TooPrecise), "{too_precise}");
+            assert!(too_precise.parse::<Amount>().is_err());
+            assert!(serde_json::from_str::<Amount>(&format!("\"{too_precise}\"")).is_err(), "{too_precise}");
+        }
+        for malformed in ["", "abc", "1.2.3", "--1", "1,5"] {
+            assert_eq!(Amount::parse_exact(malformed), Err(ParseAmountError::Malformed), "{malformed:?}");
+        }
     }
 }

@@ -121,8 +121,9 @@ enum KeyCmd {
         /// test or live
         #[arg(long, value_parser = parse_env)]
         env: Environment,
-        /// Comma-separated permissions (invoices:read,invoices:write,…) or `all`.
-        #[arg(long, default_value = "all")]
+        /// Required: comma-separated permissions (invoices:read,invoices:write,…), or `all`
+        /// spelled out. There is no default, so no key gets more than the operator chose.
+        #[arg(long)]
         permissions: String,
         #[arg(long)]
         label: Option<String>,
@@ -235,11 +236,17 @@ fn parse_env(s: &str) -> Result<Environment, String> {
     Environment::parse(s).ok_or_else(|| format!("expected test or live, got {s:?}"))
 }
 
+/// `invoices:read,balances:read`: the permissions a key holds, comma-separated.
+fn permission_list(p: Permissions) -> String {
+    Permission::ALL.iter().filter(|x| p.contains(**x)).map(|x| x.as_str()).collect::<Vec<_>>().join(",")
+}
+
 fn parse_permissions(s: &str) -> anyhow::Result<Permissions> {
-    if s == "all" {
+    if s.trim() == "all" {
         return Ok(Permissions::all());
     }
-    s.split(',')
+    let perms: Permissions = s
+        .split(',')
         .map(str::trim)
         .filter(|p| !p.is_empty())
         .map(|p| {
@@ -248,7 +255,11 @@ fn parse_permissions(s: &str) -> anyhow::Result<Permissions> {
                 format!("unknown permission {p:?}; known: {}", known.join(", "))
             })
         })
-        .collect()
+        .collect::<anyhow::Result<_>>()?;
+    if perms == Permissions::default() {
+        anyhow::bail!("--permissions names no permission; give a comma-separated list or `all`");
+    }
+    Ok(perms)
 }
 
 #[tokio::main]
@@ -426,7 +437,8 @@ async fn main() -> anyhow::Result<()> {
                 KeyCmd::Create { merchant, env, permissions, label } => {
                     let perms = parse_permissions(&permissions)?;
                     let (k, key) = merchants::create_api_key(&db, merchant, env, perms, label.as_deref()).await?;
-                    eprintln!("key id {} ({}); store the key now, it is not shown again:", k.id, k.environment);
+                    eprintln!("key id {} ({}) with permissions {}", k.id, k.environment, permission_list(perms));
+                    eprintln!("store the key now, it is not shown again:");
                     println!("{key}");
                 }
                 KeyCmd::List { merchant } => {

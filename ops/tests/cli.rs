@@ -62,7 +62,7 @@ fn merchants_keys_and_settings() {
     ]);
     let key = key.trim();
     assert!(key.starts_with("sk_live_") && key.len() == 72 && key[8..].bytes().all(|b| b.is_ascii_hexdigit()), "{key}");
-    let test_key = ops.ok(&["keys", "create", "--merchant", &merchant, "--env", "test"]);
+    let test_key = ops.ok(&["keys", "create", "--merchant", &merchant, "--env", "test", "--permissions", "all"]);
     assert!(test_key.trim().starts_with("sk_test_"));
 
     let list = ops.ok(&["keys", "list", "--merchant", &merchant]);
@@ -179,14 +179,52 @@ fn merchants_keys_and_settings() {
 }
 
 #[test]
+fn keys_create_requires_permissions_and_prints_them() {
+    let ops = Ops::new();
+    ops.ok(&["migrate"]);
+    let m = ops.ok(&["merchants", "create", "--name", "Perms"]).trim().to_owned();
+    // No silent `all`: without --permissions nothing is created.
+    let out = ops.run_env(&["keys", "create", "--merchant", &m, "--env", "test"], &[]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--permissions"), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = ops.run_env(&["keys", "create", "--merchant", &m, "--env", "test", "--permissions", " , "], &[]);
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("names no permission"));
+    assert_eq!(ops.ok(&["keys", "list", "--merchant", &m]).lines().count(), 0, "nothing created");
+
+    // The permissions given are printed (stderr; stdout is the key alone).
+    let out = ops.run_env(
+        &["keys", "create", "--merchant", &m, "--env", "test", "--permissions", "payouts:read, invoices:write"],
+        &[],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).trim().starts_with("sk_test_"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("with permissions invoices:write,payouts:read"), "{err}");
+    // `all` stays possible, explicitly, and is printed in full.
+    let out = ops.run_env(&["keys", "create", "--merchant", &m, "--env", "live", "--permissions", "all"], &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let all = api::auth::Permission::ALL.map(|p| p.as_str()).join(",");
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("with permissions {all}")));
+    let list = ops.ok(&["keys", "list", "--merchant", &m]);
+    assert!(list.contains("[invoices:write,payouts:read]") && list.contains(&format!("[{all}]")), "{list}");
+}
+
+#[test]
 fn refuses_bad_input_and_bad_configuration() {
     let ops = Ops::new();
-    let out = ops.run_env(&["keys", "create", "--merchant", "not-a-uuid", "--env", "test"], &[]);
+    let out =
+        ops.run_env(&["keys", "create", "--merchant", "not-a-uuid", "--env", "test", "--permissions", "all"], &[]);
     assert!(!out.status.success());
-    let out = ops.run_env(&["keys", "create", "--merchant", &uuid::Uuid::new_v4().to_string(), "--env", "prod"], &[]);
+    let out = ops.run_env(
+        &["keys", "create", "--merchant", &uuid::Uuid::new_v4().to_string(), "--env", "prod", "--permissions", "all"],
+        &[],
+    );
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("expected test or live"));
-    let out = ops.run_env(&["keys", "create", "--merchant", &uuid::Uuid::new_v4().to_string(), "--env", "test"], &[]);
+    let out = ops.run_env(
+        &["keys", "create", "--merchant", &uuid::Uuid::new_v4().to_string(), "--env", "test", "--permissions", "all"],
+        &[],
+    );
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("not found"));
     let m = ops.ok(&["merchants", "create", "--name", "X"]).trim().to_owned();

@@ -10,7 +10,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::auth::{Auth, Permission};
+use crate::auth::{Allowed, perm};
 use crate::envelope::{Page, Pagination};
 use crate::error::{ApiError, ApiResult, ErrorCode, ErrorEnvelope};
 use crate::extract::QueryParams;
@@ -74,10 +74,9 @@ pub struct LedgerEntryResponse {
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope)))]
 pub async fn list_balances(
     State(state): State<AppState>,
-    auth: Auth,
+    auth: Allowed<perm::BalancesRead>,
     q: QueryParams,
 ) -> ApiResult<Page<BalanceResponse>> {
-    auth.require(Permission::BalancesRead)?;
     q.pagination()?;
     let rows = balance::Entity::find()
         .filter(balance::Column::MerchantId.eq(auth.merchant_id))
@@ -134,11 +133,10 @@ const TYPE_VALUES: &str = "invoice_credit, conversion_debit, conversion_credit, 
         (status = 422, description = "unsupported_currency: unknown or ambiguous currency", body = ErrorEnvelope)))]
 pub async fn list_ledger(
     State(state): State<AppState>,
-    auth: Auth,
+    auth: Allowed<perm::BalancesRead>,
     axum::extract::Path(currency): axum::extract::Path<String>,
     q: QueryParams,
 ) -> ApiResult<Page<LedgerEntryResponse>> {
-    auth.require(Permission::BalancesRead)?;
     let gate = gates::resolve(&currency, None)
         .map_err(|e| ApiError::unprocessable(ErrorCode::UnsupportedCurrency, "currency", e.to_string()))?;
     let (limit, offset) = q.pagination()?;

@@ -70,23 +70,45 @@ fn html(status: StatusCode, body: String) -> Response {
     secured((status, [(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response(), "no-store")
 }
 
+/// Fills the page's `{{NAME}}` placeholders in one pass over the template: a substituted value
+/// (a description, a merchant name) is never scanned again, so text that looks like a
+/// placeholder stays text. Unknown names are left as they are.
+fn fill(template: &str, values: &[(&str, &str)]) -> String {
+    let mut out = String::with_capacity(template.len() + values.iter().map(|(_, v)| v.len()).sum::<usize>());
+    let mut rest = template;
+    while let Some(start) = rest.find("{{") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let value = after.find("}}").and_then(|end| {
+            let name = &after[..end];
+            values.iter().find(|(n, _)| *n == name).map(|(_, v)| (*v, end))
+        });
+        match value {
+            Some((v, end)) => {
+                out.push_str(v);
+                rest = &after[end + 2..];
+            }
+            None => {
+                out.push_str("{{");
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The page for an invoice's view (`state` is `null` for an unknown invoice).
+fn render_page(state: &str, invoice: &str) -> String {
+    let messages = MESSAGES_EN.replace('<', "\\u003c");
+    fill(PAGE, &[("STATE", state), ("MESSAGES", &messages), ("INVOICE", invoice)])
+}
+
 async fn page(State(state): State<AppState>, Path(raw): Path<String>) -> Response {
-    let not_found = || {
-        let body = PAGE
-            .replace("{{STATE}}", "null")
-            .replace("{{MESSAGES}}", &MESSAGES_EN.replace('<', "\\u003c"))
-            .replace("{{INVOICE}}", "");
-        html(StatusCode::NOT_FOUND, body)
-    };
+    let not_found = || html(StatusCode::NOT_FOUND, render_page("null", ""));
     let Ok(id) = Uuid::parse_str(&raw) else { return not_found() };
     match service::view(&state, id).await {
-        Ok(view) => {
-            let body = PAGE
-                .replace("{{STATE}}", &embedded_json(&view))
-                .replace("{{MESSAGES}}", &MESSAGES_EN.replace('<', "\\u003c"))
-                .replace("{{INVOICE}}", &id.to_string());
-            html(StatusCode::OK, body)
-        }
+        Ok(view) => html(StatusCode::OK, render_page(&embedded_json(&view), &id.to_string())),
         Err(e) if e.status == StatusCode::NOT_FOUND => not_found(),
         Err(e) => e.into_response(),
     }
@@ -119,4 +141,17 @@ async fn test_payment(
 ) -> ApiResult<Response> {
     service::simulate(&state, id, body?.value).await?;
     Ok(secured(Data::ok(service::view(&state, id).await?).into_response(), "no-store"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_are_filled_once_and_values_are_not_rescanned() {
+        let vals = [("A", "{{B}}"), ("B", "b")];
+        assert_eq!(fill("x{{A}}y{{B}}z", &vals), "x{{B}}ybz");
+        assert_eq!(fill("{{UNKNOWN}} {{A", &vals), "{{UNKNOWN}} {{A");
+        assert_eq!(fill("{{}}{{A}}", &vals), "{{}}{{B}}");
+    }
 }

@@ -292,7 +292,7 @@ pub async fn activate(state: &AppState, id: Uuid, req: ActivateRequest) -> ApiRe
         txn.rollback().await?;
         return Err(ApiError::conflict(ErrorCode::InvoiceNotActivatable, "the invoice changed meanwhile; reload"));
     };
-    events::emit_invoice_tagged(&txn, kind::INVOICE_ACTIVATED, &after, &after.activation_count.to_string()).await?;
+    events::emit_invoice(&txn, kind::INVOICE_ACTIVATED, &after, None).await?;
     txn.commit().await?;
     Ok(after)
 }

@@ -10,7 +10,7 @@ use entity::InvoiceStatus;
 
 use self::service::{Created, ListFilter};
 use self::types::{CreateInvoiceRequest, InvoiceResponse};
-use crate::auth::{Auth, Permission};
+use crate::auth::{Allowed, perm};
 use crate::envelope::{Data, Page, Pagination};
 use crate::error::{ApiResult, ErrorEnvelope};
 use crate::extract::{JsonBody, PathId, QueryParams};
@@ -39,10 +39,9 @@ pub(crate) const STATUS_VALUES: &str =
     ))]
 pub async fn create_invoice(
     State(state): State<AppState>,
-    auth: Auth,
+    auth: Allowed<perm::InvoicesWrite>,
     body: JsonBody<CreateInvoiceRequest>,
 ) -> ApiResult<Data<InvoiceResponse>> {
-    auth.require(Permission::InvoicesWrite)?;
     let base = &state.config.public_base_url;
     Ok(match service::create(&state, &auth, body.value, &body.raw).await? {
         Created::New(inv) => Data::created(InvoiceResponse::from_model(&inv, &[], base)),
@@ -68,10 +67,9 @@ pub async fn create_invoice(
     ))]
 pub async fn list_invoices(
     State(state): State<AppState>,
-    auth: Auth,
+    auth: Allowed<perm::InvoicesRead>,
     q: QueryParams,
 ) -> ApiResult<Page<InvoiceResponse>> {
-    auth.require(Permission::InvoicesRead)?;
     let (limit, offset) = q.pagination()?;
     let filter = ListFilter {
         status: q.one_of("status", InvoiceStatus::parse, STATUS_VALUES)?,
@@ -96,10 +94,9 @@ pub async fn list_invoices(
     ))]
 pub async fn get_invoice(
     State(state): State<AppState>,
-    auth: Auth,
+    auth: Allowed<perm::InvoicesRead>,
     PathId(id): PathId,
 ) -> ApiResult<Data<InvoiceResponse>> {
-    auth.require(Permission::InvoicesRead)?;
     let (inv, payments) = service::get(&state, &auth, id).await?;
     Ok(Data::ok(InvoiceResponse::from_model(&inv, &payments, &state.config.public_base_url)))
 }
@@ -114,10 +111,9 @@ pub async fn get_invoice(
     ))]
 pub async fn cancel_invoice(
     State(state): State<AppState>,
-    auth: Auth,
+    auth: Allowed<perm::InvoicesWrite>,
     PathId(id): PathId,
 ) -> ApiResult<Data<InvoiceResponse>> {
-    auth.require(Permission::InvoicesWrite)?;
     let (inv, payments) = service::cancel(&state, &auth, id).await?;
     Ok(Data::ok(InvoiceResponse::from_model(&inv, &payments, &state.config.public_base_url)))
 }

@@ -1,7 +1,5 @@
 //! Invoice rules: validation, pricing, idempotency, address allocation, cancel.
 
-use std::str::FromStr;
-
 use chrono::{Duration, Utc};
 use entity::{Amount, Environment, InvoiceStatus, InvoiceTrigger, invoice, payment, settlement_conversion};
 use rust_decimal::{Decimal, RoundingStrategy};
@@ -35,7 +33,7 @@ pub fn parse_amount(field: &str, s: &str) -> Result<Decimal, String> {
     if !s.bytes().all(|b| b.is_ascii_digit() || b == b'.') || s.starts_with('.') || s.ends_with('.') {
         return Err(format!("must be a plain positive decimal like \"12.50\", got {s:?}"));
     }
-    let d = Decimal::from_str(s).map_err(|_| format!("{field} is not a valid decimal: {s:?}"))?;
+    let d = Amount::parse_exact(s).map_err(|e| format!("{field} {e}: {s:?}"))?.0;
     if d <= Decimal::ZERO {
         return Err("must be greater than zero".into());
     }
@@ -569,6 +567,12 @@ mod tests {
         assert_eq!(parse_amount("amount", "0.000000000000000001").unwrap().to_string(), "0.000000000000000001");
         for bad in ["", "0", "0.0", "-1", "1e5", "1,5", " 1", ".5", "5.", "abc", "+1", &"1".repeat(51)] {
             assert!(parse_amount("amount", bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(parse_amount("amount", &format!("5.{}", "0".repeat(48))).unwrap().to_string(), "5");
+        // More significant digits than a Decimal holds: refused, never rounded.
+        for too_precise in ["1.00000000000000000000000000001", "0.000000000000000000000000000001"] {
+            let e = parse_amount("amount", too_precise).unwrap_err();
+            assert!(e.contains("significant digits"), "{too_precise}: {e}");
         }
     }
 

@@ -11,7 +11,7 @@ use entity::PayoutStatus;
 
 use self::service::Created;
 use self::types::{CreatePayoutRequest, PayoutFull, PayoutShort};
-use crate::auth::{Auth, Permission};
+use crate::auth::{Allowed, perm};
 use crate::envelope::{Data, Page, Pagination};
 use crate::error::{ApiResult, ErrorEnvelope};
 use crate::extract::{JsonBody, PathId, QueryParams};
@@ -38,10 +38,9 @@ const STATUS_VALUES: &str = "pending_approval, approved, queued, processing, com
     ))]
 pub async fn create_payout(
     State(state): State<AppState>,
-    auth: Auth,
+    auth: Allowed<perm::PayoutsWrite>,
     body: JsonBody<CreatePayoutRequest>,
 ) -> ApiResult<Data<PayoutShort>> {
-    auth.require(Permission::PayoutsWrite)?;
     Ok(match service::create(&state, &auth, &body.value).await? {
         Created::New(p) => Data::created(PayoutShort::from_model(&p)),
         Created::Replayed(p) => Data::created(PayoutShort::from_model(&p)).with_header("idempotent-replayed", "true"),
@@ -57,8 +56,11 @@ pub async fn create_payout(
     ),
     responses((status = 200, body = inline(crate::openapi::PayoutListEnvelope)),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope)))]
-pub async fn list_payouts(State(state): State<AppState>, auth: Auth, q: QueryParams) -> ApiResult<Page<PayoutFull>> {
-    auth.require(Permission::PayoutsRead)?;
+pub async fn list_payouts(
+    State(state): State<AppState>,
+    auth: Allowed<perm::PayoutsRead>,
+    q: QueryParams,
+) -> ApiResult<Page<PayoutFull>> {
     let (limit, offset) = q.pagination()?;
     let status = q.one_of("status", PayoutStatus::parse, STATUS_VALUES)?;
     let (rows, total) = service::list(&state, &auth, status, limit, offset).await?;
@@ -73,8 +75,11 @@ pub async fn list_payouts(State(state): State<AppState>, auth: Auth, q: QueryPar
     params(("payout_id" = uuid::Uuid, Path)),
     responses((status = 200, body = inline(crate::openapi::PayoutFullEnvelope)),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope)))]
-pub async fn get_payout(State(state): State<AppState>, auth: Auth, PathId(id): PathId) -> ApiResult<Data<PayoutFull>> {
-    auth.require(Permission::PayoutsRead)?;
+pub async fn get_payout(
+    State(state): State<AppState>,
+    auth: Allowed<perm::PayoutsRead>,
+    PathId(id): PathId,
+) -> ApiResult<Data<PayoutFull>> {
     Ok(Data::ok(PayoutFull::from_model(&service::get(&state, &auth, id).await?)))
 }
 
@@ -86,9 +91,8 @@ pub async fn get_payout(State(state): State<AppState>, auth: Auth, PathId(id): P
         (status = 404, body = ErrorEnvelope), (status = 409, description = "payout_not_cancellable", body = ErrorEnvelope)))]
 pub async fn cancel_payout(
     State(state): State<AppState>,
-    auth: Auth,
+    auth: Allowed<perm::PayoutsWrite>,
     PathId(id): PathId,
 ) -> ApiResult<Data<PayoutShort>> {
-    auth.require(Permission::PayoutsWrite)?;
     Ok(Data::ok(PayoutShort::from_model(&service::cancel(&state, &auth, id).await?)))
 }

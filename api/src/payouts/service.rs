@@ -72,7 +72,9 @@ pub async fn settings<C: ConnectionTrait>(
             payout_delay_secs: 0,
             payout_fee_allocation: FeeAllocation::Customer,
             network_fee_allocation: FeeAllocation::Customer,
-            refund_fee_allocation: FeeAllocation::Customer,
+            // Refunds: the merchant pays the refund and network fees, the payer gets the full
+            // refunded amount (spec 2.6).
+            refund_fee_allocation: FeeAllocation::Merchant,
             updated_at: Utc::now(),
         },
     ))
@@ -210,7 +212,9 @@ pub async fn prepare(state: &AppState, who: &Principal, spec: PayoutSpec<'_>) ->
     if let Err(e) = validate_address(gate.family, chain_net(env), spec.destination, None) {
         return Err(ApiError::unprocessable(ErrorCode::ValidationError, "destination", e.to_string()));
     }
-    if let Some(tag) = spec.destination_tag
+    // An empty tag is no tag (clients often send `""` for "none", on any chain).
+    let destination_tag = spec.destination_tag.filter(|t| !t.is_empty());
+    if let Some(tag) = destination_tag
         && let Err(e) = validate_address(gate.family, chain_net(env), spec.destination, Some(tag))
     {
         return Err(ApiError::unprocessable(ErrorCode::ValidationError, "destination_tag", e.to_string()));
@@ -218,11 +222,13 @@ pub async fn prepare(state: &AppState, who: &Principal, spec: PayoutSpec<'_>) ->
 
     let s = settings(&state.db, who.merchant_id, env).await?;
     let fees = state.config.fees.get(gate.id).cloned().unwrap_or_default();
-    let (fee, fee_alloc, fee_name) = match spec.fee_kind {
-        FeeKind::Payout => (fees.payout_fee, s.payout_fee_allocation, "payout fee"),
-        FeeKind::Refund => (fees.refund_fee, s.refund_fee_allocation, "refund fee"),
+    // A refund's `refund_fee_allocation` covers both of its fees (spec 2.6: the merchant is
+    // charged the refund, its fee and the network fee, unless the operator chose otherwise).
+    let (fee, fee_alloc, net_alloc, fee_name) = match spec.fee_kind {
+        FeeKind::Payout => (fees.payout_fee, s.payout_fee_allocation, s.network_fee_allocation, "payout fee"),
+        FeeKind::Refund => (fees.refund_fee, s.refund_fee_allocation, s.refund_fee_allocation, "refund fee"),
     };
-    let q = quote(amount, fee, fee_alloc, fees.network_fee, s.network_fee_allocation).ok_or_else(|| {
+    let q = quote(amount, fee, fee_alloc, fees.network_fee, net_alloc).ok_or_else(|| {
         ApiError::unprocessable(
             ErrorCode::AmountOutOfRange,
             "amount",
@@ -259,9 +265,9 @@ pub async fn prepare(state: &AppState, who: &Principal, spec: PayoutSpec<'_>) ->
         payout_fee_allocation: fee_alloc,
         network_fee: Amount::new(fees.network_fee),
         configured_network_fee_amount: Amount::new(fees.network_fee),
-        network_fee_allocation: s.network_fee_allocation,
+        network_fee_allocation: net_alloc,
         destination: spec.destination.into(),
-        destination_tag: spec.destination_tag.map(str::to_owned),
+        destination_tag: destination_tag.map(str::to_owned),
         status,
         tx_hash: None,
         idempotency_key: spec.idempotency_key,
@@ -281,10 +287,30 @@ pub async fn prepare(state: &AppState, who: &Principal, spec: PayoutSpec<'_>) ->
     })
 }
 
-/// Reserves the payout's `merchant_debit_amount` and inserts it, in the caller's transaction.
-/// `Ok(false)`: a payout with the same idempotency key already exists (the caller rolls back).
+/// Inserts the payout and reserves its `merchant_debit_amount`, in the caller's transaction.
+/// The row goes in first: it claims the idempotency key (a concurrent request with the same key
+/// waits on the unique index until this transaction ends, then finds the key taken) before any
+/// balance is touched, so a retry in flight replays instead of failing on the balance the first
+/// request reserved. `Ok(false)`: a payout with the same idempotency key already exists (nothing
+/// was written; the caller rolls back and replays it).
 pub async fn insert_reserved<C: ConnectionTrait>(txn: &C, p: &payout::Model) -> ApiResult<bool> {
     let gate = gates::find(&p.gate_id).ok_or_else(|| ApiError::internal("payout on an unknown gate"))?;
+    let inserted = payout::Entity::insert(payout::ActiveModel::from(p.clone()))
+        .on_conflict(
+            OnConflict::columns([
+                payout::Column::MerchantId,
+                payout::Column::Environment,
+                payout::Column::IdempotencyKey,
+            ])
+            .target_and_where(Expr::col(payout::Column::IdempotencyKey).is_not_null())
+            .do_nothing()
+            .to_owned(),
+        )
+        .exec_without_returning(txn)
+        .await?;
+    if inserted != 1 {
+        return Ok(false);
+    }
     let debit = p.merchant_debit_amount.0;
     let reserve = [
         Posting {
@@ -303,20 +329,7 @@ pub async fn insert_reserved<C: ConnectionTrait>(txn: &C, p: &payout::Model) -> 
         },
     ];
     ledger::post(txn, p.merchant_id, p.environment, gate.id, &reserve).await.map_err(|e| ledger_error(e, gate))?;
-    let inserted = payout::Entity::insert(payout::ActiveModel::from(p.clone()))
-        .on_conflict(
-            OnConflict::columns([
-                payout::Column::MerchantId,
-                payout::Column::Environment,
-                payout::Column::IdempotencyKey,
-            ])
-            .target_and_where(Expr::col(payout::Column::IdempotencyKey).is_not_null())
-            .do_nothing()
-            .to_owned(),
-        )
-        .exec_without_returning(txn)
-        .await?;
-    Ok(inserted == 1)
+    Ok(true)
 }
 
 /// Creates a payout and reserves `merchant_debit_amount` in the same transaction.
@@ -342,7 +355,7 @@ pub async fn create(state: &AppState, who: &Principal, req: &CreatePayoutRequest
     let model = prepare(state, who, spec).await?;
     let txn = crate::db::begin_write(&state.db).await?;
     if !insert_reserved(&txn, &model).await? {
-        // A concurrent request with the same key won: undo our reservation, return theirs.
+        // A concurrent request with the same key won (nothing of ours was written): return theirs.
         txn.rollback().await?;
         let key = req.idempotency_key.as_deref().unwrap_or_default();
         let existing =

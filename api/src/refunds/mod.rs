@@ -10,9 +10,9 @@ use entity::RefundStatus;
 
 use self::service::{Created, ListFilter};
 use self::types::{CreateRefundRequest, RefundResponse};
-use crate::auth::{Auth, Permission};
+use crate::auth::{Allowed, perm};
 use crate::envelope::{Data, Page, Pagination};
-use crate::error::{ApiError, ApiResult, ErrorEnvelope};
+use crate::error::{ApiResult, ErrorEnvelope};
 use crate::extract::{IdempotencyKey, JsonBody, PathId, QueryParams};
 use crate::state::AppState;
 
@@ -39,14 +39,11 @@ const STATUS_VALUES: &str = "pending, processing, completed, failed, cancelled";
     ))]
 pub async fn create_refund(
     State(state): State<AppState>,
-    auth: Auth,
-    key: Result<IdempotencyKey, ApiError>,
-    body: Result<JsonBody<CreateRefundRequest>, ApiError>,
+    auth: Allowed<perm::RefundsWrite>,
+    IdempotencyKey(key): IdempotencyKey,
+    body: JsonBody<CreateRefundRequest>,
 ) -> ApiResult<Data<RefundResponse>> {
-    // 401 (the extractor), then 403, then the header, then the body.
-    auth.require(Permission::RefundsWrite)?;
-    let IdempotencyKey(key) = key?;
-    let body = body?;
+    // Extractors run in order: 401, 403 (`Allowed`), then the header, then the body.
     Ok(match service::create(&state, &auth, &key, &body.value, &body.raw).await? {
         Created::New(r, p) => Data::created(RefundResponse::new(&r, &p)),
         Created::Replayed(r, p) => {
@@ -67,10 +64,9 @@ pub async fn create_refund(
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope)))]
 pub async fn list_refunds(
     State(state): State<AppState>,
-    auth: Auth,
+    auth: Allowed<perm::RefundsRead>,
     q: QueryParams,
 ) -> ApiResult<Page<RefundResponse>> {
-    auth.require(Permission::RefundsRead)?;
     let (limit, offset) = q.pagination()?;
     let status = q.one_of("status", RefundStatus::parse, STATUS_VALUES)?;
     let invoice_id = q.one_of("invoice_id", |s| uuid::Uuid::parse_str(s).ok(), "a UUID")?;
@@ -88,10 +84,9 @@ pub async fn list_refunds(
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope)))]
 pub async fn get_refund(
     State(state): State<AppState>,
-    auth: Auth,
+    auth: Allowed<perm::RefundsRead>,
     PathId(id): PathId,
 ) -> ApiResult<Data<RefundResponse>> {
-    auth.require(Permission::RefundsRead)?;
     let (r, p) = service::get(&state, &auth, id).await?;
     Ok(Data::ok(RefundResponse::new(&r, &p)))
 }

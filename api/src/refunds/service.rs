@@ -169,6 +169,11 @@ pub async fn create(
     let credit = matching_credit(&credits, gate, inv.id)?;
     let amount = payouts::parse_amount(gate, c.amount)?;
     if amount > refundable(credit) {
+        // A retry of a request that has just taken this credit is answered with that refund:
+        // the credit read above already shows its commit, so its key is visible now.
+        if let Some(existing) = find_by_key(&state.db, who, key).await? {
+            return replay_or_mismatch(&state.db, existing, &hash).await;
+        }
         return Err(exceeds_credit(amount, credit, gate));
     }
 
@@ -213,8 +218,18 @@ pub async fn create(
     };
 
     let txn = crate::db::begin_write(&state.db).await?;
-    // Locks the gate's balance first: every change to this invoice's credit row happens under
-    // that lock, so the cap below is checked against the latest committed refunds.
+    // The refund row goes in first: it claims the key before any balance or credit is touched,
+    // so a concurrent request with the same key waits on the unique index until this
+    // transaction ends and then replays it, instead of failing on the credit or balance this
+    // one takes.
+    if !claim_key(&txn, &r).await? {
+        txn.rollback().await?;
+        let existing =
+            find_by_key(&state.db, who, key).await?.ok_or_else(|| ApiError::internal("idempotent refund vanished"))?;
+        return replay_or_mismatch(&state.db, existing, &hash).await;
+    }
+    // Locks the gate's balance: every change to this invoice's credit row happens under that
+    // lock, so the cap below is checked against the latest committed refunds.
     if !payouts::insert_reserved(&txn, &p).await? {
         return Err(ApiError::internal("a refund's payout has no idempotency key to collide on"));
     }
@@ -231,6 +246,12 @@ pub async fn create(
     row.refunded = Set(Amount::new(refunded));
     row.updated_at = Set(now);
     row.update(&txn).await?;
+    txn.commit().await?;
+    Ok(Created::New(r, p))
+}
+
+/// Inserts the refund row unless its idempotency key is taken (`false`; nothing written).
+async fn claim_key<C: ConnectionTrait>(txn: &C, r: &refund::Model) -> ApiResult<bool> {
     let inserted = refund::Entity::insert(refund::ActiveModel::from(r.clone()))
         .on_conflict(
             OnConflict::columns([
@@ -241,17 +262,9 @@ pub async fn create(
             .do_nothing()
             .to_owned(),
         )
-        .exec_without_returning(&txn)
+        .exec_without_returning(txn)
         .await?;
-    if inserted == 0 {
-        // A concurrent request with the same key won: undo everything, answer as a replay.
-        txn.rollback().await?;
-        let existing =
-            find_by_key(&state.db, who, key).await?.ok_or_else(|| ApiError::internal("idempotent refund vanished"))?;
-        return replay_or_mismatch(&state.db, existing, &hash).await;
-    }
-    txn.commit().await?;
-    Ok(Created::New(r, p))
+    Ok(inserted == 1)
 }
 
 /// Brings a refund in line with its payout's new status, in the payout transition's

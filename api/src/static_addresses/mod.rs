@@ -14,7 +14,7 @@ use entity::InvoiceStatus;
 
 use self::service::ListFilter;
 use self::types::{CreateStaticAddressRequest, StaticAddressResponse};
-use crate::auth::{Auth, Permission};
+use crate::auth::{Allowed, perm};
 use crate::envelope::{Data, Page, Pagination};
 use crate::error::{ApiResult, ErrorEnvelope};
 use crate::extract::{JsonBody, PathId, QueryParams};
@@ -41,10 +41,9 @@ pub fn router() -> Router<AppState> {
     ))]
 pub async fn create_address(
     State(state): State<AppState>,
-    auth: Auth,
+    auth: Allowed<perm::AddressesWrite>,
     body: JsonBody<CreateStaticAddressRequest>,
 ) -> ApiResult<Data<StaticAddressResponse>> {
-    auth.require(Permission::AddressesWrite)?;
     let model = service::create(&state, &auth, body.value).await?;
     Ok(Data::created(StaticAddressResponse::from_model(&model)))
 }
@@ -63,10 +62,9 @@ pub async fn create_address(
     ))]
 pub async fn list_addresses(
     State(state): State<AppState>,
-    auth: Auth,
+    auth: Allowed<perm::AddressesRead>,
     q: QueryParams,
 ) -> ApiResult<Page<StaticAddressResponse>> {
-    auth.require(Permission::AddressesRead)?;
     let (limit, offset) = q.pagination()?;
     let filter = ListFilter {
         currency: q.get("currency").filter(|s| !s.is_empty()).map(str::to_owned),
@@ -88,10 +86,9 @@ pub async fn list_addresses(
     ))]
 pub async fn get_address(
     State(state): State<AppState>,
-    auth: Auth,
+    auth: Allowed<perm::AddressesRead>,
     PathId(id): PathId,
 ) -> ApiResult<Data<StaticAddressResponse>> {
-    auth.require(Permission::AddressesRead)?;
     let model = service::get(&state, &auth, id).await?;
     Ok(Data::ok(StaticAddressResponse::from_model(&model)))
 }
@@ -111,11 +108,10 @@ pub async fn get_address(
     ))]
 pub async fn list_address_invoices(
     State(state): State<AppState>,
-    auth: Auth,
+    auth: Allowed<perm::AddressesRead>,
     PathId(id): PathId,
     q: QueryParams,
 ) -> ApiResult<Page<InvoiceResponse>> {
-    auth.require(Permission::AddressesRead)?;
     let (limit, offset) = q.pagination()?;
     let status = q.one_of("status", InvoiceStatus::parse, crate::invoices::STATUS_VALUES)?;
     let address = service::get(&state, &auth, id).await?;

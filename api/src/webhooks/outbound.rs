@@ -61,6 +61,9 @@ fn blocked_v4(ip: Ipv4Addr) -> Option<&'static str> {
     if (a == 192 && b == 0 && c == 0) || (a == 198 && (b == 18 || b == 19)) {
         return Some("reserved");
     }
+    if a == 192 && b == 88 && c == 99 {
+        return Some("6to4 relay anycast");
+    }
     if (a == 192 && b == 0 && c == 2) || (a == 198 && b == 51 && c == 100) || (a == 203 && b == 0 && c == 113) {
         return Some("documentation");
     }
@@ -88,6 +91,18 @@ fn blocked_v6(ip: Ipv6Addr) -> Option<&'static str> {
     // deprecated IPv4-compatible form (::/96).
     if s[0] == 0x64 && s[1] == 0xff9b && s[2..6] == [0, 0, 0, 0] {
         return blocked_v4(Ipv4Addr::from(u32::from(s[6]) << 16 | u32::from(s[7])));
+    }
+    // Translation and tunnelling prefixes that reach IPv4 or another network through a gateway
+    // the operator may run: local-use NAT64 (64:ff9b:1::/48, RFC 8215), IPv4-translated
+    // (::ffff:0:0:0/96, RFC 2765) and Teredo (2001::/32, whose client address is obfuscated).
+    if s[0] == 0x64 && s[1] == 0xff9b && s[2] == 1 {
+        return Some("NAT64 local-use");
+    }
+    if s[..5] == [0, 0, 0, 0, 0xffff] && s[5] == 0 {
+        return Some("IPv4-translated");
+    }
+    if s[0] == 0x2001 && s[1] == 0 {
+        return Some("Teredo");
     }
     if s[0] == 0x2002 {
         return blocked_v4(Ipv4Addr::from(u32::from(s[1]) << 16 | u32::from(s[2])));
@@ -242,6 +257,26 @@ mod tests {
             assert_eq!(blocked_reason(ip(s)), None, "{s} must be allowed");
         }
         assert_eq!(blocked_reason(ip("169.254.169.254")), Some("cloud metadata"));
+    }
+
+    #[test]
+    fn blocks_translation_and_tunnel_prefixes() {
+        for (s, why) in [
+            ("64:ff9b:1::1", "NAT64 local-use"),
+            ("64:ff9b:1:ffff:ffff:ffff:ffff:ffff", "NAT64 local-use"),
+            ("::ffff:0:808:808", "IPv4-translated"),
+            ("::ffff:0:7f00:1", "IPv4-translated"),
+            ("2001::1", "Teredo"),
+            ("2001:0:4136:e378:8000:63bf:3fff:fdd2", "Teredo"),
+            ("192.88.99.1", "6to4 relay anycast"),
+            ("192.88.99.255", "6to4 relay anycast"),
+        ] {
+            assert_eq!(blocked_reason(ip(s)), Some(why), "{s}");
+        }
+        // Neighbours of those ranges stay allowed.
+        for s in ["64:ff9b:2::1", "2400:cb00::1", "2001:4860:4860::8888", "192.88.98.1", "192.88.100.1"] {
+            assert_eq!(blocked_reason(ip(s)), None, "{s} must be allowed");
+        }
     }
 
     #[test]
