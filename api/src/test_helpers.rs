@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::auth::{Auth, Permission, Principal};
+use crate::auth::{Allowed, Principal, perm};
 use crate::chain::sandbox::SandboxChain;
 use crate::envelope::Data;
 use crate::error::{ApiError, ApiResult, ErrorCode, ErrorEnvelope};
@@ -107,11 +107,10 @@ fn test_only(who: &Principal) -> ApiResult<()> {
     ))]
 pub async fn simulate_deposit(
     State(state): State<AppState>,
-    auth: Auth,
+    auth: Allowed<perm::InvoicesWrite>,
     body: Result<JsonBody<SimulateDepositRequest>, ApiError>,
 ) -> ApiResult<Data<SandboxDeposit>> {
     test_only(&auth)?;
-    auth.require(Permission::InvoicesWrite)?;
     let req = body?.value;
     let (gate_id, address_key) = match (req.invoice_id, req.address_id) {
         (Some(id), None) => {
@@ -184,11 +183,10 @@ pub async fn deposit_to(
     ))]
 pub async fn reverse_deposit(
     State(state): State<AppState>,
-    auth: Auth,
+    auth: Allowed<perm::InvoicesWrite>,
     PathId(id): PathId,
 ) -> ApiResult<Data<SandboxDeposit>> {
     test_only(&auth)?;
-    auth.require(Permission::InvoicesWrite)?;
     let t =
         sandbox_transfer::Entity::find_by_id(id).one(&state.db).await?.ok_or_else(|| ApiError::not_found("deposit"))?;
     if !owns_address(&state, &auth, &t.address_key).await? {
@@ -233,11 +231,10 @@ async fn owns_address(state: &AppState, who: &Principal, address_key: &str) -> A
     ))]
 pub async fn mine_blocks(
     State(state): State<AppState>,
-    auth: Auth,
+    auth: Allowed<perm::InvoicesWrite>,
     body: Result<JsonBody<MineRequest>, ApiError>,
 ) -> ApiResult<Data<ChainTip>> {
     test_only(&auth)?;
-    auth.require(Permission::InvoicesWrite)?;
     let req = body?.value;
     let gate = gates::resolve(&req.currency, req.network.as_deref())?;
     if !(1..=1000).contains(&req.count) {

@@ -165,6 +165,9 @@ async fn permission_is_checked_before_the_body_path_or_query_is_parsed() {
         "/v1/payouts/not-a-uuid/cancel",
         "/v1/refunds",
         "/v1/addresses",
+        "/v1/test/deposits",
+        "/v1/test/deposits/not-a-uuid/reverse",
+        "/v1/test/blocks",
     ];
     for path in writes {
         // No Idempotency-Key header either (refunds require one).
@@ -208,6 +211,11 @@ async fn permission_is_checked_before_the_body_path_or_query_is_parsed() {
         Some("status"),
     );
     app.post_raw("/v1/refunds", &all, malformed).await.assert_error(400, "validation_error", Some("Idempotency-Key"));
+    app.post_raw("/v1/test/deposits/not-a-uuid/reverse", &all, "{}").await.assert_error(
+        400,
+        "validation_error",
+        Some("deposit_id"),
+    );
     // And 401 still comes first.
     app.post_raw("/v1/payouts", "sk_test_nope", malformed).await.assert_error(401, "unauthorized", None);
 }
