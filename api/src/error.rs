@@ -26,6 +26,8 @@ pub enum ErrorCode {
     GateOffline,
     RatesUnavailable,
     RateLimited,
+    /// 503: the server's `request_timeout_ms` elapsed before the response was ready.
+    RequestTimeout,
     InternalError,
 }
 
