@@ -6,9 +6,7 @@ use entity::{
 };
 use rust_decimal::Decimal;
 use sea_orm::sea_query::{Expr, ExprTrait, OnConflict};
-use sea_orm::{
-    ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect,
-};
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect};
 use uuid::Uuid;
 
 use super::types::CreatePayoutRequest;
@@ -78,7 +76,7 @@ pub async fn settings<C: ConnectionTrait>(
     ))
 }
 
-pub async fn save_settings(db: &DatabaseConnection, s: merchant_env_settings::Model) -> Result<(), sea_orm::DbErr> {
+pub async fn save_settings(db: &impl ConnectionTrait, s: merchant_env_settings::Model) -> Result<(), sea_orm::DbErr> {
     use merchant_env_settings::Column as C;
     merchant_env_settings::Entity::insert(merchant_env_settings::ActiveModel::from(s))
         .on_conflict(
@@ -389,7 +387,7 @@ pub async fn list(
 /// Moves a payout out of a reservation-holding status with a guarded update and releases the
 /// reservation in the same transaction. `Ok(None)` when the guard did not match.
 pub(crate) async fn end_with_release(
-    db: &DatabaseConnection,
+    db: &impl crate::db::WriteDb,
     p: &payout::Model,
     trigger: PayoutTrigger,
     failure_reason: Option<&str>,
@@ -478,12 +476,13 @@ impl From<sea_orm::DbErr> for OperatorError {
     }
 }
 
-async fn load(db: &DatabaseConnection, id: Uuid) -> Result<payout::Model, OperatorError> {
+/// A payout by id, for operator commands.
+pub async fn load(db: &impl ConnectionTrait, id: Uuid) -> Result<payout::Model, OperatorError> {
     payout::Entity::find_by_id(id).one(db).await?.ok_or(OperatorError::NotFound(id))
 }
 
 /// Operator approval (`ops payouts approve`): `executable_at` = now + the merchant's delay.
-pub async fn approve(db: &DatabaseConnection, id: Uuid) -> Result<payout::Model, OperatorError> {
+pub async fn approve(db: &impl ConnectionTrait, id: Uuid) -> Result<payout::Model, OperatorError> {
     let p = load(db, id).await?;
     let wrong = |p: &payout::Model| OperatorError::WrongStatus { id, status: p.status.as_str() };
     let Some(next) = p.status.on(PayoutTrigger::Approve) else { return Err(wrong(&p)) };
@@ -506,7 +505,7 @@ pub async fn approve(db: &DatabaseConnection, id: Uuid) -> Result<payout::Model,
 }
 
 /// Operator rejection (`ops payouts reject`): `failed` with the reason; reservation released.
-pub async fn reject(db: &DatabaseConnection, id: Uuid, reason: &str) -> Result<payout::Model, OperatorError> {
+pub async fn reject(db: &impl crate::db::WriteDb, id: Uuid, reason: &str) -> Result<payout::Model, OperatorError> {
     let p = load(db, id).await?;
     match end_with_release(db, &p, PayoutTrigger::Reject, Some(&format!("rejected by operator: {reason}"))).await? {
         Some(after) => Ok(after),
