@@ -164,7 +164,7 @@ async fn connections_beyond_max_connections_wait_until_one_closes() {
 
 #[tokio::test]
 async fn handler_running_past_the_request_timeout_gets_503_request_timeout_envelope() {
-    let app = ok_router().route("/slow", get(|| std::future::pending::<&'static str>()));
+    let app = ok_router().route("/slow", get(std::future::pending::<&'static str>));
     let server = Server::start(app, ServerConfig { request_timeout_ms: 300, ..settings() }).await;
     let http = reqwest::Client::new();
     let r = tokio::time::timeout(DEADLINE, http.get(format!("http://{}/slow", server.addr)).send())
