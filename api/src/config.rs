@@ -25,6 +25,8 @@ pub struct Config {
     /// Redis for job queues and shared limits. Empty: the embedded queue (single process).
     pub redis_url: Option<String>,
     pub listen: SocketAddr,
+    /// The API listener's timeouts and connection cap (`[server]`).
+    pub server: ServerConfig,
     /// Base of `checkout_url` links handed to payers.
     pub public_base_url: url::Url,
     pub log_format: LogFormat,
@@ -271,6 +273,32 @@ impl std::fmt::Debug for Redacted {
     }
 }
 
+/// `[server]`: how long the API waits on a client and how many connections it holds.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// A client must send a request's complete header block within this time (counted from
+    /// when the connection starts waiting for it), else the connection is closed (slowloris).
+    pub header_read_timeout_ms: u64,
+    /// A request whose response is not ready within this time gets 503 `request_timeout`.
+    pub request_timeout_ms: u64,
+    /// A keep-alive connection with no request in flight is closed after this long idle.
+    pub idle_timeout_ms: u64,
+    /// Connections held at once; further clients wait in the listen backlog until one closes.
+    pub max_connections: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            header_read_timeout_ms: 10_000,
+            request_timeout_ms: 30_000,
+            idle_timeout_ms: 5_000,
+            max_connections: 1024,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct WorkerConfig {
@@ -497,6 +525,7 @@ impl Default for Config {
             database_url: "sqlite://paygate.db?mode=rwc".into(),
             redis_url: None,
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            server: ServerConfig::default(),
             public_base_url: url::Url::parse("http://127.0.0.1:8080").expect("static url"),
             log_format: LogFormat::Text,
             db: DbConfig::default(),
@@ -685,6 +714,18 @@ impl Config {
         {
             return invalid("database_url", "must start with sqlite:, postgres:// or postgresql://");
         }
+        for (key, ms) in [
+            ("server.header_read_timeout_ms", self.server.header_read_timeout_ms),
+            ("server.request_timeout_ms", self.server.request_timeout_ms),
+            ("server.idle_timeout_ms", self.server.idle_timeout_ms),
+        ] {
+            if ms == 0 {
+                return invalid(key, "must be at least 1");
+            }
+        }
+        if self.server.max_connections == 0 {
+            return invalid("server.max_connections", "must be at least 1");
+        }
         if self.db.max_connections == 0 {
             return invalid("db.max_connections", "must be at least 1");
         }
@@ -823,6 +864,31 @@ impl Config {
 #[allow(clippy::result_large_err)] // figment::Jail's own signature
 mod tests {
     use super::*;
+
+    #[test]
+    fn server_section_sets_timeouts_and_refuses_zero() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file("c.toml", "[server]\nheader_read_timeout_ms = 2000\nmax_connections = 7\n")?;
+            jail.set_env("PAYGATE_SERVER__IDLE_TIMEOUT_MS", "1500");
+            let cfg = Config::from_figment(Config::figment(std::path::Path::new("c.toml"))).unwrap();
+            assert_eq!(cfg.server.header_read_timeout_ms, 2000);
+            assert_eq!(cfg.server.idle_timeout_ms, 1500);
+            assert_eq!(cfg.server.max_connections, 7);
+            assert_eq!(cfg.server.request_timeout_ms, ServerConfig::default().request_timeout_ms);
+            Ok(())
+        });
+        for (var, key) in [
+            ("PAYGATE_SERVER__REQUEST_TIMEOUT_MS", "server.request_timeout_ms"),
+            ("PAYGATE_SERVER__MAX_CONNECTIONS", "server.max_connections"),
+        ] {
+            figment::Jail::expect_with(|jail| {
+                jail.set_env(var, "0");
+                let err = Config::from_figment(Config::figment(std::path::Path::new("none.toml"))).unwrap_err();
+                assert!(err.to_string().contains(key), "{err}");
+                Ok(())
+            });
+        }
+    }
 
     #[test]
     fn env_overrides_file_and_defaults() {

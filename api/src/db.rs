@@ -53,6 +53,19 @@ pub async fn migrate(db: &DatabaseConnection) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A handle that can open a write transaction: the pool, or a caller's transaction (then the
+/// service's transaction is a savepoint inside it), so an operator action and its audit row
+/// commit or roll back together (`crate::audit`).
+pub trait WriteDb:
+    sea_orm::ConnectionTrait + sea_orm::TransactionTrait<Transaction = sea_orm::DatabaseTransaction>
+{
+}
+
+impl<T> WriteDb for T where
+    T: sea_orm::ConnectionTrait + sea_orm::TransactionTrait<Transaction = sea_orm::DatabaseTransaction>
+{
+}
+
 /// Begins a transaction that will write. On SQLite it is `BEGIN IMMEDIATE`: it takes the write
 /// lock up front (waiting under the busy timeout) instead of reading first and failing with
 /// `SQLITE_BUSY_SNAPSHOT` when another process committed in between. PostgreSQL ignores the

@@ -23,6 +23,29 @@ fn acceptable_incoming_id(v: &HeaderValue) -> Option<String> {
     ok.then(|| s.to_owned())
 }
 
+/// The id `request_id_layer` will serve this request under: its well-formed `X-Request-Id`, else
+/// a new one, written into the request's headers so every layer inside agrees on it.
+pub fn assign_request_id(req: &mut Request) -> String {
+    if let Some(id) = req.headers().get(&REQUEST_ID_HEADER).and_then(acceptable_incoming_id) {
+        return id;
+    }
+    let id = format!("req_{}", uuid::Uuid::now_v7().simple());
+    if let Ok(v) = HeaderValue::from_str(&id) {
+        req.headers_mut().insert(REQUEST_ID_HEADER.clone(), v);
+    }
+    id
+}
+
+/// Builds a response outside `request_id_layer` (e.g. a server timeout) under `id`: the envelope's
+/// `meta.request_id` and the `X-Request-Id` header both carry it.
+pub fn response_with_request_id(id: String, make: impl FnOnce() -> Response) -> Response {
+    let mut resp = REQUEST_ID.sync_scope(id.clone(), make);
+    if let Ok(v) = HeaderValue::from_str(&id) {
+        resp.headers_mut().insert(REQUEST_ID_HEADER.clone(), v);
+    }
+    resp
+}
+
 /// Honours a well-formed incoming `X-Request-Id`, otherwise makes one; exposes it to handlers
 /// (for `meta.request_id`) and echoes it as a response header.
 pub async fn request_id_layer(req: Request, next: Next) -> Response {

@@ -28,6 +28,8 @@ pub enum ErrorCode {
     RateLimited,
     PayloadTooLarge,
     NotReady,
+    /// 503: the server's `request_timeout_ms` elapsed before the response was ready.
+    RequestTimeout,
     InternalError,
 }
 

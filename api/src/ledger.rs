@@ -146,7 +146,7 @@ async fn post_with<C: ConnectionTrait>(
 /// An operator adjustment of the available balance (`ops ledger adjust`): positive credits,
 /// negative debits (refused below zero). Returns the balance after it.
 pub async fn adjust(
-    db: &sea_orm::DatabaseConnection,
+    db: &impl crate::db::WriteDb,
     merchant_id: Uuid,
     env: Environment,
     gate: &crate::gates::Gate,

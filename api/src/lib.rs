@@ -3,6 +3,7 @@
 
 pub mod addresses;
 pub mod app;
+pub mod audit;
 pub mod auth;
 pub mod availability;
 pub mod balances;

@@ -4,8 +4,8 @@ use chrono::Utc;
 use entity::{Amount, Environment, api_key, merchant};
 use rust_decimal::Decimal;
 use sea_orm::{
-    ActiveModelTrait, ActiveValue::Set, ColumnTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter,
-    QueryOrder,
+    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, PaginatorTrait,
+    QueryFilter, QueryOrder,
 };
 use uuid::Uuid;
 
@@ -61,7 +61,7 @@ impl MerchantSettings {
 }
 
 pub async fn create_merchant(
-    db: &DatabaseConnection,
+    db: &impl ConnectionTrait,
     name: &str,
     settings: &MerchantSettings,
 ) -> Result<merchant::Model, MerchantError> {
@@ -82,7 +82,7 @@ pub async fn create_merchant(
     Ok(m.insert(db).await?)
 }
 
-pub async fn get_merchant(db: &DatabaseConnection, id: Uuid) -> Result<merchant::Model, MerchantError> {
+pub async fn get_merchant(db: &impl ConnectionTrait, id: Uuid) -> Result<merchant::Model, MerchantError> {
     merchant::Entity::find_by_id(id).one(db).await?.ok_or(MerchantError::NotFound(id))
 }
 
@@ -91,7 +91,7 @@ pub async fn list_merchants(db: &DatabaseConnection) -> Result<Vec<merchant::Mod
 }
 
 pub async fn update_settings(
-    db: &DatabaseConnection,
+    db: &impl ConnectionTrait,
     id: Uuid,
     settings: &MerchantSettings,
 ) -> Result<merchant::Model, MerchantError> {
@@ -107,7 +107,7 @@ pub async fn update_settings(
 
 /// Creates a key and returns it with its plaintext, which is not stored and cannot be shown again.
 pub async fn create_api_key(
-    db: &DatabaseConnection,
+    db: &impl ConnectionTrait,
     merchant_id: Uuid,
     env: Environment,
     permissions: Permissions,
@@ -143,7 +143,7 @@ pub async fn list_api_keys(
 }
 
 /// Revokes a key. Idempotent: revoking a revoked key keeps its first revocation time.
-pub async fn revoke_api_key(db: &DatabaseConnection, key_id: Uuid) -> Result<api_key::Model, MerchantError> {
+pub async fn revoke_api_key(db: &impl ConnectionTrait, key_id: Uuid) -> Result<api_key::Model, MerchantError> {
     let k = api_key::Entity::find_by_id(key_id).one(db).await?.ok_or(MerchantError::KeyNotFound(key_id))?;
     if k.revoked_at.is_some() {
         return Ok(k);

@@ -4,6 +4,7 @@ pub mod amount;
 pub mod types;
 
 pub mod api_key;
+pub mod audit_log;
 pub mod balance;
 pub mod derivation_counter;
 pub mod event;

@@ -37,12 +37,41 @@ pub async fn connect(config: &Config) -> anyhow::Result<Queues> {
     Queues::connect(&backend).await
 }
 
-pub async fn run(config: &Config, cmd: JobsCmd) -> anyhow::Result<()> {
-    let queues = connect(config).await?;
-    execute(&queues, cmd, &mut std::io::stdout(), &mut std::io::stderr()).await
+/// Dead jobs put back on a queue by one command: recorded in the audit log.
+#[derive(Debug, Default)]
+pub struct Replayed {
+    queue: String,
+    count: u64,
+    /// The ids asked for and found (empty for `--all`).
+    ids: Vec<String>,
 }
 
-async fn execute(queues: &Queues, cmd: JobsCmd, out: &mut impl Write, err: &mut impl Write) -> anyhow::Result<()> {
+pub async fn run(config: &Config, cmd: JobsCmd, actor: &str) -> anyhow::Result<()> {
+    let queues = connect(config).await?;
+    let mut replayed = None;
+    let res = execute(&queues, cmd, &mut std::io::stdout(), &mut std::io::stderr(), &mut replayed).await;
+    if let Some(r) = replayed.filter(|r| r.count > 0) {
+        record_replay(&crate::connect(config).await?, actor, r).await?;
+    }
+    res
+}
+
+/// The queue is not in the database, so this row cannot share the replay's transaction: it is
+/// written right after the replay succeeded.
+async fn record_replay(db: &sea_orm::DatabaseConnection, actor: &str, r: Replayed) -> anyhow::Result<()> {
+    let after = serde_json::json!({ "replayed": r.count, "ids": r.ids });
+    let entry = api::audit::Entry::new(actor, "jobs.replay", "queue", &r.queue).change(None, Some(after));
+    api::audit::record(db, entry).await?;
+    Ok(())
+}
+
+async fn execute(
+    queues: &Queues,
+    cmd: JobsCmd,
+    out: &mut impl Write,
+    err: &mut impl Write,
+    replayed: &mut Option<Replayed>,
+) -> anyhow::Result<()> {
     match cmd {
         JobsCmd::Queues => {
             let depths = queues.depths().await?;
@@ -79,7 +108,7 @@ async fn execute(queues: &Queues, cmd: JobsCmd, out: &mut impl Write, err: &mut 
         }
         JobsCmd::Replay { queue, all: true, .. } => {
             let queue = queues.full_name(&queue);
-            let replayed = queues
+            let count = queues
                 .replay_all(&queue, |done, total| {
                     // Progress on stderr so stdout stays the result.
                     let _ = write!(err, "\rreplaying {done}/{total}");
@@ -87,12 +116,15 @@ async fn execute(queues: &Queues, cmd: JobsCmd, out: &mut impl Write, err: &mut 
                 })
                 .await?;
             writeln!(err)?;
-            writeln!(out, "replayed {replayed} dead job(s) of {queue}")?;
+            writeln!(out, "replayed {count} dead job(s) of {queue}")?;
+            *replayed = Some(Replayed { queue, count: count as u64, ids: Vec::new() });
         }
         JobsCmd::Replay { queue, ids, all: false } => {
             let queue = queues.full_name(&queue);
             let outcome = queues.replay(&queue, &ids).await?;
             writeln!(out, "replayed {} dead job(s) of {queue}", outcome.replayed)?;
+            let found = ids.iter().filter(|id| !outcome.not_found.contains(id)).cloned().collect();
+            *replayed = Some(Replayed { queue: queue.clone(), count: outcome.replayed as u64, ids: found });
             if !outcome.not_found.is_empty() {
                 bail!("not dead jobs of {queue} (unknown, or already replayed): {}", outcome.not_found.join(", "));
             }
@@ -129,7 +161,7 @@ mod tests {
     async fn run_cmd(queues: &Queues, args: &[&str]) -> (anyhow::Result<()>, String, String) {
         let cmd = Cli::try_parse_from(std::iter::once("jobs").chain(args.iter().copied())).unwrap().cmd;
         let (mut out, mut err) = (Vec::new(), Vec::new());
-        let res = execute(queues, cmd, &mut out, &mut err).await;
+        let res = execute(queues, cmd, &mut out, &mut err, &mut None).await;
         (res, String::from_utf8(out).unwrap(), String::from_utf8(err).unwrap())
     }
 

@@ -1,6 +1,7 @@
 //! `ops`: the operator CLI. Every command reads the same configuration as the services
 //! (defaults < paygate.toml < PAYGATE_* variables).
 
+mod audit;
 mod bench;
 mod bench_evm;
 mod bench_pipeline;
@@ -12,6 +13,7 @@ mod webhooks;
 use std::str::FromStr;
 
 use anyhow::{Context, bail};
+use api::audit::{Entry, record};
 use api::auth::{Permission, Permissions};
 use api::config::Config;
 use api::merchants::{self, MerchantSettings};
@@ -23,6 +25,9 @@ use uuid::Uuid;
 #[derive(Parser)]
 #[command(name = "ops", about = "Operate a paygate deployment", version)]
 struct Cli {
+    /// Who is acting, recorded in the audit log; default the OS user (`$USER`, else `whoami`).
+    #[arg(long, global = true)]
+    actor: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -62,6 +67,9 @@ enum Command {
     /// Webhook endpoints and secrets, deliveries, their attempts and replay, test events.
     #[command(subcommand)]
     Webhooks(webhooks::WebhooksCmd),
+    /// The operator audit log: every change of money or access made through `ops`.
+    #[command(subcommand)]
+    Audit(audit::AuditCmd),
 }
 
 #[derive(Subcommand)]
@@ -267,6 +275,7 @@ async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let config = Config::load().map_err(|e| anyhow::anyhow!("{e}"))?;
     api::telemetry::init(config.log_format);
+    let actor = &audit::resolve_actor(cli.actor)?;
     match cli.command {
         Command::Serve => serve(config).await,
         Command::Bench(args) => bench::run(args).await,
@@ -278,8 +287,9 @@ async fn main() -> anyhow::Result<()> {
             api::db::migrate(&db).await?;
             sandbox::run(&db, &config, cmd).await
         }
-        Command::Jobs(cmd) => jobs::run(&config, cmd).await,
-        Command::Webhooks(cmd) => webhooks::run(&config, cmd).await,
+        Command::Jobs(cmd) => jobs::run(&config, cmd, actor).await,
+        Command::Webhooks(cmd) => webhooks::run(&config, cmd, actor).await,
+        Command::Audit(cmd) => audit::run(&connect(&config).await?, cmd, &mut std::io::stdout()).await,
         Command::Migrate => {
             let db = api::db::connect(&config).await?;
             api::db::migrate(&db).await?;
@@ -290,8 +300,14 @@ async fn main() -> anyhow::Result<()> {
             let db = connect(&config).await?;
             match cmd {
                 MerchantCmd::Create { name, settings } => {
-                    let m =
-                        merchants::create_merchant(&db, &name, &settings.apply(MerchantSettings::default())?).await?;
+                    let settings = settings.apply(MerchantSettings::default())?;
+                    let txn = api::db::begin_write(&db).await?;
+                    let m = merchants::create_merchant(&txn, &name, &settings).await?;
+                    let entry = Entry::new(actor, "merchant.create", "merchant", m.id)
+                        .merchant(m.id, None)
+                        .change(None, Some(audit::merchant_json(&m)));
+                    record(&txn, entry).await?;
+                    txn.commit().await?;
                     println!("{}", m.id);
                 }
                 MerchantCmd::List => {
@@ -309,7 +325,15 @@ async fn main() -> anyhow::Result<()> {
                         invoice_lifetime_secs: m.invoice_lifetime_secs,
                         underpayment_tolerance_percent: m.underpayment_tolerance_percent.value(),
                     };
-                    let m = merchants::update_settings(&db, merchant_id, &settings.apply(current)?).await?;
+                    let settings = settings.apply(current)?;
+                    let txn = api::db::begin_write(&db).await?;
+                    let before = audit::merchant_json(&merchants::get_merchant(&txn, merchant_id).await?);
+                    let m = merchants::update_settings(&txn, merchant_id, &settings).await?;
+                    let entry = Entry::new(actor, "merchant.settings", "merchant", m.id)
+                        .merchant(m.id, None)
+                        .change(Some(before), Some(audit::merchant_json(&m)));
+                    record(&txn, entry).await?;
+                    txn.commit().await?;
                     println!(
                         "{}  base={} lifetime={}s tolerance={}%",
                         m.id, m.base_currency, m.invoice_lifetime_secs, m.underpayment_tolerance_percent
@@ -323,7 +347,11 @@ async fn main() -> anyhow::Result<()> {
             let db = connect(&config).await?;
             match cmd {
                 PayoutCmd::Approve { payout_id } => {
-                    let p = payouts::approve(&db, payout_id).await?;
+                    let txn = api::db::begin_write(&db).await?;
+                    let before = payouts::load(&txn, payout_id).await?;
+                    let p = payouts::approve(&txn, payout_id).await?;
+                    record(&txn, payout_entry(actor, "payout.approve", &before, &p, None)).await?;
+                    txn.commit().await?;
                     println!(
                         "{} {} executable_at={}",
                         p.id,
@@ -335,19 +363,31 @@ async fn main() -> anyhow::Result<()> {
                     if reason.trim().is_empty() {
                         bail!("--reason must not be empty");
                     }
-                    let p = payouts::reject(&db, payout_id, reason.trim()).await?;
+                    let txn = api::db::begin_write(&db).await?;
+                    let before = payouts::load(&txn, payout_id).await?;
+                    let p = payouts::reject(&txn, payout_id, reason.trim()).await?;
+                    record(&txn, payout_entry(actor, "payout.reject", &before, &p, Some(reason.trim()))).await?;
+                    txn.commit().await?;
                     println!("{} {} ({})", p.id, p.status.as_str(), p.failure_reason.unwrap_or_default());
                 }
                 PayoutCmd::Fail { payout_id, reason } => {
                     if reason.trim().is_empty() {
                         bail!("--reason must not be empty");
                     }
-                    let p = payouts::fail_unsent(&db, payout_id, reason.trim()).await?;
+                    let txn = api::db::begin_write(&db).await?;
+                    let before = payouts::load(&txn, payout_id).await?;
+                    let p = payouts::fail_unsent(&txn, payout_id, reason.trim()).await?;
+                    record(&txn, payout_entry(actor, "payout.fail", &before, &p, Some(reason.trim()))).await?;
+                    txn.commit().await?;
                     println!("{} {} ({})", p.id, p.status.as_str(), p.failure_reason.unwrap_or_default());
                 }
                 PayoutCmd::Stuck { older_than } => stuck_payouts(&db, &config, older_than).await?,
                 PayoutCmd::Replace { payout_id } => {
-                    let r = payouts::request_replace(&db, payout_id).await?;
+                    let txn = api::db::begin_write(&db).await?;
+                    let before = payouts::load(&txn, payout_id).await?;
+                    let r = payouts::request_replace(&txn, payout_id).await?;
+                    record(&txn, payout_entry(actor, "payout.replace", &before, &before, Some(&r.reason))).await?;
+                    txn.commit().await?;
                     println!(
                         "{} replacement requested at {}; the payout executor signs and sends it, the payout fails once it is mined",
                         r.payout_id,
@@ -364,7 +404,9 @@ async fn main() -> anyhow::Result<()> {
                     refund_fee_allocation,
                 } => {
                     merchants::get_merchant(&db, merchant).await?;
-                    let mut s = payouts::settings(&db, merchant, env).await?;
+                    let txn = api::db::begin_write(&db).await?;
+                    let mut s = payouts::settings(&txn, merchant, env).await?;
+                    let before = audit::payout_settings_json(&s);
                     if let Some(v) = auto_approve {
                         s.payout_auto_approve = v;
                     }
@@ -384,7 +426,12 @@ async fn main() -> anyhow::Result<()> {
                         s.refund_fee_allocation = v;
                     }
                     s.updated_at = chrono::Utc::now();
-                    payouts::save_settings(&db, s.clone()).await?;
+                    payouts::save_settings(&txn, s.clone()).await?;
+                    let entry = Entry::new(actor, "payout.settings", "payout_settings", merchant)
+                        .merchant(merchant, Some(env))
+                        .change(Some(before), Some(audit::payout_settings_json(&s)));
+                    record(&txn, entry).await?;
+                    txn.commit().await?;
                     println!(
                         "{merchant} {env} auto_approve={} delay_secs={} payout_fee_allocation={:?} network_fee_allocation={:?} refund_fee_allocation={:?}",
                         s.payout_auto_approve,
@@ -407,7 +454,17 @@ async fn main() -> anyhow::Result<()> {
                     if reason.trim().is_empty() {
                         bail!("--reason must not be empty");
                     }
-                    let b = api::ledger::adjust(&db, merchant, env, g, amount, reason.trim()).await?;
+                    let txn = api::db::begin_write(&db).await?;
+                    let before = audit::balance_json(balance_row(&txn, merchant, env, g.id).await?.as_ref());
+                    let b = api::ledger::adjust(&txn, merchant, env, g, amount, reason.trim()).await?;
+                    let mut after = audit::balance_json(Some(&b));
+                    after["amount"] = amount.to_string().into();
+                    let entry = Entry::new(actor, "ledger.adjust", "balance", g.id)
+                        .merchant(merchant, Some(env))
+                        .change(Some(before), Some(after))
+                        .reason(Some(&reason));
+                    record(&txn, entry).await?;
+                    txn.commit().await?;
                     println!(
                         "{} {} available={} pending={} reserved={}",
                         g.id, env, b.available, b.pending, b.reserved
@@ -436,7 +493,13 @@ async fn main() -> anyhow::Result<()> {
             match cmd {
                 KeyCmd::Create { merchant, env, permissions, label } => {
                     let perms = parse_permissions(&permissions)?;
-                    let (k, key) = merchants::create_api_key(&db, merchant, env, perms, label.as_deref()).await?;
+                    let txn = api::db::begin_write(&db).await?;
+                    let (k, key) = merchants::create_api_key(&txn, merchant, env, perms, label.as_deref()).await?;
+                    let entry = Entry::new(actor, "api_key.create", "api_key", k.id)
+                        .merchant(k.merchant_id, Some(k.environment))
+                        .change(None, Some(audit::key_json(&k)));
+                    record(&txn, entry).await?;
+                    txn.commit().await?;
                     eprintln!("key id {} ({}) with permissions {}", k.id, k.environment, permission_list(perms));
                     eprintln!("store the key now, it is not shown again:");
                     println!("{key}");
@@ -461,7 +524,18 @@ async fn main() -> anyhow::Result<()> {
                     }
                 }
                 KeyCmd::Revoke { key_id } => {
-                    let k = merchants::revoke_api_key(&db, key_id).await?;
+                    let txn = api::db::begin_write(&db).await?;
+                    let prior = <entity::api_key::Entity as sea_orm::EntityTrait>::find_by_id(key_id).one(&txn).await?;
+                    let k = merchants::revoke_api_key(&txn, key_id).await?;
+                    // A key revoked before is left as it is: nothing changed, nothing to record.
+                    if let Some(prior) = prior.filter(|p| p.revoked_at.is_none()) {
+                        let before = audit::key_json(&prior);
+                        let entry = Entry::new(actor, "api_key.revoke", "api_key", k.id)
+                            .merchant(k.merchant_id, Some(k.environment))
+                            .change(Some(before), Some(audit::key_json(&k)));
+                        record(&txn, entry).await?;
+                    }
+                    txn.commit().await?;
                     println!("revoked {} at {}", k.id, k.revoked_at.map(|t| t.to_rfc3339()).unwrap_or_default());
                 }
             }
@@ -511,6 +585,35 @@ async fn stuck_payouts(
         println!("no stuck payouts");
     }
     Ok(())
+}
+
+/// The audit row of an operator payout decision.
+fn payout_entry(
+    actor: &str,
+    action: &'static str,
+    before: &entity::payout::Model,
+    after: &entity::payout::Model,
+    reason: Option<&str>,
+) -> Entry {
+    Entry::new(actor, action, "payout", after.id)
+        .merchant(after.merchant_id, Some(after.environment))
+        .change(Some(audit::payout_json(before)), Some(audit::payout_json(after)))
+        .reason(reason)
+}
+
+async fn balance_row(
+    db: &impl sea_orm::ConnectionTrait,
+    merchant: Uuid,
+    env: Environment,
+    gate: &str,
+) -> anyhow::Result<Option<entity::balance::Model>> {
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+    Ok(entity::balance::Entity::find()
+        .filter(entity::balance::Column::MerchantId.eq(merchant))
+        .filter(entity::balance::Column::Environment.eq(env))
+        .filter(entity::balance::Column::GateId.eq(gate))
+        .one(db)
+        .await?)
 }
 
 /// Connects and makes sure the schema is current (operators may run ops before the API).

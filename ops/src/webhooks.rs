@@ -5,6 +5,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use api::audit::{Entry, record};
 use api::config::Config;
 use api::webhooks::admin::{self, DeliveryFilter};
 use api::webhooks::endpoints;
@@ -150,14 +151,14 @@ fn parse_span(s: &str) -> Result<chrono::Duration, String> {
     }
 }
 
-fn parse_time(s: &str) -> Result<DateTime<Utc>, String> {
+pub(crate) fn parse_time(s: &str) -> Result<DateTime<Utc>, String> {
     if let Ok(t) = DateTime::parse_from_rfc3339(s) {
         return Ok(t.to_utc());
     }
     parse_span(s).map(|age| Utc::now() - age).map_err(|e| format!("{e}, or an RFC 3339 time"))
 }
 
-pub async fn run(config: &Config, cmd: WebhooksCmd) -> anyhow::Result<()> {
+pub async fn run(config: &Config, cmd: WebhooksCmd, actor: &str) -> anyhow::Result<()> {
     let out = &mut std::io::stdout();
     // These two need no database.
     match cmd {
@@ -174,7 +175,13 @@ pub async fn run(config: &Config, cmd: WebhooksCmd) -> anyhow::Result<()> {
         WebhooksCmd::Set { merchant, env, url } => {
             let sbox = secret_box(config)?;
             let policy = TargetPolicy::from_config(&config.webhooks);
-            let (info, secret) = endpoints::set(db, &sbox, policy, merchant, env, &url).await?;
+            let txn = api::db::begin_write(db).await?;
+            let before = endpoints::get(&txn, merchant, env).await?;
+            let (info, secret) = endpoints::set(&txn, &sbox, policy, merchant, env, &url).await?;
+            let entry = endpoint_entry(actor, "webhook_endpoint.set", merchant, env)
+                .change(crate::audit::endpoint_json(before.as_ref()), crate::audit::endpoint_json(Some(&info)));
+            record(&txn, entry).await?;
+            txn.commit().await?;
             match secret {
                 Some(secret) => {
                     eprintln!(
@@ -201,7 +208,14 @@ pub async fn run(config: &Config, cmd: WebhooksCmd) -> anyhow::Result<()> {
             let overlap = overlap.unwrap_or_else(|| {
                 chrono::Duration::seconds(i64::try_from(config.webhooks.rotation_overlap_secs).unwrap_or(i64::MAX))
             });
-            let (info, secret) = endpoints::rotate(db, &sbox, merchant, env, overlap).await?;
+            let txn = api::db::begin_write(db).await?;
+            let before = endpoints::get(&txn, merchant, env).await?;
+            let (info, secret) = endpoints::rotate(&txn, &sbox, merchant, env, overlap).await?;
+            // The secrets themselves are never recorded.
+            let entry = endpoint_entry(actor, "webhook_endpoint.rotate_secret", merchant, env)
+                .change(crate::audit::endpoint_json(before.as_ref()), crate::audit::endpoint_json(Some(&info)));
+            record(&txn, entry).await?;
+            txn.commit().await?;
             match info.previous_secret_until {
                 Some(t) => {
                     eprintln!("new secret; the previous one also signs until {}. Shown only this once:", t.to_rfc3339())
@@ -211,9 +225,15 @@ pub async fn run(config: &Config, cmd: WebhooksCmd) -> anyhow::Result<()> {
             writeln!(out, "{secret}")?;
         }
         WebhooksCmd::Remove { merchant, env } => {
-            if !endpoints::remove(db, merchant, env).await? {
+            let txn = api::db::begin_write(db).await?;
+            let before = endpoints::get(&txn, merchant, env).await?;
+            if !endpoints::remove(&txn, merchant, env).await? {
                 bail!("merchant {merchant} has no {env} webhook endpoint");
             }
+            let entry = endpoint_entry(actor, "webhook_endpoint.remove", merchant, env)
+                .change(crate::audit::endpoint_json(before.as_ref()), None);
+            record(&txn, entry).await?;
+            txn.commit().await?;
             writeln!(out, "removed the {env} endpoint of merchant {merchant}")?;
         }
         WebhooksCmd::Test { merchant, env, wait } => {
@@ -277,7 +297,7 @@ pub async fn run(config: &Config, cmd: WebhooksCmd) -> anyhow::Result<()> {
             let ids = if failed { admin::failed(db, &filter.filter(Vec::new(), u64::MAX)).await? } else { ids };
             let mut replayed = Vec::new();
             for id in ids {
-                if admin::replay(db, id).await? {
+                if replay_delivery(db, id, actor).await? {
                     replayed.push(id);
                 } else {
                     eprintln!("{id}: already pending; left as it is");
@@ -289,6 +309,29 @@ pub async fn run(config: &Config, cmd: WebhooksCmd) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+fn endpoint_entry(actor: &str, action: &'static str, merchant: Uuid, env: Environment) -> Entry {
+    Entry::new(actor, action, "webhook_endpoint", format!("{merchant}/{env}")).merchant(merchant, Some(env))
+}
+
+/// Replays one delivery and records it, in one transaction; `false` when it was already pending.
+async fn replay_delivery(db: &DatabaseConnection, id: Uuid, actor: &str) -> anyhow::Result<bool> {
+    use sea_orm::EntityTrait;
+    let txn = api::db::begin_write(db).await?;
+    let before = entity::webhook_delivery::Entity::find_by_id(id).one(&txn).await?;
+    if !admin::replay(&txn, id).await? {
+        return Ok(false);
+    }
+    let after = entity::webhook_delivery::Entity::find_by_id(id).one(&txn).await?;
+    if let (Some(before), Some(after)) = (before, after) {
+        let entry = Entry::new(actor, "webhook_delivery.replay", "webhook_delivery", id)
+            .merchant(after.merchant_id, Some(after.environment))
+            .change(Some(crate::audit::delivery_json(&before)), Some(crate::audit::delivery_json(&after)));
+        record(&txn, entry).await?;
+    }
+    txn.commit().await?;
+    Ok(true)
 }
 
 fn secret_box(config: &Config) -> anyhow::Result<SecretBox> {

@@ -6,9 +6,7 @@ use entity::{
 };
 use rust_decimal::Decimal;
 use sea_orm::sea_query::{Expr, ExprTrait, OnConflict};
-use sea_orm::{
-    ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect,
-};
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect};
 use uuid::Uuid;
 
 use super::types::CreatePayoutRequest;
@@ -80,7 +78,7 @@ pub async fn settings<C: ConnectionTrait>(
     ))
 }
 
-pub async fn save_settings(db: &DatabaseConnection, s: merchant_env_settings::Model) -> Result<(), sea_orm::DbErr> {
+pub async fn save_settings(db: &impl ConnectionTrait, s: merchant_env_settings::Model) -> Result<(), sea_orm::DbErr> {
     use merchant_env_settings::Column as C;
     merchant_env_settings::Entity::insert(merchant_env_settings::ActiveModel::from(s))
         .on_conflict(
@@ -402,7 +400,7 @@ pub async fn list(
 /// Moves a payout out of a reservation-holding status with a guarded update and releases the
 /// reservation in the same transaction. `Ok(None)` when the guard did not match.
 pub(crate) async fn end_with_release(
-    db: &DatabaseConnection,
+    db: &impl crate::db::WriteDb,
     p: &payout::Model,
     trigger: PayoutTrigger,
     failure_reason: Option<&str>,
@@ -413,7 +411,7 @@ pub(crate) async fn end_with_release(
 /// [`end_with_release`]; with `unsigned` the guard also requires that no signed transaction
 /// was stored meanwhile (an operator ending a payout the executor may be signing right now).
 async fn end_guarded(
-    db: &DatabaseConnection,
+    db: &impl crate::db::WriteDb,
     p: &payout::Model,
     trigger: PayoutTrigger,
     failure_reason: Option<&str>,
@@ -506,12 +504,13 @@ impl From<sea_orm::DbErr> for OperatorError {
     }
 }
 
-async fn load(db: &DatabaseConnection, id: Uuid) -> Result<payout::Model, OperatorError> {
+/// A payout by id, for operator commands.
+pub async fn load(db: &impl ConnectionTrait, id: Uuid) -> Result<payout::Model, OperatorError> {
     payout::Entity::find_by_id(id).one(db).await?.ok_or(OperatorError::NotFound(id))
 }
 
 /// Operator approval (`ops payouts approve`): `executable_at` = now + the merchant's delay.
-pub async fn approve(db: &DatabaseConnection, id: Uuid) -> Result<payout::Model, OperatorError> {
+pub async fn approve(db: &impl ConnectionTrait, id: Uuid) -> Result<payout::Model, OperatorError> {
     let p = load(db, id).await?;
     let wrong = |p: &payout::Model| OperatorError::WrongStatus { id, status: p.status.as_str() };
     let Some(next) = p.status.on(PayoutTrigger::Approve) else { return Err(wrong(&p)) };
@@ -534,7 +533,7 @@ pub async fn approve(db: &DatabaseConnection, id: Uuid) -> Result<payout::Model,
 }
 
 /// Operator rejection (`ops payouts reject`): `failed` with the reason; reservation released.
-pub async fn reject(db: &DatabaseConnection, id: Uuid, reason: &str) -> Result<payout::Model, OperatorError> {
+pub async fn reject(db: &impl crate::db::WriteDb, id: Uuid, reason: &str) -> Result<payout::Model, OperatorError> {
     let p = load(db, id).await?;
     match end_with_release(db, &p, PayoutTrigger::Reject, Some(&format!("rejected by operator: {reason}"))).await? {
         Some(after) => Ok(after),
@@ -546,7 +545,7 @@ pub async fn reject(db: &DatabaseConnection, id: Uuid, reason: &str) -> Result<p
 /// transaction (so nothing of it can ever be mined): `failed` with the operator's reason,
 /// reservation released (a refund follows), `payout.failed` emitted. A payout with a stored
 /// signed transaction is refused: it may be in a mempool; `ops payouts replace` ends it safely.
-pub async fn fail_unsent(db: &DatabaseConnection, id: Uuid, reason: &str) -> Result<payout::Model, OperatorError> {
+pub async fn fail_unsent(db: &impl crate::db::WriteDb, id: Uuid, reason: &str) -> Result<payout::Model, OperatorError> {
     let p = load(db, id).await?;
     if let Some(hash) = p.tx_hash.as_deref().filter(|_| p.signed_tx.is_some()) {
         return Err(OperatorError::Failed(format!(
@@ -601,7 +600,7 @@ pub(crate) async fn insert_replacement<C: ConnectionTrait>(
 /// same nonce and a higher fee; once that one is mined to the gate's depth the payout fails and
 /// its funds are released (if the original is mined first, the payout completes as usual).
 pub async fn request_replace(
-    db: &DatabaseConnection,
+    db: &impl crate::db::WriteDb,
     id: Uuid,
 ) -> Result<entity::payout_replacement::Model, OperatorError> {
     let p = load(db, id).await?;
@@ -631,7 +630,7 @@ pub async fn request_replace(
 /// broadcast (or, never accepted by the node, since they were queued), oldest first: the
 /// candidates of `ops payouts stuck` (which asks the chain which of them are mined).
 pub async fn stuck_candidates(
-    db: &DatabaseConnection,
+    db: &sea_orm::DatabaseConnection,
     older_than: Duration,
 ) -> Result<Vec<payout::Model>, sea_orm::DbErr> {
     use sea_orm::sea_query::Condition;

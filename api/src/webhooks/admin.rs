@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use entity::{DeliveryStatus, DeliveryTrigger, Environment, webhook_attempt, webhook_delivery, webhook_endpoint};
 use sea_orm::sea_query::Expr;
-use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
+use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 use serde_json::json;
 use uuid::Uuid;
 
@@ -76,7 +76,7 @@ pub async fn attempts(
 
 /// Makes one delivery due now with the schedule starting over. Returns whether it changed
 /// (a pending delivery is already due). The caller enqueues it.
-pub async fn replay(db: &DatabaseConnection, delivery_id: Uuid) -> Result<bool, WebhookError> {
+pub async fn replay(db: &impl ConnectionTrait, delivery_id: Uuid) -> Result<bool, WebhookError> {
     let d = webhook_delivery::Entity::find_by_id(delivery_id)
         .one(db)
         .await?

@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Duration, Utc};
 use entity::{Environment, webhook_endpoint};
-use sea_orm::{ActiveValue::Set, DatabaseConnection, EntityTrait, IntoActiveModel};
+use sea_orm::{ActiveValue::Set, ConnectionTrait, EntityTrait, IntoActiveModel};
 use uuid::Uuid;
 
 use super::WebhookError;
@@ -52,7 +52,7 @@ pub async fn validate_url(policy: TargetPolicy, env: Environment, raw: &str) -> 
 /// Sets the endpoint's URL. A new endpoint gets a fresh secret, returned here and never
 /// again; an existing one keeps its secret.
 pub async fn set(
-    db: &DatabaseConnection,
+    db: &impl ConnectionTrait,
     sbox: &SecretBox,
     policy: TargetPolicy,
     merchant_id: Uuid,
@@ -91,7 +91,7 @@ pub async fn set(
 /// Makes a new secret; the previous one keeps signing (a second `v1`) for `overlap`, so
 /// receivers can switch without rejecting deliveries. Returns the new secret, shown once.
 pub async fn rotate(
-    db: &DatabaseConnection,
+    db: &impl ConnectionTrait,
     sbox: &SecretBox,
     merchant_id: Uuid,
     env: Environment,
@@ -115,13 +115,13 @@ pub async fn rotate(
 
 /// Removes the endpoint. Events from now on are not delivered; deliveries already made
 /// fail their attempts (and are retried on schedule) until an endpoint is set again.
-pub async fn remove(db: &DatabaseConnection, merchant_id: Uuid, env: Environment) -> Result<bool, WebhookError> {
+pub async fn remove(db: &impl ConnectionTrait, merchant_id: Uuid, env: Environment) -> Result<bool, WebhookError> {
     let r = webhook_endpoint::Entity::delete_by_id((merchant_id, env)).exec(db).await?;
     Ok(r.rows_affected == 1)
 }
 
 pub async fn get(
-    db: &DatabaseConnection,
+    db: &impl ConnectionTrait,
     merchant_id: Uuid,
     env: Environment,
 ) -> Result<Option<EndpointInfo>, WebhookError> {

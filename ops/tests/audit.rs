@@ -1,0 +1,341 @@
+//! Issue 17: every `ops` command that changes money or access, run through the real binary on a
+//! scratch SQLite database, leaves exactly one `audit_log` row (action, actor, target, reason);
+//! a refused command leaves none. `ops audit list` filters.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use uuid::Uuid;
+
+struct Ops {
+    dir: tempfile::TempDir,
+}
+
+impl Ops {
+    fn new() -> Ops {
+        Ops { dir: tempfile::tempdir().unwrap() }
+    }
+
+    fn database_url(&self) -> String {
+        format!("sqlite://{}?mode=rwc", self.dir.path().join("ops.db").display())
+    }
+
+    fn jobs_file(&self) -> PathBuf {
+        self.dir.path().join("jobs.sqlite")
+    }
+
+    /// Runs `ops` as the OS user `USER` (the actor unless `--actor` is given).
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_ops"))
+            .args(args)
+            .current_dir(self.dir.path())
+            .env("PAYGATE_DATABASE_URL", self.database_url())
+            .env("PAYGATE_QUEUE__SQLITE_PATH", self.jobs_file())
+            .env("PAYGATE_WEBHOOKS__ALLOW_INSECURE_TARGETS", "true")
+            .env("USER", "oscar")
+            .env("RUST_LOG", "error")
+            .output()
+            .unwrap()
+    }
+
+    #[track_caller]
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(out.status.success(), "ops {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Every audit row, newest first (`ops audit list --json`).
+    fn rows(&self, filters: &[&str]) -> Vec<Value> {
+        let args = [&["audit", "list", "--json", "--limit", "1000"][..], filters].concat();
+        self.ok(&args).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    }
+
+    /// Runs a changing command; exactly one new row, the newest, with these fields. Returns it
+    /// and the command's stdout.
+    #[track_caller]
+    fn audited(&self, args: &[&str], actor: &str, action: &str, target: &str, reason: Option<&str>) -> (Value, String) {
+        let before = self.rows(&[]).len();
+        let out = self.ok(args);
+        let rows = self.rows(&[]);
+        assert_eq!(rows.len(), before + 1, "ops {args:?} must leave exactly one audit row: {rows:#?}");
+        let row = rows[0].clone();
+        assert_eq!(row["action"], action, "{row}");
+        assert_eq!(row["actor"], actor, "{row}");
+        assert_eq!(row["target_id"], target, "{row}");
+        assert_eq!(row["reason"], reason.map_or(Value::Null, Value::from), "{row}");
+        (row, out)
+    }
+
+    /// A refused (or no-op) command: no new row.
+    #[track_caller]
+    fn unaudited(&self, args: &[&str], should_succeed: bool) {
+        let before = self.rows(&[]).len();
+        let out = self.run(args);
+        assert_eq!(out.status.success(), should_succeed, "ops {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(self.rows(&[]).len(), before, "ops {args:?} must leave no audit row");
+    }
+}
+
+/// Two payouts in `pending_approval` through the API's own service (the CLI cannot create one).
+async fn pending_payouts(ops: &Ops, merchant: Uuid) -> [Uuid; 2] {
+    use api::payouts::service::{Created, create};
+    let config = api::config::Config { database_url: ops.database_url(), ..Default::default() };
+    let state = api::bootstrap(config).await.unwrap();
+    let who = api::auth::Principal {
+        key_id: Uuid::new_v4(),
+        merchant_id: merchant,
+        environment: entity::Environment::Test,
+        permissions: api::auth::Permissions::all(),
+    };
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let req = api::payouts::types::CreatePayoutRequest {
+            currency: Some("tron_usdt".into()),
+            amount: Some("10".into()),
+            destination: Some("TTxSA9fmLZbSEfkEejjU2vDqE8GyS5nCJP".into()),
+            ..Default::default()
+        };
+        match create(&state, &who, &req).await.unwrap_or_else(|e| panic!("{}", e.message)) {
+            Created::New(p) | Created::Replayed(p) => ids.push(p.id),
+        }
+    }
+    [ids[0], ids[1]]
+}
+
+/// A dead webhook delivery of the merchant (the deliverer is not running in this test).
+async fn dead_delivery(ops: &Ops, merchant: Uuid) -> Uuid {
+    use sea_orm::{ActiveModelTrait, IntoActiveModel};
+    let db = sea_orm::Database::connect(ops.database_url()).await.unwrap();
+    let now = chrono::Utc::now();
+    let d = entity::webhook_delivery::Model {
+        id: Uuid::now_v7(),
+        event_id: Uuid::now_v7(),
+        merchant_id: merchant,
+        environment: entity::Environment::Test,
+        event_type: "test".into(),
+        body: "{}".into(),
+        status: entity::DeliveryStatus::Dead,
+        attempt_count: 8,
+        retry_step: 8,
+        next_attempt_at: now,
+        lease_until: None,
+        enqueued_at: None,
+        last_status_code: Some(500),
+        last_error: Some("HTTP 500".into()),
+        event_created_at: now,
+        created_at: now,
+        updated_at: now,
+        delivered_at: None,
+        dead_at: Some(now),
+    };
+    d.into_active_model().insert(&db).await.unwrap().id
+}
+
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
+struct Doomed {
+    n: u32,
+}
+
+impl workers::platform::Job for Doomed {
+    const QUEUE: &'static str = "doomed";
+}
+
+/// Two dead jobs on the queue file the `ops` runs use; returns their ids.
+async fn dead_jobs(ops: &Ops) -> Vec<String> {
+    use workers::platform::{JobCtx, JobError, QueueBackend, Queues, Runtime, RuntimeSettings, StageSettings};
+    let backend = QueueBackend::Sqlite { path: ops.jobs_file(), prefix: "paygate".into() };
+    let queues = Queues::connect(&backend).await.unwrap();
+    for n in 0..2 {
+        queues.push(Doomed { n }).await.unwrap();
+    }
+    let stop = tokio_util::sync::CancellationToken::new();
+    let runtime = Runtime::new(queues.clone())
+        .with_settings(RuntimeSettings { poll_interval: Duration::from_millis(50), ..Default::default() })
+        .stage(StageSettings::default(), |job: Doomed, _ctx: JobCtx| async move {
+            Err(JobError::permanent(anyhow::anyhow!("job {} cannot succeed", job.n)))
+        });
+    let running = tokio::spawn(runtime.run(stop.clone().cancelled_owned()));
+    let start = Instant::now();
+    let dead = loop {
+        let dead = queues.dead("doomed", 10).await.unwrap();
+        if dead.len() == 2 {
+            break dead;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "jobs did not die");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    stop.cancel();
+    running.await.unwrap().unwrap();
+    dead.into_iter().map(|j| j.id).collect()
+}
+
+#[tokio::test]
+async fn every_money_or_access_command_leaves_exactly_one_audit_row_and_refusals_none() {
+    let ops = Ops::new();
+    ops.ok(&["migrate"]);
+    assert!(ops.rows(&[]).is_empty());
+
+    // Merchants (the actor is the OS user unless --actor is given).
+    let m = ops.ok(&["merchants", "create", "--name", "Acme"]).trim().to_owned();
+    let rows = ops.rows(&[]);
+    assert_eq!(rows.len(), 1, "{rows:#?}");
+    assert_eq!((&rows[0]["action"], &rows[0]["actor"]), (&"merchant.create".into(), &"oscar".into()));
+    assert_eq!((&rows[0]["target_id"], &rows[0]["after"]["name"]), (&m.as_str().into(), &"Acme".into()));
+    let (row, _) = ops.audited(
+        &["--actor", "alice", "merchants", "settings", &m, "--invoice-lifetime-secs", "900"],
+        "alice",
+        "merchant.settings",
+        &m,
+        None,
+    );
+    assert_eq!(row["before"]["invoice_lifetime_secs"], 3600, "{row}");
+    assert_eq!(row["after"]["invoice_lifetime_secs"], 900, "{row}");
+    assert_eq!(row["merchant_id"], m.as_str());
+    ops.unaudited(&["merchants", "settings", &m, "--base-currency", "euro"], false);
+
+    // Keys: create, revoke; a second revoke changes nothing and records nothing.
+    let before = ops.rows(&[]).len();
+    let key = ops.ok(&["keys", "create", "--merchant", &m, "--env", "live", "--permissions", "invoices:read"]);
+    let rows = ops.rows(&[]);
+    assert_eq!(rows.len(), before + 1);
+    let key_id = rows[0]["target_id"].as_str().unwrap().to_owned();
+    assert_eq!((&rows[0]["action"], &rows[0]["environment"]), (&"api_key.create".into(), &"live".into()));
+    assert!(!rows[0].to_string().contains(&key.trim()[8..]), "the key itself must not be recorded");
+    ops.unaudited(&["keys", "create", "--merchant", &m, "--env", "test", "--permissions", "invoices:delete"], false);
+    let (row, _) = ops.audited(&["keys", "revoke", &key_id], "oscar", "api_key.revoke", &key_id, None);
+    assert!(row["before"]["revoked_at"].is_null() && row["after"]["revoked_at"].is_string(), "{row}");
+    ops.unaudited(&["keys", "revoke", &key_id], true);
+
+    // Ledger adjustments; an overdraft is refused inside the transaction and leaves no row.
+    let adjust = |amount: &str, reason: &str| {
+        [
+            "ledger",
+            "adjust",
+            "--merchant",
+            &m,
+            "--env",
+            "test",
+            "--gate",
+            "tron_usdt",
+            "--amount",
+            amount,
+            "--reason",
+            reason,
+        ]
+        .map(str::to_owned)
+    };
+    let args = adjust("100", "opening funds");
+    let (row, _) = ops.audited(
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+        "oscar",
+        "ledger.adjust",
+        "tron_usdt",
+        Some("opening funds"),
+    );
+    assert_eq!((&row["before"]["available"], &row["after"]["available"]), (&"0".into(), &"100".into()), "{row}");
+    let args = adjust("-1000", "too much");
+    ops.unaudited(&args.iter().map(String::as_str).collect::<Vec<_>>(), false);
+
+    // Payout settings, approval and rejection.
+    let settings = ["payouts", "settings", "--merchant", &m, "--env", "test"];
+    ops.audited(
+        &[&settings[..], &["--auto-approve", "false", "--delay-secs", "60"]].concat(),
+        "oscar",
+        "payout.settings",
+        &m,
+        None,
+    );
+    ops.unaudited(&[&settings[..], &["--delay-secs", "-5"]].concat(), false);
+    let [p1, p2] = pending_payouts(&ops, m.parse().unwrap()).await;
+    let (p1, p2) = (p1.to_string(), p2.to_string());
+    let (row, _) = ops.audited(&["payouts", "approve", &p1], "oscar", "payout.approve", &p1, None);
+    assert_eq!((&row["before"]["status"], &row["after"]["status"]), (&"pending_approval".into(), &"approved".into()));
+    ops.unaudited(&["payouts", "approve", &p1], false);
+    // The approved payout was never signed: an operator may fail it (funds released); a
+    // replacement needs a signed transaction, so it is refused and leaves no row.
+    ops.unaudited(&["payouts", "replace", &p1], false);
+    let (row, _) = ops.audited(
+        &["payouts", "fail", &p1, "--reason", "recipient closed the account"],
+        "oscar",
+        "payout.fail",
+        &p1,
+        Some("recipient closed the account"),
+    );
+    assert_eq!((&row["before"]["status"], &row["after"]["status"]), (&"approved".into(), &"failed".into()), "{row}");
+    ops.unaudited(&["payouts", "fail", &p1, "--reason", "again"], false);
+    ops.unaudited(&["payouts", "reject", &p2, "--reason", "  "], false);
+    let (row, _) = ops.audited(
+        &["payouts", "reject", &p2, "--reason", "destination on a sanctions list"],
+        "oscar",
+        "payout.reject",
+        &p2,
+        Some("destination on a sanctions list"),
+    );
+    assert_eq!(row["after"]["status"], "failed", "{row}");
+
+    // Webhook endpoint: set, rotate, remove (the secrets are never recorded).
+    let endpoint = format!("{m}/test");
+    let stranger = Uuid::new_v4().to_string();
+    ops.unaudited(
+        &["webhooks", "set", "--merchant", &stranger, "--env", "test", "--url", "http://127.0.0.1:9/h"],
+        false,
+    );
+    let (_, secret) = ops.audited(
+        &["webhooks", "set", "--merchant", &m, "--env", "test", "--url", "http://127.0.0.1:9/hook"],
+        "oscar",
+        "webhook_endpoint.set",
+        &endpoint,
+        None,
+    );
+    let (row, rotated) = ops.audited(
+        &["webhooks", "rotate", "--merchant", &m, "--env", "test"],
+        "oscar",
+        "webhook_endpoint.rotate_secret",
+        &endpoint,
+        None,
+    );
+    assert_eq!(row["before"]["url"], "http://127.0.0.1:9/hook", "{row}");
+    ops.audited(
+        &["webhooks", "remove", "--merchant", &m, "--env", "test"],
+        "oscar",
+        "webhook_endpoint.remove",
+        &endpoint,
+        None,
+    );
+    ops.unaudited(&["webhooks", "remove", "--merchant", &m, "--env", "test"], false);
+    let all = ops.rows(&[]);
+    for s in [secret.trim(), rotated.trim()] {
+        assert!(s.starts_with("whsec_"), "{s}");
+        assert!(!all.iter().any(|r| r.to_string().contains(&s["whsec_".len()..])), "a secret was recorded");
+    }
+
+    // Replays: a webhook delivery, dead jobs.
+    let delivery = dead_delivery(&ops, m.parse().unwrap()).await.to_string();
+    ops.unaudited(&["webhooks", "replay", &Uuid::new_v4().to_string()], false);
+    let (row, _) = ops.audited(&["webhooks", "replay", &delivery], "oscar", "webhook_delivery.replay", &delivery, None);
+    assert_eq!((&row["before"]["status"], &row["after"]["status"]), (&"dead".into(), &"pending".into()), "{row}");
+    let jobs = dead_jobs(&ops).await;
+    ops.unaudited(&["jobs", "replay", "doomed", "01UNKNOWN"], false);
+    let (row, _) = ops.audited(&["jobs", "replay", "doomed", &jobs[0]], "oscar", "jobs.replay", "paygate:doomed", None);
+    assert_eq!(row["after"]["ids"], serde_json::json!([jobs[0]]), "{row}");
+    ops.audited(&["--actor", "bob", "jobs", "replay", "doomed", "--all"], "bob", "jobs.replay", "paygate:doomed", None);
+
+    // Filters.
+    let by_action = ops.rows(&["--action", "ledger.adjust"]);
+    assert_eq!(by_action.len(), 1);
+    assert_eq!(ops.rows(&["--actor", "alice"]).len(), 1);
+    assert_eq!(ops.rows(&["--actor", "bob"]).len(), 1);
+    assert_eq!(ops.rows(&["--target", &p2]).len(), 1);
+    let merchant_rows = ops.rows(&["--merchant", &m]);
+    assert!(merchant_rows.len() >= 12 && merchant_rows.iter().all(|r| r["merchant_id"] == m.as_str()));
+    assert!(ops.rows(&["--since", "1h"]).len() == ops.rows(&[]).len());
+    assert!(ops.rows(&["--until", "1h"]).is_empty());
+    assert_eq!(ops.ok(&["audit", "list", "--json", "--limit", "3"]).lines().count(), 3);
+    let newest_first: Vec<String> = ops.rows(&[]).iter().map(|r| r["at"].as_str().unwrap().to_owned()).collect();
+    assert!(newest_first.windows(2).all(|w| w[0] >= w[1]), "{newest_first:?}");
+    let table = ops.ok(&["audit", "list", "--action", "payout.reject"]);
+    assert!(table.starts_with("AT") && table.contains("sanctions list") && table.contains(&p2), "{table}");
+}
