@@ -19,6 +19,7 @@ use crate::state::AppState;
 const MAX_BODY_BYTES: usize = 64 * 1024;
 
 pub fn router(state: AppState) -> Router {
+    let limits = axum::middleware::from_fn_with_state(state.clone(), crate::ratelimit::layer::limit);
     Router::new()
         .merge(crate::invoices::router())
         .merge(crate::static_addresses::router())
@@ -34,6 +35,7 @@ pub fn router(state: AppState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
+        .layer(limits)
         .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES))
         .layer(CatchPanicLayer::custom(|_| ApiError::internal("handler panicked").into_response()))
         .layer(axum::middleware::from_fn(crate::envelope::request_id_layer))
@@ -77,7 +79,9 @@ pub async fn serve(
             tracing::warn!(error = %e, "could not set TCP_NODELAY");
         }
     });
-    axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await
+    axum::serve(listener, router(state).into_make_service_with_connect_info::<std::net::SocketAddr>())
+        .with_graceful_shutdown(shutdown)
+        .await
 }
 
 /// Resolves on SIGTERM or Ctrl-C.

@@ -227,6 +227,11 @@ impl KeyCache {
     }
 }
 
+/// A key the rate limiting layer already verified for this request (a request extension), so
+/// the extractor does not verify it twice.
+#[derive(Clone)]
+pub struct VerifiedKey(pub Arc<Principal>);
+
 /// Extractor: the authenticated caller. 401 for a missing, malformed, unknown or revoked key.
 pub struct Auth(pub Arc<Principal>);
 
@@ -234,6 +239,9 @@ impl FromRequestParts<AppState> for Auth {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        if let Some(VerifiedKey(p)) = parts.extensions.get::<VerifiedKey>() {
+            return Ok(Auth(p.clone()));
+        }
         let key = parts
             .headers
             .get(API_KEY_HEADER)

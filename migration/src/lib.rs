@@ -13,6 +13,7 @@ mod m20261121_000008_payout_execution;
 mod m20261121_000009_settlement;
 mod m20261121_000010_nonces;
 mod m20261123_000013_integrity;
+mod m20261123_000014_rate_limits;
 
 pub struct Migrator;
 
@@ -31,6 +32,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261121_000009_settlement::Migration),
             Box::new(m20261121_000010_nonces::Migration),
             Box::new(m20261123_000013_integrity::Migration),
+            Box::new(m20261123_000014_rate_limits::Migration),
         ]
     }
 }
