@@ -48,15 +48,9 @@ pub async fn limit(State(state): State<AppState>, mut req: Request, next: Next) 
         return next.run(req).await;
     }
     let cfg = rl.config();
-    let decision = match route(req.uri().path()) {
+    let (class, limit, decision) = match route(req.uri().path()) {
         Route::Unlimited => return next.run(req).await,
-        Route::Public => {
-            let (class, d) = (Class::Public, rl.check(Class::Public, &client_key(&req, cfg), cfg.public).await);
-            if !d.allowed {
-                return throttled(class, cfg, d);
-            }
-            d
-        }
+        Route::Public => (Class::Public, cfg.public, rl.check(Class::Public, &client_key(&req, cfg), cfg.public).await),
         Route::Keyed { test_helpers } => {
             let Some(key) = req.headers().get(API_KEY_HEADER).and_then(|v| v.to_str().ok()).map(str::to_owned) else {
                 // No key: the handler answers 401 without any lookup.
@@ -65,49 +59,32 @@ pub async fn limit(State(state): State<AppState>, mut req: Request, next: Next) 
             let ip = client_key(&req, cfg);
             let failures = rl.peek(Class::AuthFailures, &ip, cfg.auth_failures).await;
             if !failures.allowed {
-                return throttled(Class::AuthFailures, cfg, failures);
+                return throttled(Class::AuthFailures, cfg.auth_failures, failures);
             }
             match state.keys.verify(&state.db, &key).await {
                 Ok(principal) => {
                     let (class, bucket) = keyed_bucket(req.method(), test_helpers, &principal);
                     let limit = merchant_limit(&state, class, &principal).await;
-                    let d = rl.check(class, &bucket, limit).await;
-                    if !d.allowed {
-                        return throttled(class, cfg, d);
-                    }
                     req.extensions_mut().insert(VerifiedKey(principal));
-                    d
+                    (class, limit, rl.check(class, &bucket, limit).await)
                 }
-                Err(e) if e.status == StatusCode::UNAUTHORIZED => {
-                    let d = rl.check(Class::AuthFailures, &ip, cfg.auth_failures).await;
-                    if !d.allowed {
-                        return throttled(Class::AuthFailures, cfg, d);
-                    }
-                    // The handler answers 401 from the key cache (the rejection is cached).
-                    let mut resp = next.run(req).await;
-                    set_headers(resp.headers_mut(), cfg.auth_failures, d);
-                    return resp;
-                }
+                // Counted; the handler answers 401 from the key cache (rejections are cached).
+                Err(e) if e.status == StatusCode::UNAUTHORIZED => (
+                    Class::AuthFailures,
+                    cfg.auth_failures,
+                    rl.check(Class::AuthFailures, &ip, cfg.auth_failures).await,
+                ),
                 // The database failed: the handler reports it as it always did.
                 Err(_) => return next.run(req).await,
             }
         }
     };
-    let limit = limit_of(&req, cfg, decision);
+    if !decision.allowed {
+        return throttled(class, limit, decision);
+    }
     let mut resp = next.run(req).await;
     set_headers(resp.headers_mut(), limit, decision);
     resp
-}
-
-/// The configured limit behind a decision (only its period matters for the policy header).
-fn limit_of(req: &Request, cfg: &RateLimitsConfig, d: Decision) -> RateLimit {
-    let period_secs = match route(req.uri().path()) {
-        Route::Public => cfg.public.period_secs,
-        Route::Keyed { test_helpers: true } => cfg.test_helpers.period_secs,
-        Route::Keyed { test_helpers: false } if is_read(req.method()) => cfg.reads.period_secs,
-        _ => cfg.writes.period_secs,
-    };
-    RateLimit { limit: d.limit, period_secs }
 }
 
 fn is_read(m: &Method) -> bool {
@@ -144,22 +121,21 @@ async fn merchant_limit(state: &AppState, class: Class, p: &Principal) -> RateLi
 }
 
 /// 429 `rate_limited` with `Retry-After` (whole seconds, rounded up) and the headers.
-fn throttled(class: Class, cfg: &RateLimitsConfig, d: Decision) -> Response {
+fn throttled(class: Class, limit: RateLimit, d: Decision) -> Response {
     let retry = ceil_secs(d.retry_after).max(1);
-    let configured = class.configured(cfg);
     let mut e = ApiError::new(
         StatusCode::TOO_MANY_REQUESTS,
         ErrorCode::RateLimited,
         format!(
             "too many requests: the {} limit of {} per {} s is used up; retry after {retry} s",
             class.as_str(),
-            d.limit,
-            configured.period_secs
+            limit.limit,
+            limit.period_secs
         ),
     );
     e.retry_after = Some(retry);
     let mut resp = e.into_response();
-    set_headers(resp.headers_mut(), RateLimit { limit: d.limit, ..configured }, d);
+    set_headers(resp.headers_mut(), limit, d);
     resp
 }
 
@@ -171,10 +147,10 @@ fn set_headers(h: &mut HeaderMap, limit: RateLimit, d: Decision) {
             h.insert(HeaderName::from_static(name), v);
         }
     };
-    put(RATELIMIT_LIMIT, d.limit.to_string());
+    put(RATELIMIT_LIMIT, limit.limit.to_string());
     put(RATELIMIT_REMAINING, d.remaining.to_string());
     put(RATELIMIT_RESET, ceil_secs(d.reset).to_string());
-    put(RATELIMIT_POLICY, format!("{};w={}", d.limit, limit.period_secs));
+    put(RATELIMIT_POLICY, format!("{};w={}", limit.limit, limit.period_secs));
 }
 
 /// The bucket key of the client's address: the socket peer, or the configured proxy header on a
