@@ -882,7 +882,7 @@ impl Config {
         {
             return invalid("rate_limits.trusted_proxy_header", "not a valid header name");
         }
-        if rl.trusted_proxy_header.is_some() != !rl.trusted_proxies.is_empty() {
+        if rl.trusted_proxy_header.is_some() == rl.trusted_proxies.is_empty() {
             return invalid(
                 "rate_limits.trusted_proxies",
                 "trusted_proxy_header and trusted_proxies are set together (the header is read only from those proxies)",
