@@ -184,6 +184,12 @@ impl KeyCache {
         self.loads.load(Ordering::Relaxed)
     }
 
+    /// Whether the key's verdict (valid or rejected) is cached: verifying it costs no database
+    /// round trip.
+    pub fn is_cached(&self, key: &str) -> bool {
+        self.verdicts.get(&hash_key(key)).is_some()
+    }
+
     /// Verifies a key string: format, then cache, then database.
     pub async fn verify(&self, db: &DatabaseConnection, key: &str) -> Result<Arc<Principal>, ApiError> {
         let claimed_env = parse_key_format(key).ok_or_else(|| {

@@ -129,9 +129,11 @@ async fn auth_failures_from_one_ip_get_429_before_the_database_is_asked() {
     let app = TestApp::spawn_with(|c| c.rate_limits.auth_failures = per_hour(3)).await;
     let (_, good) = app.test_key().await;
     let bad = || api::auth::generate_key(entity::Environment::Test);
+    let first_bad = bad();
     let mut statuses = Vec::new();
-    for _ in 0..4 {
-        let r = app.get("/v1/invoices", Some(&bad())).await;
+    for i in 0..4 {
+        let key = if i == 0 { first_bad.clone() } else { bad() };
+        let r = app.get("/v1/invoices", Some(&key)).await;
         statuses.push(r.status.as_u16());
         if r.status == 429 {
             assert_throttled(&r, 3);
@@ -143,6 +145,8 @@ async fn auth_failures_from_one_ip_get_429_before_the_database_is_asked() {
     for _ in 0..10 {
         assert_throttled(&app.get("/v1/invoices", Some(&bad())).await, 3);
     }
+    // A bad key already rejected (cached, no lookup) still counts and waits.
+    assert_throttled(&app.get("/v1/invoices", Some(&first_bad)).await, 3);
     assert_eq!(app.state.keys.loads(), loads, "a throttled IP's keys were looked up in the database");
     // The whole IP waits, a valid key included; the public routes are another bucket.
     assert_throttled(&app.get("/v1/invoices", Some(&good)).await, 3);
