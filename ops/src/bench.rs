@@ -28,7 +28,7 @@ pub struct BenchArgs {
     /// Concurrent HTTP connections (and pgbench clients).
     #[arg(long, default_value_t = 64)]
     concurrency: usize,
-    /// Measured seconds for each of the two runs.
+    /// Measured seconds of each HTTP run (off, on, on, off) and of the pgbench run.
     #[arg(long, default_value_t = 10)]
     seconds: u64,
     /// Unmeasured warm-up seconds before the HTTP run.
@@ -63,10 +63,19 @@ struct HttpResult {
 }
 
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
-    let (_, db_url) = scratch_database(&args.pg, &args.database).await?;
-    let off = http_run(&args, &db_url, Limits::Off).await?;
+    // Off, on, on, off (each on a fresh database): a drift of the machine over the run (other
+    // load, PostgreSQL checkpoints) weighs on both sides alike instead of on the later one.
+    let (mut off, mut on) = (Samples::default(), Samples::default());
+    for limits in [Limits::Off, Limits::On, Limits::On, Limits::Off] {
+        let (_, db_url) = scratch_database(&args.pg, &args.database).await?;
+        let s = http_run(&args, &db_url, limits).await?;
+        match limits {
+            Limits::Off => off.merge(s),
+            Limits::On => on.merge(s),
+        }
+    }
+    let (off, http) = (off.summary(), on.summary());
     let (admin, db_url) = scratch_database(&args.pg, &args.database).await?;
-    let http = http_run(&args, &db_url, Limits::On).await?;
     let raw_tps = pgbench(&args, &db_url)?;
 
     let rps = http.rps();
@@ -117,7 +126,45 @@ impl HttpResult {
     }
 }
 
-async fn http_run(args: &BenchArgs, db_url: &str, limits: Limits) -> anyhow::Result<HttpResult> {
+/// Latencies (µs) of the successful requests of measured windows, with errors and total time.
+#[derive(Default)]
+struct Samples {
+    lat: Vec<u32>,
+    errors: u64,
+    elapsed: Duration,
+}
+
+impl Samples {
+    fn merge(&mut self, other: Samples) {
+        self.lat.extend(other.lat);
+        self.errors += other.errors;
+        self.elapsed += other.elapsed;
+    }
+
+    fn summary(mut self) -> HttpResult {
+        self.lat.sort_unstable();
+        let all = &self.lat;
+        let pct = |p: f64| -> f64 {
+            if all.is_empty() {
+                return f64::NAN;
+            }
+            let i = ((all.len() as f64 * p).ceil() as usize).clamp(1, all.len()) - 1;
+            f64::from(all[i]) / 1000.0
+        };
+        HttpResult {
+            requests: all.len() as u64,
+            errors: self.errors,
+            elapsed: self.elapsed,
+            p50_ms: pct(0.50),
+            p90_ms: pct(0.90),
+            p99_ms: pct(0.99),
+            p999_ms: pct(0.999),
+            max_ms: pct(1.0),
+        }
+    }
+}
+
+async fn http_run(args: &BenchArgs, db_url: &str, limits: Limits) -> anyhow::Result<Samples> {
     let mut config = Config { database_url: db_url.to_owned(), ..Config::default() };
     config.db.max_connections = 32;
     config.embedded.seed_demo = false;
@@ -211,24 +258,7 @@ async fn http_run(args: &BenchArgs, db_url: &str, limits: Limits) -> anyhow::Res
     }
     let _ = stop_tx.send(());
     server.join().map_err(|_| anyhow::anyhow!("API thread panicked"))??;
-    all.sort_unstable();
-    let pct = |p: f64| -> f64 {
-        if all.is_empty() {
-            return f64::NAN;
-        }
-        let i = ((all.len() as f64 * p).ceil() as usize).clamp(1, all.len()) - 1;
-        f64::from(all[i]) / 1000.0
-    };
-    Ok(HttpResult {
-        requests: all.len() as u64,
-        errors: errors.load(Ordering::Relaxed),
-        elapsed,
-        p50_ms: pct(0.50),
-        p90_ms: pct(0.90),
-        p99_ms: pct(0.99),
-        p999_ms: pct(0.999),
-        max_ms: pct(1.0),
-    })
+    Ok(Samples { lat: all, errors: errors.load(Ordering::Relaxed), elapsed })
 }
 
 /// pgbench with a one-statement script: a single-row INSERT of an invoice-sized row.

@@ -58,15 +58,19 @@ pub async fn limit(State(state): State<AppState>, mut req: Request, next: Next) 
             };
             let ip = client_key(&req, cfg);
             // A key that would cost a database lookup waits while its IP's failures are used up.
-            // A cached one costs nothing (and saves the store a round trip); if it fails, the
-            // failure is counted below.
-            if !state.keys.is_cached(&key) {
-                let failures = rl.peek(Class::AuthFailures, &ip, cfg.auth_failures).await;
-                if !failures.allowed {
-                    return throttled(Class::AuthFailures, cfg.auth_failures, failures);
+            // A cached or malformed one costs nothing (and saves the store a round trip); if it
+            // fails, the failure is counted below.
+            let verdict = match state.keys.verify_cached(&key) {
+                Some(verdict) => verdict,
+                None => {
+                    let failures = rl.peek(Class::AuthFailures, &ip, cfg.auth_failures).await;
+                    if !failures.allowed {
+                        return throttled(Class::AuthFailures, cfg.auth_failures, failures);
+                    }
+                    state.keys.verify(&state.db, &key).await
                 }
-            }
-            match state.keys.verify(&state.db, &key).await {
+            };
+            match verdict {
                 Ok(principal) => {
                     let (class, bucket) = keyed_bucket(req.method(), test_helpers, &principal);
                     let limit = merchant_limit(&state, class, &principal).await;
