@@ -28,6 +28,7 @@ use crate::state::AppState;
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
 pub fn router(state: AppState) -> Router {
+    let limits = axum::middleware::from_fn_with_state(state.clone(), crate::ratelimit::layer::limit);
     Router::new()
         .merge(crate::invoices::router())
         .merge(crate::static_addresses::router())
@@ -43,6 +44,7 @@ pub fn router(state: AppState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
+        .layer(limits)
         .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES))
         .layer(axum::middleware::map_response(enveloped_payload_too_large))
         .layer(CatchPanicLayer::custom(|_| ApiError::internal("handler panicked").into_response()))

@@ -184,26 +184,26 @@ impl KeyCache {
         self.loads.load(Ordering::Relaxed)
     }
 
+    /// The key's verdict when it needs no database round trip: a malformed key, or one whose
+    /// verdict (valid or rejected) is cached. `None`: [`KeyCache::verify`] would look it up.
+    pub fn verify_cached(&self, key: &str) -> Option<Result<Arc<Principal>, ApiError>> {
+        let Some(claimed_env) = parse_key_format(key) else {
+            return Some(Err(malformed_key()));
+        };
+        self.verdicts.get(&hash_key(key)).map(|v| judge(v, claimed_env))
+    }
+
     /// Verifies a key string: format, then cache, then database.
     pub async fn verify(&self, db: &DatabaseConnection, key: &str) -> Result<Arc<Principal>, ApiError> {
-        let claimed_env = parse_key_format(key).ok_or_else(|| {
-            ApiError::unauthorized("malformed API key: expected sk_test_ or sk_live_ followed by 64 hex characters")
-        })?;
-        let digest = hash_key(key);
-        let verdict = match self.verdicts.get(&digest) {
-            Some(v) => v,
-            None => {
-                self.loads.fetch_add(1, Ordering::Relaxed);
-                let v = Self::load(db, &digest).await?;
-                self.verdicts.put(digest, v.clone());
-                v
-            }
-        };
-        match verdict {
-            Verdict::Valid(p) if p.environment == claimed_env => Ok(p),
-            Verdict::Valid(_) => Err(ApiError::unauthorized("API key does not match its environment")),
-            Verdict::Rejected(why) => Err(ApiError::unauthorized(why)),
+        if let Some(verdict) = self.verify_cached(key) {
+            return verdict;
         }
+        let claimed_env = parse_key_format(key).ok_or_else(malformed_key)?;
+        let digest = hash_key(key);
+        self.loads.fetch_add(1, Ordering::Relaxed);
+        let v = Self::load(db, &digest).await?;
+        self.verdicts.put(digest, v.clone());
+        judge(v, claimed_env)
     }
 
     async fn load(db: &DatabaseConnection, digest: &[u8; 32]) -> Result<Verdict, ApiError> {
@@ -227,6 +227,24 @@ impl KeyCache {
     }
 }
 
+fn malformed_key() -> ApiError {
+    ApiError::unauthorized("malformed API key: expected sk_test_ or sk_live_ followed by 64 hex characters")
+}
+
+/// A verdict for a key claiming `claimed_env`.
+fn judge(verdict: Verdict, claimed_env: Environment) -> Result<Arc<Principal>, ApiError> {
+    match verdict {
+        Verdict::Valid(p) if p.environment == claimed_env => Ok(p),
+        Verdict::Valid(_) => Err(ApiError::unauthorized("API key does not match its environment")),
+        Verdict::Rejected(why) => Err(ApiError::unauthorized(why)),
+    }
+}
+
+/// A key the rate limiting layer already verified for this request (a request extension), so
+/// the extractor does not verify it twice.
+#[derive(Clone)]
+pub struct VerifiedKey(pub Arc<Principal>);
+
 /// Extractor: the authenticated caller. 401 for a missing, malformed, unknown or revoked key.
 pub struct Auth(pub Arc<Principal>);
 
@@ -234,6 +252,9 @@ impl FromRequestParts<AppState> for Auth {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        if let Some(VerifiedKey(p)) = parts.extensions.get::<VerifiedKey>() {
+            return Ok(Auth(p.clone()));
+        }
         let key = parts
             .headers
             .get(API_KEY_HEADER)

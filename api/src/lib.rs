@@ -24,6 +24,7 @@ pub mod openapi;
 pub mod payouts;
 pub mod pipeline;
 pub mod public;
+pub mod ratelimit;
 pub mod rates;
 pub mod refunds;
 pub mod settlement;

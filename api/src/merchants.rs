@@ -76,6 +76,9 @@ pub async fn create_merchant(
         base_currency: Set(settings.base_currency.clone()),
         invoice_lifetime_secs: Set(settings.invoice_lifetime_secs),
         underpayment_tolerance_percent: Set(Amount::new(settings.underpayment_tolerance_percent)),
+        rate_limit_reads: Set(None),
+        rate_limit_writes: Set(None),
+        rate_limit_test_helpers: Set(None),
         created_at: Set(now),
         updated_at: Set(now),
     };
@@ -101,6 +104,58 @@ pub async fn update_settings(
     am.base_currency = Set(settings.base_currency.clone());
     am.invoice_lifetime_secs = Set(settings.invoice_lifetime_secs);
     am.underpayment_tolerance_percent = Set(Amount::new(settings.underpayment_tolerance_percent));
+    am.updated_at = Set(Utc::now());
+    Ok(am.update(db).await?)
+}
+
+/// A merchant's overrides of the `[rate_limits]` classes that are counted per key or merchant:
+/// requests per the class's configured period; `None` keeps the configured limit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MerchantRateLimits {
+    pub reads: Option<u32>,
+    pub writes: Option<u32>,
+    pub test_helpers: Option<u32>,
+}
+
+/// Largest per-merchant limit (requests per period).
+pub const MAX_RATE_LIMIT: u32 = 1_000_000;
+
+impl MerchantRateLimits {
+    pub fn of(m: &merchant::Model) -> Self {
+        let get = |v: Option<i32>| v.and_then(|n| u32::try_from(n).ok());
+        MerchantRateLimits {
+            reads: get(m.rate_limit_reads),
+            writes: get(m.rate_limit_writes),
+            test_helpers: get(m.rate_limit_test_helpers),
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), MerchantError> {
+        for (name, v) in [("reads", self.reads), ("writes", self.writes), ("test_helpers", self.test_helpers)] {
+            if v.is_some_and(|n| !(1..=MAX_RATE_LIMIT).contains(&n)) {
+                return Err(MerchantError::Invalid(format!(
+                    "rate limit {name} must be between 1 and {MAX_RATE_LIMIT}"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Sets the merchant's rate limit overrides (all three: `None` clears one). API processes
+/// apply them within `auth.cache_ttl_secs` (their merchant cache).
+pub async fn set_rate_limits(
+    db: &impl ConnectionTrait,
+    id: Uuid,
+    limits: &MerchantRateLimits,
+) -> Result<merchant::Model, MerchantError> {
+    limits.validate()?;
+    let m = get_merchant(db, id).await?;
+    let as_column = |v: Option<u32>| v.and_then(|n| i32::try_from(n).ok());
+    let mut am: merchant::ActiveModel = m.into();
+    am.rate_limit_reads = Set(as_column(limits.reads));
+    am.rate_limit_writes = Set(as_column(limits.writes));
+    am.rate_limit_test_helpers = Set(as_column(limits.test_helpers));
     am.updated_at = Set(Utc::now());
     Ok(am.update(db).await?)
 }

@@ -109,6 +109,54 @@ impl Modify for SecurityAddon {
     }
 }
 
+/// Adds 429 `rate_limited` (with `Retry-After` and the `RateLimit-*` headers) and 500
+/// `internal_error` to every operation: any request can be throttled or meet a server fault.
+struct CommonResponses;
+
+impl Modify for CommonResponses {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::header::HeaderBuilder;
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
+        let envelope = || ContentBuilder::new().schema(Some(Ref::from_schema_name("ErrorEnvelope"))).build();
+        let integer = |description: &str| {
+            HeaderBuilder::new()
+                .schema(Some(ObjectBuilder::new().schema_type(Type::Integer).build()))
+                .description(Some(description))
+                .build()
+        };
+        let throttled = ResponseBuilder::new()
+            .description("rate_limited: too many requests for this key, client IP or test merchant")
+            .content("application/json", envelope())
+            .header("Retry-After", integer("Seconds until a request is allowed again"))
+            .header("RateLimit-Limit", integer("Requests allowed per window"))
+            .header("RateLimit-Remaining", integer("Requests left now"))
+            .header("RateLimit-Reset", integer("Seconds until the full limit is available again"))
+            .build();
+        let internal = ResponseBuilder::new()
+            .description("internal_error: quote meta.request_id to support")
+            .content("application/json", envelope())
+            .build();
+        for item in openapi.paths.paths.values_mut() {
+            let ops = [
+                &mut item.get,
+                &mut item.put,
+                &mut item.post,
+                &mut item.delete,
+                &mut item.options,
+                &mut item.head,
+                &mut item.patch,
+                &mut item.trace,
+            ];
+            for op in ops.into_iter().flatten() {
+                let r = &mut op.responses.responses;
+                r.entry("429".into()).or_insert_with(|| RefOr::T(throttled.clone()));
+                r.entry("500".into()).or_insert_with(|| RefOr::T(internal.clone()));
+            }
+        }
+    }
+}
+
 #[derive(OpenApi)]
 #[openapi(
     info(title = "Paygate merchant API", version = "1.0.0",
@@ -138,7 +186,7 @@ impl Modify for SecurityAddon {
         crate::public::list_rates,
     ),
     components(schemas(crate::error::ErrorEnvelope, crate::error::ErrorCode, crate::envelope::Pagination)),
-    modifiers(&SecurityAddon),
+    modifiers(&SecurityAddon, &CommonResponses),
     tags(
         (name = "invoices"),
         (name = "balances"),

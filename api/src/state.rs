@@ -19,6 +19,8 @@ pub struct AppState {
     pub addresses: Arc<AddressBook>,
     pub merchants: Arc<crate::cache::TtlCache<uuid::Uuid, Arc<entity::merchant::Model>>>,
     pub invoice_writer: crate::invoices::writer::InvoiceWriter,
+    /// Request throttling (`crate::ratelimit`): in process, or shared through Redis.
+    pub limiter: Arc<crate::ratelimit::RateLimiter>,
 }
 
 impl AppState {
@@ -31,6 +33,7 @@ impl AppState {
             addresses: Arc::new(addresses),
             merchants: Arc::new(crate::cache::TtlCache::new(Duration::from_secs(config.auth.cache_ttl_secs))),
             invoice_writer: crate::invoices::writer::InvoiceWriter::spawn(db.clone()),
+            limiter: Arc::new(crate::ratelimit::RateLimiter::new(&config.rate_limits, config.redis_url.as_deref())?),
             config: Arc::new(config),
         })
     }

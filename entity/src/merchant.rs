@@ -14,6 +14,12 @@ pub struct Model {
     pub invoice_lifetime_secs: i64,
     /// Underpayment/overpayment tolerance as a percentage of the requested amount (0 = exact).
     pub underpayment_tolerance_percent: Amount,
+    /// Per API key limits overriding `[rate_limits]` (requests per the class's period);
+    /// `None`: the configured limit.
+    pub rate_limit_reads: Option<i32>,
+    pub rate_limit_writes: Option<i32>,
+    /// Per merchant limit of `/v1/test/*`.
+    pub rate_limit_test_helpers: Option<i32>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
 }

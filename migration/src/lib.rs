@@ -15,6 +15,7 @@ mod m20261121_000010_nonces;
 mod m20261123_000011_deposit_safety;
 mod m20261123_000012_payout_safety;
 mod m20261123_000013_integrity;
+mod m20261123_000014_rate_limits;
 mod m20261123_000015_audit_log;
 
 pub struct Migrator;
@@ -36,6 +37,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261123_000011_deposit_safety::Migration),
             Box::new(m20261123_000012_payout_safety::Migration),
             Box::new(m20261123_000013_integrity::Migration),
+            Box::new(m20261123_000014_rate_limits::Migration),
             Box::new(m20261123_000015_audit_log::Migration),
         ]
     }

@@ -97,6 +97,8 @@ pub fn merchant_json(m: &merchant::Model) -> Value {
     json!({
         "name": m.name, "base_currency": m.base_currency, "invoice_lifetime_secs": m.invoice_lifetime_secs,
         "underpayment_tolerance_percent": m.underpayment_tolerance_percent.value().to_string(),
+        "rate_limit_reads": m.rate_limit_reads, "rate_limit_writes": m.rate_limit_writes,
+        "rate_limit_test_helpers": m.rate_limit_test_helpers,
     })
 }
 

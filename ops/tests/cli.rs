@@ -210,6 +210,24 @@ fn keys_create_requires_permissions_and_prints_them() {
 }
 
 #[test]
+fn merchant_rate_limit_overrides_are_set_and_cleared() {
+    let ops = Ops::new();
+    ops.ok(&["migrate"]);
+    let m = ops.ok(&["merchants", "create", "--name", "Busy shop"]).trim().to_owned();
+    let out = ops.ok(&["merchants", "settings", &m, "--rate-limit-writes", "1000", "--rate-limit-test-helpers", "50"]);
+    assert!(out.contains("rate_limits: reads=default writes=1000 test_helpers=50"), "{out}");
+    // Only the flags given change; `default` returns to the configured limit.
+    let out =
+        ops.ok(&["merchants", "settings", &m, "--rate-limit-writes", "default", "--invoice-lifetime-secs", "900"]);
+    assert!(out.contains("lifetime=900s") && out.contains("reads=default writes=default test_helpers=50"), "{out}");
+    for bad in ["0", "lots", "1000001"] {
+        let out = ops.run_env(&["merchants", "settings", &m, "--rate-limit-reads", bad], &[]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains("--rate-limit-reads"), "{bad}: {err}");
+    }
+}
+
+#[test]
 fn refuses_bad_input_and_bad_configuration() {
     let ops = Ops::new();
     let out =

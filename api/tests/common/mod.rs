@@ -47,6 +47,12 @@ pub fn test_config() -> Config {
     c.auth.cache_ttl_secs = 1;
     c.embedded.seed_demo = false;
     c.db.max_connections = 8;
+    // Suites not about throttling fire bursts no merchant would (hundreds of racing writes):
+    // the rate limiting layer stays on for every request, its limits out of their reach.
+    // tests/rate_limits.rs sets its own.
+    let high = api::config::RateLimit { limit: 1_000_000, period_secs: 60 };
+    let rl = &mut c.rate_limits;
+    (rl.reads, rl.writes, rl.public, rl.auth_failures, rl.test_helpers) = (high, high, high, high, high);
     c
 }
 

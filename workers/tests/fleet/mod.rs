@@ -78,6 +78,11 @@ impl Fleet {
             ("PAYGATE_RATES__LIVE__PROVIDER".into(), "static".into()),
             ("RUST_LOG".into(), "warn,sqlx=error".into()),
         ];
+        // The suites send hundreds of writes and sandbox deposits in seconds with one key: rate
+        // limits stay on, far above that (api/tests/rate_limits.rs tests throttling).
+        for class in ["READS", "WRITES", "PUBLIC", "TEST_HELPERS"] {
+            env.push((format!("PAYGATE_RATE_LIMITS__{class}__LIMIT"), "1000000".into()));
+        }
         if cfg!(feature = "redis-tests") {
             let url = std::env::var("PAYGATE_TEST_REDIS").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
             env.push(("PAYGATE_QUEUE__BACKEND".into(), "redis".into()));
