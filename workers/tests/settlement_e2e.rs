@@ -56,7 +56,13 @@ async fn setup() -> Setup {
             ("PAYGATE_WEBHOOKS__ALLOW_INSECURE_TARGETS", "true"),
             ("PAYGATE_WEBHOOKS__DISPATCH_INTERVAL_MS", "50"),
             ("PAYGATE_SETTLEMENT__POLL_INTERVAL_MS", "100"),
-            ("PAYGATE_SETTLEMENT__QUOTE_LOCK_SECS", "5"),
+            // The BTC payment must confirm within its quote's lock and the POL one after it,
+            // whatever the machine's speed: a 15 s lock leaves the BTC confirmation (3 blocks,
+            // then a tracker process start) ample time, and 250 ms polygon blocks put the POL
+            // confirmation (128 blocks) at least 32 s after its deposit, past any lock taken
+            // at its detection. (A 5 s lock raced a slow tracker start in a CI run.)
+            ("PAYGATE_SETTLEMENT__QUOTE_LOCK_SECS", "15"),
+            ("PAYGATE_SANDBOX__GATE_BLOCK_INTERVAL_MS__POLYGON", "250"),
         ],
     );
     let http = reqwest::Client::new();
@@ -184,7 +190,7 @@ async fn payments_settle_into_the_target_asset_or_the_paid_one_through_the_conve
         .await;
     let btc_id = btc["id"].as_str().unwrap().to_owned();
     assert_eq!(btc["amount_requested"], "0.01");
-    // 50 POL, settled into USDT on tron; confirms after 128 blocks, long after its 5 s quote.
+    // 50 POL, settled into USDT on tron; confirms after 128 blocks, long after its 15 s quote.
     let pol = s
         .post("/v1/invoices", json!({"currency": "POL", "amount": "50", "target_settlement_asset": "tron_usdt"}))
         .await;
