@@ -144,9 +144,9 @@ impl Serve {
             .env("PAYGATE_LISTEN", format!("127.0.0.1:{port}"))
             .env("PAYGATE_PUBLIC_BASE_URL", format!("http://127.0.0.1:{port}"))
             .env("PAYGATE_SANDBOX__BLOCK_INTERVAL_MS", "300")
-            // Bitcoin's 3 confirmations take ~6 s, so the page (polling every 2 s) shows the
-            // "seen" state before the payment confirms, however the polls fall.
-            .env("PAYGATE_SANDBOX__GATE_BLOCK_INTERVAL_MS__BITCOIN", "2000")
+            // Bitcoin blocks only when the test mines them: the page (polling every 2 s) shows
+            // the "seen" state for as long as the test waits, whatever the machine's speed.
+            .env("PAYGATE_SANDBOX__GATE_BLOCK_INTERVAL_MS__BITCOIN", "0")
             .env("PAYGATE_PIPELINE__SCAN_INTERVAL_MS", "100")
             .env("PAYGATE_PIPELINE__TRACK_INTERVAL_MS", "200")
             .env("RUST_LOG", "warn")
@@ -194,6 +194,19 @@ impl Serve {
             .unwrap();
         assert_eq!(r.status(), 201);
         r.json::<Value>().await.unwrap()["data"].clone()
+    }
+
+    /// Mines `count` sandbox blocks on `currency` (test helper route).
+    async fn mine(&self, currency: &str, count: u32) {
+        let r = self
+            .http
+            .post(format!("{}/v1/test/blocks", self.base))
+            .header("X-API-Key", &self.key)
+            .json(&json!({"currency": currency, "count": count}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{}", r.text().await.unwrap_or_default());
     }
 
     async fn get_invoice(&self, id: &str) -> Value {
@@ -252,8 +265,10 @@ async fn a_payer_pays_a_test_invoice_on_the_checkout_page() {
     // Half now: seen, confirming, then underpaid with the rest to pay.
     b.click("#simulate-partial").await;
     b.wait_text("#simulate-note", "Simulated payment sent").await;
+    serve.mine("BTC", 1).await; // the block holding the transfer: seen, 1 of 3 confirmations
     b.wait_text("#status", "Payment seen").await;
     b.shot("02-payment-seen").await;
+    serve.mine("BTC", 2).await;
     b.wait_text("#status", "Partially paid: 0.005 BTC still to pay").await;
     assert_eq!(b.text("#amount").await, "0.005");
     assert_eq!(b.text("#amount-label").await, "Send the remaining");
@@ -261,7 +276,13 @@ async fn a_payer_pays_a_test_invoice_on_the_checkout_page() {
 
     // The rest: paid, then back to the shop.
     b.click("#simulate-full").await;
-    b.wait_text("#status", "Paid. Thank you!").await;
+    // Blocks until the page shows the payment confirmed (the transfer lands in the next one).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !b.text("#status").await.contains("Paid. Thank you!") {
+        assert!(Instant::now() < deadline, "never paid: {}", b.text("#status").await);
+        serve.mine("BTC", 1).await;
+        tokio::time::sleep(Duration::from_millis(700)).await;
+    }
     assert_eq!(b.js("return window.__noReload;").await, 42, "the status changed without a reload");
     assert!(!b.visible("#pay").await, "nothing left to pay");
     assert_eq!(b.text("#received").await, "Received: 0.01 BTC");
