@@ -55,6 +55,11 @@ async fn setup() -> Setup {
             ("PAYGATE_WEBHOOKS__SECRET_KEY", KEY_HEX),
             ("PAYGATE_WEBHOOKS__ALLOW_INSECURE_TARGETS", "true"),
             ("PAYGATE_WEBHOOKS__DISPATCH_INTERVAL_MS", "50"),
+            // The test flushes Redis right after the BTC payment is paid, possibly while that
+            // `invoice.paid` delivery's job is still queued: the sweeper re-enqueues it once it
+            // is stale (2 s here, as in webhooks_e2e; 60 s by default, the test's whole wait).
+            ("PAYGATE_WEBHOOKS__SWEEP_INTERVAL_MS", "200"),
+            ("PAYGATE_WEBHOOKS__STALE_AFTER_SECS", "2"),
             ("PAYGATE_SETTLEMENT__POLL_INTERVAL_MS", "100"),
             // The BTC payment must confirm within its quote's lock and the POL one after it,
             // whatever the machine's speed: a 15 s lock leaves the BTC confirmation (3 blocks,
