@@ -244,10 +244,14 @@ async fn payments_settle_into_the_target_asset_or_the_paid_one_through_the_conve
             (EntryType::ConversionDebit, Bucket::Available, d("-0.01")),
         ]
     );
+    // Each event once; their order is not asserted: a delivery whose job the Redis flush dropped
+    // is re-enqueued by the sweeper and may arrive after later ones (per-invoice ordering is
+    // not built yet).
     let hooks = s.hooks(&btc_id, 3).await;
-    let kinds: Vec<&str> = hooks.iter().map(|(k, _)| k.as_str()).collect();
-    assert_eq!(kinds, ["invoice.confirming", "invoice.paid", "balance.credited"]);
-    let credited = &hooks[2].1;
+    let mut kinds: Vec<&str> = hooks.iter().map(|(k, _)| k.as_str()).collect();
+    kinds.sort_unstable();
+    assert_eq!(kinds, ["balance.credited", "invoice.confirming", "invoice.paid"]);
+    let credited = &hooks.iter().find(|(k, _)| k == "balance.credited").unwrap().1;
     assert_eq!(
         (credited["outcome"].as_str(), credited["credited_amount"].as_str()),
         (Some("target_credited"), Some("595.5075"))
@@ -279,8 +283,7 @@ async fn payments_settle_into_the_target_asset_or_the_paid_one_through_the_conve
         ]
     );
     let hooks = s.hooks(&pol_id, 3).await;
-    let (kind, credited) = &hooks[2];
-    assert_eq!(kind, "balance.credited");
+    let credited = &hooks.iter().find(|(k, _)| k == "balance.credited").expect("balance.credited").1;
     assert_eq!(
         (credited["outcome"].as_str(), credited["failure_class"].as_str(), credited["credited_amount"].as_str()),
         (Some("source_credited"), Some("quote_expired"), Some("50"))
