@@ -458,13 +458,11 @@ pub fn chains(cfg: &EvmConfig) -> Vec<Arc<dyn Chain>> {
         let rpc = Arc::new(Rpc::new(net));
         for gate in GATES.iter().filter(|g| g.network == network && g.family == AddressFamily::Evm) {
             let token = if gate.is_token {
-                let over = cfg.tokens.get(gate.id);
-                let contract = over.map(|t| t.contract.as_str()).or_else(|| gates::token_contract(gate));
-                let Some(contract) = contract.and_then(|c| Address::from_str(c).ok()) else {
+                let Some((contract, decimals)) = cfg.token(gate) else {
                     tracing::warn!(gate = gate.id, "no usable token contract; gate not scanned");
                     continue;
                 };
-                Some(Token { contract, decimals: over.and_then(|t| t.decimals).unwrap_or(gate.decimals) })
+                Some(Token { contract, decimals })
             } else {
                 None
             };
@@ -704,10 +702,8 @@ pub fn signers(cfg: &EvmConfig) -> Result<Vec<GateSigner>, ChainError> {
         });
         for gate in gates {
             let token = if gate.is_token {
-                let over = cfg.tokens.get(gate.id);
-                let contract = over.map(|t| t.contract.as_str()).or_else(|| gates::token_contract(gate));
-                let Some(contract) = contract.and_then(|c| Address::from_str(c).ok()) else { continue };
-                Some(Token { contract, decimals: over.and_then(|t| t.decimals).unwrap_or(gate.decimals) })
+                let Some((contract, decimals)) = cfg.token(gate) else { continue };
+                Some(Token { contract, decimals })
             } else {
                 None
             };
