@@ -1,0 +1,23 @@
+//! Domain enums stored as strings, with their transition rules beside them: one file per state
+//! machine. Each enum's wire strings (DB value, JSON form, `as_str`/`parse`) are written once, in
+//! its `wire_enum!` (see `wire.rs`).
+
+mod wire;
+
+mod conversion;
+mod delivery;
+mod environment;
+mod invoice;
+mod ledger;
+mod payment;
+mod payout;
+mod refund;
+
+pub use conversion::{ConversionState, ConversionTrigger};
+pub use delivery::{DeliveryStatus, DeliveryTrigger};
+pub use environment::Environment;
+pub use invoice::{InvoiceStatus, InvoiceTrigger};
+pub use ledger::{Bucket, EntryType, FeeAllocation};
+pub use payment::PaymentStatus;
+pub use payout::{PayoutStatus, PayoutTrigger};
+pub use refund::RefundStatus;
