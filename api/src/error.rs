@@ -150,6 +150,12 @@ impl From<crate::gates::ResolveError> for ApiError {
     }
 }
 
+impl From<crate::payouts::service::ReleaseError> for ApiError {
+    fn from(e: crate::payouts::service::ReleaseError) -> Self {
+        ApiError::internal(e)
+    }
+}
+
 impl From<sea_orm::DbErr> for ApiError {
     fn from(e: sea_orm::DbErr) -> Self {
         ApiError::internal(e)

@@ -256,7 +256,7 @@ pub async fn post_credit<C: ConnectionTrait>(
 }
 
 /// Grows (or creates) the invoice's credit in `gate_id`. Call with that gate's balance locked.
-pub(crate) async fn add_invoice_credit<C: ConnectionTrait>(
+pub async fn add_invoice_credit<C: ConnectionTrait>(
     txn: &C,
     invoice_id: Uuid,
     merchant_id: Uuid,

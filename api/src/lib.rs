@@ -22,7 +22,6 @@ pub mod ledger;
 pub mod merchants;
 pub mod openapi;
 pub mod payouts;
-pub mod pipeline;
 pub mod public;
 pub mod ratelimit;
 pub mod rates;

@@ -1,13 +1,11 @@
 //! Issue 17: the operator audit log (`api::audit`). A row commits or rolls back with the change
 //! it describes; on PostgreSQL it can be neither updated nor deleted.
 
-mod common;
-
 use api::audit::{Entry, Filter, record};
-use common::TestApp;
 use entity::Environment;
 use rust_decimal::Decimal;
 use sea_orm::{EntityTrait, PaginatorTrait};
+use testkit::TestApp;
 
 async fn adjust_with_audit(app: &TestApp, merchant: uuid::Uuid, commit: bool) {
     let txn = api::db::begin_write(&app.state.db).await.unwrap();

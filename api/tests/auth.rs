@@ -1,13 +1,11 @@
 //! Spec section 5: authentication, permissions, isolation; envelopes and request ids.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
 use api::auth::Permission;
-use common::TestApp;
 use entity::Environment;
 use serde_json::json;
+use testkit::TestApp;
 
 #[tokio::test]
 async fn missing_malformed_unknown_and_revoked_keys_are_401() {

@@ -3,19 +3,17 @@
 //! escaping, activation and re-activation of deferred invoices (once, even when raced), and the
 //! test-mode simulate buttons (absent in live).
 
-mod common;
-
 use std::str::FromStr;
 use std::time::Duration;
 
-use api::pipeline::sweeper;
-use common::TestApp;
 use entity::{Environment, event, invoice, sandbox_transfer};
 use rust_decimal::Decimal;
 use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
 use serde_json::{Value, json};
+use testkit::TestApp;
 use uuid::Uuid;
+use workers::pipeline::sweeper;
 
 fn d(s: &str) -> Decimal {
     Decimal::from_str(s).unwrap()
@@ -26,7 +24,7 @@ async fn state(app: &TestApp, id: &str) -> (u16, Value) {
     (r.status.as_u16(), r.body["data"].clone())
 }
 
-async fn activate(app: &TestApp, id: &str, gate: &str) -> common::Resp {
+async fn activate(app: &TestApp, id: &str, gate: &str) -> testkit::Resp {
     app.post(&format!("/checkout/{id}/activate"), None, &json!({"gate_id": gate})).await
 }
 
@@ -211,7 +209,7 @@ async fn an_unpaid_activation_that_expired_can_be_activated_again_with_the_same_
         .await
         .unwrap();
     // (The sandbox deposit is not scanned here, so it has no payment yet: record one.)
-    common::credit_invoice(
+    testkit::credit_invoice(
         &app,
         Uuid::parse_str(inv["merchant_id"].as_str().unwrap()).unwrap(),
         Uuid::parse_str(&id).unwrap(),
@@ -248,7 +246,7 @@ async fn the_simulate_buttons_send_the_remaining_half_or_one_and_a_half_in_test_
     assert_eq!(r.status.as_u16(), 400, "{}", r.body);
     // Once the whole amount is in, "full" and "partial" have nothing to send; an excess is half
     // the amount again.
-    common::credit_invoice(&app, merchant, Uuid::parse_str(id).unwrap(), "bitcoin", "0.01").await;
+    testkit::credit_invoice(&app, merchant, Uuid::parse_str(id).unwrap(), "bitcoin", "0.01").await;
     for kind in ["full", "partial"] {
         let r = app.post(&format!("/checkout/{id}/test-payment"), None, &json!({"kind": kind})).await;
         r.assert_error(422, "validation_error", Some("kind"));

@@ -3,11 +3,9 @@
 //! SQLite has no such constraints (money is TEXT there), so this suite runs with `pg-tests`.
 #![cfg(feature = "pg-tests")]
 
-mod common;
-
-use common::{TestApp, credit_invoice};
 use sea_orm::{ActiveModelTrait, ConnectionTrait, EntityTrait, IntoActiveModel, TransactionTrait};
 use serde_json::json;
+use testkit::{TestApp, credit_invoice};
 use uuid::Uuid;
 
 const TRON_DEST: &str = "TLa2f6VPqDgRE67v1736s7bJ8Ray5wYjU7";

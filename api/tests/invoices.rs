@@ -1,14 +1,12 @@
 //! Spec 4.1-4.4: invoices.
 
-mod common;
-
 use std::collections::HashSet;
 
 use api::chain::address::{AddressFamily, ChainNet, validate_address};
 use chrono::{DateTime, Duration, Utc};
-use common::TestApp;
 use entity::Environment;
 use serde_json::{Value, json};
+use testkit::TestApp;
 
 /// Every field of spec 2.2.
 const INVOICE_FIELDS: [&str; 36] = [
@@ -581,7 +579,7 @@ async fn an_exhausted_solana_pool_is_503_and_wastes_no_entries() {
     // no chain adapter yet, so it is offline whatever its pool).
     let app = TestApp::spawn_with(|c| {
         c.addresses.test = Some(api::chain::address::AccountKeysConfig {
-            solana_pool: common::live_keys().solana_pool,
+            solana_pool: testkit::live_keys().solana_pool,
             ..Default::default()
         })
     })
@@ -589,7 +587,7 @@ async fn an_exhausted_solana_pool_is_503_and_wastes_no_entries() {
     let (_, live) = app.test_key().await;
     let a = app.create_invoice(&live, json!({"currency": "SOL", "amount": "1"})).await;
     let b = app.create_invoice(&live, json!({"currency": "solana_usdc", "amount": "5"})).await;
-    let pool: HashSet<String> = common::live_keys().solana_pool.into_iter().collect();
+    let pool: HashSet<String> = testkit::live_keys().solana_pool.into_iter().collect();
     assert!(
         pool.contains(a["deposit_address"].as_str().unwrap()) && pool.contains(b["deposit_address"].as_str().unwrap())
     );

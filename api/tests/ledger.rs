@@ -1,17 +1,15 @@
 //! Ledger and balances: every change is an entry; balance rows equal the sum of their entries;
 //! no bucket ever goes below zero, whatever the concurrency.
 
-mod common;
-
 use std::str::FromStr;
 
 use api::auth::Permission;
 use api::ledger::{LedgerError, Posting};
-use common::TestApp;
 use entity::{Bucket, EntryType, Environment};
 use rust_decimal::Decimal;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, TransactionTrait};
 use serde_json::json;
+use testkit::TestApp;
 use uuid::Uuid;
 
 fn d(s: &str) -> Decimal {

@@ -2,12 +2,10 @@
 //! deposits (addresses derive AND a chain adapter watches its network), and payouts and refunds
 //! are accepted only where a payout signer is configured. Otherwise 503 `gate_offline`.
 
-mod common;
-
 use api::config::{EvmNetworkConfig, Redacted};
-use common::{TestApp, credit_invoice_in};
 use entity::Environment;
 use serde_json::{Value, json};
+use testkit::{TestApp, credit_invoice_in};
 use uuid::Uuid;
 
 const ETH_DEST: &str = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8";
@@ -111,7 +109,7 @@ async fn live_payouts_and_refunds_need_a_signer() {
     let btc = json!({"currency": "BTC", "amount": "0.01", "destination": BTC_DEST});
     app.post("/v1/payouts", Some(&live), &btc).await.assert_error(503, "gate_offline", None);
     // Nothing was reserved by the refused requests.
-    let (b, _) = common::assert_ledger_sums(&app.state.db, m, "ethereum").await;
+    let (b, _) = testkit::assert_ledger_sums(&app.state.db, m, "ethereum").await;
     assert_eq!((b.available.0, b.reserved.0), (rust_decimal::Decimal::ONE, rust_decimal::Decimal::ZERO));
 
     // The same deployment with a hot wallet key for ethereum accepts both.

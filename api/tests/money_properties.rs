@@ -5,8 +5,6 @@
 //! they are accepted exactly when the model says the credit (minus live refunds) and the balance
 //! cover them, and a cancelled or rejected refund's amount becomes refundable again.
 
-mod common;
-
 use std::collections::HashMap;
 
 use api::auth::{Permissions, Principal};
@@ -15,11 +13,11 @@ use api::payouts::service::{self, Created};
 use api::payouts::types::CreatePayoutRequest;
 use api::refunds::service as refunds;
 use api::refunds::types::CreateRefundRequest;
-use common::TestApp;
 use entity::{Environment, FeeAllocation, PayoutStatus};
 use proptest::prelude::*;
 use rust_decimal::Decimal;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+use testkit::TestApp;
 use uuid::Uuid;
 
 #[derive(Debug, Clone)]
@@ -114,7 +112,7 @@ fn money_services_keep_the_ledger_consistent() {
                             available += Decimal::from(n);
                         }
                         Op::InvoiceCredit(n) => {
-                            common::credit_invoice(&app, m, invoice, "tron_usdt", &n.to_string()).await;
+                            testkit::credit_invoice(&app, m, invoice, "tron_usdt", &n.to_string()).await;
                             available += Decimal::from(n);
                             credited += Decimal::from(n);
                         }

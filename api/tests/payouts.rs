@@ -1,15 +1,13 @@
 //! Spec 4.5-4.8 and 3.2: payouts, their reservation and release.
 
-mod common;
-
 use std::str::FromStr;
 
 use api::auth::Permission;
 use api::config::{GateFees, GateOverride, GateStatus};
-use common::TestApp;
 use entity::{Environment, FeeAllocation};
 use rust_decimal::Decimal;
 use serde_json::{Value, json};
+use testkit::TestApp;
 use uuid::Uuid;
 
 const TRON_DEST: &str = "TTxSA9fmLZbSEfkEejjU2vDqE8GyS5nCJP";

@@ -1,13 +1,11 @@
 //! Spec 4.13, 4.14: currencies and rates; OpenAPI and docs.
 
-mod common;
-
 use std::time::Duration;
 
 use axum::Json;
 use axum::routing::get;
-use common::TestApp;
 use serde_json::{Value, json};
+use testkit::TestApp;
 
 #[tokio::test]
 async fn currencies_list_the_eighteen_gates() {

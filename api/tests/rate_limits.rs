@@ -3,11 +3,9 @@
 //! `Retry-After` and the `RateLimit-*` headers; per-merchant overrides. The Redis store (shared
 //! by API processes, failing open) runs with `--features redis-tests`.
 
-mod common;
-
 use api::config::{Config, RateLimit};
-use common::{Resp, TestApp};
 use serde_json::{Value, json};
+use testkit::{Resp, TestApp};
 
 fn per_hour(limit: u32) -> RateLimit {
     // A long period: no request is refilled while a test runs.

@@ -1,15 +1,13 @@
 //! Spec 4.9 and 2.6: refunds of an invoice's credit, carried out by linked payouts.
 
-mod common;
-
 use std::str::FromStr;
 
 use api::auth::Permission;
 use api::config::GateFees;
-use common::{TestApp, credit_invoice};
 use entity::{Environment, FeeAllocation};
 use rust_decimal::Decimal;
 use serde_json::{Value, json};
+use testkit::{TestApp, credit_invoice};
 use uuid::Uuid;
 
 const TRON_DEST: &str = "TTxSA9fmLZbSEfkEejjU2vDqE8GyS5nCJP";
@@ -46,11 +44,11 @@ impl Setup {
         json!({"invoice_id": self.invoice, "currency": "USDT", "network": "tron", "amount": amount, "destination": TRON_DEST})
     }
 
-    async fn refund(&self, idem: &str, body: &Value) -> common::Resp {
+    async fn refund(&self, idem: &str, body: &Value) -> testkit::Resp {
         self.refund_with(&self.key, Some(idem), body).await
     }
 
-    async fn refund_with(&self, key: &str, idem: Option<&str>, body: &Value) -> common::Resp {
+    async fn refund_with(&self, key: &str, idem: Option<&str>, body: &Value) -> testkit::Resp {
         let mut rb = self.app.http.post(self.app.url("/v1/refunds")).header("X-API-Key", key).json(body);
         if let Some(k) = idem {
             rb = rb.header("Idempotency-Key", k);
@@ -502,7 +500,7 @@ async fn refunded(app: &TestApp, invoice: Uuid) -> Decimal {
 /// Every bucket of the merchant's tron_usdt balance equals the sum of its entries, and no
 /// entry ever recorded a bucket below zero.
 async fn assert_ledger_consistent(app: &TestApp, m: Uuid, available: &str, reserved: &str) {
-    let (b, entries) = common::assert_ledger_sums(&app.state.db, m, "tron_usdt").await;
+    let (b, entries) = testkit::assert_ledger_sums(&app.state.db, m, "tron_usdt").await;
     assert_eq!((b.available.0, b.reserved.0), (d(available), d(reserved)));
     assert!(entries.iter().all(|e| e.balance_after.0 >= Decimal::ZERO), "a bucket went below zero");
 }

@@ -1,8 +1,6 @@
 //! Issue 17: the API listener's header read, request and idle timeouts, its connection cap,
 //! graceful shutdown and `ConnectInfo`, over real sockets on 127.0.0.1.
 
-mod common;
-
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +9,7 @@ use api::config::ServerConfig;
 use axum::Router;
 use axum::extract::ConnectInfo;
 use axum::routing::get;
-use common::TestApp;
+use testkit::TestApp;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{Notify, oneshot};

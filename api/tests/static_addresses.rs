@@ -1,17 +1,15 @@
 //! Spec 2.7 and 4.12: static deposit addresses.
 
-mod common;
-
 use std::collections::HashSet;
 
 use api::auth::Permission;
 use api::chain::address::{AddressFamily, ChainNet, validate_address};
 use chrono::{DateTime, Utc};
-use common::TestApp;
 use entity::{Environment, invoice, static_address};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde_json::{Value, json};
+use testkit::TestApp;
 use uuid::Uuid;
 
 /// Every field of spec 2.7, plus `network`.
@@ -36,7 +34,7 @@ async fn create_address(app: &TestApp, key: &str, body: Value) -> Value {
     r.data().clone()
 }
 
-fn total(r: &common::Resp) -> u64 {
+fn total(r: &testkit::Resp) -> u64 {
     r.body["meta"]["pagination"]["total"].as_u64().unwrap_or_else(|| panic!("no pagination: {}", r.body))
 }
 
@@ -509,8 +507,8 @@ async fn openapi_documents_the_address_endpoints() {
 /// lock lost updates).
 #[tokio::test]
 async fn concurrent_confirmations_to_one_static_address_add_up_exactly() {
-    use api::chain::Chains;
-    use api::pipeline::{scanner, tracker};
+    use workers::chain::Chains;
+    use workers::pipeline::{scanner, tracker};
     let app = TestApp::spawn_with(|c| c.sandbox.block_interval_ms = 0).await;
     let (_, key) = app.test_key().await;
     let a = create_address(&app, &key, json!({"currency": "USDT", "network": "tron"})).await;

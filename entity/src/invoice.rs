@@ -54,16 +54,9 @@ pub struct Model {
     pub cancelled_at: Option<DateTimeUtc>,
 }
 
+/// An invoice's payments are related from their side (`payment.rs`), so this table's module
+/// knows none of the tables that point at it.
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
-pub enum Relation {
-    #[sea_orm(has_many = "super::payment::Entity")]
-    Payment,
-}
-
-impl Related<super::payment::Entity> for Entity {
-    fn to() -> RelationDef {
-        Relation::Payment.def()
-    }
-}
+pub enum Relation {}
 
 impl ActiveModelBehavior for ActiveModel {}

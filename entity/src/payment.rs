@@ -52,8 +52,6 @@ pub struct Model {
 pub enum Relation {
     #[sea_orm(belongs_to = "super::invoice::Entity", from = "Column::InvoiceId", to = "super::invoice::Column::Id")]
     Invoice,
-    #[sea_orm(has_one = "super::settlement_conversion::Entity")]
-    SettlementConversion,
 }
 
 impl Related<super::invoice::Entity> for Entity {
@@ -62,9 +60,10 @@ impl Related<super::invoice::Entity> for Entity {
     }
 }
 
-impl Related<super::settlement_conversion::Entity> for Entity {
+/// An invoice has many payments (the reverse of [`Relation::Invoice`]).
+impl Related<Entity> for super::invoice::Entity {
     fn to() -> RelationDef {
-        Relation::SettlementConversion.def()
+        Relation::Invoice.def().rev()
     }
 }
 

@@ -51,4 +51,11 @@ impl Related<super::payment::Entity> for Entity {
     }
 }
 
+/// A payment has at most one conversion (the reverse of [`Relation::Payment`]).
+impl Related<Entity> for super::payment::Entity {
+    fn to() -> RelationDef {
+        Relation::Payment.def().rev()
+    }
+}
+
 impl ActiveModelBehavior for ActiveModel {}

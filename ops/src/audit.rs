@@ -25,10 +25,10 @@ pub enum AuditCmd {
         #[arg(long)]
         target: Option<String>,
         /// At or after: RFC 3339 time or an age such as `90m`, `6h`, `2d`.
-        #[arg(long, value_parser = crate::webhooks::parse_time)]
+        #[arg(long, value_parser = crate::args::parse_time)]
         since: Option<DateTime<Utc>>,
         /// Before: RFC 3339 time or an age.
-        #[arg(long, value_parser = crate::webhooks::parse_time)]
+        #[arg(long, value_parser = crate::args::parse_time)]
         until: Option<DateTime<Utc>>,
         #[arg(long, default_value_t = 50)]
         limit: u64,

@@ -12,7 +12,6 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, ensure};
-use api::chain::evm::{EvmChain, Rpc};
 use api::config::{Config, EvmNetworkConfig};
 use chrono::Utc;
 use clap::Args;
@@ -20,6 +19,7 @@ use entity::{Amount, Environment, InvoiceStatus, invoice, payment, scan_cursor};
 use sea_orm::{ConnectionTrait, EntityTrait, PaginatorTrait};
 use serde_json::{Value, json};
 use uuid::Uuid;
+use workers::chain::evm::{EvmChain, Rpc};
 
 #[derive(Args, Debug)]
 pub struct BenchEvmScanArgs {
@@ -182,7 +182,7 @@ async fn scan_once(
     let net = EvmNetworkConfig { rpc_url: rpc_url.to_owned(), ..Default::default() };
     let chain = EvmChain::new(gate, std::sync::Arc::new(Rpc::new(&net)), None, 0);
     let t = Instant::now();
-    while let Some(r) = api::pipeline::scanner::scan_gate(&db, &chain, Environment::Live, args.batch).await? {
+    while let Some(r) = workers::pipeline::scanner::scan_gate(&db, &chain, Environment::Live, args.batch).await? {
         if r.to >= end {
             break;
         }

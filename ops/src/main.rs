@@ -1,6 +1,7 @@
 //! `ops`: the operator CLI. Every command reads the same configuration as the services
 //! (defaults < paygate.toml < PAYGATE_* variables).
 
+mod args;
 mod audit;
 mod bench;
 mod bench_evm;
@@ -618,8 +619,8 @@ async fn stuck_payouts(
     config: &Config,
     older_than: chrono::Duration,
 ) -> anyhow::Result<()> {
-    use api::chain::Outgoing;
-    let chains = api::chain::Chains::new(db, &config.sandbox).with_evm(&config.evm);
+    use workers::chain::Outgoing;
+    let chains = workers::chain::Chains::new(db, &config.sandbox).with_evm(&config.evm);
     let now = chrono::Utc::now();
     let mut listed = 0;
     for p in api::payouts::service::stuck_candidates(db, older_than).await? {

@@ -5,21 +5,22 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use api::chain::Chains;
-use api::chain::signer::Signers;
 use api::config::Config;
-use api::payouts::executor::{self, Executor};
-use api::pipeline::{scanner, sweeper, tracker};
 use api::rates::Rates;
-use api::settlement::{self, Converter, venue::Venues};
-use api::webhooks::{self, deliver::Deliverer, deliver::Outcome, secrets::SecretBox};
+use api::webhooks::{self, secrets::SecretBox};
 use entity::Environment;
 use sea_orm::DatabaseConnection;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use crate::chain::Chains;
+use crate::chain::signer::Signers;
+use crate::deliver::{self, Deliverer, Outcome};
+use crate::executor::{self, Executor};
+use crate::pipeline::{scanner, sweeper, tracker};
 use crate::platform::{Job, JobCtx, JobError, Queues, Runtime, StageSettings};
+use crate::settlement::{self, Converter, venue::Venues};
 
 /// Scan one gate's new blocks.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -279,7 +280,7 @@ async fn deliver(ctx: &StageCtx, job: DeliverWebhook) -> Result<(), JobError> {
     };
     match deliverer.attempt(job.delivery_id).await.map_err(JobError::retry)? {
         Outcome::RetryAfter(delay) | Outcome::NotDue(delay) => {
-            // Lost pushes are found by the sweeper (`webhooks::deliver::stale`).
+            // Lost pushes are found by the sweeper (`deliver::stale`).
             ctx.queues.push_after(job, delay).await?;
         }
         Outcome::Delivered | Outcome::Dead | Outcome::Skipped => {}
@@ -307,7 +308,7 @@ async fn dispatch(ctx: &StageCtx) -> anyhow::Result<()> {
 /// Re-enqueues deliveries whose job was lost.
 async fn sweep_webhooks(ctx: &StageCtx) -> anyhow::Result<()> {
     let stale_after = Duration::from_secs(ctx.config.webhooks.stale_after_secs);
-    let ids = webhooks::deliver::stale(&ctx.db, stale_after, 1000).await?;
+    let ids = deliver::stale(&ctx.db, stale_after, 1000).await?;
     if !ids.is_empty() {
         tracing::info!(count = ids.len(), "re-enqueueing webhook deliveries whose job was lost");
         ctx.queues.push_many(ids.into_iter().map(|delivery_id| DeliverWebhook { delivery_id })).await?;

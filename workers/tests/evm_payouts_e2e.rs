@@ -5,21 +5,18 @@
 //! `--features anvil-tests` (`.ci/run` does).
 #![cfg(feature = "anvil-tests")]
 
-mod fleet;
-
-#[path = "../../api/tests/common/mod.rs"]
-mod api_common;
+use testkit::fleet;
 
 use std::collections::HashSet;
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-use api_common::anvil::Anvil;
 use entity::{Environment, FeeAllocation, PayoutStatus, payout};
 use fleet::{Fleet, wait_ready};
 use rust_decimal::Decimal;
 use sea_orm::EntityTrait;
 use serde_json::json;
+use testkit::anvil::Anvil;
 
 /// anvil's second dev account (its well-known test key).
 const HOT_WALLET_KEY: &str = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d";
@@ -29,9 +26,9 @@ const HOT_WALLET: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
 async fn two_executor_processes_pay_out_on_anvil_without_reusing_a_nonce() {
     const PAYOUTS: u8 = 8;
     let anvil = Anvil::start().await;
-    let db = api_common::Db::fresh().await;
+    let db = testkit::Db::fresh().await;
     // Live EVM gates are online once the live EVM account key is configured.
-    let xpub = api_common::live_keys().evm_xpub.unwrap();
+    let xpub = testkit::live_keys().evm_xpub.unwrap();
     let fleet = Fleet::new(
         &db.url,
         &[
@@ -109,6 +106,6 @@ async fn two_executor_processes_pay_out_on_anvil_without_reusing_a_nonce() {
         assert_eq!(Decimal::from_i128_with_scale(wei as i128, 18).normalize(), Decimal::from_str("0.25").unwrap());
     }
     let fees: Decimal = rows.iter().map(|p| p.network_fee.0).sum();
-    let (b, _) = api_common::assert_ledger_sums(&conn, merchant, "ethereum").await;
+    let (b, _) = testkit::assert_ledger_sums(&conn, merchant, "ethereum").await;
     assert_eq!(b.available.0, Decimal::from(5) - Decimal::from(2) - fees);
 }

@@ -5,10 +5,7 @@
 //! expected event exists exactly once.
 #![cfg(feature = "redis-tests")]
 
-mod fleet;
-
-#[path = "../../api/tests/common/mod.rs"]
-mod api_common;
+use testkit::fleet;
 
 use std::time::{Duration, Instant};
 
@@ -22,7 +19,7 @@ const INVOICES: usize = 500;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_workers_and_a_redis_flush_lose_and_duplicate_nothing() {
-    let db = api_common::Db::fresh().await;
+    let db = testkit::Db::fresh().await;
     let fleet = Fleet::new(&db.url, &[]);
     let http = reqwest::Client::new();
     let api = fleet.api();

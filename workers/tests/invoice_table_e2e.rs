@@ -4,7 +4,7 @@
 //! outbox events. Rows that need the checkout page (draft activation, payer notification) belong
 //! to the checkout issue and are not here.
 
-mod fleet;
+use testkit::fleet;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -12,9 +12,6 @@ use std::time::{Duration, Instant};
 use fleet::{Fleet, Proc, wait_ready};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 use serde_json::{Value, json};
-
-#[path = "../../api/tests/common/mod.rs"]
-mod api_common;
 
 struct Client {
     http: reqwest::Client,
@@ -79,7 +76,7 @@ impl Client {
 }
 
 async fn events(db: &sea_orm::DatabaseConnection, invoice: &str) -> Vec<String> {
-    api_common::invoice_events(db, invoice).await
+    testkit::invoice_events(db, invoice).await
 }
 
 /// Ledger entry types referencing the invoice's payments, per payment, oldest first.
@@ -139,7 +136,7 @@ async fn end_window(db: &sea_orm::DatabaseConnection, invoice: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_row_of_the_invoice_table() {
-    let db = api_common::Db::fresh().await;
+    let db = testkit::Db::fresh().await;
     // A 20 s monitoring window: bitcoin (3 blocks) and ethereum (12) confirm well within it at
     // 100 ms blocks; polygon (128 blocks of 300 ms, ~38 s) does not. The margins are wide so a
     // slow machine cannot reorder the steps (a 6 s window failed on a loaded CI runner).

@@ -7,10 +7,7 @@
 //! signed transaction and right after broadcasting it, and the test SIGKILLs it inside those
 //! windows, again and again; every payout still ends with exactly one transaction on the chain.
 
-mod fleet;
-
-#[path = "../../api/tests/common/mod.rs"]
-mod api_common;
+use testkit::fleet;
 
 use std::collections::HashMap;
 use std::str::FromStr;
@@ -30,7 +27,7 @@ fn d(s: &str) -> Decimal {
 }
 
 struct Setup {
-    _db: api_common::Db,
+    _db: testkit::Db,
     conn: DatabaseConnection,
     fleet: Fleet,
     api: Proc,
@@ -42,7 +39,7 @@ struct Setup {
 /// tron_usdt fees: payout 1, network estimate 2 (the sandbox charges 1.8); merchant pays both;
 /// auto-approval without delay; `fund` USDT available.
 async fn setup(fund: &str, extra: &[(&str, &str)]) -> Setup {
-    let db = api_common::Db::fresh().await;
+    let db = testkit::Db::fresh().await;
     let mut env = vec![
         ("PAYGATE_FEES__TRON_USDT__PAYOUT_FEE", "1"),
         ("PAYGATE_FEES__TRON_USDT__NETWORK_FEE", "2"),
@@ -96,7 +93,7 @@ impl Setup {
         let inv =
             self.post("/v1/invoices", json!({"currency": "USDT", "network": "tron", "amount": credited}), None).await;
         let invoice_id = Uuid::parse_str(inv["id"].as_str().unwrap()).unwrap();
-        api_common::credit_invoice_on(&self.conn, self.merchant, invoice_id, "tron_usdt", credited).await;
+        testkit::credit_invoice_on(&self.conn, self.merchant, invoice_id, "tron_usdt", credited).await;
         let body = json!({"invoice_id": invoice_id, "currency": "USDT", "network": "tron", "amount": amount, "destination": TRON_DEST});
         let r = self.post("/v1/refunds", body, Some("e2e-refund")).await;
         (r["id"].as_str().unwrap().to_owned(), Uuid::parse_str(r["payout_id"].as_str().unwrap()).unwrap())
@@ -168,7 +165,7 @@ impl Setup {
             }
         }
         assert_eq!(sent.len(), rows.iter().filter(|p| p.status == PayoutStatus::Completed).count());
-        let (b, _) = api_common::assert_ledger_sums(&self.conn, self.merchant, "tron_usdt").await;
+        let (b, _) = testkit::assert_ledger_sums(&self.conn, self.merchant, "tron_usdt").await;
         assert_eq!((b.available.0, b.reserved.0), (fund - spent, Decimal::ZERO));
         let count =
             |kind: &'static str| event::Entity::find().filter(event::Column::EventType.eq(kind)).count(&self.conn);
@@ -210,7 +207,7 @@ async fn payouts_complete_and_fail_through_the_executor_process() {
     assert!(failed.failure_reason.as_deref().unwrap().contains("forced failure"));
     s.verify(d("540"), &rows).await;
     // 500 + 40 credited - (10.5 + … + 15.5) - 6 × (1 + 1.8) - refund 15 - 1.8
-    let (b, _) = api_common::assert_ledger_sums(&s.conn, s.merchant, "tron_usdt").await;
+    let (b, _) = testkit::assert_ledger_sums(&s.conn, s.merchant, "tron_usdt").await;
     assert_eq!(b.available.0, d("540") - d("78") - d("16.8") - d("15") - d("1.8"));
 }
 

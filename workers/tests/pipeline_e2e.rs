@@ -3,16 +3,13 @@
 //! database (SQLite, or PostgreSQL with `pg-tests`) and one queue backend (the embedded SQLite
 //! queue, or Redis with `redis-tests`, under a fresh key prefix).
 
-#[path = "../../api/tests/common/mod.rs"]
-mod api_common;
-
 use std::time::{Duration, Instant};
 
-mod fleet;
+use testkit::fleet;
 
-use api_common::{Db, TestApp};
 use fleet::{Fleet, wait_ready};
 use serde_json::{Value, json};
+use testkit::{Db, TestApp};
 
 async fn wait_status(app: &TestApp, key: &str, invoice: &str, want: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(60);

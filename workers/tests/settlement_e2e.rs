@@ -11,10 +11,7 @@
 //! - a POL invoice whose payment confirms (128 blocks) after its quote's lock (5 s): the paid
 //!   asset is credited, `quote_expired`.
 
-mod fleet;
-
-#[path = "../../api/tests/common/mod.rs"]
-mod api_common;
+use testkit::fleet;
 
 use std::str::FromStr;
 use std::time::{Duration, Instant};
@@ -37,7 +34,7 @@ fn d(s: &str) -> Decimal {
 }
 
 struct Setup {
-    _db: api_common::Db,
+    _db: testkit::Db,
     conn: DatabaseConnection,
     fleet: Fleet,
     api: Proc,
@@ -48,7 +45,7 @@ struct Setup {
 }
 
 async fn setup() -> Setup {
-    let db = api_common::Db::fresh().await;
+    let db = testkit::Db::fresh().await;
     let fleet = Fleet::new(
         &db.url,
         &[
@@ -140,7 +137,7 @@ impl Setup {
     }
 
     async fn ledger(&self, gate: &str) -> Vec<(EntryType, Bucket, Decimal)> {
-        let (_, _) = api_common::assert_ledger_sums(&self.conn, self.merchant, gate).await;
+        let (_, _) = testkit::assert_ledger_sums(&self.conn, self.merchant, gate).await;
         ledger_entry::Entity::find()
             .filter(ledger_entry::Column::MerchantId.eq(self.merchant))
             .filter(ledger_entry::Column::GateId.eq(gate))
@@ -291,7 +288,7 @@ async fn payments_settle_into_the_target_asset_or_the_paid_one_through_the_conve
     assert_eq!(credited["credited_currency"], "POL");
 
     // Balances exact: USDT holds only the BTC conversion's net amount.
-    let (usdt, _) = api_common::assert_ledger_sums(&s.conn, s.merchant, "tron_usdt").await;
+    let (usdt, _) = testkit::assert_ledger_sums(&s.conn, s.merchant, "tron_usdt").await;
     assert_eq!((usdt.available.0, usdt.pending.0), (d("595.5075"), Decimal::ZERO));
     assert_eq!(s.ledger("tron_usdt").await, [(EntryType::ConversionCredit, Bucket::Available, d("595.5075"))]);
     // Exactly one balance.credited per payment was delivered.

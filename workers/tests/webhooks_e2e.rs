@@ -7,10 +7,7 @@
 //! 2. The deliverer is SIGKILLed mid-batch and (on Redis) every queued job is flushed: after a
 //!    restart every event is delivered at least once.
 
-mod fleet;
-
-#[path = "../../api/tests/common/mod.rs"]
-mod api_common;
+use testkit::fleet;
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
@@ -29,7 +26,7 @@ use uuid::Uuid;
 const KEY_HEX: &str = "5c1e8d6f0b2a4c7e9d3f1a8b6c4e2d0f5c1e8d6f0b2a4c7e9d3f1a8b6c4e2d0f";
 
 struct Setup {
-    _db: api_common::Db,
+    _db: testkit::Db,
     conn: DatabaseConnection,
     fleet: Fleet,
     merchant: Uuid,
@@ -37,7 +34,7 @@ struct Setup {
 }
 
 async fn setup(extra: &[(&str, &str)]) -> Setup {
-    let db = api_common::Db::fresh().await;
+    let db = testkit::Db::fresh().await;
     let mut env = vec![
         ("PAYGATE_WEBHOOKS__SECRET_KEY", KEY_HEX),
         ("PAYGATE_WEBHOOKS__ALLOW_INSECURE_TARGETS", "true"),

@@ -1,5 +1,7 @@
 //! The sandbox chain of the test environment, persisted in the database so every process
-//! (API, scanner, tracker, `ops`) sees the same blocks.
+//! (API, scanner, tracker, `ops`) sees the same blocks. This is its write side (blocks, deposits,
+//! reversals: the test helpers and `ops sandbox`); the scanner and tracker read it through
+//! `workers::chain::sandbox`.
 //!
 //! The tip advances lazily: whoever reads it adds one block per configured interval elapsed
 //! since `advanced_at`, with a guarded update. A deposit is included in the block after the tip,
@@ -7,7 +9,7 @@
 //! transfer can therefore never land in a block the scanner has already read.
 
 use chrono::{DateTime, Duration, Utc};
-use entity::{Amount, sandbox_broadcast, sandbox_chain, sandbox_transfer};
+use entity::{Amount, sandbox_chain, sandbox_transfer};
 use rust_decimal::Decimal;
 use sea_orm::sea_query::{Expr, OnConflict};
 use sea_orm::{
@@ -16,9 +18,9 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
+use sea_orm::DbErr;
+
 use super::address::AddressFamily;
-use super::signer::SandboxTx;
-use super::{Broadcast, Chain, ChainError, Outgoing, SignedTx, Transfer, TxStatus};
 use crate::gates::Gate;
 
 pub struct SandboxChain {
@@ -42,6 +44,14 @@ impl SandboxChain {
         SandboxChain { db, gate, interval_ms }
     }
 
+    pub fn gate(&self) -> &'static Gate {
+        self.gate
+    }
+
+    pub fn db(&self) -> &DatabaseConnection {
+        &self.db
+    }
+
     /// The chain row, created at height 1 on first use.
     async fn row<C: ConnectionTrait>(&self, db: &C) -> Result<sandbox_chain::Model, sea_orm::DbErr> {
         if let Some(r) = sandbox_chain::Entity::find_by_id(self.gate.id).one(db).await? {
@@ -63,7 +73,7 @@ impl SandboxChain {
     }
 
     /// Adds `extra` blocks plus the ones due by time, with a guarded update; returns the height.
-    async fn advance<C: ConnectionTrait>(&self, db: &C, extra: i64) -> Result<i64, sea_orm::DbErr> {
+    pub async fn advance<C: ConnectionTrait>(&self, db: &C, extra: i64) -> Result<i64, sea_orm::DbErr> {
         loop {
             let r = self.row(db).await?;
             let (blocks, advanced_at) = due(self.interval_ms, r.advanced_at, Utc::now());
@@ -87,7 +97,7 @@ impl SandboxChain {
     /// Takes the chain row's lock (also creating it) and returns the tip: no advance can commit
     /// between this and the caller's commit, so what it writes into block tip + 1 can never land
     /// in a block a scanner has already read.
-    async fn locked_tip(&self, txn: &sea_orm::DatabaseTransaction) -> Result<i64, sea_orm::DbErr> {
+    pub async fn locked_tip(&self, txn: &sea_orm::DatabaseTransaction) -> Result<i64, sea_orm::DbErr> {
         self.row(txn).await?;
         sandbox_chain::Entity::update_many()
             .col_expr(sandbox_chain::Column::Height, Expr::col(sandbox_chain::Column::Height))
@@ -98,8 +108,8 @@ impl SandboxChain {
     }
 
     /// Mines `count` blocks at once (test helpers, `ops sandbox mine`); returns the new tip.
-    pub async fn mine(&self, count: u64) -> Result<u64, ChainError> {
-        let count = i64::try_from(count).map_err(|_| ChainError::Unavailable("too many blocks".into()))?;
+    pub async fn mine(&self, count: u64) -> Result<u64, DbErr> {
+        let count = i64::try_from(count).map_err(|_| DbErr::Custom("too many blocks".into()))?;
         Ok(self.advance(&self.db, count).await? as u64)
     }
 
@@ -110,7 +120,7 @@ impl SandboxChain {
         address_key: &str,
         amount: Decimal,
         tx_hash: Option<&str>,
-    ) -> Result<sandbox_transfer::Model, ChainError> {
+    ) -> Result<sandbox_transfer::Model, DbErr> {
         let txn = crate::db::begin_write(&self.db).await?;
         let tip = self.locked_tip(&txn).await?;
         let tx_hash = match tx_hash {
@@ -142,7 +152,7 @@ impl SandboxChain {
     }
 
     /// Takes a transfer off the chain (as a reorg or double spend would). Idempotent.
-    pub async fn reverse(&self, transfer_id: Uuid) -> Result<Option<sandbox_transfer::Model>, ChainError> {
+    pub async fn reverse(&self, transfer_id: Uuid) -> Result<Option<sandbox_transfer::Model>, DbErr> {
         sandbox_transfer::Entity::update_many()
             .col_expr(sandbox_transfer::Column::ReversedAt, Expr::value(Utc::now()))
             .filter(sandbox_transfer::Column::Id.eq(transfer_id))
@@ -180,106 +190,9 @@ pub fn sandbox_fee(gate: &Gate, max_fee: Decimal) -> Decimal {
     (max_fee * Decimal::new(9, 1)).round_dp_with_strategy(gate.decimals, rust_decimal::RoundingStrategy::ToZero)
 }
 
-impl SandboxChain {
-    async fn send(&self, tx: &SignedTx) -> Result<Broadcast, ChainError> {
-        let body: SandboxTx = match serde_json::from_str(&tx.raw) {
-            Ok(b) => b,
-            Err(e) => return Ok(Broadcast::Rejected(format!("malformed transaction: {e}"))),
-        };
-        if body.gate_id != self.gate.id {
-            return Ok(Broadcast::Rejected(format!("transaction for {} sent to {}", body.gate_id, self.gate.id)));
-        }
-        if body.to.eq_ignore_ascii_case(&failure_destination(self.gate.family)) {
-            return Ok(Broadcast::Rejected("sandbox: destination rejected (forced failure address)".into()));
-        }
-        let txn = crate::db::begin_write(&self.db).await?;
-        let tip = self.locked_tip(&txn).await?;
-        let row = sandbox_broadcast::Model {
-            tx_hash: tx.tx_hash.clone(),
-            gate_id: self.gate.id.into(),
-            destination: body.to,
-            destination_tag: body.tag,
-            amount: Amount::new(body.amount),
-            fee: Amount::new(sandbox_fee(self.gate, body.max_fee)),
-            reference: body.memo,
-            block_height: tip + 1,
-            created_at: Utc::now(),
-        };
-        let n = sandbox_broadcast::Entity::insert(sandbox_broadcast::ActiveModel::from(row))
-            .on_conflict(OnConflict::column(sandbox_broadcast::Column::TxHash).do_nothing().to_owned())
-            .exec_without_returning(&txn)
-            .await?;
-        txn.commit().await?;
-        Ok(if n == 1 { Broadcast::Accepted } else { Broadcast::AlreadyKnown })
-    }
-}
-
 fn random_tx_hash() -> String {
     let bytes: [u8; 32] = rand::random();
     hex::encode(bytes)
-}
-
-#[async_trait::async_trait]
-impl Chain for SandboxChain {
-    fn gate(&self) -> &'static Gate {
-        self.gate
-    }
-
-    async fn tip(&self) -> Result<u64, ChainError> {
-        Ok(self.advance(&self.db, 0).await? as u64)
-    }
-
-    async fn transfers(&self, from: u64, to: u64) -> Result<Vec<Transfer>, ChainError> {
-        let rows = sandbox_transfer::Entity::find()
-            .filter(sandbox_transfer::Column::GateId.eq(self.gate.id))
-            .filter(sandbox_transfer::Column::BlockHeight.between(from as i64, to as i64))
-            .filter(sandbox_transfer::Column::ReversedAt.is_null())
-            .order_by_asc(sandbox_transfer::Column::BlockHeight)
-            .order_by_asc(sandbox_transfer::Column::Id)
-            .all(&self.db)
-            .await?;
-        Ok(rows
-            .into_iter()
-            .map(|t| Transfer {
-                tx_hash: t.tx_hash,
-                output_index: t.output_index,
-                address_key: t.address_key,
-                amount: t.amount.0,
-                block_height: t.block_height as u64,
-            })
-            .collect())
-    }
-
-    async fn status(&self, tx_hash: &str, output_index: i64) -> Result<TxStatus, ChainError> {
-        let t = sandbox_transfer::Entity::find()
-            .filter(sandbox_transfer::Column::GateId.eq(self.gate.id))
-            .filter(sandbox_transfer::Column::TxHash.eq(tx_hash))
-            .filter(sandbox_transfer::Column::OutputIndex.eq(output_index))
-            .one(&self.db)
-            .await?;
-        let Some(t) = t.filter(|t| t.reversed_at.is_none()) else { return Ok(TxStatus::Gone) };
-        let tip = self.tip().await? as i64;
-        Ok(TxStatus::Confirmations(if t.block_height > tip { 0 } else { (tip - t.block_height + 1) as u64 }))
-    }
-
-    /// A sandbox transfer is gone only when it was reversed on purpose (`reversed_at` is set in
-    /// the database every process reads): nothing to wait for.
-    fn gone_is_final(&self) -> bool {
-        true
-    }
-
-    async fn broadcast(&self, tx: &SignedTx) -> Result<Broadcast, ChainError> {
-        self.send(tx).await
-    }
-
-    async fn outgoing(&self, tx_hash: &str) -> Result<Outgoing, ChainError> {
-        let Some(b) = sandbox_broadcast::Entity::find_by_id(tx_hash).one(&self.db).await? else {
-            return Ok(Outgoing::Unknown);
-        };
-        let tip = self.tip().await? as i64;
-        let confirmations = if b.block_height > tip { 0 } else { (tip - b.block_height + 1) as u64 };
-        Ok(Outgoing::Confirmations { confirmations, fee: Some(b.fee.0) })
-    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,5 @@
 //! The payout resource: `/v1/payouts`.
 
-pub mod executor;
 pub mod service;
 pub mod types;
 

@@ -399,13 +399,24 @@ pub async fn list(
 
 /// Moves a payout out of a reservation-holding status with a guarded update and releases the
 /// reservation in the same transaction. `Ok(None)` when the guard did not match.
-pub(crate) async fn end_with_release(
+pub async fn end_with_release(
     db: &impl crate::db::WriteDb,
     p: &payout::Model,
     trigger: PayoutTrigger,
     failure_reason: Option<&str>,
-) -> Result<Option<payout::Model>, ApiError> {
+) -> Result<Option<payout::Model>, ReleaseError> {
     end_guarded(db, p, trigger, failure_reason, false).await
+}
+
+/// Why ending a payout with its release failed: nothing a caller did wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum ReleaseError {
+    #[error(transparent)]
+    Db(#[from] sea_orm::DbErr),
+    #[error(transparent)]
+    Ledger(#[from] ledger::LedgerError),
+    #[error("payout {0} vanished while it was ended")]
+    Vanished(Uuid),
 }
 
 /// [`end_with_release`]; with `unsigned` the guard also requires that no signed transaction
@@ -416,7 +427,7 @@ async fn end_guarded(
     trigger: PayoutTrigger,
     failure_reason: Option<&str>,
     unsigned: bool,
-) -> Result<Option<payout::Model>, ApiError> {
+) -> Result<Option<payout::Model>, ReleaseError> {
     let Some(next) = p.status.on(trigger) else { return Ok(None) };
     let now = Utc::now();
     let txn = crate::db::begin_write(db).await?;
@@ -455,9 +466,8 @@ async fn end_guarded(
             description: None,
         },
     ];
-    ledger::post(&txn, p.merchant_id, p.environment, &p.gate_id, &release).await.map_err(ApiError::internal)?;
-    let after =
-        payout::Entity::find_by_id(p.id).one(&txn).await?.ok_or_else(|| ApiError::internal("payout vanished"))?;
+    ledger::post(&txn, p.merchant_id, p.environment, &p.gate_id, &release).await?;
+    let after = payout::Entity::find_by_id(p.id).one(&txn).await?.ok_or(ReleaseError::Vanished(p.id))?;
     crate::refunds::service::mirror_payout(&txn, &after).await?;
     if after.status == PayoutStatus::Failed {
         crate::events::emit_payout(&txn, crate::events::kind::PAYOUT_FAILED, &after).await?;
@@ -492,9 +502,9 @@ pub enum OperatorError {
     Failed(String),
 }
 
-impl From<ApiError> for OperatorError {
-    fn from(e: ApiError) -> Self {
-        OperatorError::Failed(e.message)
+impl From<ReleaseError> for OperatorError {
+    fn from(e: ReleaseError) -> Self {
+        OperatorError::Failed(e.to_string())
     }
 }
 
@@ -574,7 +584,7 @@ pub async fn fail_unsent(db: &impl crate::db::WriteDb, id: Uuid, reason: &str) -
 
 /// Records that payout `payout_id`'s transaction is to be replaced (once; a second request
 /// keeps the first). The executor signs and sends the replacement.
-pub(crate) async fn insert_replacement<C: ConnectionTrait>(
+pub async fn insert_replacement<C: ConnectionTrait>(
     db: &C,
     payout_id: Uuid,
     reason: &str,
@@ -613,7 +623,7 @@ pub async fn request_replace(
         )));
     }
     // Only a transaction ordered by an account nonce (EVM) can be displaced by another one.
-    if p.signed_tx.as_deref().and_then(crate::chain::evm::signed_terms).is_none() {
+    if p.signed_tx.as_deref().and_then(crate::chain::evm_tx::signed_terms).is_none() {
         return Err(OperatorError::Failed(format!(
             "payout {id} on {}: its transaction has no account nonce, so it cannot be replaced",
             p.gate_id

@@ -5,7 +5,6 @@
 //! `admin`). `signature` is also what merchants copy to verify deliveries.
 
 pub mod admin;
-pub mod deliver;
 pub mod dispatch;
 pub mod endpoints;
 pub mod outbound;

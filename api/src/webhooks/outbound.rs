@@ -216,6 +216,21 @@ pub fn client(cfg: &WebhooksConfig) -> reqwest::Result<reqwest::Client> {
     b.build()
 }
 
+/// An error with its causes, `a: b: c` (reqwest's own message hides the cause).
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let m = c.to_string();
+        if !s.contains(&m) {
+            s.push_str(": ");
+            s.push_str(&m);
+        }
+        cur = c.source();
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -306,7 +321,7 @@ mod tests {
         let port = listener.local_addr().unwrap().port();
         let client = client(&WebhooksConfig::default()).unwrap();
         let err = client.post(format!("http://localhost:{port}/")).send().await.unwrap_err();
-        let chain = crate::webhooks::deliver::error_chain(&err);
+        let chain = super::error_chain(&err);
         assert!(chain.contains("blocked address"), "{chain}");
         listener.set_nonblocking(true).unwrap();
         assert!(listener.accept().is_err(), "nothing may have connected");

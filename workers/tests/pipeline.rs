@@ -2,20 +2,18 @@
 //! mined: scanning, confirmations, crediting exactly once, every invoice transition and event of
 //! the PRODUCT.md table, reversals, static address deposits, and the sweeper.
 
-mod common;
-
 use std::str::FromStr;
 use std::time::Duration;
 
-use api::chain::Chains;
-use api::pipeline::tracker::Next;
-use api::pipeline::{scanner, sweeper, tracker};
-use common::TestApp;
 use entity::{Environment, event};
 use rust_decimal::Decimal;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde_json::{Value, json};
+use testkit::TestApp;
 use uuid::Uuid;
+use workers::chain::Chains;
+use workers::pipeline::tracker::Next;
+use workers::pipeline::{scanner, sweeper, tracker};
 
 fn d(s: &str) -> Decimal {
     Decimal::from_str(s).unwrap()
@@ -117,11 +115,11 @@ impl Pipe {
     }
 
     async fn events(&self, invoice: Uuid) -> Vec<String> {
-        common::invoice_events(&self.app.state.db, invoice).await
+        testkit::invoice_events(&self.app.state.db, invoice).await
     }
 
     async fn assert_ledger(&self, gate: &str) {
-        common::assert_ledger_sums(&self.app.state.db, self.merchant, gate).await;
+        testkit::assert_ledger_sums(&self.app.state.db, self.merchant, gate).await;
     }
 }
 
@@ -623,7 +621,7 @@ struct ScriptedChain {
 #[derive(Default)]
 struct Script {
     tip: u64,
-    transfers: Vec<api::chain::Transfer>,
+    transfers: Vec<workers::chain::Transfer>,
     missing: std::collections::HashSet<String>,
     gone_once: std::collections::HashSet<String>,
 }
@@ -644,7 +642,7 @@ impl ScriptedChain {
         let mut s = self.state.lock().unwrap();
         s.tip += 1;
         let tx_hash = format!("0x{}", Uuid::new_v4().simple());
-        let t = api::chain::Transfer {
+        let t = workers::chain::Transfer {
             tx_hash: tx_hash.clone(),
             output_index: 0,
             address_key: address_key.to_owned(),
@@ -682,16 +680,16 @@ impl ScriptedChain {
 }
 
 #[async_trait::async_trait]
-impl api::chain::Chain for ScriptedChain {
+impl workers::chain::Chain for ScriptedChain {
     fn gate(&self) -> &'static api::gates::Gate {
         self.gate
     }
 
-    async fn tip(&self) -> Result<u64, api::chain::ChainError> {
+    async fn tip(&self) -> Result<u64, workers::chain::ChainError> {
         Ok(self.state.lock().unwrap().tip)
     }
 
-    async fn transfers(&self, from: u64, to: u64) -> Result<Vec<api::chain::Transfer>, api::chain::ChainError> {
+    async fn transfers(&self, from: u64, to: u64) -> Result<Vec<workers::chain::Transfer>, workers::chain::ChainError> {
         let s = self.state.lock().unwrap();
         Ok(s.transfers
             .iter()
@@ -700,13 +698,13 @@ impl api::chain::Chain for ScriptedChain {
             .collect())
     }
 
-    async fn status(&self, tx_hash: &str, _: i64) -> Result<api::chain::TxStatus, api::chain::ChainError> {
+    async fn status(&self, tx_hash: &str, _: i64) -> Result<workers::chain::TxStatus, workers::chain::ChainError> {
         let mut s = self.state.lock().unwrap();
         if s.gone_once.remove(tx_hash) || s.missing.contains(tx_hash) {
-            return Ok(api::chain::TxStatus::Gone);
+            return Ok(workers::chain::TxStatus::Gone);
         }
         let t = s.transfers.iter().find(|t| t.tx_hash == tx_hash).unwrap();
-        Ok(api::chain::TxStatus::Confirmations(s.tip.saturating_sub(t.block_height) + 1))
+        Ok(workers::chain::TxStatus::Confirmations(s.tip.saturating_sub(t.block_height) + 1))
     }
 }
 
@@ -956,7 +954,7 @@ async fn a_slow_confirming_payment_keeps_one_tracker_job_chain_over_many_sweeps(
 /// credited once more in the target asset.
 #[tokio::test]
 async fn a_revived_payment_of_a_converting_invoice_is_quoted_and_credited_again() {
-    use api::settlement::{self, Converter, venue::Venues};
+    use workers::settlement::{self, Converter, venue::Venues};
     let mut p = pipe().await;
     p.app.state.rates.refresh(Environment::Test).await.unwrap();
     let converter = Converter {

@@ -4,12 +4,12 @@
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
-use api::chain::evm::Rpc;
 use api::config::{EvmNetworkConfig, RatesConfig, RatesSourceConfig};
 use api::rates::{Provider, Rates};
 use entity::Environment;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use workers::chain::evm::Rpc;
 
 const SECRET: &str = "sEcReTkEy0123456789";
 

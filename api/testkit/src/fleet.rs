@@ -83,7 +83,7 @@ impl Fleet {
         for class in ["READS", "WRITES", "PUBLIC", "TEST_HELPERS"] {
             env.push((format!("PAYGATE_RATE_LIMITS__{class}__LIMIT"), "1000000".into()));
         }
-        if cfg!(feature = "redis-tests") {
+        if cfg!(feature = "redis") {
             let url = std::env::var("PAYGATE_TEST_REDIS").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
             env.push(("PAYGATE_QUEUE__BACKEND".into(), "redis".into()));
             env.push(("PAYGATE_QUEUE__REDIS_URL".into(), url));

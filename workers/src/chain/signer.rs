@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use super::{ChainError, SignedTx};
-use crate::gates::{GATES, Gate};
+use api::gates::{GATES, Gate};
 
 /// What to sign: one transfer of a payout.
 #[derive(Debug, Clone)]
@@ -33,12 +33,7 @@ pub struct PayoutTx<'a> {
     pub fees: Option<Fees>,
 }
 
-/// EIP-1559 fees per unit of gas, in the network's smallest unit (wei).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Fees {
-    pub max_fee_per_gas: u128,
-    pub priority_fee_per_gas: u128,
-}
+pub use api::chain::evm_tx::Fees;
 
 /// The account a signer sends from, on chains that order an account's transactions by nonce.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -133,18 +128,11 @@ pub struct Signers {
 }
 
 impl Signers {
-    /// The sandbox signer on every test gate; live gates get theirs with the live adapters.
+    /// The sandbox signer on every test gate; live gates get theirs from their adapters
+    /// (`Signers::with_evm` in `evm`).
     pub fn sandbox() -> Signers {
         let signer: Arc<dyn Signer> = Arc::new(SandboxSigner);
         Signers { by_gate: GATES.iter().map(|g| ((Environment::Test, g.id), signer.clone())).collect() }
-    }
-
-    /// Adds the hot wallets of `cfg`'s live EVM networks (those with a key configured).
-    pub fn with_evm(mut self, cfg: &crate::config::EvmConfig) -> Result<Signers, ChainError> {
-        for (gate, signer) in super::evm::signers(cfg)? {
-            self.insert(Environment::Live, gate, signer);
-        }
-        Ok(self)
     }
 
     pub fn insert(&mut self, env: Environment, gate: &'static Gate, signer: Arc<dyn Signer>) {
@@ -152,7 +140,7 @@ impl Signers {
     }
 
     pub fn get(&self, env: Environment, gate_id: &str) -> Option<Arc<dyn Signer>> {
-        let gate = crate::gates::find(gate_id)?;
+        let gate = api::gates::find(gate_id)?;
         self.by_gate.get(&(env, gate.id)).cloned()
     }
 }

@@ -14,21 +14,19 @@
 //! - an endpoint that fails is retried; a scan that still fails leaves the cursor where it was.
 #![cfg(feature = "anvil-tests")]
 
-mod common;
-
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-use api::chain::{Chain, Chains};
 use api::config::{EvmNetworkConfig, EvmTokenConfig};
-use api::pipeline::{scanner, tracker};
-use common::TestApp;
-use common::anvil::Anvil;
 use entity::{Environment, PaymentStatus, payment, scan_cursor};
 use rust_decimal::Decimal;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde_json::{Value, json};
+use testkit::TestApp;
+use testkit::anvil::Anvil;
 use uuid::Uuid;
+use workers::chain::{Chain, Chains};
+use workers::pipeline::{scanner, tracker};
 
 fn d(s: &str) -> Decimal {
     Decimal::from_str(s).unwrap()
@@ -169,8 +167,8 @@ async fn eth_and_token_deposits_confirm_after_the_gates_depth_and_are_credited()
     l.step().await;
     assert_eq!(payment::Entity::find().all(&l.app.state.db).await.unwrap().len(), 2);
     assert_eq!(l.balance("ethereum").await, (d("0.5"), d("0")));
-    common::assert_ledger_sums(&l.app.state.db, l.merchant, "ethereum").await;
-    common::assert_ledger_sums(&l.app.state.db, l.merchant, "ethereum_usdt").await;
+    testkit::assert_ledger_sums(&l.app.state.db, l.merchant, "ethereum").await;
+    testkit::assert_ledger_sums(&l.app.state.db, l.merchant, "ethereum_usdt").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -211,10 +209,10 @@ async fn deposits_removed_by_a_reorg_before_and_after_confirmation_are_reversed(
     assert_eq!(got["status"], "invalid", "{got}");
     assert_eq!(got["payments"][0]["status"], "reversed");
     assert_eq!(l.balance("ethereum_usdt").await, (d("0"), d("0")));
-    let events = common::invoice_events(&l.app.state.db, late["id"].as_str().unwrap()).await;
+    let events = testkit::invoice_events(&l.app.state.db, late["id"].as_str().unwrap()).await;
     assert!(events.ends_with(&["invoice.deposit_reversed".to_owned(), "invoice.invalid".to_owned()]), "{events:?}");
-    common::assert_ledger_sums(&l.app.state.db, l.merchant, "ethereum").await;
-    common::assert_ledger_sums(&l.app.state.db, l.merchant, "ethereum_usdt").await;
+    testkit::assert_ledger_sums(&l.app.state.db, l.merchant, "ethereum").await;
+    testkit::assert_ledger_sums(&l.app.state.db, l.merchant, "ethereum_usdt").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -241,7 +239,7 @@ async fn a_deposit_reorganised_out_and_mined_again_is_credited_once() {
     assert_eq!(got["status"], "paid", "{got}");
     assert_eq!(got["payments"][0]["status"], "confirmed");
     assert_eq!(l.balance("ethereum").await, (d("0.4"), d("0")));
-    common::assert_ledger_sums(&l.app.state.db, l.merchant, "ethereum").await;
+    testkit::assert_ledger_sums(&l.app.state.db, l.merchant, "ethereum").await;
 }
 
 /// Issue 14 item 1 on a real node: the node answers "unknown transaction" once (a reorganisation
@@ -273,9 +271,9 @@ async fn a_transaction_missing_once_is_not_reversed() {
     l.step().await;
     assert_eq!(l.get(&inv["id"]).await["status"], "paid");
     assert_eq!(l.balance("ethereum").await, (d("0.3"), d("0")));
-    let events = common::invoice_events(&l.app.state.db, inv["id"].as_str().unwrap()).await;
+    let events = testkit::invoice_events(&l.app.state.db, inv["id"].as_str().unwrap()).await;
     assert_eq!(events, ["invoice.confirming", "invoice.paid", "balance.credited"]);
-    common::assert_ledger_sums(&l.app.state.db, l.merchant, "ethereum").await;
+    testkit::assert_ledger_sums(&l.app.state.db, l.merchant, "ethereum").await;
 }
 
 /// Issue 14 item 2 on a real node: a credited deposit vanishes (reorganised away and dropped
@@ -316,7 +314,7 @@ async fn a_vanished_deposit_reversed_then_mined_again_is_revived_and_credited_on
     assert_eq!(got["payments"][0]["status"], "confirmed");
     assert_eq!(got["status"], "invalid");
     assert_eq!(l.balance("ethereum").await, (d("0.4"), d("0")), "credited once");
-    let events = common::invoice_events(&l.app.state.db, inv["id"].as_str().unwrap()).await;
+    let events = testkit::invoice_events(&l.app.state.db, inv["id"].as_str().unwrap()).await;
     assert_eq!(
         events,
         [
@@ -329,7 +327,7 @@ async fn a_vanished_deposit_reversed_then_mined_again_is_revived_and_credited_on
             "balance.credited"
         ]
     );
-    let (bal, _) = common::assert_ledger_sums(&l.app.state.db, l.merchant, "ethereum").await;
+    let (bal, _) = testkit::assert_ledger_sums(&l.app.state.db, l.merchant, "ethereum").await;
     assert_eq!((bal.available.0, bal.pending.0), (d("0.4"), d("0")));
     // Later scans and tracks change nothing.
     l.anvil.mine(30).await;
@@ -427,9 +425,9 @@ fn checksummed(byte: u8) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eth_and_token_payouts_complete_with_the_real_fee_and_two_executors_never_reuse_a_nonce() {
-    use api::chain::signer::Signers;
-    use api::payouts::executor::{Executor, Next};
     use entity::{FeeAllocation, PayoutStatus, payout};
+    use workers::chain::signer::Signers;
+    use workers::executor::{Executor, Next};
 
     let anvil = Anvil::start().await;
     let token = anvil.deploy_token(1_000_000_000_000).await;
@@ -546,10 +544,10 @@ async fn eth_and_token_payouts_complete_with_the_real_fee_and_two_executors_neve
     let bal = anvil.rpc("eth_call", json!([{"to": token, "data": data}, "latest"])).await;
     assert_eq!(u128::from_str_radix(bal.as_str().unwrap().trim_start_matches("0x"), 16).unwrap(), 25_000_000);
     // The ledger: funds less amounts and the real (ETH) or configured (token) fees.
-    let (eth, _) = common::assert_ledger_sums(db, merchant, "ethereum").await;
+    let (eth, _) = testkit::assert_ledger_sums(db, merchant, "ethereum").await;
     assert_eq!(eth.available.0, d("2") - d("0.6") - eth_fees);
     assert_eq!(eth.reserved.0, Decimal::ZERO);
-    let (usdt, _) = common::assert_ledger_sums(db, merchant, "ethereum_usdt").await;
+    let (usdt, _) = testkit::assert_ledger_sums(db, merchant, "ethereum_usdt").await;
     assert_eq!(usdt.available.0, d("100") - d("25") - d("2"));
 }
 
@@ -592,12 +590,12 @@ impl Payouts {
         Payouts { anvil, app, key, merchant }
     }
 
-    fn executor(&self) -> api::payouts::executor::Executor {
+    fn executor(&self) -> workers::executor::Executor {
         let (db, cfg) = (&self.app.state.db, &self.app.state.config);
-        api::payouts::executor::Executor {
+        workers::executor::Executor {
             db: db.clone(),
             chains: Chains::new(db, &cfg.sandbox).with_evm(&cfg.evm),
-            signers: api::chain::signer::Signers::default().with_evm(&cfg.evm).unwrap(),
+            signers: workers::chain::signer::Signers::default().with_evm(&cfg.evm).unwrap(),
             recheck: Duration::from_millis(10),
         }
     }
@@ -647,7 +645,7 @@ impl Payouts {
 }
 
 fn nonce_of(raw: &str) -> u64 {
-    api::chain::evm::signed_terms(raw).expect("an EIP-1559 transaction").0
+    api::chain::evm_tx::signed_terms(raw).expect("an EIP-1559 transaction").0
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -680,7 +678,7 @@ async fn payouts_refused_for_lack_of_gas_wait_and_complete_after_a_refill_withou
     nonces.sort();
     assert_eq!(nonces, vec![0, 1, 2]);
     assert_eq!(x.tx_count().await, 0, "nothing mined while the wallet has no gas");
-    let (b, _) = common::assert_ledger_sums(&x.app.state.db, x.merchant, "ethereum").await;
+    let (b, _) = testkit::assert_ledger_sums(&x.app.state.db, x.merchant, "ethereum").await;
     assert!(b.reserved.0 > Decimal::ZERO, "still reserved");
 
     // Refilled: every payout goes out with its own nonce; nothing waits behind a hole.
@@ -695,7 +693,7 @@ async fn payouts_refused_for_lack_of_gas_wait_and_complete_after_a_refill_withou
     }
     mined.sort();
     assert_eq!(mined, vec![0, 1, 2]);
-    let (b, _) = common::assert_ledger_sums(&x.app.state.db, x.merchant, "ethereum").await;
+    let (b, _) = testkit::assert_ledger_sums(&x.app.state.db, x.merchant, "ethereum").await;
     assert_eq!(b.reserved.0, Decimal::ZERO);
 }
 
@@ -713,7 +711,7 @@ async fn a_stuck_payout_replaced_by_the_operator_fails_releases_its_funds_and_it
     assert_eq!(p.status, PayoutStatus::Processing);
     let original = p.tx_hash.clone().unwrap();
     assert!(!x.anvil.rpc("eth_getTransactionByHash", json!([original])).await.is_null(), "in the mempool");
-    let (before, _) = common::assert_ledger_sums(db, x.merchant, "ethereum").await;
+    let (before, _) = testkit::assert_ledger_sums(db, x.merchant, "ethereum").await;
 
     // `ops payouts replace`: recorded; the executor signs and sends the replacement.
     api::payouts::service::request_replace(db, id).await.unwrap();
@@ -721,8 +719,8 @@ async fn a_stuck_payout_replaced_by_the_operator_fails_releases_its_funds_and_it
     let r = entity::payout_replacement::Entity::find_by_id(id).one(db).await.unwrap().unwrap();
     let replacement = r.tx_hash.clone().expect("replacement signed and stored");
     assert_eq!(nonce_of(r.signed_tx.as_deref().unwrap()), 0, "the same nonce");
-    let (_, orig_fees) = api::chain::evm::signed_terms(p.signed_tx.as_deref().unwrap()).unwrap();
-    let (_, new_fees) = api::chain::evm::signed_terms(r.signed_tx.as_deref().unwrap()).unwrap();
+    let (_, orig_fees) = api::chain::evm_tx::signed_terms(p.signed_tx.as_deref().unwrap()).unwrap();
+    let (_, new_fees) = api::chain::evm_tx::signed_terms(r.signed_tx.as_deref().unwrap()).unwrap();
     assert!(new_fees.max_fee_per_gas >= 2 * orig_fees.max_fee_per_gas, "{orig_fees:?} → {new_fees:?}");
     // One block: the replacement is mined, the original can never be.
     x.anvil.rpc("evm_mine", json!([])).await;
@@ -735,7 +733,7 @@ async fn a_stuck_payout_replaced_by_the_operator_fails_releases_its_funds_and_it
     let p = x.row(id).await;
     assert!(p.failure_reason.as_deref().unwrap().contains("replaced by operator"), "{:?}", p.failure_reason);
     assert!(x.anvil.rpc("eth_getTransactionByHash", json!([original])).await.is_null(), "the original never lands");
-    let (after, _) = common::assert_ledger_sums(db, x.merchant, "ethereum").await;
+    let (after, _) = testkit::assert_ledger_sums(db, x.merchant, "ethereum").await;
     assert_eq!(after.reserved.0, Decimal::ZERO);
     assert_eq!(after.available.0, before.available.0 + before.reserved.0, "released exactly");
     assert_eq!(after.available.0, d("2"));
@@ -785,6 +783,6 @@ async fn a_payout_whose_nonce_another_transaction_used_fails_once_that_one_is_de
         p.failure_reason
     );
     assert!(x.anvil.rpc("eth_getTransactionByHash", json!([original])).await.is_null());
-    let (b, _) = common::assert_ledger_sums(db, x.merchant, "ethereum").await;
+    let (b, _) = testkit::assert_ledger_sums(db, x.merchant, "ethereum").await;
     assert_eq!((b.available.0, b.reserved.0), (d("2"), Decimal::ZERO), "released exactly");
 }

@@ -15,10 +15,10 @@ use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, DatabaseConnection, DbErr, EntityTrait, IntoActiveModel, QueryFilter, QuerySelect};
 use uuid::Uuid;
 
-use super::outbound::{self, TargetPolicy};
-use super::secrets::SecretBox;
-use super::{DELIVERY_HEADER, EVENT_HEADER, WebhookError, endpoints, signature};
-use crate::config::WebhooksConfig;
+use api::config::WebhooksConfig;
+use api::webhooks::outbound::{self, TargetPolicy, error_chain};
+use api::webhooks::secrets::SecretBox;
+use api::webhooks::{DELIVERY_HEADER, EVENT_HEADER, WebhookError, endpoints, signature};
 
 /// Extra lease beyond the attempt timeout, for recording the outcome.
 const LEASE_MARGIN: Duration = Duration::from_secs(5);
@@ -234,7 +234,7 @@ impl Deliverer {
                 .col_expr(webhook_delivery::Column::EnqueuedAt, Expr::value(now)),
             Verdict::Dead => update.col_expr(webhook_delivery::Column::DeadAt, Expr::value(now)),
         };
-        let txn = crate::db::begin_write(&self.db).await?;
+        let txn = api::db::begin_write(&self.db).await?;
         webhook_attempt::Entity::insert(attempt.into_active_model()).exec_without_returning(&txn).await?;
         let applied = update.exec(&txn).await?.rows_affected == 1;
         txn.commit().await?;
@@ -350,21 +350,6 @@ fn truncate(s: &str, max: usize) -> String {
         end -= 1;
     }
     format!("{}…", &s[..end])
-}
-
-/// An error with its causes, `a: b: c` (reqwest's own message hides the cause).
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        let m = c.to_string();
-        if !s.contains(&m) {
-            s.push_str(": ");
-            s.push_str(&m);
-        }
-        cur = c.source();
-    }
-    s
 }
 
 #[cfg(test)]

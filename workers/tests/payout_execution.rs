@@ -4,23 +4,21 @@
 //! the refund fee and the real network fee, crashes between storing, broadcasting and
 //! recording never make a second transaction, and concurrent executors apply every step once.
 
-mod common;
-
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use api::chain::Chains;
 use api::chain::sandbox::{SandboxChain, failure_destination};
-use api::chain::signer::{PayoutTx, Signer, Signers};
 use api::config::GateFees;
-use api::payouts::executor::{Executor, Next};
-use common::{TestApp, assert_ledger_sums, credit_invoice};
 use entity::{EntryType, Environment, FeeAllocation, PayoutStatus, event, payout, sandbox_broadcast};
 use rust_decimal::Decimal;
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
 use serde_json::{Value, json};
+use testkit::{TestApp, assert_ledger_sums, credit_invoice};
 use uuid::Uuid;
+use workers::chain::Chains;
+use workers::chain::signer::{PayoutTx, Signer, Signers};
+use workers::executor::{Executor, Next};
 
 const TRON_DEST: &str = "TTxSA9fmLZbSEfkEejjU2vDqE8GyS5nCJP";
 
@@ -264,7 +262,7 @@ async fn crashes_at_any_step_never_make_a_second_transaction() {
     let sign = |p: &payout::Model| {
         let p = p.clone();
         async move {
-            api::chain::signer::SandboxSigner
+            workers::chain::signer::SandboxSigner
                 .sign(&PayoutTx {
                     gate,
                     payout_id: p.id,
@@ -279,7 +277,7 @@ async fn crashes_at_any_step_never_make_a_second_transaction() {
                 .unwrap()
         }
     };
-    let put = |id: Uuid, tx: &api::chain::SignedTx| {
+    let put = |id: Uuid, tx: &workers::chain::SignedTx| {
         use sea_orm::sea_query::Expr;
         payout::Entity::update_many()
             .col_expr(payout::Column::Status, Expr::value("queued"))
@@ -296,9 +294,13 @@ async fn crashes_at_any_step_never_make_a_second_transaction() {
     let b = x.payout("11", TRON_DEST).await;
     let tx_b = sign(&x.row(b).await).await;
     put(b, &tx_b).await.unwrap();
-    use api::chain::Chain;
-    assert_eq!(chain.broadcast(&tx_b).await.unwrap(), api::chain::Broadcast::Accepted);
-    assert_eq!(chain.broadcast(&tx_b).await.unwrap(), api::chain::Broadcast::AlreadyKnown, "the same bytes are one tx");
+    use workers::chain::Chain;
+    assert_eq!(chain.broadcast(&tx_b).await.unwrap(), workers::chain::Broadcast::Accepted);
+    assert_eq!(
+        chain.broadcast(&tx_b).await.unwrap(),
+        workers::chain::Broadcast::AlreadyKnown,
+        "the same bytes are one tx"
+    );
     // 3. Many executors at once on a fresh one.
     let c = x.payout("12", TRON_DEST).await;
     let mut tasks = Vec::new();
@@ -348,11 +350,11 @@ async fn a_payout_waits_for_approval_and_its_executable_time() {
     let r = x.app.post("/v1/payouts", Some(&x.key), &body).await;
     let id = Uuid::parse_str(r.data()["id"].as_str().unwrap()).unwrap();
     assert_eq!(x.executor.execute(id).await.unwrap(), Next::Done, "pending approval: not the executor's");
-    assert!(api::payouts::executor::due(&x.app.state.db, Duration::from_secs(30), 10).await.unwrap().is_empty());
+    assert!(workers::executor::due(&x.app.state.db, Duration::from_secs(30), 10).await.unwrap().is_empty());
     s.payout_delay_secs = 3600;
     api::payouts::service::save_settings(&x.app.state.db, s).await.unwrap();
     api::payouts::service::approve(&x.app.state.db, id).await.unwrap();
-    assert!(api::payouts::executor::due(&x.app.state.db, Duration::from_secs(30), 10).await.unwrap().is_empty());
+    assert!(workers::executor::due(&x.app.state.db, Duration::from_secs(30), 10).await.unwrap().is_empty());
     assert!(matches!(x.executor.execute(id).await.unwrap(), Next::After(d) if d > Duration::from_secs(3500)));
     assert_eq!(x.row(id).await.status, PayoutStatus::Approved);
     assert!(x.broadcasts(id).await.is_empty());
@@ -410,19 +412,19 @@ impl ProbingSigner {
 
 #[async_trait::async_trait]
 impl Signer for ProbingSigner {
-    async fn sign(&self, tx: &PayoutTx<'_>) -> Result<api::chain::SignedTx, api::chain::ChainError> {
+    async fn sign(&self, tx: &PayoutTx<'_>) -> Result<workers::chain::SignedTx, workers::chain::ChainError> {
         assert!(tx.nonce.is_some() && tx.fees.is_some(), "nonce and fees are known before signing");
-        api::chain::signer::SandboxSigner.sign(tx).await
+        workers::chain::signer::SandboxSigner.sign(tx).await
     }
 
-    async fn fees(&self, _: &PayoutTx<'_>) -> Result<Option<api::chain::signer::Fees>, api::chain::ChainError> {
+    async fn fees(&self, _: &PayoutTx<'_>) -> Result<Option<workers::chain::signer::Fees>, workers::chain::ChainError> {
         self.probe().await;
-        Ok(Some(api::chain::signer::Fees { max_fee_per_gas: 2, priority_fee_per_gas: 1 }))
+        Ok(Some(workers::chain::signer::Fees { max_fee_per_gas: 2, priority_fee_per_gas: 1 }))
     }
 
-    async fn nonce_account(&self) -> Result<Option<api::chain::signer::NonceAccount>, api::chain::ChainError> {
+    async fn nonce_account(&self) -> Result<Option<workers::chain::signer::NonceAccount>, workers::chain::ChainError> {
         self.probe().await;
-        Ok(Some(api::chain::signer::NonceAccount { scope: Self::SCOPE.into(), chain_next: 0 }))
+        Ok(Some(workers::chain::signer::NonceAccount { scope: Self::SCOPE.into(), chain_next: 0 }))
     }
 }
 
@@ -498,42 +500,43 @@ async fn an_operator_fails_an_unsigned_payout_releasing_its_funds_but_never_a_si
 /// replacements (a zero-amount sandbox transaction standing for the hot wallet's self-transfer).
 #[derive(Default)]
 struct NoncedSigner {
-    nonces: std::sync::Mutex<std::collections::HashMap<String, (u64, api::chain::signer::Fees)>>,
+    nonces: std::sync::Mutex<std::collections::HashMap<String, (u64, workers::chain::signer::Fees)>>,
 }
 
 impl NoncedSigner {
-    const FEES: api::chain::signer::Fees = api::chain::signer::Fees { max_fee_per_gas: 10, priority_fee_per_gas: 2 };
+    const FEES: workers::chain::signer::Fees =
+        workers::chain::signer::Fees { max_fee_per_gas: 10, priority_fee_per_gas: 2 };
 
-    fn remember(&self, tx: &api::chain::SignedTx, nonce: u64, fees: api::chain::signer::Fees) {
+    fn remember(&self, tx: &workers::chain::SignedTx, nonce: u64, fees: workers::chain::signer::Fees) {
         self.nonces.lock().unwrap().insert(tx.raw.clone(), (nonce, fees));
     }
 }
 
 #[async_trait::async_trait]
 impl Signer for NoncedSigner {
-    async fn sign(&self, tx: &PayoutTx<'_>) -> Result<api::chain::SignedTx, api::chain::ChainError> {
-        let signed = api::chain::signer::SandboxSigner.sign(tx).await?;
+    async fn sign(&self, tx: &PayoutTx<'_>) -> Result<workers::chain::SignedTx, workers::chain::ChainError> {
+        let signed = workers::chain::signer::SandboxSigner.sign(tx).await?;
         self.remember(&signed, tx.nonce.unwrap(), tx.fees.unwrap());
         Ok(signed)
     }
 
-    async fn fees(&self, _: &PayoutTx<'_>) -> Result<Option<api::chain::signer::Fees>, api::chain::ChainError> {
+    async fn fees(&self, _: &PayoutTx<'_>) -> Result<Option<workers::chain::signer::Fees>, workers::chain::ChainError> {
         Ok(Some(Self::FEES))
     }
 
-    async fn nonce_account(&self) -> Result<Option<api::chain::signer::NonceAccount>, api::chain::ChainError> {
-        Ok(Some(api::chain::signer::NonceAccount { scope: "nonced:wallet".into(), chain_next: 0 }))
+    async fn nonce_account(&self) -> Result<Option<workers::chain::signer::NonceAccount>, workers::chain::ChainError> {
+        Ok(Some(workers::chain::signer::NonceAccount { scope: "nonced:wallet".into(), chain_next: 0 }))
     }
 
-    fn signed_terms(&self, raw: &str) -> Option<(u64, api::chain::signer::Fees)> {
+    fn signed_terms(&self, raw: &str) -> Option<(u64, workers::chain::signer::Fees)> {
         self.nonces.lock().unwrap().get(raw).copied()
     }
 
     async fn replacement_fees(
         &self,
-        f: api::chain::signer::Fees,
-    ) -> Result<api::chain::signer::Fees, api::chain::ChainError> {
-        Ok(api::chain::signer::Fees {
+        f: workers::chain::signer::Fees,
+    ) -> Result<workers::chain::signer::Fees, workers::chain::ChainError> {
+        Ok(workers::chain::signer::Fees {
             max_fee_per_gas: f.max_fee_per_gas * 2,
             priority_fee_per_gas: f.priority_fee_per_gas * 2,
         })
@@ -542,8 +545,8 @@ impl Signer for NoncedSigner {
     async fn sign_replacement(
         &self,
         nonce: u64,
-        fees: api::chain::signer::Fees,
-    ) -> Result<api::chain::SignedTx, api::chain::ChainError> {
+        fees: workers::chain::signer::Fees,
+    ) -> Result<workers::chain::SignedTx, workers::chain::ChainError> {
         let tx = PayoutTx {
             gate: api::gates::find("tron_usdt").unwrap(),
             payout_id: Uuid::from_u128(u128::from(nonce)),
@@ -554,7 +557,7 @@ impl Signer for NoncedSigner {
             nonce: Some(nonce),
             fees: Some(fees),
         };
-        let signed = api::chain::signer::SandboxSigner.sign(&tx).await?;
+        let signed = workers::chain::signer::SandboxSigner.sign(&tx).await?;
         self.remember(&signed, nonce, fees);
         Ok(signed)
     }

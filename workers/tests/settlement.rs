@@ -3,19 +3,17 @@
 //! asset, expired, refused and failed quotes crediting the paid asset, a reversal before the
 //! credit, a converter that was down at detection, racing converters, and the exact ledger.
 
-mod common;
-
 use std::str::FromStr;
 
-use api::chain::Chains;
-use api::pipeline::{scanner, tracker};
-use api::settlement::{self, Converter, Step, venue::Venues};
-use common::TestApp;
 use entity::{Bucket, ConversionState, EntryType, Environment, event, ledger_entry, settlement_conversion};
 use rust_decimal::Decimal;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 use serde_json::{Value, json};
+use testkit::TestApp;
 use uuid::Uuid;
+use workers::chain::Chains;
+use workers::pipeline::{scanner, tracker};
+use workers::settlement::{self, Converter, Step, venue::Venues};
 
 fn d(s: &str) -> Decimal {
     Decimal::from_str(s).unwrap()
@@ -107,7 +105,7 @@ impl Pipe {
 
     /// (entry type, bucket, amount) of a gate's ledger, oldest first.
     async fn ledger(&self, gate: &str) -> Vec<(EntryType, Bucket, Decimal)> {
-        common::assert_ledger_sums(&self.app.state.db, self.merchant, gate).await;
+        testkit::assert_ledger_sums(&self.app.state.db, self.merchant, gate).await;
         ledger_entry::Entity::find()
             .filter(ledger_entry::Column::MerchantId.eq(self.merchant))
             .filter(ledger_entry::Column::GateId.eq(gate))
@@ -218,7 +216,7 @@ async fn a_fiat_priced_invoice_is_settled_into_another_asset() {
     );
     assert_eq!(p.ledger("tron_usdt").await, [(EntryType::ConversionCredit, Bucket::Available, d(NET))]);
     assert_eq!(
-        common::invoice_events(&p.app.state.db, inv).await,
+        testkit::invoice_events(&p.app.state.db, inv).await,
         ["invoice.confirming", "invoice.paid", "balance.credited"].map(String::from)
     );
     let ev = &p.credited_events().await[0];
@@ -365,7 +363,7 @@ async fn a_payment_reversed_before_its_credit_abandons_the_quote() {
     assert_eq!(p.balance("tron_usdt").await, (d("0"), d("0")));
     p.ledger("bitcoin").await;
     assert!(p.credited_events().await.is_empty());
-    let events = common::invoice_events(&p.app.state.db, inv).await;
+    let events = testkit::invoice_events(&p.app.state.db, inv).await;
     assert_eq!(
         events,
         ["invoice.confirming", "invoice.paid", "invoice.deposit_reversed", "invoice.invalid"].map(String::from)

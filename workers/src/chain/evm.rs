@@ -26,12 +26,13 @@ use alloy_primitives::{Address, U256};
 use rust_decimal::Decimal;
 use serde_json::{Value, json};
 
-use super::signer::{Fees, NonceAccount, PayoutTx, Signer};
+use super::signer::{Fees, NonceAccount, PayoutTx, Signer, Signers};
 use super::{Broadcast, Chain, ChainError, Outgoing, SignedTx, Transfer, TxStatus};
-use crate::addresses::address_key;
-use crate::chain::address::AddressFamily;
-use crate::config::{EvmConfig, EvmNetworkConfig};
-use crate::gates::{self, GATES, Gate};
+use api::addresses::address_key;
+use api::chain::address::AddressFamily;
+use api::chain::evm_tx::signed_terms;
+use api::config::{EvmConfig, EvmNetworkConfig};
+use api::gates::{self, GATES, Gate};
 
 /// keccak256("Transfer(address,address,uint256)").
 pub const TRANSFER_TOPIC: &str = "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef";
@@ -527,20 +528,13 @@ impl HotWallet {
     }
 }
 
-/// The nonce and fees of a signed EIP-1559 transaction (`raw`: 0x-hex of its 2718 encoding).
-pub fn signed_terms(raw: &str) -> Option<(u64, Fees)> {
-    use alloy_consensus::TxEnvelope;
-    use alloy_eips::eip2718::Decodable2718;
-    let bytes = hex::decode(raw.trim_start_matches("0x")).ok()?;
-    match TxEnvelope::decode_2718(&mut bytes.as_slice()).ok()? {
-        TxEnvelope::Eip1559(signed) => {
-            let tx = signed.tx();
-            Some((
-                tx.nonce,
-                Fees { max_fee_per_gas: tx.max_fee_per_gas, priority_fee_per_gas: tx.max_priority_fee_per_gas },
-            ))
+impl Signers {
+    /// Adds the hot wallets of `cfg`'s live EVM networks (those with a key configured).
+    pub fn with_evm(mut self, cfg: &EvmConfig) -> Result<Signers, ChainError> {
+        for (gate, signer) in signers(cfg)? {
+            self.insert(entity::Environment::Live, gate, signer);
         }
-        _ => None,
+        Ok(self)
     }
 }
 

@@ -1,11 +1,14 @@
-//! Test harness: the real router on 127.0.0.1:0 over a fresh database per test.
+//! Test support shared by the integration suites of `api`, `workers` and `ops` (a dev-dependency
+//! only, never published): the real router on 127.0.0.1:0 over a fresh database per test,
+//! merchants and keys, ledger helpers, an anvil node ([`anvil`]) and worker processes
+//! ([`fleet`]).
 //!
-//! Default: a temporary SQLite file (the embedded default). With `--features pg-tests`: a new
+//! Default: a temporary SQLite file (the embedded default). With the `pg` feature (each suite's
+//! `--features pg-tests` turns it on): a new
 //! PostgreSQL database per test on `PAYGATE_TEST_PG` (default postgres://postgres@127.0.0.1:5432),
 //! dropped afterwards. An unreachable PostgreSQL fails the test loudly; nothing is skipped.
-#![allow(dead_code)]
-
 pub mod anvil;
+pub mod fleet;
 
 use std::net::SocketAddr;
 
@@ -58,19 +61,19 @@ pub fn test_config() -> Config {
 
 pub struct Db {
     pub url: String,
-    #[cfg(feature = "pg-tests")]
+    #[cfg(feature = "pg")]
     name: String,
     _dir: Option<tempfile::TempDir>,
 }
 
-#[cfg(feature = "pg-tests")]
+#[cfg(feature = "pg")]
 pub fn pg_server() -> String {
     std::env::var("PAYGATE_TEST_PG").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".into())
 }
 
 impl Db {
     pub async fn fresh() -> Db {
-        #[cfg(feature = "pg-tests")]
+        #[cfg(feature = "pg")]
         {
             use sea_orm::ConnectionTrait;
             let server = pg_server();
@@ -81,7 +84,7 @@ impl Db {
             admin.execute_unprepared(&format!("CREATE DATABASE {name}")).await.expect("create test database");
             Db { url: format!("{server}/{name}"), name, _dir: None }
         }
-        #[cfg(not(feature = "pg-tests"))]
+        #[cfg(not(feature = "pg"))]
         {
             let dir = tempfile::tempdir().expect("tempdir");
             let url = format!("sqlite://{}?mode=rwc", dir.path().join("test.db").display());
@@ -90,7 +93,7 @@ impl Db {
     }
 }
 
-#[cfg(feature = "pg-tests")]
+#[cfg(feature = "pg")]
 impl Drop for Db {
     fn drop(&mut self) {
         let (server, name) = (pg_server(), self.name.clone());
@@ -430,7 +433,7 @@ impl TestApp {
         }
     }
 
-    #[cfg(feature = "pg-tests")]
+    #[cfg(feature = "pg")]
     async fn blocked_writers(&self, probe: &sea_orm::DatabaseConnection) -> usize {
         use sea_orm::{ConnectionTrait, Statement};
         let sql = "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() \
@@ -443,7 +446,7 @@ impl TestApp {
         row.try_get::<i64>("", "n").expect("count") as usize
     }
 
-    #[cfg(not(feature = "pg-tests"))]
+    #[cfg(not(feature = "pg"))]
     async fn blocked_writers(&self, _probe: &sea_orm::DatabaseConnection) -> usize {
         let pool = self.state.db.get_sqlite_connection_pool();
         let max = self.state.config.db.max_connections.min(8) as usize;

@@ -4,26 +4,24 @@
 //! attempt under concurrency, lost jobs found again, secret rotation, and outbound safety at
 //! connect time. Runs on SQLite, and on PostgreSQL with `pg-tests`.
 
-mod common;
-
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use api::config::WebhooksConfig;
 use api::events;
-use api::webhooks::deliver::{self, Deliverer, Outcome};
 use api::webhooks::outbound::TargetPolicy;
 use api::webhooks::receiver::{Behaviour, Receiver};
 use api::webhooks::secrets::SecretBox;
 use api::webhooks::{WebhookError, admin, dispatch, endpoints};
 use chrono::Utc;
-use common::TestApp;
 use entity::{DeliveryStatus, Environment, event, webhook_attempt, webhook_delivery};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder};
 use serde_json::json;
+use testkit::TestApp;
 use uuid::Uuid;
+use workers::deliver::{self, Deliverer, Outcome};
 
 const ANY: &str = "127.0.0.1:0";
 

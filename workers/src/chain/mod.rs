@@ -1,0 +1,155 @@
+//! Chain adapters: what the pipeline asks of a network (tip height, transfers in a block
+//! range, the status of a seen transfer) and what the executor sends to it. The test
+//! environment runs on sandbox chains kept in the database; live adapters plug in behind the
+//! same trait. Address rules are the shared domain's (`api::chain::address`).
+
+pub mod evm;
+pub mod sandbox;
+pub mod signer;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use entity::Environment;
+use rust_decimal::Decimal;
+
+use api::gates::{GATES, Gate};
+
+/// A transfer to some address, as the chain reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Transfer {
+    pub tx_hash: String,
+    /// Output index (UTXO chains) or log index (EVM tokens); 0 where a transaction pays once.
+    pub output_index: i64,
+    /// `<family>:<address>:<tag>` of the receiver, as `addresses::address_key` builds it.
+    pub address_key: String,
+    pub amount: Decimal,
+    pub block_height: u64,
+}
+
+/// Where a seen transfer stands on the chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxStatus {
+    /// On the canonical chain with this many confirmations (0: not in a block yet).
+    Confirmations(u64),
+    /// No longer on the chain: reorganised away, replaced or reversed.
+    Gone,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ChainError {
+    #[error("chain unavailable: {0}")]
+    Unavailable(String),
+    #[error(transparent)]
+    Db(#[from] sea_orm::DbErr),
+}
+
+/// A signed outgoing transaction, ready to broadcast; `raw` is what the network takes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignedTx {
+    pub tx_hash: String,
+    pub raw: String,
+}
+
+/// What the network said to a broadcast.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Broadcast {
+    /// Taken into the mempool (or a block).
+    Accepted,
+    /// The same transaction was already sent: nothing new happened.
+    AlreadyKnown,
+    /// Refused before it reached any mempool for a reason that can pass (no gas funds, fee
+    /// below the market, pool full, …): keep the signed transaction and send it again later.
+    Retry(String),
+    /// Its nonce was used by another transaction, now at the gate's confirmation depth: it can
+    /// never be mined, and leaves no gap.
+    Displaced(String),
+    /// Refused for good: it can certainly never be mined (invalid destination or signature,
+    /// wrong chain, intrinsic gas too low, …).
+    Rejected(String),
+}
+
+/// Where an outgoing transaction stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outgoing {
+    /// The network does not know it (never broadcast, or dropped from the mempool).
+    Unknown,
+    /// In a block with this many confirmations (0: in the mempool) and the fee it paid in the
+    /// gate's asset; `None` when the fee is paid in another asset (an ERC-20 transfer pays gas
+    /// in the network's coin): the payout keeps its configured fee.
+    Confirmations { confirmations: u64, fee: Option<Decimal> },
+    /// Mined but failed (e.g. a reverted token transfer), or replaced.
+    Failed(String),
+}
+
+/// One gate's view of its network.
+#[async_trait::async_trait]
+pub trait Chain: Send + Sync {
+    fn gate(&self) -> &'static Gate;
+    /// Height of the newest block.
+    async fn tip(&self) -> Result<u64, ChainError>;
+    /// Every transfer of the gate's asset in blocks `from..=to`; the scanner picks the watched ones.
+    async fn transfers(&self, from: u64, to: u64) -> Result<Vec<Transfer>, ChainError>;
+    /// Confirmations of a seen transfer, or `Gone`.
+    async fn status(&self, tx_hash: &str, output_index: i64) -> Result<TxStatus, ChainError>;
+    /// Whether one `Gone` answer is final. False for any chain read from a remote node (a
+    /// lagging node or a reorganisation can hide a transaction for a while): the tracker then
+    /// reverses only after the transaction stayed missing over a span of blocks. True only
+    /// where `Gone` is a stored fact (the sandbox's deliberate reversals).
+    fn gone_is_final(&self) -> bool {
+        false
+    }
+    /// Sends a signed transaction. Sending the same one again is `AlreadyKnown`, never a
+    /// second transaction.
+    async fn broadcast(&self, tx: &SignedTx) -> Result<Broadcast, ChainError> {
+        let _ = tx;
+        Err(ChainError::Unavailable(format!("payouts are not supported on {} yet", self.gate().id)))
+    }
+    /// Where a sent transaction stands.
+    async fn outgoing(&self, tx_hash: &str) -> Result<Outgoing, ChainError> {
+        let _ = tx_hash;
+        Err(ChainError::Unavailable(format!("payouts are not supported on {} yet", self.gate().id)))
+    }
+}
+
+/// The chain of every (environment, gate) the pipeline can watch.
+#[derive(Clone, Default)]
+pub struct Chains {
+    by_gate: HashMap<(Environment, &'static str), Arc<dyn Chain>>,
+}
+
+impl Chains {
+    /// Sandbox chains for every test gate; live gates get adapters when configured.
+    pub fn new(db: &sea_orm::DatabaseConnection, sandbox: &api::config::SandboxConfig) -> Chains {
+        let mut by_gate: HashMap<(Environment, &'static str), Arc<dyn Chain>> = HashMap::new();
+        for gate in GATES.iter() {
+            let chain = sandbox::SandboxChain::new(db.clone(), gate, sandbox.interval_ms(gate.id));
+            by_gate.insert((Environment::Test, gate.id), Arc::new(chain));
+        }
+        Chains { by_gate }
+    }
+
+    /// Adds the live EVM chains configured in `cfg` (`[evm.networks.*]`).
+    pub fn with_evm(mut self, cfg: &api::config::EvmConfig) -> Chains {
+        for chain in evm::chains(cfg) {
+            self.insert(Environment::Live, chain);
+        }
+        self
+    }
+
+    pub fn insert(&mut self, env: Environment, chain: Arc<dyn Chain>) {
+        self.by_gate.insert((env, chain.gate().id), chain);
+    }
+
+    pub fn get(&self, env: Environment, gate_id: &str) -> Option<Arc<dyn Chain>> {
+        let gate = api::gates::find(gate_id)?;
+        self.by_gate.get(&(env, gate.id)).cloned()
+    }
+
+    /// Every watched (environment, chain), in a stable order.
+    pub fn all(&self) -> Vec<(Environment, Arc<dyn Chain>)> {
+        let mut v: Vec<_> = self.by_gate.iter().map(|((e, _), c)| (*e, c.clone())).collect();
+        v.sort_by_key(|(e, c)| (e.as_str(), c.gate().id));
+        v
+    }
+}

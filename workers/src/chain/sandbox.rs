@@ -1,0 +1,110 @@
+//! The sandbox chain read and broadcast to as a [`Chain`]: blocks and deposits are written by
+//! `api::chain::sandbox::SandboxChain` (the test helpers, `ops sandbox`), which every process
+//! shares through the database; payouts signed by the sandbox signer land in `sandbox_broadcast`.
+
+pub use api::chain::sandbox::SandboxChain;
+use api::chain::sandbox::{failure_destination, sandbox_fee};
+use api::gates::Gate;
+use chrono::Utc;
+use entity::{Amount, sandbox_broadcast, sandbox_transfer};
+use sea_orm::sea_query::OnConflict;
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
+
+use super::signer::SandboxTx;
+use super::{Broadcast, Chain, ChainError, Outgoing, SignedTx, Transfer, TxStatus};
+
+/// Accepts a sandbox-signed transaction into the block after the tip (once per hash).
+async fn send(chain: &SandboxChain, tx: &SignedTx) -> Result<Broadcast, ChainError> {
+    let body: SandboxTx = match serde_json::from_str(&tx.raw) {
+        Ok(b) => b,
+        Err(e) => return Ok(Broadcast::Rejected(format!("malformed transaction: {e}"))),
+    };
+    if body.gate_id != chain.gate().id {
+        return Ok(Broadcast::Rejected(format!("transaction for {} sent to {}", body.gate_id, chain.gate().id)));
+    }
+    if body.to.eq_ignore_ascii_case(&failure_destination(chain.gate().family)) {
+        return Ok(Broadcast::Rejected("sandbox: destination rejected (forced failure address)".into()));
+    }
+    let txn = api::db::begin_write(chain.db()).await?;
+    let tip = chain.locked_tip(&txn).await?;
+    let row = sandbox_broadcast::Model {
+        tx_hash: tx.tx_hash.clone(),
+        gate_id: chain.gate().id.into(),
+        destination: body.to,
+        destination_tag: body.tag,
+        amount: Amount::new(body.amount),
+        fee: Amount::new(sandbox_fee(chain.gate(), body.max_fee)),
+        reference: body.memo,
+        block_height: tip + 1,
+        created_at: Utc::now(),
+    };
+    let n = sandbox_broadcast::Entity::insert(sandbox_broadcast::ActiveModel::from(row))
+        .on_conflict(OnConflict::column(sandbox_broadcast::Column::TxHash).do_nothing().to_owned())
+        .exec_without_returning(&txn)
+        .await?;
+    txn.commit().await?;
+    Ok(if n == 1 { Broadcast::Accepted } else { Broadcast::AlreadyKnown })
+}
+
+#[async_trait::async_trait]
+impl Chain for SandboxChain {
+    fn gate(&self) -> &'static Gate {
+        self.gate()
+    }
+
+    async fn tip(&self) -> Result<u64, ChainError> {
+        Ok(self.advance(self.db(), 0).await? as u64)
+    }
+
+    async fn transfers(&self, from: u64, to: u64) -> Result<Vec<Transfer>, ChainError> {
+        let rows = sandbox_transfer::Entity::find()
+            .filter(sandbox_transfer::Column::GateId.eq(self.gate().id))
+            .filter(sandbox_transfer::Column::BlockHeight.between(from as i64, to as i64))
+            .filter(sandbox_transfer::Column::ReversedAt.is_null())
+            .order_by_asc(sandbox_transfer::Column::BlockHeight)
+            .order_by_asc(sandbox_transfer::Column::Id)
+            .all(self.db())
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|t| Transfer {
+                tx_hash: t.tx_hash,
+                output_index: t.output_index,
+                address_key: t.address_key,
+                amount: t.amount.0,
+                block_height: t.block_height as u64,
+            })
+            .collect())
+    }
+
+    async fn status(&self, tx_hash: &str, output_index: i64) -> Result<TxStatus, ChainError> {
+        let t = sandbox_transfer::Entity::find()
+            .filter(sandbox_transfer::Column::GateId.eq(self.gate().id))
+            .filter(sandbox_transfer::Column::TxHash.eq(tx_hash))
+            .filter(sandbox_transfer::Column::OutputIndex.eq(output_index))
+            .one(self.db())
+            .await?;
+        let Some(t) = t.filter(|t| t.reversed_at.is_none()) else { return Ok(TxStatus::Gone) };
+        let tip = self.tip().await? as i64;
+        Ok(TxStatus::Confirmations(if t.block_height > tip { 0 } else { (tip - t.block_height + 1) as u64 }))
+    }
+
+    /// A sandbox transfer is gone only when it was reversed on purpose (`reversed_at` is set in
+    /// the database every process reads): nothing to wait for.
+    fn gone_is_final(&self) -> bool {
+        true
+    }
+
+    async fn broadcast(&self, tx: &SignedTx) -> Result<Broadcast, ChainError> {
+        send(self, tx).await
+    }
+
+    async fn outgoing(&self, tx_hash: &str) -> Result<Outgoing, ChainError> {
+        let Some(b) = sandbox_broadcast::Entity::find_by_id(tx_hash).one(self.db()).await? else {
+            return Ok(Outgoing::Unknown);
+        };
+        let tip = self.tip().await? as i64;
+        let confirmations = if b.block_height > tip { 0 } else { (tip - b.block_height + 1) as u64 };
+        Ok(Outgoing::Confirmations { confirmations, fee: Some(b.fee.0) })
+    }
+}
