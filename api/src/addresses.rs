@@ -17,7 +17,7 @@ use sea_orm::{ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection
 
 use crate::chain::address::{AccountKeysConfig, AddressDeriver, AddressFamily, ChainNet, DeriveError};
 use crate::config::{Config, ConfigError};
-use crate::error::{ApiError, ErrorCode};
+use crate::domain_error::{DomainError, ErrorCode};
 
 #[derive(Debug, Clone)]
 pub struct Allocated {
@@ -113,7 +113,7 @@ impl AddressBook {
         db: &DatabaseConnection,
         env: Environment,
         family: AddressFamily,
-    ) -> Result<Allocated, ApiError> {
+    ) -> Result<Allocated, DomainError> {
         let block = self.block_size(env, family);
         let index = loop {
             let taken = {
@@ -157,14 +157,14 @@ impl AddressBook {
                 }
             }
         };
-        let idx = u64::try_from(index).map_err(ApiError::internal)?;
+        let idx = u64::try_from(index).map_err(DomainError::internal)?;
         let derived = self.deriver(env).derive(family, idx).map_err(|e| match e {
             // Operational states, not bugs: the gate cannot issue addresses right now.
             DeriveError::PoolExhausted { .. } | DeriveError::NotConfigured { .. } | DeriveError::IndexOutOfRange { .. } => {
                 tracing::error!(environment = %env, family = family.as_str(), error = %e, "cannot issue deposit addresses");
-                ApiError::unavailable(ErrorCode::GateOffline, format!("no deposit address available: {e}"))
+                DomainError::unavailable(ErrorCode::GateOffline, format!("no deposit address available: {e}"))
             }
-            DeriveError::Derivation { .. } => ApiError::internal(e),
+            DeriveError::Derivation { .. } => DomainError::internal(e),
         })?;
         let key = address_key(family, &derived.address, derived.tag.as_deref());
         Ok(Allocated { address: derived.address, tag: derived.tag, index, key })
@@ -202,7 +202,7 @@ impl AddressBook {
 }
 
 /// Atomically moves the counter forward by `n`; returns the new end (exclusive).
-async fn reserve(db: &DatabaseConnection, env: Environment, family: AddressFamily, n: i64) -> Result<i64, ApiError> {
+async fn reserve(db: &DatabaseConnection, env: Environment, family: AddressFamily, n: i64) -> Result<i64, DomainError> {
     use derivation_counter::Column as C;
     derivation_counter::Entity::insert(derivation_counter::ActiveModel {
         environment: Set(env.as_str().to_owned()),
@@ -219,6 +219,6 @@ async fn reserve(db: &DatabaseConnection, env: Environment, family: AddressFamil
         .and_where(C::Family.eq(family.as_str()))
         .returning_col(C::NextIndex)
         .to_owned();
-    let row = db.query_one(&stmt).await?.ok_or_else(|| ApiError::internal("derivation counter row missing"))?;
+    let row = db.query_one(&stmt).await?.ok_or_else(|| DomainError::internal("derivation counter row missing"))?;
     Ok(row.try_get_by_index::<i64>(0)?)
 }

@@ -319,6 +319,26 @@ impl Default for WebhooksConfig {
     }
 }
 
+/// A file beside the embedded SQLite database, named after it:
+/// `sqlite://data/paygate.db?mode=rwc` with `jobs.sqlite` -> `data/paygate-jobs.sqlite`.
+/// `None` for PostgreSQL and in-memory SQLite, which have no file to stand beside.
+pub fn beside_sqlite_file(database_url: &str, suffix: &str) -> Option<std::path::PathBuf> {
+    let file = database_url
+        .strip_prefix("sqlite:")
+        .map(|rest| rest.trim_start_matches("//"))
+        .map(|rest| rest.split('?').next().unwrap_or_default())
+        .filter(|f| !f.is_empty() && !f.starts_with(":memory:"))?;
+    let file = std::path::Path::new(file);
+    let stem = file.file_stem().and_then(|s| s.to_str()).unwrap_or("paygate");
+    Some(file.with_file_name(format!("{stem}-{suffix}")))
+}
+
+/// `webhooks.secret_key`'s format: 64 hex characters -> the 32-byte key.
+pub fn parse_secret_key(hex_key: &str) -> Result<[u8; 32], &'static str> {
+    let bytes = hex::decode(hex_key.trim()).map_err(|_| "not hex")?;
+    bytes.as_slice().try_into().map_err(|_| "must be 32 bytes (64 hex characters)")
+}
+
 /// A configuration string that never appears in `Debug` output or logs.
 #[derive(Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(transparent)]
@@ -903,7 +923,7 @@ impl Config {
             return invalid("webhooks.stale_after_secs", "must be at least 1");
         }
         if let Some(k) = &w.secret_key
-            && crate::webhooks::secrets::SecretBox::parse_key(&k.0).is_err()
+            && parse_secret_key(&k.0).is_err()
         {
             return invalid("webhooks.secret_key", "must be 64 hex characters (32 bytes)");
         }

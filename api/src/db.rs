@@ -34,20 +34,6 @@ pub async fn connect(cfg: &Config) -> anyhow::Result<DatabaseConnection> {
     }
 }
 
-/// A file beside the embedded SQLite database, named after it:
-/// `sqlite://data/paygate.db?mode=rwc` with `jobs.sqlite` -> `data/paygate-jobs.sqlite`.
-/// `None` for PostgreSQL and in-memory SQLite, which have no file to stand beside.
-pub fn beside_sqlite_file(database_url: &str, suffix: &str) -> Option<std::path::PathBuf> {
-    let file = database_url
-        .strip_prefix("sqlite:")
-        .map(|rest| rest.trim_start_matches("//"))
-        .map(|rest| rest.split('?').next().unwrap_or_default())
-        .filter(|f| !f.is_empty() && !f.starts_with(":memory:"))?;
-    let file = std::path::Path::new(file);
-    let stem = file.file_stem().and_then(|s| s.to_str()).unwrap_or("paygate");
-    Some(file.with_file_name(format!("{stem}-{suffix}")))
-}
-
 pub async fn migrate(db: &DatabaseConnection) -> anyhow::Result<()> {
     migration::Migrator::up(db, None).await?;
     Ok(())

@@ -6,32 +6,8 @@ use serde::Serialize;
 
 use crate::envelope::{Meta, current_request_id};
 
-/// Stable `error.code` values (docs/api-decisions.md lists when each is used).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum ErrorCode {
-    ValidationError,
-    Unauthorized,
-    Forbidden,
-    NotFound,
-    InvoiceNotCancellable,
-    InvoiceNotActivatable,
-    PayoutNotCancellable,
-    IdempotencyKeyMismatch,
-    InsufficientBalance,
-    RefundExceedsCredit,
-    RefundCurrencyMismatch,
-    AmountOutOfRange,
-    UnsupportedCurrency,
-    GateOffline,
-    RatesUnavailable,
-    RateLimited,
-    PayloadTooLarge,
-    NotReady,
-    /// 503: the server's `request_timeout_ms` elapsed before the response was ready.
-    RequestTimeout,
-    InternalError,
-}
+pub use crate::domain_error::ErrorCode;
+use crate::domain_error::{DomainError, Kind};
 
 #[derive(Debug)]
 pub struct ApiError {
@@ -75,11 +51,7 @@ impl ApiError {
 
     /// 400 with several `field: problem` details.
     pub fn validation(details: Vec<String>) -> Self {
-        let message = match details.as_slice() {
-            [one] => format!("invalid request: {one}"),
-            _ => format!("invalid request: {} problems", details.len()),
-        };
-        Self::new(StatusCode::BAD_REQUEST, ErrorCode::ValidationError, message).with_details(details)
+        DomainError::validation(details).into()
     }
 
     pub fn unauthorized(message: impl Into<String>) -> Self {
@@ -95,31 +67,20 @@ impl ApiError {
     }
 
     pub fn not_found(what: &str) -> Self {
-        Self::new(StatusCode::NOT_FOUND, ErrorCode::NotFound, format!("{what} not found"))
+        DomainError::not_found(what).into()
     }
 
     pub fn conflict(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self::new(StatusCode::CONFLICT, code, message)
+        DomainError::conflict(code, message).into()
     }
 
     /// 422 for a request that is well-formed but breaks a business rule; `field` is named.
     pub fn unprocessable(code: ErrorCode, field: &str, message: impl Into<String>) -> Self {
-        let message = message.into();
-        let detail = format!("{field}: {message}");
-        Self::new(StatusCode::UNPROCESSABLE_ENTITY, code, message).with_details(vec![detail])
-    }
-
-    /// 422 with several `field: problem` details.
-    pub fn unprocessable_many(code: ErrorCode, details: Vec<String>) -> Self {
-        let message = match details.as_slice() {
-            [one] => one.clone(),
-            _ => format!("{} problems", details.len()),
-        };
-        Self::new(StatusCode::UNPROCESSABLE_ENTITY, code, message).with_details(details)
+        DomainError::unprocessable(code, field, message).into()
     }
 
     pub fn unavailable(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self::new(StatusCode::SERVICE_UNAVAILABLE, code, message)
+        DomainError::unavailable(code, message).into()
     }
 
     /// 413: a request body over `limit` bytes.
@@ -143,16 +104,36 @@ impl ApiError {
     }
 }
 
-/// An unknown or ambiguous currency/network in a request: 422 naming the field.
-impl From<crate::gates::ResolveError> for ApiError {
-    fn from(e: crate::gates::ResolveError) -> Self {
-        ApiError::unprocessable(ErrorCode::UnsupportedCurrency, e.field(), e.to_string())
+/// Every domain error in one place: its kind decides the status, its code and details pass
+/// through, and an internal cause is logged with the request id and never shown.
+impl From<DomainError> for ApiError {
+    fn from(e: DomainError) -> Self {
+        let status = match e.kind {
+            Kind::Invalid => StatusCode::BAD_REQUEST,
+            Kind::NotFound => StatusCode::NOT_FOUND,
+            Kind::Conflict => StatusCode::CONFLICT,
+            Kind::Unprocessable => StatusCode::UNPROCESSABLE_ENTITY,
+            Kind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Kind::Internal => return ApiError::internal(e.message),
+        };
+        ApiError::new(status, e.code, e.message).with_details(e.details)
     }
 }
 
-impl From<crate::payouts::service::ReleaseError> for ApiError {
-    fn from(e: crate::payouts::service::ReleaseError) -> Self {
-        ApiError::internal(e)
+/// An unknown or ambiguous currency/network in a request: 422 naming the field.
+impl From<crate::gates::ResolveError> for ApiError {
+    fn from(e: crate::gates::ResolveError) -> Self {
+        DomainError::from(e).into()
+    }
+}
+
+/// A key that does not authenticate: 401 with the reason.
+impl From<crate::keys::KeyError> for ApiError {
+    fn from(e: crate::keys::KeyError) -> Self {
+        match e {
+            crate::keys::KeyError::Rejected(why) => ApiError::unauthorized(why),
+            crate::keys::KeyError::Db(db) => ApiError::internal(db),
+        }
     }
 }
 

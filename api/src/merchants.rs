@@ -9,7 +9,7 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use crate::auth::{Permissions, generate_key, hash_key};
+use crate::keys::{Permissions, generate_key, hash_key};
 
 #[derive(Debug, Clone)]
 pub struct MerchantSettings {

@@ -6,8 +6,8 @@ use std::time::Duration;
 use sea_orm::DatabaseConnection;
 
 use crate::addresses::AddressBook;
-use crate::auth::KeyCache;
 use crate::config::Config;
+use crate::keys::KeyCache;
 use crate::rates::Rates;
 
 #[derive(Clone)]
@@ -63,7 +63,7 @@ impl AppState {
         &self,
         env: entity::Environment,
         gate: &crate::gates::Gate,
-    ) -> Result<(), crate::error::ApiError> {
+    ) -> Result<(), crate::domain_error::DomainError> {
         crate::availability::deposits(&self.config, &self.addresses, env, gate).map_err(|why| offline(env, gate, why))
     }
 
@@ -73,7 +73,7 @@ impl AppState {
         &self,
         env: entity::Environment,
         gate: &crate::gates::Gate,
-    ) -> Result<(), crate::error::ApiError> {
+    ) -> Result<(), crate::domain_error::DomainError> {
         crate::availability::payouts(&self.config, env, gate).map_err(|why| offline(env, gate, why))
     }
 
@@ -83,11 +83,11 @@ impl AppState {
         env: entity::Environment,
         gate: &crate::gates::Gate,
         amount: rust_decimal::Decimal,
-    ) -> Result<(), crate::error::ApiError> {
+    ) -> Result<(), crate::domain_error::DomainError> {
         let (min, max) = self.gate_limits(env, gate);
         if amount < min || amount > max {
-            return Err(crate::error::ApiError::unprocessable(
-                crate::error::ErrorCode::AmountOutOfRange,
+            return Err(crate::domain_error::DomainError::unprocessable(
+                crate::domain_error::ErrorCode::AmountOutOfRange,
                 "amount",
                 format!("{} {amount} is outside the {} gate's range {min} to {max}", gate.asset, gate.id),
             ));
@@ -126,15 +126,17 @@ impl AppState {
     }
 
     /// The merchant's settings, cached like API keys (same TTL).
-    pub async fn merchant(&self, id: uuid::Uuid) -> Result<Arc<entity::merchant::Model>, crate::error::ApiError> {
+    pub async fn merchant(
+        &self,
+        id: uuid::Uuid,
+    ) -> Result<Arc<entity::merchant::Model>, crate::domain_error::DomainError> {
         if let Some(m) = self.merchants.get(&id) {
             return Ok(m);
         }
         use sea_orm::EntityTrait;
-        let m = entity::merchant::Entity::find_by_id(id)
-            .one(&self.db)
-            .await?
-            .ok_or_else(|| crate::error::ApiError::internal(format!("merchant {id} of a valid key is missing")))?;
+        let m = entity::merchant::Entity::find_by_id(id).one(&self.db).await?.ok_or_else(|| {
+            crate::domain_error::DomainError::internal(format!("merchant {id} of a valid key is missing"))
+        })?;
         let m = Arc::new(m);
         self.merchants.put(id, m.clone());
         Ok(m)
@@ -145,9 +147,9 @@ fn offline(
     env: entity::Environment,
     gate: &crate::gates::Gate,
     why: crate::availability::Offline,
-) -> crate::error::ApiError {
-    crate::error::ApiError::unavailable(
-        crate::error::ErrorCode::GateOffline,
+) -> crate::domain_error::DomainError {
+    crate::domain_error::DomainError::unavailable(
+        crate::domain_error::ErrorCode::GateOffline,
         format!("the {} gate is offline in the {env} environment: {why}", gate.id),
     )
 }

@@ -9,9 +9,9 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use super::types::{CreateInvoiceRequest, PaymentRow};
-use crate::auth::Principal;
-use crate::error::{ApiError, ApiResult, ErrorCode};
+use crate::domain_error::{DomainError, DomainResult, ErrorCode};
 use crate::gates;
+use crate::keys::Principal;
 use crate::state::AppState;
 
 pub const MAX_METADATA_PROPERTIES: usize = 50;
@@ -106,7 +106,7 @@ struct Checked {
 }
 
 /// 400-class checks, all collected so the caller sees every problem at once.
-fn check_structure(req: &CreateInvoiceRequest) -> ApiResult<Checked> {
+fn check_structure(req: &CreateInvoiceRequest) -> DomainResult<Checked> {
     let mut p: Vec<String> = Vec::new();
     let is_deferred = req.is_deferred.unwrap_or(false);
     let mut crypto_amount = None;
@@ -196,7 +196,7 @@ fn check_structure(req: &CreateInvoiceRequest) -> ApiResult<Checked> {
     if p.is_empty() {
         Ok(Checked { crypto_amount, fiat, is_deferred, draft_expires_at: req.draft_expires_at })
     } else {
-        Err(ApiError::validation(p))
+        Err(DomainError::validation(p))
     }
 }
 
@@ -209,27 +209,27 @@ pub(crate) fn price_in(
     gate: &gates::Gate,
     fiat_amount: Decimal,
     fiat: &str,
-) -> ApiResult<(Decimal, Decimal)> {
+) -> DomainResult<(Decimal, Decimal)> {
     let rate = state.rates.get(env, gate.asset, fiat).ok_or_else(|| {
-        ApiError::unavailable(
+        DomainError::unavailable(
             ErrorCode::RatesUnavailable,
             format!("no fresh {}/{fiat} rate; fiat-priced invoices are refused until rates recover", gate.asset),
         )
     })?;
     let crypto = fiat_amount
         .checked_div(rate.rate)
-        .ok_or_else(|| ApiError::internal("fiat conversion overflow"))?
+        .ok_or_else(|| DomainError::internal("fiat conversion overflow"))?
         .round_dp_with_strategy(gate.decimals, RoundingStrategy::ToPositiveInfinity)
         .normalize();
     Ok((crypto, rate.rate))
 }
 
 /// `(target_settlement_asset, settlement_target_currency, settlement_target_network)`.
-fn resolve_settlement(req: &CreateInvoiceRequest) -> ApiResult<(String, Option<String>, Option<String>)> {
+fn resolve_settlement(req: &CreateInvoiceRequest) -> DomainResult<(String, Option<String>, Option<String>)> {
     let by_asset = match req.target_settlement_asset.as_deref() {
         None | Some("passthrough") => None,
         Some(id) => Some(gates::find(id).ok_or_else(|| {
-            ApiError::unprocessable(
+            DomainError::unprocessable(
                 ErrorCode::UnsupportedCurrency,
                 "target_settlement_asset",
                 format!("must be \"passthrough\" or a gate id, got {id:?}"),
@@ -239,7 +239,7 @@ fn resolve_settlement(req: &CreateInvoiceRequest) -> ApiResult<(String, Option<S
     let by_currency = match req.settlement_target_currency.as_deref() {
         None => {
             if req.settlement_target_network.is_some() {
-                return Err(ApiError::invalid_field(
+                return Err(DomainError::invalid_field(
                     "settlement_target_network",
                     "only allowed with settlement_target_currency",
                 ));
@@ -249,12 +249,12 @@ fn resolve_settlement(req: &CreateInvoiceRequest) -> ApiResult<(String, Option<S
         Some(c) => Some(gates::resolve(c, req.settlement_target_network.as_deref()).map_err(|e| {
             let field =
                 if e.field() == "currency" { "settlement_target_currency" } else { "settlement_target_network" };
-            ApiError::unprocessable(ErrorCode::UnsupportedCurrency, field, e.to_string())
+            DomainError::unprocessable(ErrorCode::UnsupportedCurrency, field, e.to_string())
         })?),
     };
     let target = match (by_asset, by_currency) {
         (Some(a), Some(b)) if a.id != b.id => {
-            return Err(ApiError::invalid_field(
+            return Err(DomainError::invalid_field(
                 "settlement_target_currency",
                 format!("contradicts target_settlement_asset {:?}", a.id),
             ));
@@ -273,7 +273,7 @@ pub async fn create(
     who: &Principal,
     req: CreateInvoiceRequest,
     raw: &serde_json::Value,
-) -> ApiResult<Created> {
+) -> DomainResult<Created> {
     let checked = check_structure(&req)?;
     // Only an idempotent request is ever compared with a later one.
     let request_hash = req.idempotency_key.as_ref().map(|_| canonical_hash(raw));
@@ -287,7 +287,7 @@ pub async fn create(
 
     let gate = req.currency.as_deref().map(|c| gates::resolve(c, req.network.as_deref())).transpose()?;
     if req.currency.is_none() && req.network.is_some() {
-        return Err(ApiError::invalid_field("network", "only allowed with currency"));
+        return Err(DomainError::invalid_field("network", "only allowed with currency"));
     }
     let (target_asset, target_currency, target_network) = resolve_settlement(&req)?;
     if target_asset != "passthrough" && env == Environment::Live && state.config.settlement.live_venue == "none" {
@@ -296,7 +296,7 @@ pub async fn create(
         } else {
             "settlement_target_currency"
         };
-        return Err(ApiError::unprocessable(
+        return Err(DomainError::unprocessable(
             ErrorCode::UnsupportedCurrency,
             field,
             "settlement conversion is not available in the live environment (no conversion venue is configured); use passthrough",
@@ -314,7 +314,7 @@ pub async fn create(
     let mut amount_in_base = None;
     if let Some((fiat_amount, fiat)) = &checked.fiat {
         if !state.rates_fiats(env).iter().any(|f| f == fiat) {
-            return Err(ApiError::unprocessable(
+            return Err(DomainError::unprocessable(
                 ErrorCode::UnsupportedCurrency,
                 "fiat_currency",
                 format!("fiat currency {fiat:?} is not priced in the {env} environment"),
@@ -331,7 +331,7 @@ pub async fn create(
         let crypto = match (&checked.crypto_amount, &checked.fiat) {
             (Some(a), _) => {
                 if a.scale() > g.decimals {
-                    return Err(ApiError::invalid_field(
+                    return Err(DomainError::invalid_field(
                         "amount",
                         format!("at most {} decimal places for the {} gate", g.decimals, g.id),
                     ));
@@ -343,7 +343,7 @@ pub async fn create(
                 exchange_rate = Some(Amount::new(rate));
                 crypto
             }
-            (None, None) => return Err(ApiError::internal("amount missing after validation")),
+            (None, None) => return Err(DomainError::internal("amount missing after validation")),
         };
         state.check_amount_range(env, g, crypto)?;
         amount_requested = Some(Amount::new(crypto));
@@ -419,13 +419,13 @@ pub async fn create(
         let key = req.idempotency_key.as_deref().unwrap_or_default();
         let existing = find_by_idempotency_key(state, who, key)
             .await?
-            .ok_or_else(|| ApiError::internal("idempotency conflict without a row"))?;
+            .ok_or_else(|| DomainError::internal("idempotency conflict without a row"))?;
         return replay_or_mismatch(existing, request_hash.as_deref());
     }
     Ok(Created::New(model))
 }
 
-async fn find_by_idempotency_key(state: &AppState, who: &Principal, key: &str) -> ApiResult<Option<invoice::Model>> {
+async fn find_by_idempotency_key(state: &AppState, who: &Principal, key: &str) -> DomainResult<Option<invoice::Model>> {
     Ok(invoice::Entity::find()
         .filter(invoice::Column::MerchantId.eq(who.merchant_id))
         .filter(invoice::Column::Environment.eq(who.environment))
@@ -434,11 +434,11 @@ async fn find_by_idempotency_key(state: &AppState, who: &Principal, key: &str) -
         .await?)
 }
 
-fn replay_or_mismatch(existing: invoice::Model, request_hash: Option<&str>) -> ApiResult<Created> {
+fn replay_or_mismatch(existing: invoice::Model, request_hash: Option<&str>) -> DomainResult<Created> {
     if request_hash.is_some() && existing.request_hash.as_deref() == request_hash {
         Ok(Created::Replayed(existing))
     } else {
-        Err(ApiError::unprocessable(
+        Err(DomainError::unprocessable(
             ErrorCode::IdempotencyKeyMismatch,
             "idempotency_key",
             "this idempotency_key was already used with a different request body",
@@ -447,13 +447,13 @@ fn replay_or_mismatch(existing: invoice::Model, request_hash: Option<&str>) -> A
 }
 
 /// An invoice of the caller's merchant and environment; anything else is 404.
-pub async fn get(state: &AppState, who: &Principal, id: Uuid) -> ApiResult<(invoice::Model, Vec<PaymentRow>)> {
+pub async fn get(state: &AppState, who: &Principal, id: Uuid) -> DomainResult<(invoice::Model, Vec<PaymentRow>)> {
     let inv = invoice::Entity::find_by_id(id)
         .filter(invoice::Column::MerchantId.eq(who.merchant_id))
         .filter(invoice::Column::Environment.eq(who.environment))
         .one(&state.db)
         .await?
-        .ok_or_else(|| ApiError::not_found("invoice"))?;
+        .ok_or_else(|| DomainError::not_found("invoice"))?;
     let payments = payment::Entity::find()
         .find_also_related(settlement_conversion::Entity)
         .filter(payment::Column::InvoiceId.eq(inv.id))
@@ -477,7 +477,7 @@ pub async fn list(
     f: &ListFilter,
     limit: u64,
     offset: u64,
-) -> ApiResult<(Vec<(invoice::Model, Vec<PaymentRow>)>, u64)> {
+) -> DomainResult<(Vec<(invoice::Model, Vec<PaymentRow>)>, u64)> {
     let mut q = invoice::Entity::find()
         .filter(invoice::Column::MerchantId.eq(who.merchant_id))
         .filter(invoice::Column::Environment.eq(who.environment));
@@ -528,7 +528,7 @@ pub async fn list(
 
 /// Cancels a `pending` invoice with a guarded update, so a payment racing the cancel can never
 /// be overwritten: only one of them moves the invoice out of `pending`.
-pub async fn cancel(state: &AppState, who: &Principal, id: Uuid) -> ApiResult<(invoice::Model, Vec<PaymentRow>)> {
+pub async fn cancel(state: &AppState, who: &Principal, id: Uuid) -> DomainResult<(invoice::Model, Vec<PaymentRow>)> {
     let (inv, _) = get(state, who, id).await?;
     let Some(next) = inv.status.on(InvoiceTrigger::Cancel) else {
         return Err(not_cancellable(inv.status));
@@ -549,8 +549,8 @@ pub async fn cancel(state: &AppState, who: &Principal, id: Uuid) -> ApiResult<(i
     Ok((after, payments))
 }
 
-fn not_cancellable(status: InvoiceStatus) -> ApiError {
-    ApiError::conflict(
+fn not_cancellable(status: InvoiceStatus) -> DomainError {
+    DomainError::conflict(
         ErrorCode::InvoiceNotCancellable,
         format!("only pending invoices can be cancelled; this one is {}", status.as_str()),
     )
@@ -628,8 +628,11 @@ mod tests {
             ("tron_usdt".into(), Some("USDT".into()), Some("tron".into()))
         );
         assert_eq!(r(None, Some("USDC"), Some("solana")).unwrap().0, "solana_usdc");
-        assert_eq!(r(Some("nope"), None, None).unwrap_err().status.as_u16(), 422);
-        assert_eq!(r(None, Some("USDT"), None).unwrap_err().status.as_u16(), 422);
-        assert_eq!(r(Some("bitcoin"), Some("USDT"), Some("tron")).unwrap_err().status.as_u16(), 400);
+        assert_eq!(crate::error::ApiError::from(r(Some("nope"), None, None).unwrap_err()).status.as_u16(), 422);
+        assert_eq!(crate::error::ApiError::from(r(None, Some("USDT"), None).unwrap_err()).status.as_u16(), 422);
+        assert_eq!(
+            crate::error::ApiError::from(r(Some("bitcoin"), Some("USDT"), Some("tron")).unwrap_err()).status.as_u16(),
+            400
+        );
     }
 }

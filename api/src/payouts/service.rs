@@ -10,10 +10,10 @@ use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFi
 use uuid::Uuid;
 
 use super::types::CreatePayoutRequest;
-use crate::auth::Principal;
 use crate::chain::address::{ChainNet, validate_address};
-use crate::error::{ApiError, ApiResult, ErrorCode};
+use crate::domain_error::{DomainError, DomainResult, ErrorCode};
 use crate::gates::{self, Gate};
+use crate::keys::Principal;
 use crate::ledger::{self, LedgerError, Posting};
 use crate::state::AppState;
 
@@ -119,7 +119,7 @@ struct Checked<'a> {
 }
 
 /// Spec 4.5 bounds; violations are 422 `validation_error`, all reported at once.
-fn check_bounds(req: &CreatePayoutRequest) -> ApiResult<Checked<'_>> {
+fn check_bounds(req: &CreatePayoutRequest) -> DomainResult<Checked<'_>> {
     let mut p = Vec::new();
     let currency = required(&mut p, "currency", &req.currency, 20);
     let amount = required(&mut p, "amount", &req.amount, 50);
@@ -142,15 +142,15 @@ fn check_bounds(req: &CreatePayoutRequest) -> ApiResult<Checked<'_>> {
     }
     match (currency, amount, destination, p.is_empty()) {
         (Some(currency), Some(amount), Some(destination), true) => Ok(Checked { currency, amount, destination }),
-        _ => Err(ApiError::unprocessable_many(ErrorCode::ValidationError, p)),
+        _ => Err(DomainError::unprocessable_many(ErrorCode::ValidationError, p)),
     }
 }
 
-pub(crate) fn parse_amount(gate: &Gate, s: &str) -> ApiResult<Decimal> {
+pub(crate) fn parse_amount(gate: &Gate, s: &str) -> DomainResult<Decimal> {
     let d = crate::invoices::service::parse_amount("amount", s)
-        .map_err(|e| ApiError::unprocessable(ErrorCode::ValidationError, "amount", e))?;
+        .map_err(|e| DomainError::unprocessable(ErrorCode::ValidationError, "amount", e))?;
     if d.scale() > gate.decimals {
-        return Err(ApiError::unprocessable(
+        return Err(DomainError::unprocessable(
             ErrorCode::ValidationError,
             "amount",
             format!("at most {} decimal places for the {} gate", gate.decimals, gate.id),
@@ -159,7 +159,7 @@ pub(crate) fn parse_amount(gate: &Gate, s: &str) -> ApiResult<Decimal> {
     Ok(d)
 }
 
-async fn find_by_key<C: ConnectionTrait>(db: &C, who: &Principal, key: &str) -> ApiResult<Option<payout::Model>> {
+async fn find_by_key<C: ConnectionTrait>(db: &C, who: &Principal, key: &str) -> DomainResult<Option<payout::Model>> {
     Ok(payout::Entity::find()
         .filter(payout::Column::MerchantId.eq(who.merchant_id))
         .filter(payout::Column::Environment.eq(who.environment))
@@ -168,14 +168,14 @@ async fn find_by_key<C: ConnectionTrait>(db: &C, who: &Principal, key: &str) -> 
         .await?)
 }
 
-fn ledger_error(e: LedgerError, gate: &Gate) -> ApiError {
+fn ledger_error(e: LedgerError, gate: &Gate) -> DomainError {
     match e {
-        LedgerError::Insufficient { has, needed, .. } => ApiError::unprocessable(
+        LedgerError::Insufficient { has, needed, .. } => DomainError::unprocessable(
             ErrorCode::InsufficientBalance,
             "amount",
             format!("{needed} {} needed, {has} available", gate.asset),
         ),
-        other => ApiError::internal(other),
+        other => DomainError::internal(other),
     }
 }
 
@@ -202,20 +202,20 @@ pub struct PayoutSpec<'a> {
 /// The payout path shared by payouts and refunds: gate online with a payout signer, amount within the gate's range,
 /// destination (and tag) valid for the chain, fees priced with the merchant's allocation and
 /// the status its approval setting gives. Nothing is written.
-pub async fn prepare(state: &AppState, who: &Principal, spec: PayoutSpec<'_>) -> ApiResult<payout::Model> {
+pub async fn prepare(state: &AppState, who: &Principal, spec: PayoutSpec<'_>) -> DomainResult<payout::Model> {
     let (env, gate, amount) = (who.environment, spec.gate, spec.amount);
     state.ensure_online(env, gate)?;
     state.ensure_payable(env, gate)?;
     state.check_amount_range(env, gate, amount)?;
     if let Err(e) = validate_address(gate.family, chain_net(env), spec.destination, None) {
-        return Err(ApiError::unprocessable(ErrorCode::ValidationError, "destination", e.to_string()));
+        return Err(DomainError::unprocessable(ErrorCode::ValidationError, "destination", e.to_string()));
     }
     // An empty tag is no tag (clients often send `""` for "none", on any chain).
     let destination_tag = spec.destination_tag.filter(|t| !t.is_empty());
     if let Some(tag) = destination_tag
         && let Err(e) = validate_address(gate.family, chain_net(env), spec.destination, Some(tag))
     {
-        return Err(ApiError::unprocessable(ErrorCode::ValidationError, "destination_tag", e.to_string()));
+        return Err(DomainError::unprocessable(ErrorCode::ValidationError, "destination_tag", e.to_string()));
     }
 
     let s = settings(&state.db, who.merchant_id, env).await?;
@@ -227,7 +227,7 @@ pub async fn prepare(state: &AppState, who: &Principal, spec: PayoutSpec<'_>) ->
         FeeKind::Refund => (fees.refund_fee, s.refund_fee_allocation, s.refund_fee_allocation, "refund fee"),
     };
     let q = quote(amount, fee, fee_alloc, fees.network_fee, net_alloc).ok_or_else(|| {
-        ApiError::unprocessable(
+        DomainError::unprocessable(
             ErrorCode::AmountOutOfRange,
             "amount",
             format!(
@@ -291,8 +291,8 @@ pub async fn prepare(state: &AppState, who: &Principal, spec: PayoutSpec<'_>) ->
 /// balance is touched, so a retry in flight replays instead of failing on the balance the first
 /// request reserved. `Ok(false)`: a payout with the same idempotency key already exists (nothing
 /// was written; the caller rolls back and replays it).
-pub async fn insert_reserved<C: ConnectionTrait>(txn: &C, p: &payout::Model) -> ApiResult<bool> {
-    let gate = gates::find(&p.gate_id).ok_or_else(|| ApiError::internal("payout on an unknown gate"))?;
+pub async fn insert_reserved<C: ConnectionTrait>(txn: &C, p: &payout::Model) -> DomainResult<bool> {
+    let gate = gates::find(&p.gate_id).ok_or_else(|| DomainError::internal("payout on an unknown gate"))?;
     let inserted = payout::Entity::insert(payout::ActiveModel::from(p.clone()))
         .on_conflict(
             OnConflict::columns([
@@ -331,7 +331,7 @@ pub async fn insert_reserved<C: ConnectionTrait>(txn: &C, p: &payout::Model) -> 
 }
 
 /// Creates a payout and reserves `merchant_debit_amount` in the same transaction.
-pub async fn create(state: &AppState, who: &Principal, req: &CreatePayoutRequest) -> ApiResult<Created> {
+pub async fn create(state: &AppState, who: &Principal, req: &CreatePayoutRequest) -> DomainResult<Created> {
     let c = check_bounds(req)?;
     if let Some(key) = &req.idempotency_key
         && let Some(existing) = find_by_key(&state.db, who, key).await?
@@ -356,21 +356,22 @@ pub async fn create(state: &AppState, who: &Principal, req: &CreatePayoutRequest
         // A concurrent request with the same key won (nothing of ours was written): return theirs.
         txn.rollback().await?;
         let key = req.idempotency_key.as_deref().unwrap_or_default();
-        let existing =
-            find_by_key(&state.db, who, key).await?.ok_or_else(|| ApiError::internal("idempotent payout vanished"))?;
+        let existing = find_by_key(&state.db, who, key)
+            .await?
+            .ok_or_else(|| DomainError::internal("idempotent payout vanished"))?;
         return Ok(Created::Replayed(existing));
     }
     txn.commit().await?;
     Ok(Created::New(model))
 }
 
-pub async fn get(state: &AppState, who: &Principal, id: Uuid) -> ApiResult<payout::Model> {
+pub async fn get(state: &AppState, who: &Principal, id: Uuid) -> DomainResult<payout::Model> {
     payout::Entity::find_by_id(id)
         .filter(payout::Column::MerchantId.eq(who.merchant_id))
         .filter(payout::Column::Environment.eq(who.environment))
         .one(&state.db)
         .await?
-        .ok_or_else(|| ApiError::not_found("payout"))
+        .ok_or_else(|| DomainError::not_found("payout"))
 }
 
 pub async fn list(
@@ -379,7 +380,7 @@ pub async fn list(
     status: Option<PayoutStatus>,
     limit: u64,
     offset: u64,
-) -> ApiResult<(Vec<payout::Model>, u64)> {
+) -> DomainResult<(Vec<payout::Model>, u64)> {
     let mut q = payout::Entity::find()
         .filter(payout::Column::MerchantId.eq(who.merchant_id))
         .filter(payout::Column::Environment.eq(who.environment));
@@ -417,6 +418,12 @@ pub enum ReleaseError {
     Ledger(#[from] ledger::LedgerError),
     #[error("payout {0} vanished while it was ended")]
     Vanished(Uuid),
+}
+
+impl From<ReleaseError> for DomainError {
+    fn from(e: ReleaseError) -> Self {
+        DomainError::internal(e)
+    }
 }
 
 /// [`end_with_release`]; with `unsigned` the guard also requires that no signed transaction
@@ -476,15 +483,15 @@ async fn end_guarded(
     Ok(Some(after))
 }
 
-fn not_cancellable(status: PayoutStatus) -> ApiError {
-    ApiError::conflict(
+fn not_cancellable(status: PayoutStatus) -> DomainError {
+    DomainError::conflict(
         ErrorCode::PayoutNotCancellable,
         format!("only pending_approval or approved payouts can be cancelled; this one is {}", status.as_str()),
     )
 }
 
 /// Merchant cancel (spec 4.8): from `pending_approval`/`approved`, releasing the reservation.
-pub async fn cancel(state: &AppState, who: &Principal, id: Uuid) -> ApiResult<payout::Model> {
+pub async fn cancel(state: &AppState, who: &Principal, id: Uuid) -> DomainResult<payout::Model> {
     let p = get(state, who, id).await?;
     match end_with_release(&state.db, &p, PayoutTrigger::Cancel, None).await? {
         Some(after) => Ok(after),

@@ -78,13 +78,13 @@ pub async fn limit(State(state): State<AppState>, mut req: Request, next: Next) 
                     (class, limit, rl.check(class, &bucket, limit).await)
                 }
                 // Counted; the handler answers 401 from the key cache (rejections are cached).
-                Err(e) if e.status == StatusCode::UNAUTHORIZED => (
+                Err(crate::keys::KeyError::Rejected(_)) => (
                     Class::AuthFailures,
                     cfg.auth_failures,
                     rl.check(Class::AuthFailures, &ip, cfg.auth_failures).await,
                 ),
                 // The database failed: the handler reports it as it always did.
-                Err(_) => return next.run(req).await,
+                Err(crate::keys::KeyError::Db(_)) => return next.run(req).await,
             }
         }
     };

@@ -14,10 +14,10 @@ use sea_orm::{
 use uuid::Uuid;
 
 use super::types::CreateRefundRequest;
-use crate::auth::Principal;
-use crate::error::{ApiError, ApiResult, ErrorCode};
+use crate::domain_error::{DomainError, DomainResult, ErrorCode};
 use crate::gates::{self, Gate};
 use crate::invoices::service::canonical_hash;
+use crate::keys::Principal;
 use crate::payouts::service::{self as payouts, FeeKind, PayoutSpec, required};
 use crate::state::AppState;
 
@@ -37,7 +37,7 @@ struct Checked<'a> {
 }
 
 /// Spec 4.9 bounds; violations are 422 `validation_error`, all reported at once.
-fn check_bounds(req: &CreateRefundRequest) -> ApiResult<Checked<'_>> {
+fn check_bounds(req: &CreateRefundRequest) -> DomainResult<Checked<'_>> {
     let mut p = Vec::new();
     if req.invoice_id.is_none() {
         p.push("invoice_id: required".to_owned());
@@ -61,11 +61,11 @@ fn check_bounds(req: &CreateRefundRequest) -> ApiResult<Checked<'_>> {
         (Some(invoice_id), Some(currency), Some(amount), Some(destination), true) => {
             Ok(Checked { invoice_id, currency, amount, destination })
         }
-        _ => Err(ApiError::unprocessable_many(ErrorCode::ValidationError, p)),
+        _ => Err(DomainError::unprocessable_many(ErrorCode::ValidationError, p)),
     }
 }
 
-async fn find_by_key<C: ConnectionTrait>(db: &C, who: &Principal, key: &str) -> ApiResult<Option<refund::Model>> {
+async fn find_by_key<C: ConnectionTrait>(db: &C, who: &Principal, key: &str) -> DomainResult<Option<refund::Model>> {
     Ok(refund::Entity::find()
         .filter(refund::Column::MerchantId.eq(who.merchant_id))
         .filter(refund::Column::Environment.eq(who.environment))
@@ -74,14 +74,14 @@ async fn find_by_key<C: ConnectionTrait>(db: &C, who: &Principal, key: &str) -> 
         .await?)
 }
 
-async fn linked_payout<C: ConnectionTrait>(db: &C, r: &refund::Model) -> ApiResult<payout::Model> {
-    payout::Entity::find_by_id(r.payout_id).one(db).await?.ok_or_else(|| ApiError::internal("refund without payout"))
+async fn linked_payout<C: ConnectionTrait>(db: &C, r: &refund::Model) -> DomainResult<payout::Model> {
+    payout::Entity::find_by_id(r.payout_id).one(db).await?.ok_or_else(|| DomainError::internal("refund without payout"))
 }
 
 /// The recorded refund for a replayed key, or 409 when the key came with another body.
-async fn replay_or_mismatch<C: ConnectionTrait>(db: &C, existing: refund::Model, hash: &str) -> ApiResult<Created> {
+async fn replay_or_mismatch<C: ConnectionTrait>(db: &C, existing: refund::Model, hash: &str) -> DomainResult<Created> {
     if existing.request_hash != hash {
-        return Err(ApiError::conflict(
+        return Err(DomainError::conflict(
             ErrorCode::IdempotencyKeyMismatch,
             "this Idempotency-Key was already used with a different request body",
         )
@@ -96,8 +96,8 @@ fn refundable(credit: &invoice_credit::Model) -> Decimal {
     credit.credited.0.checked_sub(credit.refunded.0).unwrap_or(Decimal::ZERO).max(Decimal::ZERO)
 }
 
-fn exceeds_credit(amount: Decimal, credit: &invoice_credit::Model, gate: &Gate) -> ApiError {
-    ApiError::unprocessable(
+fn exceeds_credit(amount: Decimal, credit: &invoice_credit::Model, gate: &Gate) -> DomainError {
+    DomainError::unprocessable(
         ErrorCode::RefundExceedsCredit,
         "amount",
         format!(
@@ -116,9 +116,9 @@ fn matching_credit<'a>(
     credits: &'a [invoice_credit::Model],
     gate: &Gate,
     invoice_id: Uuid,
-) -> ApiResult<&'a invoice_credit::Model> {
+) -> DomainResult<&'a invoice_credit::Model> {
     if credits.is_empty() {
-        return Err(ApiError::unprocessable(
+        return Err(DomainError::unprocessable(
             ErrorCode::RefundExceedsCredit,
             "invoice_id",
             format!("invoice {invoice_id} has no credited payment to refund"),
@@ -130,7 +130,7 @@ fn matching_credit<'a>(
             .filter_map(|c| gates::find(&c.gate_id))
             .map(|g| format!("{} on {}", g.asset, g.network))
             .collect();
-        ApiError::unprocessable(
+        DomainError::unprocessable(
             ErrorCode::RefundCurrencyMismatch,
             "currency",
             format!(
@@ -151,7 +151,7 @@ pub async fn create(
     key: &str,
     req: &CreateRefundRequest,
     raw: &serde_json::Value,
-) -> ApiResult<Created> {
+) -> DomainResult<Created> {
     let hash = canonical_hash(raw);
     if let Some(existing) = find_by_key(&state.db, who, key).await? {
         return replay_or_mismatch(&state.db, existing, &hash).await;
@@ -162,7 +162,7 @@ pub async fn create(
         .filter(invoice::Column::Environment.eq(who.environment))
         .one(&state.db)
         .await?
-        .ok_or_else(|| ApiError::not_found("invoice"))?;
+        .ok_or_else(|| DomainError::not_found("invoice"))?;
     let gate = gates::resolve(c.currency, req.network.as_deref())?;
     let credits =
         invoice_credit::Entity::find().filter(invoice_credit::Column::InvoiceId.eq(inv.id)).all(&state.db).await?;
@@ -224,24 +224,25 @@ pub async fn create(
     // one takes.
     if !claim_key(&txn, &r).await? {
         txn.rollback().await?;
-        let existing =
-            find_by_key(&state.db, who, key).await?.ok_or_else(|| ApiError::internal("idempotent refund vanished"))?;
+        let existing = find_by_key(&state.db, who, key)
+            .await?
+            .ok_or_else(|| DomainError::internal("idempotent refund vanished"))?;
         return replay_or_mismatch(&state.db, existing, &hash).await;
     }
     // Locks the gate's balance: every change to this invoice's credit row happens under that
     // lock, so the cap below is checked against the latest committed refunds.
     if !payouts::insert_reserved(&txn, &p).await? {
-        return Err(ApiError::internal("a refund's payout has no idempotency key to collide on"));
+        return Err(DomainError::internal("a refund's payout has no idempotency key to collide on"));
     }
     let credit = invoice_credit::Entity::find_by_id((inv.id, gate.id.to_owned()))
         .one(&txn)
         .await?
-        .ok_or_else(|| ApiError::internal("invoice credit vanished"))?;
+        .ok_or_else(|| DomainError::internal("invoice credit vanished"))?;
     if amount > refundable(&credit) {
         txn.rollback().await?;
         return Err(exceeds_credit(amount, &credit, gate));
     }
-    let refunded = credit.refunded.0.checked_add(amount).ok_or_else(|| ApiError::internal("refund overflow"))?;
+    let refunded = credit.refunded.0.checked_add(amount).ok_or_else(|| DomainError::internal("refund overflow"))?;
     let mut row: invoice_credit::ActiveModel = credit.into();
     row.refunded = Set(Amount::new(refunded));
     row.updated_at = Set(now);
@@ -251,7 +252,7 @@ pub async fn create(
 }
 
 /// Inserts the refund row unless its idempotency key is taken (`false`; nothing written).
-async fn claim_key<C: ConnectionTrait>(txn: &C, r: &refund::Model) -> ApiResult<bool> {
+async fn claim_key<C: ConnectionTrait>(txn: &C, r: &refund::Model) -> DomainResult<bool> {
     let inserted = refund::Entity::insert(refund::ActiveModel::from(r.clone()))
         .on_conflict(
             OnConflict::columns([
@@ -304,13 +305,13 @@ pub async fn mirror_payout<C: ConnectionTrait>(txn: &C, p: &payout::Model) -> Re
     Ok(())
 }
 
-pub async fn get(state: &AppState, who: &Principal, id: Uuid) -> ApiResult<(refund::Model, payout::Model)> {
+pub async fn get(state: &AppState, who: &Principal, id: Uuid) -> DomainResult<(refund::Model, payout::Model)> {
     let r = refund::Entity::find_by_id(id)
         .filter(refund::Column::MerchantId.eq(who.merchant_id))
         .filter(refund::Column::Environment.eq(who.environment))
         .one(&state.db)
         .await?
-        .ok_or_else(|| ApiError::not_found("refund"))?;
+        .ok_or_else(|| DomainError::not_found("refund"))?;
     let p = linked_payout(&state.db, &r).await?;
     Ok((r, p))
 }
@@ -326,7 +327,7 @@ pub async fn list(
     f: ListFilter,
     limit: u64,
     offset: u64,
-) -> ApiResult<(Vec<(refund::Model, payout::Model)>, u64)> {
+) -> DomainResult<(Vec<(refund::Model, payout::Model)>, u64)> {
     let mut q = refund::Entity::find()
         .filter(refund::Column::MerchantId.eq(who.merchant_id))
         .filter(refund::Column::Environment.eq(who.environment));
@@ -354,9 +355,9 @@ pub async fn list(
     let rows = rows
         .into_iter()
         .map(|r| {
-            let p = payouts.remove(&r.payout_id).ok_or_else(|| ApiError::internal("refund without payout"))?;
+            let p = payouts.remove(&r.payout_id).ok_or_else(|| DomainError::internal("refund without payout"))?;
             Ok((r, p))
         })
-        .collect::<ApiResult<Vec<_>>>()?;
+        .collect::<DomainResult<Vec<_>>>()?;
     Ok((rows, total))
 }

@@ -6,15 +6,15 @@ use sea_orm::{ColumnTrait, EntityTrait, IntoActiveModel, PaginatorTrait, QueryFi
 use uuid::Uuid;
 
 use super::types::CreateStaticAddressRequest;
-use crate::auth::Principal;
-use crate::error::{ApiError, ApiResult};
+use crate::domain_error::{DomainError, DomainResult};
 use crate::gates;
+use crate::keys::Principal;
 use crate::state::AppState;
 
 pub const MAX_LABEL_CHARS: usize = 255;
 
 /// 400-class checks, all collected so the caller sees every problem at once.
-fn check_structure(req: &CreateStaticAddressRequest) -> ApiResult<()> {
+fn check_structure(req: &CreateStaticAddressRequest) -> DomainResult<()> {
     let mut p: Vec<String> = Vec::new();
     if req.currency.is_none() {
         p.push("currency: required (an asset code like \"BTC\" or a gate id like \"tron_usdt\")".into());
@@ -33,7 +33,7 @@ fn check_structure(req: &CreateStaticAddressRequest) -> ApiResult<()> {
     {
         p.push(format!("label: at most {MAX_LABEL_CHARS} characters"));
     }
-    if p.is_empty() { Ok(()) } else { Err(ApiError::validation(p)) }
+    if p.is_empty() { Ok(()) } else { Err(DomainError::validation(p)) }
 }
 
 /// Creates a static address: a fresh address from the same derivation counters as invoices, so
@@ -42,10 +42,10 @@ pub async fn create(
     state: &AppState,
     who: &Principal,
     req: CreateStaticAddressRequest,
-) -> ApiResult<static_address::Model> {
+) -> DomainResult<static_address::Model> {
     check_structure(&req)?;
     let env = who.environment;
-    let currency = req.currency.as_deref().ok_or_else(|| ApiError::internal("currency missing after validation"))?;
+    let currency = req.currency.as_deref().ok_or_else(|| DomainError::internal("currency missing after validation"))?;
     let gate = gates::resolve(currency, req.network.as_deref())?;
     state.ensure_online(env, gate)?;
     let allocated = state.addresses.allocate(&state.db, env, gate.family).await?;
@@ -72,13 +72,13 @@ pub async fn create(
 }
 
 /// A static address of the caller's merchant and environment; anything else is 404.
-pub async fn get(state: &AppState, who: &Principal, id: Uuid) -> ApiResult<static_address::Model> {
+pub async fn get(state: &AppState, who: &Principal, id: Uuid) -> DomainResult<static_address::Model> {
     static_address::Entity::find_by_id(id)
         .filter(static_address::Column::MerchantId.eq(who.merchant_id))
         .filter(static_address::Column::Environment.eq(who.environment))
         .one(&state.db)
         .await?
-        .ok_or_else(|| ApiError::not_found("static address"))
+        .ok_or_else(|| DomainError::not_found("static address"))
 }
 
 #[derive(Debug, Default)]
@@ -95,7 +95,7 @@ pub async fn list(
     f: &ListFilter,
     limit: u64,
     offset: u64,
-) -> ApiResult<(Vec<static_address::Model>, u64)> {
+) -> DomainResult<(Vec<static_address::Model>, u64)> {
     let mut q = static_address::Entity::find()
         .filter(static_address::Column::MerchantId.eq(who.merchant_id))
         .filter(static_address::Column::Environment.eq(who.environment));

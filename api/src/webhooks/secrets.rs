@@ -53,8 +53,7 @@ impl SecretBox {
 
     /// 64 hex characters -> the key.
     pub fn parse_key(hex_key: &str) -> Result<[u8; 32], SecretError> {
-        let bytes = hex::decode(hex_key.trim()).map_err(|_| SecretError::Key("not hex".into()))?;
-        bytes.as_slice().try_into().map_err(|_| SecretError::Key("must be 32 bytes (64 hex characters)".into()))
+        crate::config::parse_secret_key(hex_key).map_err(|e| SecretError::Key(e.into()))
     }
 
     /// The key from `webhooks.secret_key`, else from the key file (created on the embedded
@@ -115,7 +114,7 @@ fn aad(merchant_id: Uuid, env: Environment) -> String {
 /// `sqlite://data/paygate.db?mode=rwc` -> `data/paygate-webhooks.key`; `None` for PostgreSQL
 /// and in-memory SQLite, where several machines would each make their own key.
 pub fn default_key_file(database_url: &str) -> Option<PathBuf> {
-    crate::db::beside_sqlite_file(database_url, "webhooks.key")
+    crate::config::beside_sqlite_file(database_url, "webhooks.key")
 }
 
 fn load_or_create(path: &Path, may_create: bool) -> Result<[u8; 32], SecretError> {

@@ -105,7 +105,7 @@ impl QueueConfig {
 /// `sqlite://data/paygate.db?mode=rwc` -> `data/paygate-jobs.sqlite`; anything else (PostgreSQL,
 /// in-memory SQLite) -> `paygate-jobs.sqlite`.
 fn default_sqlite_path(database_url: &str) -> PathBuf {
-    api::db::beside_sqlite_file(database_url, "jobs.sqlite").unwrap_or_else(|| PathBuf::from("paygate-jobs.sqlite"))
+    api::config::beside_sqlite_file(database_url, "jobs.sqlite").unwrap_or_else(|| PathBuf::from("paygate-jobs.sqlite"))
 }
 
 /// Per-stage settings.
