@@ -1,0 +1,305 @@
+//! Live EVM networks (ethereum, bsc, base, arbitrum, polygon) over standard JSON-RPC: one
+//! client per configured endpoint, shared by the network's native gate and its token gates.
+//!
+//! - Native transfers: the transactions of each block (`eth_getBlockByNumber`, full) whose
+//!   `to` is a watched address and whose value is positive. (Value moved by contract calls,
+//!   "internal transactions", is not seen: documented.)
+//! - Token transfers: ERC-20 `Transfer(address,address,uint256)` logs of the gate's contract
+//!   (`eth_getLogs`), one per log index.
+//! - Confirmations by block depth from the transaction's receipt; a receipt whose block is no
+//!   longer the canonical block at its height, or a transaction back in the mempool, counts as
+//!   unconfirmed; a transaction the node no longer knows (or that failed) is `Gone`, which the
+//!   tracker turns into a reversed deposit only once it stayed gone over a span of blocks
+//!   (`tracker`'s gone span); a reversed transfer that is mined again revives its payment.
+//! - Every scan re-reads the last `rescan_blocks` blocks before the cursor, so a transfer that a
+//!   reorganisation moved into a replacement block is still recorded (payments are unique per
+//!   transaction and log index, so a re-read records nothing twice).
+//! - A failing endpoint (timeout, HTTP 429/5xx, JSON-RPC error) is retried with exponential
+//!   backoff; when it keeps failing the scan fails and is retried by its job, from the same
+//!   cursor: no block is ever skipped.
+
+mod rpc;
+mod send;
+mod wallet;
+
+use std::sync::Arc;
+
+use alloy_primitives::Address;
+use serde_json::{Value, json};
+
+pub use rpc::{Rpc, amount};
+use rpc::{bad, block_param, hex_u64, hex_u256};
+use send::{SendClass, classify_send_error, node_error};
+pub use wallet::{EvmSigner, GateSigner, HotWallet, bumped_fees, signers};
+
+use super::{Broadcast, Chain, ChainError, Outgoing, SignedTx, Transfer, TxStatus};
+use api::addresses::address_key;
+use api::chain::address::AddressFamily;
+use api::chain::evm_tx::signed_terms;
+use api::config::EvmConfig;
+use api::gates::{GATES, Gate};
+
+/// keccak256("Transfer(address,address,uint256)").
+pub const TRANSFER_TOPIC: &str = "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef";
+
+/// The ERC-20 of a token gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Token {
+    pub contract: Address,
+    pub decimals: u32,
+}
+
+pub struct EvmChain {
+    gate: &'static Gate,
+    rpc: Arc<Rpc>,
+    token: Option<Token>,
+    rescan: u64,
+}
+
+impl EvmChain {
+    pub fn new(gate: &'static Gate, rpc: Arc<Rpc>, token: Option<Token>, rescan: u64) -> EvmChain {
+        EvmChain { gate, rpc, token, rescan }
+    }
+
+    fn key(address: &str) -> String {
+        address_key(AddressFamily::Evm, address, None)
+    }
+
+    async fn native_transfers(&self, from: u64, to: u64) -> Result<Vec<Transfer>, ChainError> {
+        let mut out = Vec::new();
+        for n in from..=to {
+            let block = self.rpc.call("eth_getBlockByNumber", json!([block_param(n), true])).await?;
+            let Some(txs) = block.get("transactions").and_then(Value::as_array) else { continue };
+            for tx in txs {
+                let Some(receiver) = tx.get("to").and_then(Value::as_str) else { continue };
+                let value = hex_u256(&tx["value"], "value")?;
+                if value.is_zero() {
+                    continue;
+                }
+                let Some(amount) = amount(value, self.gate.decimals) else {
+                    tracing::warn!(tx = %tx["hash"], "transfer too large to represent; skipped");
+                    continue;
+                };
+                out.push(Transfer {
+                    tx_hash: tx["hash"].as_str().ok_or_else(|| bad("hash", tx))?.to_ascii_lowercase(),
+                    output_index: 0,
+                    address_key: Self::key(receiver),
+                    amount,
+                    block_height: n,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    async fn token_transfers(&self, token: Token, from: u64, to: u64) -> Result<Vec<Transfer>, ChainError> {
+        let filter = json!({
+            "fromBlock": block_param(from),
+            "toBlock": block_param(to),
+            "address": format!("{:#x}", token.contract),
+            "topics": [TRANSFER_TOPIC],
+        });
+        let logs = self.rpc.call("eth_getLogs", json!([filter])).await?;
+        let logs = logs.as_array().ok_or_else(|| bad("logs", &logs))?;
+        let mut out = Vec::with_capacity(logs.len());
+        for log in logs {
+            if log.get("removed").and_then(Value::as_bool) == Some(true) {
+                continue;
+            }
+            let topics = log["topics"].as_array().ok_or_else(|| bad("topics", log))?;
+            // Transfer(from indexed, to indexed, value): the receiver is the last 20 bytes of topic 2.
+            let Some(receiver) = topics.get(2).and_then(Value::as_str).filter(|t| t.len() == 66) else { continue };
+            let receiver = format!("0x{}", &receiver[26..]);
+            let value = hex_u256(&log["data"], "data")?;
+            let Some(amount) = amount(value, token.decimals).filter(|a| !a.is_zero()) else { continue };
+            out.push(Transfer {
+                tx_hash: log["transactionHash"]
+                    .as_str()
+                    .ok_or_else(|| bad("transactionHash", log))?
+                    .to_ascii_lowercase(),
+                output_index: i64::try_from(hex_u64(&log["logIndex"], "logIndex")?).unwrap_or(i64::MAX),
+                address_key: Self::key(&receiver),
+                amount,
+                block_height: hex_u64(&log["blockNumber"], "blockNumber")?,
+            });
+        }
+        Ok(out)
+    }
+}
+
+#[async_trait::async_trait]
+impl Chain for EvmChain {
+    fn gate(&self) -> &'static Gate {
+        self.gate
+    }
+
+    async fn tip(&self) -> Result<u64, ChainError> {
+        let v = self.rpc.call("eth_blockNumber", json!([])).await?;
+        hex_u64(&v, "block number")
+    }
+
+    async fn transfers(&self, from: u64, to: u64) -> Result<Vec<Transfer>, ChainError> {
+        let from = from.saturating_sub(self.rescan).max(1).min(to);
+        match self.token {
+            Some(t) => self.token_transfers(t, from, to).await,
+            None => self.native_transfers(from, to).await,
+        }
+    }
+
+    async fn broadcast(&self, tx: &SignedTx) -> Result<Broadcast, ChainError> {
+        self.broadcast_raw(tx).await
+    }
+
+    /// Where a payout transaction stands: unknown (never sent or dropped), in the mempool,
+    /// mined with its confirmations and fee (gas used × effective gas price, in the network's
+    /// coin: the fee of a native payout; a token payout's fee is paid in the coin, so `None`),
+    /// or failed (reverted).
+    async fn outgoing(&self, tx_hash: &str) -> Result<Outgoing, ChainError> {
+        let receipt = self.rpc.call("eth_getTransactionReceipt", json!([tx_hash])).await?;
+        if receipt.is_null() {
+            return Ok(if in_mempool(&self.rpc, tx_hash).await? {
+                Outgoing::Confirmations { confirmations: 0, fee: None }
+            } else {
+                Outgoing::Unknown
+            });
+        }
+        if receipt.get("status").and_then(Value::as_str) == Some("0x0") {
+            return Ok(Outgoing::Failed("evm: the transaction reverted".into()));
+        }
+        let height = hex_u64(&receipt["blockNumber"], "blockNumber")?;
+        let tip = self.tip().await?;
+        let fee = match self.token {
+            Some(_) => None,
+            None => {
+                let gas = hex_u256(&receipt["gasUsed"], "gasUsed")?;
+                let price = hex_u256(&receipt["effectiveGasPrice"], "effectiveGasPrice")?;
+                amount(gas.saturating_mul(price), self.gate.decimals)
+            }
+        };
+        Ok(Outgoing::Confirmations { confirmations: tip.saturating_sub(height) + 1, fee })
+    }
+
+    async fn status(&self, tx_hash: &str, output_index: i64) -> Result<TxStatus, ChainError> {
+        let receipt = self.rpc.call("eth_getTransactionReceipt", json!([tx_hash])).await?;
+        if receipt.is_null() {
+            // Back in the mempool after a reorganisation (it may be mined again), or gone.
+            let tx = self.rpc.call("eth_getTransactionByHash", json!([tx_hash])).await?;
+            return Ok(if tx.is_null() { TxStatus::Gone } else { TxStatus::Confirmations(0) });
+        }
+        if receipt.get("status").and_then(Value::as_str) == Some("0x0") {
+            return Ok(TxStatus::Gone);
+        }
+        if let Some(token) = self.token {
+            let contract = format!("{:#x}", token.contract);
+            let present = receipt["logs"].as_array().is_some_and(|logs| {
+                logs.iter().any(|l| {
+                    l["logIndex"].as_str().and_then(|s| i64::from_str_radix(s.trim_start_matches("0x"), 16).ok())
+                        == Some(output_index)
+                        && l["address"].as_str().is_some_and(|a| a.eq_ignore_ascii_case(&contract))
+                        && l["topics"][0].as_str().is_some_and(|t| t.eq_ignore_ascii_case(TRANSFER_TOPIC))
+                })
+            });
+            if !present {
+                return Ok(TxStatus::Gone);
+            }
+        }
+        let height = hex_u64(&receipt["blockNumber"], "blockNumber")?;
+        let canonical = self.rpc.call("eth_getBlockByNumber", json!([block_param(height), false])).await?;
+        let same_block = canonical["hash"]
+            .as_str()
+            .zip(receipt["blockHash"].as_str())
+            .is_some_and(|(a, b)| a.eq_ignore_ascii_case(b));
+        if !same_block {
+            // The receipt belongs to a block that was replaced: not confirmed until it is mined again.
+            return Ok(TxStatus::Confirmations(0));
+        }
+        let tip = self.tip().await?;
+        Ok(TxStatus::Confirmations(tip.saturating_sub(height) + 1))
+    }
+}
+
+/// Whether a receipt-less transaction is still in the node's mempool.
+async fn in_mempool(rpc: &Rpc, tx_hash: &str) -> Result<bool, ChainError> {
+    Ok(!rpc.call("eth_getTransactionByHash", json!([tx_hash])).await?.is_null())
+}
+
+/// What a node's refusal of `eth_sendRawTransaction` means for the transaction.
+
+impl EvmChain {
+    /// `Some(nonce)` when the sender of `raw` has a transaction with that nonce in a block at
+    /// least the gate's confirmation count deep (so `raw` can never be mined).
+    async fn nonce_used_at_depth(&self, raw: &str) -> Result<Option<u64>, ChainError> {
+        use alloy_consensus::TxEnvelope;
+        use alloy_consensus::transaction::SignerRecoverable;
+        use alloy_eips::eip2718::Decodable2718;
+        let Some((nonce, _)) = signed_terms(raw) else { return Ok(None) };
+        let bytes = hex::decode(raw.trim_start_matches("0x")).map_err(|e| ChainError::Unavailable(e.to_string()))?;
+        let envelope =
+            TxEnvelope::decode_2718(&mut bytes.as_slice()).map_err(|e| ChainError::Unavailable(e.to_string()))?;
+        let sender = envelope.recover_signer().map_err(|e| ChainError::Unavailable(format!("sender: {e}")))?;
+        let deep = self.tip().await?.saturating_sub(u64::from(self.gate.confirmations).saturating_sub(1));
+        let count =
+            self.rpc.call("eth_getTransactionCount", json!([format!("{sender:#x}"), block_param(deep)])).await?;
+        Ok((hex_u64(&count, "nonce")? > nonce).then_some(nonce))
+    }
+
+    async fn broadcast_raw(&self, tx: &SignedTx) -> Result<Broadcast, ChainError> {
+        let e = match self.rpc.once("eth_sendRawTransaction", &json!([tx.raw])).await {
+            Ok(_) => return Ok(Broadcast::Accepted),
+            Err(e) => e,
+        };
+        let Some((code, message)) = node_error(&e) else {
+            return Err(ChainError::Unavailable(e));
+        };
+        match classify_send_error(code, &message) {
+            SendClass::AlreadyKnown => Ok(Broadcast::AlreadyKnown),
+            // Mined or pending already (the node knows its hash), or the nonce went to another transaction.
+            SendClass::NonceTooLow if in_mempool(&self.rpc, &tx.tx_hash).await? => Ok(Broadcast::AlreadyKnown),
+            SendClass::NonceTooLow => match self.nonce_used_at_depth(&tx.raw).await? {
+                Some(nonce) => Ok(Broadcast::Displaced(format!(
+                    "evm: nonce {nonce} was used by another transaction of the hot wallet ({message})"
+                ))),
+                None => Ok(Broadcast::Retry(format!("evm: {message} (the nonce was taken by another transaction)"))),
+            },
+            SendClass::Retry => Ok(Broadcast::Retry(format!("evm: {message}"))),
+            SendClass::Rejected => Ok(Broadcast::Rejected(format!("evm: {message}"))),
+            SendClass::Unknown => Err(ChainError::Unavailable(format!("eth_sendRawTransaction: {message}"))),
+        }
+    }
+}
+
+/// The live EVM chains of `cfg`: for every configured network, its native gate and its token
+/// gates (contract and decimals from `evm.tokens.<gate>`, else the mainnet defaults).
+pub fn chains(cfg: &EvmConfig) -> Vec<Arc<dyn Chain>> {
+    let mut out: Vec<Arc<dyn Chain>> = Vec::new();
+    for (network, net) in &cfg.networks {
+        let rpc = Arc::new(Rpc::new(net));
+        for gate in GATES.iter().filter(|g| g.network == network && g.family == AddressFamily::Evm) {
+            let token = if gate.is_token {
+                let Some((contract, decimals)) = cfg.token(gate) else {
+                    tracing::warn!(gate = gate.id, "no usable token contract; gate not scanned");
+                    continue;
+                };
+                Some(Token { contract, decimals })
+            } else {
+                None
+            };
+            let rescan = net.rescan_blocks.unwrap_or(u64::from(gate.confirmations));
+            out.push(Arc::new(EvmChain::new(gate, rpc.clone(), token, rescan)));
+        }
+    }
+    out
+}
+
+/// A payout hot wallet on one EVM network: signs EIP-1559 transfers (native or ERC-20) with its
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_transfer_topic_is_the_erc20_event() {
+        let topic = alloy_primitives::keccak256("Transfer(address,address,uint256)");
+        assert_eq!(format!("{topic:#x}"), TRANSFER_TOPIC);
+    }
+}

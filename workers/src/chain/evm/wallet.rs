@@ -1,0 +1,295 @@
+//! Payout hot wallets on EVM networks: EIP-1559 transfers (native or ERC-20) signed with a
+//! key loaded only in the payout executor, and replacement fees.
+
+use std::str::FromStr;
+use std::sync::Arc;
+
+use alloy_primitives::{Address, U256};
+use rust_decimal::Decimal;
+use serde_json::json;
+
+use super::super::signer::{Fees, NonceAccount, PayoutTx, Signer, Signers};
+use super::super::{ChainError, SignedTx};
+use super::Token;
+use super::rpc::{Rpc, hex_u64, hex_u256};
+use api::chain::address::AddressFamily;
+use api::chain::evm_tx::signed_terms;
+use api::config::{EvmConfig, EvmNetworkConfig};
+use api::gates::{self, GATES, Gate};
+
+/// key. The key is loaded only where signers are built (the payout executor).
+pub struct HotWallet {
+    key: alloy_signer_local::PrivateKeySigner,
+    network: String,
+    chain_id: u64,
+    rpc: Arc<Rpc>,
+    max_fee_per_gas: u128,
+    priority_fee: u128,
+    token_gas_limit: u64,
+}
+
+impl HotWallet {
+    pub fn address(&self) -> String {
+        format!("{:#x}", self.key.address())
+    }
+
+    /// (`maxFeePerGas`, `maxPriorityFeePerGas`): twice the latest base fee plus the tip,
+    /// capped by the configured per-gas cap and by `cap_total` over `gas`.
+    async fn fees(&self, gas: u64, cap_total: Option<u128>) -> Result<Fees, ChainError> {
+        let base = self.base_fee().await?;
+        let mut max_fee = base.saturating_mul(2).saturating_add(self.priority_fee).min(self.max_fee_per_gas);
+        if let Some(total) = cap_total {
+            max_fee = max_fee.min(total / u128::from(gas.max(1)));
+        }
+        if max_fee < base {
+            return Err(ChainError::Unavailable(format!(
+                "the base fee ({base} wei/gas) is above the fee cap ({max_fee} wei/gas); the payout waits"
+            )));
+        }
+        Ok(Fees { max_fee_per_gas: max_fee, priority_fee_per_gas: self.priority_fee.min(max_fee) })
+    }
+
+    async fn base_fee(&self) -> Result<u128, ChainError> {
+        let block = self.rpc.call("eth_getBlockByNumber", json!(["latest", false])).await?;
+        Ok(hex_u256(&block["baseFeePerGas"], "baseFeePerGas")?.try_into().unwrap_or(u128::MAX))
+    }
+
+    /// Signs `unsigned` locally (no network access).
+    fn sign_local(&self, unsigned: alloy_consensus::TxEip1559) -> Result<SignedTx, ChainError> {
+        use alloy_consensus::{SignableTransaction, TxEnvelope};
+        use alloy_eips::eip2718::Encodable2718;
+        use alloy_signer::SignerSync;
+        let signature = self
+            .key
+            .sign_hash_sync(&unsigned.signature_hash())
+            .map_err(|e| ChainError::Unavailable(format!("signing: {e}")))?;
+        let signed = unsigned.into_signed(signature);
+        let tx_hash = format!("{:#x}", signed.hash());
+        let raw = format!("0x{}", hex::encode(TxEnvelope::Eip1559(signed).encoded_2718()));
+        Ok(SignedTx { tx_hash, raw })
+    }
+}
+
+impl Signers {
+    /// Adds the hot wallets of `cfg`'s live EVM networks (those with a key configured).
+    pub fn with_evm(mut self, cfg: &EvmConfig) -> Result<Signers, ChainError> {
+        for (gate, signer) in signers(cfg)? {
+            self.insert(entity::Environment::Live, gate, signer);
+        }
+        Ok(self)
+    }
+}
+
+/// The fees of a replacement: twice the original's max fee and tip (nodes require at least
+/// +10 %), at least the current market (twice the base fee plus the configured tip), bounded
+/// by the configured per-gas cap. Refused when the cap leaves no room for a +10 % bump.
+pub fn bumped_fees(original: Fees, market: Fees, cap: u128) -> Result<Fees, ChainError> {
+    let max_fee = original.max_fee_per_gas.saturating_mul(2).max(market.max_fee_per_gas).min(cap);
+    let tip = original.priority_fee_per_gas.saturating_mul(2).max(market.priority_fee_per_gas).min(max_fee);
+    let enough = |new: u128, old: u128| new >= old.saturating_add(old.div_ceil(10)).max(old.saturating_add(1));
+    if !enough(max_fee, original.max_fee_per_gas) || !enough(tip, original.priority_fee_per_gas) {
+        return Err(ChainError::Unavailable(format!(
+            "the fee cap ({cap} wei/gas) leaves no room to replace a transaction paying {} wei/gas (tip {}); raise max_fee_per_gas_gwei",
+            original.max_fee_per_gas, original.priority_fee_per_gas
+        )));
+    }
+    Ok(Fees { max_fee_per_gas: max_fee, priority_fee_per_gas: tip })
+}
+
+/// Signs one gate's payouts from a hot wallet.
+pub struct EvmSigner {
+    wallet: Arc<HotWallet>,
+    gate: &'static Gate,
+    token: Option<Token>,
+}
+
+fn base_units(amount: Decimal, decimals: u32) -> Result<U256, ChainError> {
+    let scaled = amount
+        .checked_mul(Decimal::from_i128_with_scale(10i128.pow(decimals.min(28)), 0))
+        .filter(|v| v.fract().is_zero() && !v.is_sign_negative())
+        .ok_or_else(|| ChainError::Unavailable(format!("{amount} has more than {decimals} decimals")))?;
+    U256::from_str(&scaled.trunc().normalize().to_string()).map_err(|e| ChainError::Unavailable(e.to_string()))
+}
+
+impl EvmSigner {
+    /// (receiver of the call, value, input, gas limit) of a payout of `amount` to `to`.
+    fn call(&self, to: Address, amount: Decimal) -> Result<(Address, U256, alloy_primitives::Bytes, u64), ChainError> {
+        use alloy_primitives::Bytes;
+        Ok(match self.token {
+            None => (to, base_units(amount, self.gate.decimals)?, Bytes::new(), 21_000u64),
+            Some(t) => {
+                let units = base_units(amount, t.decimals)?;
+                let mut data = Vec::with_capacity(68);
+                data.extend_from_slice(&[0xa9, 0x05, 0x9c, 0xbb]); // transfer(address,uint256)
+                data.extend_from_slice(&[0u8; 12]);
+                data.extend_from_slice(to.as_slice());
+                data.extend_from_slice(&units.to_be_bytes::<32>());
+                (t.contract, U256::ZERO, Bytes::from(data), self.wallet.token_gas_limit)
+            }
+        })
+    }
+
+    fn destination(tx: &PayoutTx<'_>) -> Result<Address, ChainError> {
+        Address::from_str(tx.destination).map_err(|e| ChainError::Unavailable(format!("destination: {e}")))
+    }
+}
+
+#[async_trait::async_trait]
+impl Signer for EvmSigner {
+    async fn sign(&self, tx: &PayoutTx<'_>) -> Result<SignedTx, ChainError> {
+        use alloy_consensus::TxEip1559;
+        use alloy_primitives::TxKind;
+
+        let nonce = tx.nonce.ok_or_else(|| ChainError::Unavailable("an EVM payout needs a nonce".into()))?;
+        let fees = tx.fees.ok_or_else(|| ChainError::Unavailable("an EVM payout needs its fees".into()))?;
+        let (call_to, value, input, gas) = self.call(Self::destination(tx)?, tx.amount)?;
+        self.wallet.sign_local(TxEip1559 {
+            chain_id: self.wallet.chain_id,
+            nonce,
+            gas_limit: gas,
+            max_fee_per_gas: fees.max_fee_per_gas,
+            max_priority_fee_per_gas: fees.priority_fee_per_gas,
+            to: TxKind::Call(call_to),
+            value,
+            access_list: Default::default(),
+            input,
+        })
+    }
+
+    async fn fees(&self, tx: &PayoutTx<'_>) -> Result<Option<Fees>, ChainError> {
+        let (_, _, _, gas) = self.call(Self::destination(tx)?, tx.amount)?;
+        // A native payout's fee is paid in its own asset: the configured estimate caps it.
+        let cap_total = match self.token {
+            None => base_units(tx.max_fee, self.gate.decimals)?.try_into().ok(),
+            Some(_) => None,
+        };
+        self.wallet.fees(gas, cap_total).await.map(Some)
+    }
+
+    fn signed_terms(&self, raw: &str) -> Option<(u64, Fees)> {
+        signed_terms(raw)
+    }
+
+    async fn replacement_fees(&self, original: Fees) -> Result<Fees, ChainError> {
+        let market = self.wallet.fees(21_000, None).await?;
+        bumped_fees(original, market, self.wallet.max_fee_per_gas)
+    }
+
+    async fn sign_replacement(&self, nonce: u64, fees: Fees) -> Result<SignedTx, ChainError> {
+        use alloy_consensus::TxEip1559;
+        use alloy_primitives::{Bytes, TxKind};
+        self.wallet.sign_local(TxEip1559 {
+            chain_id: self.wallet.chain_id,
+            nonce,
+            gas_limit: 21_000,
+            max_fee_per_gas: fees.max_fee_per_gas,
+            max_priority_fee_per_gas: fees.priority_fee_per_gas,
+            to: TxKind::Call(self.wallet.key.address()),
+            value: U256::ZERO,
+            access_list: Default::default(),
+            input: Bytes::new(),
+        })
+    }
+
+    async fn nonce_account(&self) -> Result<Option<NonceAccount>, ChainError> {
+        let address = self.wallet.address();
+        let v = self.wallet.rpc.call("eth_getTransactionCount", json!([address, "pending"])).await?;
+        Ok(Some(NonceAccount {
+            scope: format!("{}:{address}", self.wallet.network),
+            chain_next: hex_u64(&v, "nonce")?,
+        }))
+    }
+}
+
+fn load_key(network: &str, net: &EvmNetworkConfig) -> Result<Option<alloy_signer_local::PrivateKeySigner>, ChainError> {
+    let text = match (&net.hot_wallet_key, &net.hot_wallet_key_file) {
+        (Some(k), _) => k.0.clone(),
+        (None, Some(path)) => std::fs::read_to_string(path)
+            .map_err(|e| ChainError::Unavailable(format!("evm.networks.{network}.hot_wallet_key_file: {e}")))?,
+        (None, None) => return Ok(None),
+    };
+    alloy_signer_local::PrivateKeySigner::from_str(text.trim()).map(Some).map_err(|_| {
+        ChainError::Unavailable(format!("evm.networks.{network}: the hot wallet key is not a 32-byte hex key"))
+    })
+}
+
+/// A gate and the signer of its payouts.
+pub type GateSigner = (&'static Gate, Arc<dyn Signer>);
+
+/// The payout signers of `cfg`'s networks that have a hot wallet key: one per EVM gate.
+pub fn signers(cfg: &EvmConfig) -> Result<Vec<GateSigner>, ChainError> {
+    let mut out: Vec<GateSigner> = Vec::new();
+    for (network, net) in &cfg.networks {
+        let Some(key) = load_key(network, net)? else { continue };
+        let gates: Vec<&'static Gate> =
+            GATES.iter().filter(|g| g.network == network && g.family == AddressFamily::Evm).collect();
+        let Some(chain_id) = net.chain_id.or_else(|| gates.first().and_then(|g| gates::evm_chain_id(g))) else {
+            continue;
+        };
+        let gwei = 1_000_000_000u128;
+        let wallet = Arc::new(HotWallet {
+            key,
+            network: network.clone(),
+            chain_id,
+            rpc: Arc::new(Rpc::new(net)),
+            max_fee_per_gas: u128::from(net.max_fee_per_gas_gwei).saturating_mul(gwei),
+            priority_fee: u128::from(net.priority_fee_gwei).saturating_mul(gwei),
+            token_gas_limit: net.token_gas_limit,
+        });
+        for gate in gates {
+            let token = if gate.is_token {
+                let Some((contract, decimals)) = cfg.token(gate) else { continue };
+                Some(Token { contract, decimals })
+            } else {
+                None
+            };
+            out.push((gate, Arc::new(EvmSigner { wallet: wallet.clone(), gate, token }) as Arc<dyn Signer>));
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payout_amounts_become_exact_base_units() {
+        assert_eq!(base_units(Decimal::new(15, 2), 18).unwrap(), U256::from(150_000_000_000_000_000u128));
+        assert_eq!(base_units(Decimal::new(25, 0), 6).unwrap(), U256::from(25_000_000u64));
+        assert!(base_units(Decimal::new(1, 7), 6).is_err(), "more decimals than the token has");
+        assert!(base_units(Decimal::new(-1, 0), 6).is_err());
+    }
+
+    #[test]
+    fn replacement_fees_double_the_original_within_the_cap() {
+        let gwei = 1_000_000_000u128;
+        let f = |m: u128, t: u128| Fees { max_fee_per_gas: m * gwei, priority_fee_per_gas: t * gwei };
+        assert_eq!(bumped_fees(f(10, 2), f(5, 2), 200 * gwei).unwrap(), f(20, 4));
+        assert_eq!(bumped_fees(f(10, 2), f(50, 2), 200 * gwei).unwrap(), f(50, 4), "at least the market");
+        assert_eq!(bumped_fees(f(10, 2), f(5, 2), 15 * gwei).unwrap(), f(15, 4), "bounded by the cap");
+        assert!(bumped_fees(f(10, 2), f(5, 2), 10 * gwei).is_err(), "no room under the cap");
+    }
+
+    #[tokio::test]
+    async fn signed_terms_read_back_the_nonce_and_fees() {
+        let key = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d";
+        let wallet = HotWallet {
+            key: alloy_signer_local::PrivateKeySigner::from_str(key).unwrap(),
+            network: "ethereum".into(),
+            chain_id: 1,
+            rpc: Arc::new(Rpc::new(&EvmNetworkConfig::default())),
+            max_fee_per_gas: 1,
+            priority_fee: 1,
+            token_gas_limit: 1,
+        };
+        let signer = EvmSigner { wallet: Arc::new(wallet), gate: gates::find("ethereum").unwrap(), token: None };
+        let fees = Fees { max_fee_per_gas: 7, priority_fee_per_gas: 3 };
+        let tx = signer.sign_replacement(42, fees).await.unwrap();
+        assert_eq!(signer_terms(&signer, &tx.raw), Some((42, fees)));
+    }
+
+    fn signer_terms(s: &EvmSigner, raw: &str) -> Option<(u64, Fees)> {
+        Signer::signed_terms(s, raw)
+    }
+}
