@@ -200,7 +200,7 @@ fn money_services_keep_the_ledger_consistent() {
                                     }
                                 }
                                 Op::Approve(_) => {
-                                    let res = service::approve(&app.state.db, id).await;
+                                    let res = api::payouts::operator::approve(&app.state.db, id).await;
                                     assert_eq!(
                                         res.is_ok(),
                                         status == PayoutStatus::PendingApproval,
@@ -211,7 +211,7 @@ fn money_services_keep_the_ledger_consistent() {
                                     }
                                 }
                                 _ => {
-                                    let res = service::reject(&app.state.db, id, "property test").await;
+                                    let res = api::payouts::operator::reject(&app.state.db, id, "property test").await;
                                     assert_eq!(
                                         res.is_ok(),
                                         status == PayoutStatus::PendingApproval,

@@ -128,7 +128,7 @@ async fn create_links_a_reserved_payout_and_mirrors_its_status() {
 
     // An operator rejection fails the refund with the reason and frees the credit too.
     let pid2: Uuid = again.data()["payout_id"].as_str().unwrap().parse().unwrap();
-    api::payouts::service::reject(&s.app.state.db, pid2, "address on a sanctions list").await.unwrap();
+    api::payouts::operator::reject(&s.app.state.db, pid2, "address on a sanctions list").await.unwrap();
     let g = s.app.get(&format!("/v1/refunds/{}", again.data()["id"].as_str().unwrap()), Some(&s.key)).await;
     assert_eq!(g.data()["status"], "failed");
     assert!(g.data()["failure_reason"].as_str().unwrap().contains("sanctions"), "{}", g.body);
@@ -136,7 +136,7 @@ async fn create_links_a_reserved_payout_and_mirrors_its_status() {
 
     // Approval keeps the refund pending (its payout is not executing yet).
     let last = s.app.get("/v1/refunds?limit=1", Some(&s.key)).await.data()[0].clone();
-    api::payouts::service::approve(&s.app.state.db, last["payout_id"].as_str().unwrap().parse().unwrap())
+    api::payouts::operator::approve(&s.app.state.db, last["payout_id"].as_str().unwrap().parse().unwrap())
         .await
         .unwrap();
     let g = s.app.get(&format!("/v1/refunds/{}", last["id"].as_str().unwrap()), Some(&s.key)).await;

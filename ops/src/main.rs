@@ -411,7 +411,7 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Payouts(cmd) => {
-            use api::payouts::service as payouts;
+            use api::payouts::operator as payouts;
             let db = connect(&config).await?;
             match cmd {
                 PayoutCmd::Approve { payout_id } => {
@@ -473,7 +473,7 @@ async fn main() -> anyhow::Result<()> {
                 } => {
                     merchants::get_merchant(&db, merchant).await?;
                     let txn = api::db::begin_write(&db).await?;
-                    let mut s = payouts::settings(&txn, merchant, env).await?;
+                    let mut s = api::payouts::service::settings(&txn, merchant, env).await?;
                     let before = audit::payout_settings_json(&s);
                     if let Some(v) = auto_approve {
                         s.payout_auto_approve = v;
@@ -494,7 +494,7 @@ async fn main() -> anyhow::Result<()> {
                         s.refund_fee_allocation = v;
                     }
                     s.updated_at = chrono::Utc::now();
-                    payouts::save_settings(&txn, s.clone()).await?;
+                    api::payouts::service::save_settings(&txn, s.clone()).await?;
                     let entry = Entry::new(actor, "payout.settings", "payout_settings", merchant)
                         .merchant(merchant, Some(env))
                         .change(Some(before), Some(audit::payout_settings_json(&s)));
@@ -623,7 +623,7 @@ async fn stuck_payouts(
     let chains = workers::chain::Chains::new(db, &config.sandbox).with_evm(&config.evm);
     let now = chrono::Utc::now();
     let mut listed = 0;
-    for p in api::payouts::service::stuck_candidates(db, older_than).await? {
+    for p in api::payouts::operator::stuck_candidates(db, older_than).await? {
         let hash = p.tx_hash.clone().unwrap_or_default();
         let chain = match chains.get(p.environment, &p.gate_id) {
             Some(c) => match c.outgoing(&hash).await {

@@ -50,8 +50,8 @@ pub enum ExecError {
     Other(String),
 }
 
-impl From<api::payouts::service::ReleaseError> for ExecError {
-    fn from(e: api::payouts::service::ReleaseError) -> Self {
+impl From<api::payouts::lifecycle::ReleaseError> for ExecError {
+    fn from(e: api::payouts::lifecycle::ReleaseError) -> Self {
         ExecError::Other(e.to_string())
     }
 }
@@ -315,7 +315,7 @@ impl Executor {
             return self.fail(p, reason).await;
         }
         tracing::warn!(payout = %p.id, reason, "payout transaction refused for good; its nonce is filled by a zero-value transaction, then the payout fails");
-        api::payouts::service::insert_replacement(&self.db, p.id, &format!("{reason} (nonce filled)")).await?;
+        api::payouts::lifecycle::insert_replacement(&self.db, p.id, &format!("{reason} (nonce filled)")).await?;
         Ok(Step::Again)
     }
 
@@ -414,7 +414,7 @@ impl Executor {
 
     async fn fail(&self, p: &payout::Model, reason: &str) -> Result<Step, ExecError> {
         let trigger = PayoutTrigger::Fail;
-        if api::payouts::service::end_with_release(&self.db, p, trigger, Some(reason)).await?.is_none() {
+        if api::payouts::lifecycle::end_with_release(&self.db, p, trigger, Some(reason)).await?.is_none() {
             // Someone else moved it; look again.
             return Ok(Step::Again);
         }

@@ -714,7 +714,7 @@ async fn a_stuck_payout_replaced_by_the_operator_fails_releases_its_funds_and_it
     let (before, _) = testkit::assert_ledger_sums(db, x.merchant, "ethereum").await;
 
     // `ops payouts replace`: recorded; the executor signs and sends the replacement.
-    api::payouts::service::request_replace(db, id).await.unwrap();
+    api::payouts::operator::request_replace(db, id).await.unwrap();
     executor.execute(id).await.unwrap();
     let r = entity::payout_replacement::Entity::find_by_id(id).one(db).await.unwrap().unwrap();
     let replacement = r.tx_hash.clone().expect("replacement signed and stored");

@@ -353,7 +353,7 @@ async fn a_payout_waits_for_approval_and_its_executable_time() {
     assert!(workers::executor::due(&x.app.state.db, Duration::from_secs(30), 10).await.unwrap().is_empty());
     s.payout_delay_secs = 3600;
     api::payouts::service::save_settings(&x.app.state.db, s).await.unwrap();
-    api::payouts::service::approve(&x.app.state.db, id).await.unwrap();
+    api::payouts::operator::approve(&x.app.state.db, id).await.unwrap();
     assert!(workers::executor::due(&x.app.state.db, Duration::from_secs(30), 10).await.unwrap().is_empty());
     assert!(matches!(x.executor.execute(id).await.unwrap(), Next::After(d) if d > Duration::from_secs(3500)));
     assert_eq!(x.row(id).await.status, PayoutStatus::Approved);
@@ -475,23 +475,23 @@ async fn an_operator_fails_an_unsigned_payout_releasing_its_funds_but_never_a_si
     x.executor.execute(signed).await.unwrap();
     assert_eq!(x.balance().await, (d("56"), d("44")), "13 + 8 + 23 reserved");
 
-    let p = api::payouts::service::fail_unsent(&db, queued, "hot wallet key lost").await.unwrap();
+    let p = api::payouts::operator::fail_unsent(&db, queued, "hot wallet key lost").await.unwrap();
     assert_eq!(p.status, PayoutStatus::Failed);
     assert_eq!(p.failure_reason.as_deref(), Some("failed by operator: hot wallet key lost"));
-    let p = api::payouts::service::fail_unsent(&db, approved, "merchant asked").await.unwrap();
+    let p = api::payouts::operator::fail_unsent(&db, approved, "merchant asked").await.unwrap();
     assert_eq!(p.status, PayoutStatus::Failed);
     assert_eq!(x.balance().await, (d("77"), d("23")), "both released exactly; the signed one still held");
     let failed = x.events("payout.failed").await;
     assert_eq!(failed.len(), 2);
     assert!(failed.iter().any(|e| e["failure_reason"] == "failed by operator: hot wallet key lost"), "{failed:?}");
 
-    let err = api::payouts::service::fail_unsent(&db, signed, "no").await.unwrap_err().to_string();
+    let err = api::payouts::operator::fail_unsent(&db, signed, "no").await.unwrap_err().to_string();
     assert!(err.contains("signed transaction") && err.contains("replace"), "{err}");
     assert_eq!(x.row(signed).await.status, PayoutStatus::Processing);
     // A sandbox transaction has no account nonce: nothing could displace it, so no replacement.
-    let err = api::payouts::service::request_replace(&db, signed).await.unwrap_err().to_string();
+    let err = api::payouts::operator::request_replace(&db, signed).await.unwrap_err().to_string();
     assert!(err.contains("cannot be replaced"), "{err}");
-    assert!(api::payouts::service::fail_unsent(&db, queued, "again").await.is_err(), "already failed");
+    assert!(api::payouts::operator::fail_unsent(&db, queued, "again").await.is_err(), "already failed");
     assert_eq!(x.balance().await, (d("77"), d("23")));
     assert_eq!(x.events("payout.failed").await.len(), 2);
 }

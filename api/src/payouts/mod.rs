@@ -1,5 +1,7 @@
 //! The payout resource: `/v1/payouts`.
 
+pub mod lifecycle;
+pub mod operator;
 pub mod service;
 pub mod types;
 
