@@ -66,3 +66,23 @@ where
     })
     .await
 }
+
+/// One page of `q`, newest first (`created`, then `id`, both descending, so the order is total),
+/// and how many rows `q` matches in all: every list endpoint pages this way.
+pub async fn newest_first<E, C>(
+    db: &C,
+    q: sea_orm::Select<E>,
+    (created, id): (E::Column, E::Column),
+    limit: u64,
+    offset: u64,
+) -> Result<(Vec<E::Model>, u64), sea_orm::DbErr>
+where
+    E: sea_orm::EntityTrait,
+    E::Model: Sync,
+    C: sea_orm::ConnectionTrait,
+{
+    use sea_orm::{PaginatorTrait, QueryOrder, QuerySelect};
+    let total = q.clone().count(db).await?;
+    let rows = q.order_by_desc(created).order_by_desc(id).limit(limit).offset(offset).all(db).await?;
+    Ok((rows, total))
+}

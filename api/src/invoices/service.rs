@@ -4,7 +4,7 @@ use chrono::{Duration, Utc};
 use entity::{Amount, Environment, InvoiceStatus, InvoiceTrigger, invoice, payment, settlement_conversion};
 use rust_decimal::{Decimal, RoundingStrategy};
 use sea_orm::sea_query::Expr;
-use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
@@ -497,14 +497,8 @@ pub async fn list(
     if let Some(a) = f.static_address_id {
         q = q.filter(invoice::Column::StaticAddressId.eq(a));
     }
-    let total = q.clone().count(&state.db).await?;
-    let rows = q
-        .order_by_desc(invoice::Column::CreatedAt)
-        .order_by_desc(invoice::Column::Id)
-        .limit(limit)
-        .offset(offset)
-        .all(&state.db)
-        .await?;
+    let (rows, total) =
+        crate::db::newest_first(&state.db, q, (invoice::Column::CreatedAt, invoice::Column::Id), limit, offset).await?;
     let ids: Vec<Uuid> = rows.iter().map(|r| r.id).collect();
     let mut payments = if ids.is_empty() {
         Vec::new()

@@ -6,7 +6,7 @@ use entity::{
 };
 use rust_decimal::Decimal;
 use sea_orm::sea_query::{Expr, ExprTrait, OnConflict};
-use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect};
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
 use uuid::Uuid;
 
 use super::lifecycle::end_with_release;
@@ -388,14 +388,8 @@ pub async fn list(
     if let Some(s) = status {
         q = q.filter(payout::Column::Status.eq(s));
     }
-    let total = q.clone().count(&state.db).await?;
-    let rows = q
-        .order_by_desc(payout::Column::CreatedAt)
-        .order_by_desc(payout::Column::Id)
-        .limit(limit)
-        .offset(offset)
-        .all(&state.db)
-        .await?;
+    let (rows, total) =
+        crate::db::newest_first(&state.db, q, (payout::Column::CreatedAt, payout::Column::Id), limit, offset).await?;
     Ok((rows, total))
 }
 

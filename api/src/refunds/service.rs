@@ -7,10 +7,7 @@ use chrono::Utc;
 use entity::{Amount, RefundStatus, invoice, invoice_credit, payout, refund};
 use rust_decimal::Decimal;
 use sea_orm::sea_query::{Expr, OnConflict};
-use sea_orm::{
-    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter,
-    QueryOrder, QuerySelect,
-};
+use sea_orm::{ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
 use uuid::Uuid;
 
 use super::types::CreateRefundRequest;
@@ -337,14 +334,8 @@ pub async fn list(
     if let Some(id) = f.invoice_id {
         q = q.filter(refund::Column::InvoiceId.eq(id));
     }
-    let total = q.clone().count(&state.db).await?;
-    let rows = q
-        .order_by_desc(refund::Column::CreatedAt)
-        .order_by_desc(refund::Column::Id)
-        .limit(limit)
-        .offset(offset)
-        .all(&state.db)
-        .await?;
+    let (rows, total) =
+        crate::db::newest_first(&state.db, q, (refund::Column::CreatedAt, refund::Column::Id), limit, offset).await?;
     let mut payouts: HashMap<Uuid, payout::Model> = payout::Entity::find()
         .filter(payout::Column::Id.is_in(rows.iter().map(|r| r.payout_id)))
         .all(&state.db)

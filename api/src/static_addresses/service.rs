@@ -2,7 +2,7 @@
 
 use chrono::Utc;
 use entity::{Amount, static_address};
-use sea_orm::{ColumnTrait, EntityTrait, IntoActiveModel, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect};
+use sea_orm::{ColumnTrait, EntityTrait, IntoActiveModel, QueryFilter};
 use uuid::Uuid;
 
 use super::types::CreateStaticAddressRequest;
@@ -108,14 +108,14 @@ pub async fn list(
     if let Some(n) = &f.network {
         q = q.filter(static_address::Column::Network.eq(n.as_str()));
     }
-    let total = q.clone().count(&state.db).await?;
-    let rows = q
-        .order_by_desc(static_address::Column::CreatedAt)
-        .order_by_desc(static_address::Column::Id)
-        .limit(limit)
-        .offset(offset)
-        .all(&state.db)
-        .await?;
+    let (rows, total) = crate::db::newest_first(
+        &state.db,
+        q,
+        (static_address::Column::CreatedAt, static_address::Column::Id),
+        limit,
+        offset,
+    )
+    .await?;
     Ok((rows, total))
 }
 
