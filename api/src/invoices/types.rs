@@ -172,7 +172,7 @@ impl PaymentResponse {
             amount: p.amount.to_string(),
             confirmations: p.confirmations,
             required_confirmations: p.required_confirmations,
-            status: serde_json::to_value(p.status).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default(),
+            status: p.status.as_str().to_owned(),
             detected_at: ts(p.detected_at),
             settlement_conversion: SettlementConversion::of(inv, p, conv.as_ref()),
         }
