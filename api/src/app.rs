@@ -13,7 +13,6 @@ use axum::routing::get;
 use sea_orm::ConnectionTrait;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::limit::RequestBodyLimitLayer;
-use utoipa::OpenApi;
 use utoipa_swagger_ui::SwaggerUi;
 
 use tokio::sync::watch;
@@ -21,11 +20,8 @@ use tower::ServiceExt;
 
 use crate::config::ServerConfig;
 use crate::error::{ApiError, ErrorCode};
-use crate::openapi::ApiDoc;
+use crate::extract::MAX_BODY_BYTES;
 use crate::state::AppState;
-
-/// Largest request body accepted (JSON bodies here are small).
-pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
 pub fn router(state: AppState) -> Router {
     let limits = axum::middleware::from_fn_with_state(state.clone(), crate::ratelimit::layer::limit);
@@ -40,7 +36,7 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::checkout::router())
         .route("/health", get(health))
         .route("/ready", get(ready))
-        .merge(SwaggerUi::new("/docs").url("/openapi.json", ApiDoc::openapi()))
+        .merge(SwaggerUi::new("/docs").url("/openapi.json", crate::openapi::document()))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)

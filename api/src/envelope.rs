@@ -89,6 +89,21 @@ impl Pagination {
     }
 }
 
+/// Declares documented success bodies, `Name = T` being `{ data: T, meta }` as `Data`, `Page`
+/// and `List` serialize it (`T` is `Vec<_>` for the lists). A resource declares its own next to
+/// its handlers and names them as `body = inline(Name)`: not generic, so `data` stays a
+/// reference to `T`'s schema in the document.
+macro_rules! documented {
+    ($($name:ident = $data:ty;)+) => {$(
+        #[derive(utoipa::ToSchema)]
+        pub struct $name {
+            pub data: $data,
+            pub meta: $crate::envelope::Meta,
+        }
+    )+};
+}
+pub(crate) use documented;
+
 /// `{ data, meta }` with a status code.
 pub struct Data<T> {
     pub status: StatusCode,

@@ -7,6 +7,10 @@ use uuid::Uuid;
 
 use crate::error::ApiError;
 
+/// Largest request body accepted (JSON bodies here are small); the router's body limit layer
+/// enforces it too.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+
 /// A JSON body: malformed JSON, wrong types, unknown fields and missing fields are 400 with
 /// the field's path in `details`. Also keeps the parsed value for idempotency hashing.
 pub struct JsonBody<T> {
@@ -29,7 +33,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
         }
         let bytes = axum::body::Bytes::from_request(req, state).await.map_err(|e| {
             if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::payload_too_large(crate::app::MAX_BODY_BYTES)
+                ApiError::payload_too_large(MAX_BODY_BYTES)
             } else {
                 ApiError::invalid_field("body", e.body_text())
             }

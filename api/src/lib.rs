@@ -28,6 +28,7 @@ pub mod public;
 pub mod ratelimit;
 pub mod rates;
 pub mod refunds;
+pub mod sandbox_payments;
 pub mod settlement;
 pub mod state;
 pub mod static_addresses;

@@ -1,103 +1,9 @@
-//! The OpenAPI document, generated from the handlers and types.
+//! The OpenAPI document: each resource module describes its own paths (its `Doc`), and this
+//! module merges them under the document's info and tags, with the API key scheme and the
+//! responses every operation can give.
 
-use serde::Serialize;
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, SecurityScheme};
-use utoipa::{Modify, OpenApi, ToSchema};
-
-use crate::envelope::Meta;
-use crate::invoices::types::InvoiceResponse;
-use crate::public::{CurrencyResponse, RateResponse};
-use crate::static_addresses::types::StaticAddressResponse;
-
-#[derive(Serialize, ToSchema)]
-pub struct InvoiceEnvelope {
-    pub data: InvoiceResponse,
-    pub meta: Meta,
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct InvoiceListEnvelope {
-    pub data: Vec<InvoiceResponse>,
-    pub meta: Meta,
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct PayoutShortEnvelope {
-    pub data: crate::payouts::types::PayoutShort,
-    pub meta: Meta,
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct PayoutFullEnvelope {
-    pub data: crate::payouts::types::PayoutFull,
-    pub meta: Meta,
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct PayoutListEnvelope {
-    pub data: Vec<crate::payouts::types::PayoutFull>,
-    pub meta: Meta,
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct BalanceListEnvelope {
-    pub data: Vec<crate::balances::BalanceResponse>,
-    pub meta: Meta,
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct LedgerListEnvelope {
-    pub data: Vec<crate::balances::LedgerEntryResponse>,
-    pub meta: Meta,
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct StaticAddressEnvelope {
-    pub data: StaticAddressResponse,
-    pub meta: Meta,
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct StaticAddressListEnvelope {
-    pub data: Vec<StaticAddressResponse>,
-    pub meta: Meta,
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct CurrencyListEnvelope {
-    pub data: Vec<CurrencyResponse>,
-    pub meta: Meta,
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct RateListEnvelope {
-    pub data: Vec<RateResponse>,
-    pub meta: Meta,
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct RefundEnvelope {
-    pub data: crate::refunds::types::RefundResponse,
-    pub meta: Meta,
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct RefundListEnvelope {
-    pub data: Vec<crate::refunds::types::RefundResponse>,
-    pub meta: Meta,
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct SandboxDepositEnvelope {
-    pub data: crate::test_helpers::SandboxDeposit,
-    pub meta: Meta,
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct ChainTipEnvelope {
-    pub data: crate::test_helpers::ChainTip,
-    pub meta: Meta,
-}
+use utoipa::{Modify, OpenApi};
 
 struct SecurityAddon;
 
@@ -161,32 +67,7 @@ impl Modify for CommonResponses {
 #[openapi(
     info(title = "Paygate merchant API", version = "1.0.0",
         description = "Self-hosted crypto payments: invoices, balances, payouts, refunds, static addresses, webhooks. The environment (test/live) is chosen by the API key."),
-    paths(
-        crate::invoices::create_invoice,
-        crate::invoices::list_invoices,
-        crate::invoices::get_invoice,
-        crate::invoices::cancel_invoice,
-        crate::payouts::create_payout,
-        crate::payouts::list_payouts,
-        crate::payouts::get_payout,
-        crate::payouts::cancel_payout,
-        crate::refunds::create_refund,
-        crate::refunds::list_refunds,
-        crate::refunds::get_refund,
-        crate::balances::list_balances,
-        crate::balances::list_ledger,
-        crate::static_addresses::create_address,
-        crate::static_addresses::list_addresses,
-        crate::static_addresses::get_address,
-        crate::static_addresses::list_address_invoices,
-        crate::test_helpers::simulate_deposit,
-        crate::test_helpers::reverse_deposit,
-        crate::test_helpers::mine_blocks,
-        crate::public::list_currencies,
-        crate::public::list_rates,
-    ),
     components(schemas(crate::error::ErrorEnvelope, crate::error::ErrorCode, crate::envelope::Pagination)),
-    modifiers(&SecurityAddon, &CommonResponses),
     tags(
         (name = "invoices"),
         (name = "balances"),
@@ -197,4 +78,23 @@ impl Modify for CommonResponses {
         (name = "public", description = "No API key needed")
     )
 )]
-pub struct ApiDoc;
+struct Root;
+
+/// The whole document, served at `/openapi.json`.
+pub fn document() -> utoipa::openapi::OpenApi {
+    let mut doc = Root::openapi();
+    for part in [
+        crate::invoices::Doc::openapi(),
+        crate::payouts::Doc::openapi(),
+        crate::refunds::Doc::openapi(),
+        crate::balances::Doc::openapi(),
+        crate::static_addresses::Doc::openapi(),
+        crate::test_helpers::Doc::openapi(),
+        crate::public::Doc::openapi(),
+    ] {
+        doc.merge(part);
+    }
+    SecurityAddon.modify(&mut doc);
+    CommonResponses.modify(&mut doc);
+    doc
+}

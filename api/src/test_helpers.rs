@@ -12,11 +12,11 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::auth::{Allowed, Principal, perm};
-use crate::chain::sandbox::SandboxChain;
 use crate::envelope::Data;
 use crate::error::{ApiError, ApiResult, ErrorCode, ErrorEnvelope};
 use crate::extract::{JsonBody, PathId};
-use crate::gates::{self, Gate};
+use crate::gates;
+use crate::sandbox_payments;
 use crate::state::AppState;
 
 pub fn router() -> Router<AppState> {
@@ -24,6 +24,16 @@ pub fn router() -> Router<AppState> {
         .route("/v1/test/deposits", post(simulate_deposit))
         .route("/v1/test/deposits/{deposit_id}/reverse", post(reverse_deposit))
         .route("/v1/test/blocks", post(mine_blocks))
+}
+
+/// This resource's paths (and the schemas they name) in the OpenAPI document.
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(simulate_deposit, reverse_deposit, mine_blocks))]
+pub struct Doc;
+
+crate::envelope::documented! {
+    SandboxDepositEnvelope = SandboxDeposit;
+    ChainTipEnvelope = ChainTip;
 }
 
 /// `POST /v1/test/deposits`: exactly one of `invoice_id` and `address_id`.
@@ -84,10 +94,6 @@ pub struct ChainTip {
     pub height: u64,
 }
 
-fn sandbox(state: &AppState, gate: &'static Gate) -> SandboxChain {
-    SandboxChain::new(state.db.clone(), gate, state.config.sandbox.interval_ms(gate.id))
-}
-
 /// Test keys only: a live key sees 404, as if the route did not exist.
 fn test_only(who: &Principal) -> ApiResult<()> {
     match who.environment {
@@ -100,7 +106,7 @@ fn test_only(who: &Principal) -> ApiResult<()> {
 /// next sandbox block; the scanner and tracker then handle it as any deposit.
 #[utoipa::path(post, path = "/v1/test/deposits", tag = "test helpers", request_body = SimulateDepositRequest, security(("api_key" = [])),
     responses(
-        (status = 201, description = "The sandbox transfer", body = inline(crate::openapi::SandboxDepositEnvelope)),
+        (status = 201, description = "The sandbox transfer", body = inline(SandboxDepositEnvelope)),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
         (status = 404, description = "Unknown invoice/address, or a live key", body = ErrorEnvelope),
         (status = 422, description = "validation_error: neither or both targets, a target without a deposit address, a bad amount", body = ErrorEnvelope),
@@ -155,21 +161,8 @@ pub async fn simulate_deposit(
     {
         return Err(ApiError::unprocessable(ErrorCode::ValidationError, "tx_hash", "1 to 128 characters"));
     }
-    let t = deposit_to(&state, gate, &address_key, amount, req.tx_hash.as_deref()).await?;
+    let t = sandbox_payments::deposit_to(&state, gate, &address_key, amount, req.tx_hash.as_deref()).await?;
     Ok(Data::created(t.into()))
-}
-
-/// Puts a transfer of `amount` to `address_key` into the next block of `gate`'s sandbox chain
-/// (test environment only; the caller checks). Also used by the checkout page's test-mode
-/// buttons.
-pub async fn deposit_to(
-    state: &AppState,
-    gate: &'static Gate,
-    address_key: &str,
-    amount: rust_decimal::Decimal,
-    tx_hash: Option<&str>,
-) -> ApiResult<sandbox_transfer::Model> {
-    sandbox(state, gate).deposit(address_key, amount, tx_hash).await.map_err(ApiError::internal)
 }
 
 /// Reverse a simulated deposit: it leaves the sandbox chain, as after a reorg or double spend.
@@ -177,7 +170,7 @@ pub async fn deposit_to(
 #[utoipa::path(post, path = "/v1/test/deposits/{deposit_id}/reverse", tag = "test helpers", security(("api_key" = [])),
     params(("deposit_id" = Uuid, Path)),
     responses(
-        (status = 200, body = inline(crate::openapi::SandboxDepositEnvelope)),
+        (status = 200, body = inline(SandboxDepositEnvelope)),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
         (status = 404, description = "Unknown deposit, another merchant's, or a live key", body = ErrorEnvelope),
     ))]
@@ -193,7 +186,7 @@ pub async fn reverse_deposit(
         return Err(ApiError::not_found("deposit"));
     }
     let gate = gates::find(&t.gate_id).ok_or_else(|| ApiError::internal("deposit on an unknown gate"))?;
-    let t = sandbox(&state, gate)
+    let t = sandbox_payments::chain(&state, gate)
         .reverse(id)
         .await
         .map_err(ApiError::internal)?
@@ -224,7 +217,7 @@ async fn owns_address(state: &AppState, who: &Principal, address_key: &str) -> A
 /// Mine sandbox blocks on a gate at once, to move confirmations along.
 #[utoipa::path(post, path = "/v1/test/blocks", tag = "test helpers", request_body = MineRequest, security(("api_key" = [])),
     responses(
-        (status = 200, body = inline(crate::openapi::ChainTipEnvelope)),
+        (status = 200, body = inline(ChainTipEnvelope)),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
         (status = 404, description = "A live key", body = ErrorEnvelope),
         (status = 422, description = "unsupported_currency, validation_error (count)", body = ErrorEnvelope),
@@ -240,6 +233,6 @@ pub async fn mine_blocks(
     if !(1..=1000).contains(&req.count) {
         return Err(ApiError::unprocessable(ErrorCode::ValidationError, "count", "1 to 1000 blocks"));
     }
-    let height = sandbox(&state, gate).mine(req.count).await.map_err(ApiError::internal)?;
+    let height = sandbox_payments::chain(&state, gate).mine(req.count).await.map_err(ApiError::internal)?;
     Ok(Data::ok(ChainTip { gate_id: gate.id.into(), height }))
 }

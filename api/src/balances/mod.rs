@@ -22,6 +22,16 @@ pub fn router() -> Router<AppState> {
     Router::new().route("/v1/balances", get(list_balances)).route("/v1/balances/{currency}/ledger", get(list_ledger))
 }
 
+/// This resource's paths (and the schemas they name) in the OpenAPI document.
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(list_balances, list_ledger))]
+pub struct Doc;
+
+crate::envelope::documented! {
+    BalanceListEnvelope = Vec<BalanceResponse>;
+    LedgerListEnvelope = Vec<LedgerEntryResponse>;
+}
+
 /// A balance row (PRODUCT.md): one per gate, zeros included.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct BalanceResponse {
@@ -70,7 +80,7 @@ pub struct LedgerEntryResponse {
         ("limit" = Option<u32>, Query, description = "Reserved, no effect (1..100)"),
         ("offset" = Option<u32>, Query, description = "Reserved, no effect (>= 0)"),
     ),
-    responses((status = 200, body = inline(crate::openapi::BalanceListEnvelope)),
+    responses((status = 200, body = inline(BalanceListEnvelope)),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope)))]
 pub async fn list_balances(
     State(state): State<AppState>,
@@ -128,7 +138,7 @@ const TYPE_VALUES: &str = "invoice_credit, conversion_debit, conversion_credit, 
         ("limit" = Option<u32>, Query, description = "1..100, default 20"),
         ("offset" = Option<u32>, Query, description = ">= 0, default 0"),
     ),
-    responses((status = 200, body = inline(crate::openapi::LedgerListEnvelope)),
+    responses((status = 200, body = inline(LedgerListEnvelope)),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
         (status = 422, description = "unsupported_currency: unknown or ambiguous currency", body = ErrorEnvelope)))]
 pub async fn list_ledger(

@@ -329,7 +329,7 @@ pub async fn simulate(state: &AppState, id: Uuid, req: SimulateRequest) -> ApiRe
     if amount <= Decimal::ZERO {
         return Err(ApiError::unprocessable(ErrorCode::ValidationError, "kind", "nothing left to pay"));
     }
-    crate::test_helpers::deposit_to(state, gate, key, amount, None).await?;
+    crate::sandbox_payments::deposit_to(state, gate, key, amount, None).await?;
     Ok(())
 }
 

@@ -23,6 +23,16 @@ pub fn router() -> Router<AppState> {
         .route("/v1/invoices/{invoice_id}/cancel", post(cancel_invoice))
 }
 
+/// This resource's paths (and the schemas they name) in the OpenAPI document.
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(create_invoice, list_invoices, get_invoice, cancel_invoice))]
+pub struct Doc;
+
+crate::envelope::documented! {
+    InvoiceEnvelope = InvoiceResponse;
+    InvoiceListEnvelope = Vec<InvoiceResponse>;
+}
+
 pub(crate) const STATUS_VALUES: &str =
     "draft, pending, confirming, paid, overpaid, underpaid, expired, invalid, cancelled";
 
@@ -30,7 +40,7 @@ pub(crate) const STATUS_VALUES: &str =
 #[utoipa::path(post, path = "/v1/invoices", tag = "invoices", request_body = CreateInvoiceRequest,
     security(("api_key" = [])),
     responses(
-        (status = 201, description = "Created; also returned for a replayed idempotency key (header `Idempotent-Replayed: true`)", body = inline(crate::openapi::InvoiceEnvelope)),
+        (status = 201, description = "Created; also returned for a replayed idempotency key (header `Idempotent-Replayed: true`)", body = inline(InvoiceEnvelope)),
         (status = 400, description = "Malformed request", body = ErrorEnvelope),
         (status = 401, description = "Missing, malformed, unknown or revoked key", body = ErrorEnvelope),
         (status = 403, description = "Key lacks invoices:write", body = ErrorEnvelope),
@@ -62,7 +72,7 @@ pub async fn create_invoice(
         ("offset" = Option<u32>, Query, description = ">= 0, default 0"),
     ),
     responses(
-        (status = 200, body = inline(crate::openapi::InvoiceListEnvelope)),
+        (status = 200, body = inline(InvoiceListEnvelope)),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
     ))]
 pub async fn list_invoices(
@@ -89,7 +99,7 @@ pub async fn list_invoices(
 #[utoipa::path(get, path = "/v1/invoices/{invoice_id}", tag = "invoices", security(("api_key" = [])),
     params(("invoice_id" = uuid::Uuid, Path)),
     responses(
-        (status = 200, body = inline(crate::openapi::InvoiceEnvelope)),
+        (status = 200, body = inline(InvoiceEnvelope)),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope),
     ))]
 pub async fn get_invoice(
@@ -105,7 +115,7 @@ pub async fn get_invoice(
 #[utoipa::path(post, path = "/v1/invoices/{invoice_id}/cancel", tag = "invoices", security(("api_key" = [])),
     params(("invoice_id" = uuid::Uuid, Path)),
     responses(
-        (status = 200, body = inline(crate::openapi::InvoiceEnvelope)),
+        (status = 200, body = inline(InvoiceEnvelope)),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
         (status = 404, body = ErrorEnvelope), (status = 409, description = "invoice_not_cancellable", body = ErrorEnvelope),
     ))]

@@ -25,13 +25,24 @@ pub fn router() -> Router<AppState> {
         .route("/v1/payouts/{payout_id}/cancel", post(cancel_payout))
 }
 
+/// This resource's paths (and the schemas they name) in the OpenAPI document.
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(create_payout, list_payouts, get_payout, cancel_payout))]
+pub struct Doc;
+
+crate::envelope::documented! {
+    PayoutShortEnvelope = PayoutShort;
+    PayoutFullEnvelope = PayoutFull;
+    PayoutListEnvelope = Vec<PayoutFull>;
+}
+
 const STATUS_VALUES: &str = "pending_approval, approved, queued, processing, completed, failed, cancelled";
 
 /// Create a payout; funds are reserved at once. Starts `pending_approval` (or `approved` with
 /// the merchant's auto-approve setting).
 #[utoipa::path(post, path = "/v1/payouts", tag = "payouts", request_body = CreatePayoutRequest, security(("api_key" = [])),
     responses(
-        (status = 201, description = "Created (short field set); also for a repeated idempotency_key (header `Idempotent-Replayed: true`)", body = inline(crate::openapi::PayoutShortEnvelope)),
+        (status = 201, description = "Created (short field set); also for a repeated idempotency_key (header `Idempotent-Replayed: true`)", body = inline(PayoutShortEnvelope)),
         (status = 400, description = "Malformed JSON or wrong types", body = ErrorEnvelope),
         (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
         (status = 422, description = "validation_error (bounds, destination), unsupported_currency, amount_out_of_range, insufficient_balance", body = ErrorEnvelope),
@@ -55,7 +66,7 @@ pub async fn create_payout(
         ("limit" = Option<u32>, Query, description = "1..100, default 20"),
         ("offset" = Option<u32>, Query, description = ">= 0, default 0"),
     ),
-    responses((status = 200, body = inline(crate::openapi::PayoutListEnvelope)),
+    responses((status = 200, body = inline(PayoutListEnvelope)),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope)))]
 pub async fn list_payouts(
     State(state): State<AppState>,
@@ -74,7 +85,7 @@ pub async fn list_payouts(
 /// Get a payout (full field set).
 #[utoipa::path(get, path = "/v1/payouts/{payout_id}", tag = "payouts", security(("api_key" = [])),
     params(("payout_id" = uuid::Uuid, Path)),
-    responses((status = 200, body = inline(crate::openapi::PayoutFullEnvelope)),
+    responses((status = 200, body = inline(PayoutFullEnvelope)),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope)))]
 pub async fn get_payout(
     State(state): State<AppState>,
@@ -87,7 +98,7 @@ pub async fn get_payout(
 /// Cancel a payout in `pending_approval` or `approved`; the reservation is released.
 #[utoipa::path(post, path = "/v1/payouts/{payout_id}/cancel", tag = "payouts", security(("api_key" = [])),
     params(("payout_id" = uuid::Uuid, Path)),
-    responses((status = 200, body = inline(crate::openapi::PayoutShortEnvelope)),
+    responses((status = 200, body = inline(PayoutShortEnvelope)),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
         (status = 404, body = ErrorEnvelope), (status = 409, description = "payout_not_cancellable", body = ErrorEnvelope)))]
 pub async fn cancel_payout(

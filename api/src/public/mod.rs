@@ -19,6 +19,16 @@ pub fn router() -> Router<AppState> {
     Router::new().route("/v1/currencies", get(list_currencies)).route("/v1/rates", get(list_rates))
 }
 
+/// This resource's paths (and the schemas they name) in the OpenAPI document.
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(list_currencies, list_rates))]
+pub struct Doc;
+
+crate::envelope::documented! {
+    CurrencyListEnvelope = Vec<CurrencyResponse>;
+    RateListEnvelope = Vec<RateResponse>;
+}
+
 /// A gate as published (spec 2.8).
 #[derive(Debug, Serialize, ToSchema)]
 pub struct CurrencyResponse {
@@ -55,7 +65,7 @@ fn environment(q: &QueryParams) -> ApiResult<Environment> {
 /// Supported currencies (gates) and their availability in an environment.
 #[utoipa::path(get, path = "/v1/currencies", tag = "public",
     params(("environment" = Option<String>, Query, description = "live (default) or test")),
-    responses((status = 200, body = inline(crate::openapi::CurrencyListEnvelope)), (status = 400, body = ErrorEnvelope)))]
+    responses((status = 200, body = inline(CurrencyListEnvelope)), (status = 400, body = ErrorEnvelope)))]
 pub async fn list_currencies(State(state): State<AppState>, q: QueryParams) -> ApiResult<List<CurrencyResponse>> {
     let env = environment(&q)?;
     Ok(List(
@@ -87,7 +97,7 @@ pub async fn list_currencies(State(state): State<AppState>, q: QueryParams) -> A
         ("fiat" = Option<String>, Query, description = "Fiat filter, e.g. USD"),
         ("environment" = Option<String>, Query, description = "live (default) or test: which rates source"),
     ),
-    responses((status = 200, body = inline(crate::openapi::RateListEnvelope)), (status = 400, body = ErrorEnvelope)))]
+    responses((status = 200, body = inline(RateListEnvelope)), (status = 400, body = ErrorEnvelope)))]
 pub async fn list_rates(State(state): State<AppState>, q: QueryParams) -> ApiResult<List<RateResponse>> {
     let env = environment(&q)?;
     let currency = q.get("currency").filter(|s| !s.is_empty());

@@ -22,6 +22,16 @@ pub fn router() -> Router<AppState> {
         .route("/v1/refunds/{refund_id}", get(get_refund))
 }
 
+/// This resource's paths (and the schemas they name) in the OpenAPI document.
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(create_refund, list_refunds, get_refund))]
+pub struct Doc;
+
+crate::envelope::documented! {
+    RefundEnvelope = RefundResponse;
+    RefundListEnvelope = Vec<RefundResponse>;
+}
+
 const STATUS_VALUES: &str = "pending, processing, completed, failed, cancelled";
 
 /// Refund (part of) an invoice's credited payment. The refund runs over a linked payout created
@@ -29,7 +39,7 @@ const STATUS_VALUES: &str = "pending, processing, completed, failed, cancelled";
 #[utoipa::path(post, path = "/v1/refunds", tag = "refunds", request_body = CreateRefundRequest, security(("api_key" = [])),
     params(("Idempotency-Key" = String, Header, description = "Required, 1..255 characters. A replay with the same body returns the recorded refund without new side effects.")),
     responses(
-        (status = 201, description = "Created; also for a replay of the same key and body (header `Idempotent-Replayed: true`)", body = inline(crate::openapi::RefundEnvelope)),
+        (status = 201, description = "Created; also for a replay of the same key and body (header `Idempotent-Replayed: true`)", body = inline(RefundEnvelope)),
         (status = 400, description = "Missing or invalid Idempotency-Key, malformed JSON, wrong types, malformed invoice_id", body = ErrorEnvelope),
         (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
         (status = 404, description = "Invoice absent, another merchant's or another environment's", body = ErrorEnvelope),
@@ -60,7 +70,7 @@ pub async fn create_refund(
         ("limit" = Option<u32>, Query, description = "1..100, default 20"),
         ("offset" = Option<u32>, Query, description = ">= 0, default 0"),
     ),
-    responses((status = 200, body = inline(crate::openapi::RefundListEnvelope)),
+    responses((status = 200, body = inline(RefundListEnvelope)),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope)))]
 pub async fn list_refunds(
     State(state): State<AppState>,
@@ -80,7 +90,7 @@ pub async fn list_refunds(
 /// Get a refund.
 #[utoipa::path(get, path = "/v1/refunds/{refund_id}", tag = "refunds", security(("api_key" = [])),
     params(("refund_id" = uuid::Uuid, Path)),
-    responses((status = 200, body = inline(crate::openapi::RefundEnvelope)),
+    responses((status = 200, body = inline(RefundEnvelope)),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope)))]
 pub async fn get_refund(
     State(state): State<AppState>,

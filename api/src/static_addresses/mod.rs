@@ -18,6 +18,7 @@ use crate::auth::{Allowed, perm};
 use crate::envelope::{Data, Page, Pagination};
 use crate::error::{ApiResult, ErrorEnvelope};
 use crate::extract::{JsonBody, PathId, QueryParams};
+use crate::invoices::InvoiceListEnvelope;
 use crate::invoices::types::InvoiceResponse;
 use crate::state::AppState;
 
@@ -28,11 +29,21 @@ pub fn router() -> Router<AppState> {
         .route("/v1/addresses/{address_id}/invoices", get(list_address_invoices))
 }
 
+/// This resource's paths (and the schemas they name) in the OpenAPI document.
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(create_address, list_addresses, get_address, list_address_invoices))]
+pub struct Doc;
+
+crate::envelope::documented! {
+    StaticAddressEnvelope = StaticAddressResponse;
+    StaticAddressListEnvelope = Vec<StaticAddressResponse>;
+}
+
 /// Create a permanent static deposit address.
 #[utoipa::path(post, path = "/v1/addresses", tag = "addresses", request_body = CreateStaticAddressRequest,
     security(("api_key" = [])),
     responses(
-        (status = 201, description = "Created", body = inline(crate::openapi::StaticAddressEnvelope)),
+        (status = 201, description = "Created", body = inline(StaticAddressEnvelope)),
         (status = 400, description = "Malformed request", body = ErrorEnvelope),
         (status = 401, description = "Missing, malformed, unknown or revoked key", body = ErrorEnvelope),
         (status = 403, description = "Key lacks addresses:write", body = ErrorEnvelope),
@@ -57,7 +68,7 @@ pub async fn create_address(
         ("offset" = Option<u32>, Query, description = ">= 0, default 0"),
     ),
     responses(
-        (status = 200, body = inline(crate::openapi::StaticAddressListEnvelope)),
+        (status = 200, body = inline(StaticAddressListEnvelope)),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
     ))]
 pub async fn list_addresses(
@@ -81,7 +92,7 @@ pub async fn list_addresses(
 #[utoipa::path(get, path = "/v1/addresses/{address_id}", tag = "addresses", security(("api_key" = [])),
     params(("address_id" = uuid::Uuid, Path)),
     responses(
-        (status = 200, body = inline(crate::openapi::StaticAddressEnvelope)),
+        (status = 200, body = inline(StaticAddressEnvelope)),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope),
     ))]
 pub async fn get_address(
@@ -103,7 +114,7 @@ pub async fn get_address(
         ("offset" = Option<u32>, Query, description = ">= 0, default 0"),
     ),
     responses(
-        (status = 200, body = inline(crate::openapi::InvoiceListEnvelope)),
+        (status = 200, body = inline(InvoiceListEnvelope)),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope),
     ))]
 pub async fn list_address_invoices(
