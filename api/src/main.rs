@@ -10,6 +10,6 @@ async fn main() -> anyhow::Result<()> {
     let state = api::bootstrap(config).await?;
     let listener = tokio::net::TcpListener::bind(listen).await?;
     tracing::info!(addr = %listener.local_addr()?, "api listening");
-    api::app::serve(listener, state, api::app::shutdown_signal()).await?;
+    api::app::serve(listener, state, api::shutdown::shutdown_signal()).await?;
     Ok(())
 }

@@ -6,7 +6,7 @@ use entity::sandbox_transfer;
 use rust_decimal::Decimal;
 
 use crate::chain::sandbox::SandboxChain;
-use crate::error::{ApiError, ApiResult};
+use crate::domain_error::{DomainError, DomainResult};
 use crate::gates::Gate;
 use crate::state::AppState;
 
@@ -23,6 +23,6 @@ pub async fn deposit_to(
     address_key: &str,
     amount: Decimal,
     tx_hash: Option<&str>,
-) -> ApiResult<sandbox_transfer::Model> {
-    chain(state, gate).deposit(address_key, amount, tx_hash).await.map_err(ApiError::internal)
+) -> DomainResult<sandbox_transfer::Model> {
+    chain(state, gate).deposit(address_key, amount, tx_hash).await.map_err(DomainError::internal)
 }

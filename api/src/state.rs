@@ -20,6 +20,7 @@ pub struct AppState {
     pub merchants: Arc<crate::cache::TtlCache<uuid::Uuid, Arc<entity::merchant::Model>>>,
     pub invoice_writer: crate::invoices::writer::InvoiceWriter,
     /// Request throttling (`crate::ratelimit`): in process, or shared through Redis.
+    #[cfg(feature = "http")]
     pub limiter: Arc<crate::ratelimit::RateLimiter>,
 }
 
@@ -33,6 +34,7 @@ impl AppState {
             addresses: Arc::new(addresses),
             merchants: Arc::new(crate::cache::TtlCache::new(Duration::from_secs(config.auth.cache_ttl_secs))),
             invoice_writer: crate::invoices::writer::InvoiceWriter::spawn(db.clone()),
+            #[cfg(feature = "http")]
             limiter: Arc::new(crate::ratelimit::RateLimiter::new(&config.rate_limits, config.redis_url.as_deref())?),
             config: Arc::new(config),
         })

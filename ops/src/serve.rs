@@ -42,7 +42,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         async move { stages_stop.cancelled().await },
     ));
     tokio::spawn(async move {
-        api::app::shutdown_signal().await;
+        api::shutdown::shutdown_signal().await;
         stop.cancel();
     });
     api::app::serve(listener, state, async move { api_stop.cancelled().await }).await?;

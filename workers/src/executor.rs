@@ -150,7 +150,7 @@ impl Executor {
             txn.rollback().await?;
             return Ok(false);
         };
-        api::refunds::service::mirror_payout(&txn, &after).await?;
+        api::refunds::mirror::mirror_payout(&txn, &after).await?;
         txn.commit().await?;
         Ok(true)
     }
@@ -485,7 +485,7 @@ impl Executor {
             .one(&txn)
             .await?
             .ok_or_else(|| ExecError::Other("payout vanished".into()))?;
-        api::refunds::service::mirror_payout(&txn, &after).await?;
+        api::refunds::mirror::mirror_payout(&txn, &after).await?;
         events::emit_payout(&txn, events::kind::PAYOUT_COMPLETED, &after).await?;
         txn.commit().await?;
         tracing::info!(payout = %p.id, fee = %actual_fee, "payout completed");

@@ -126,8 +126,6 @@ fn parse_time(q: &QueryParams, name: &str) -> ApiResult<Option<DateTime<Utc>>> {
     }
 }
 
-const TYPE_VALUES: &str = "invoice_credit, conversion_debit, conversion_credit, payout_reserve, payout_release, payout_debit, payout_fee, network_fee, refund_fee, deposit_reversal, adjustment";
-
 /// Ledger history of one currency (gate id, or an asset code on one network only), newest first.
 #[utoipa::path(get, path = "/v1/balances/{currency}/ledger", tag = "balances", security(("api_key" = [])),
     params(
@@ -150,7 +148,7 @@ pub async fn list_ledger(
     let gate = gates::resolve(&currency, None)
         .map_err(|e| ApiError::unprocessable(ErrorCode::UnsupportedCurrency, "currency", e.to_string()))?;
     let (limit, offset) = q.pagination()?;
-    let entry_type = q.one_of("type", EntryType::parse, TYPE_VALUES)?;
+    let entry_type = q.one_of("type", EntryType::parse, EntryType::WIRE_LIST)?;
     let (from, to) = (parse_time(&q, "from")?, parse_time(&q, "to")?);
     let mut query = ledger_entry::Entity::find()
         .filter(ledger_entry::Column::MerchantId.eq(auth.merchant_id))

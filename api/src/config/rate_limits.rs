@@ -79,7 +79,7 @@ impl RateLimitsConfig {
             return invalid("rate_limits.redis_timeout_ms", "must be at least 1");
         }
         if let Some(h) = &self.trusted_proxy_header
-            && axum::http::HeaderName::from_bytes(h.as_bytes()).is_err()
+            && reqwest::header::HeaderName::from_bytes(h.as_bytes()).is_err()
         {
             return invalid("rate_limits.trusted_proxy_header", "not a valid header name");
         }

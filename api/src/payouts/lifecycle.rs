@@ -88,7 +88,7 @@ pub(crate) async fn end_guarded(
     ];
     ledger::post(&txn, p.merchant_id, p.environment, &p.gate_id, &release).await?;
     let after = payout::Entity::find_by_id(p.id).one(&txn).await?.ok_or(ReleaseError::Vanished(p.id))?;
-    crate::refunds::service::mirror_payout(&txn, &after).await?;
+    crate::refunds::mirror::mirror_payout(&txn, &after).await?;
     if after.status == PayoutStatus::Failed {
         crate::events::emit_payout(&txn, crate::events::kind::PAYOUT_FAILED, &after).await?;
     }

@@ -1,102 +1,11 @@
 //! The refund resource: `/v1/refunds`.
 
+pub mod mirror;
 pub mod service;
 pub mod types;
 
-use axum::Router;
-use axum::extract::State;
-use axum::routing::{get, post};
-use entity::RefundStatus;
-
-use self::service::{Created, ListFilter};
-use self::types::{CreateRefundRequest, RefundResponse};
-use crate::auth::{Allowed, perm};
-use crate::envelope::{Data, Page, Pagination};
-use crate::error::{ApiResult, ErrorEnvelope};
-use crate::extract::{IdempotencyKey, JsonBody, PathId, QueryParams};
-use crate::state::AppState;
-
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/v1/refunds", post(create_refund).get(list_refunds))
-        .route("/v1/refunds/{refund_id}", get(get_refund))
-}
-
-/// This resource's paths (and the schemas they name) in the OpenAPI document.
-#[derive(utoipa::OpenApi)]
-#[openapi(paths(create_refund, list_refunds, get_refund))]
-pub struct Doc;
-
-crate::envelope::documented! {
-    RefundEnvelope = RefundResponse;
-    RefundListEnvelope = Vec<RefundResponse>;
-}
-
-const STATUS_VALUES: &str = "pending, processing, completed, failed, cancelled";
-
-/// Refund (part of) an invoice's credited payment. The refund runs over a linked payout created
-/// and reserved in the same transaction; it starts `pending` and mirrors the payout's status.
-#[utoipa::path(post, path = "/v1/refunds", tag = "refunds", request_body = CreateRefundRequest, security(("api_key" = [])),
-    params(("Idempotency-Key" = String, Header, description = "Required, 1..255 characters. A replay with the same body returns the recorded refund without new side effects.")),
-    responses(
-        (status = 201, description = "Created; also for a replay of the same key and body (header `Idempotent-Replayed: true`)", body = inline(RefundEnvelope)),
-        (status = 400, description = "Missing or invalid Idempotency-Key, malformed JSON, wrong types, malformed invoice_id", body = ErrorEnvelope),
-        (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
-        (status = 404, description = "Invoice absent, another merchant's or another environment's", body = ErrorEnvelope),
-        (status = 409, description = "idempotency_key_mismatch: the key was used with another body", body = ErrorEnvelope),
-        (status = 422, description = "validation_error (bounds, destination), unsupported_currency, refund_currency_mismatch (not the invoice's credited asset), refund_exceeds_credit, amount_out_of_range, insufficient_balance", body = ErrorEnvelope),
-        (status = 503, description = "gate_offline", body = ErrorEnvelope),
-    ))]
-pub async fn create_refund(
-    State(state): State<AppState>,
-    auth: Allowed<perm::RefundsWrite>,
-    IdempotencyKey(key): IdempotencyKey,
-    body: JsonBody<CreateRefundRequest>,
-) -> ApiResult<Data<RefundResponse>> {
-    // Extractors run in order: 401, 403 (`Allowed`), then the header, then the body.
-    Ok(match service::create(&state, &auth, &key, &body.value, &body.raw).await? {
-        Created::New(r, p) => Data::created(RefundResponse::new(&r, &p)),
-        Created::Replayed(r, p) => {
-            Data::created(RefundResponse::new(&r, &p)).with_header("idempotent-replayed", "true")
-        }
-    })
-}
-
-/// List refunds, newest first.
-#[utoipa::path(get, path = "/v1/refunds", tag = "refunds", security(("api_key" = [])),
-    params(
-        ("status" = Option<String>, Query, description = "pending, processing, completed, failed, cancelled"),
-        ("invoice_id" = Option<uuid::Uuid>, Query, description = "Only this invoice's refunds"),
-        ("limit" = Option<u32>, Query, description = "1..100, default 20"),
-        ("offset" = Option<u32>, Query, description = ">= 0, default 0"),
-    ),
-    responses((status = 200, body = inline(RefundListEnvelope)),
-        (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope)))]
-pub async fn list_refunds(
-    State(state): State<AppState>,
-    auth: Allowed<perm::RefundsRead>,
-    q: QueryParams,
-) -> ApiResult<Page<RefundResponse>> {
-    let (limit, offset) = q.pagination()?;
-    let status = q.one_of("status", RefundStatus::parse, STATUS_VALUES)?;
-    let invoice_id = q.one_of("invoice_id", |s| uuid::Uuid::parse_str(s).ok(), "a UUID")?;
-    let (rows, total) = service::list(&state, &auth, ListFilter { status, invoice_id }, limit, offset).await?;
-    Ok(Page {
-        data: rows.iter().map(|(r, p)| RefundResponse::new(r, p)).collect(),
-        pagination: Pagination::new(total, limit, offset),
-    })
-}
-
-/// Get a refund.
-#[utoipa::path(get, path = "/v1/refunds/{refund_id}", tag = "refunds", security(("api_key" = [])),
-    params(("refund_id" = uuid::Uuid, Path)),
-    responses((status = 200, body = inline(RefundEnvelope)),
-        (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope)))]
-pub async fn get_refund(
-    State(state): State<AppState>,
-    auth: Allowed<perm::RefundsRead>,
-    PathId(id): PathId,
-) -> ApiResult<Data<RefundResponse>> {
-    let (r, p) = service::get(&state, &auth, id).await?;
-    Ok(Data::ok(RefundResponse::new(&r, &p)))
-}
+// The HTTP face (feature `http`): handlers, router, OpenAPI paths and envelopes.
+#[cfg(feature = "http")]
+mod routes;
+#[cfg(feature = "http")]
+pub use routes::*;

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use chrono::Utc;
 use entity::{Amount, RefundStatus, invoice, invoice_credit, payout, refund};
 use rust_decimal::Decimal;
-use sea_orm::sea_query::{Expr, OnConflict};
+use sea_orm::sea_query::OnConflict;
 use sea_orm::{ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
 use uuid::Uuid;
 
@@ -263,43 +263,6 @@ async fn claim_key<C: ConnectionTrait>(txn: &C, r: &refund::Model) -> DomainResu
         .exec_without_returning(txn)
         .await?;
     Ok(inserted == 1)
-}
-
-/// Brings a refund in line with its payout's new status, in the payout transition's
-/// transaction (after that transaction posted to the gate's balance, so the balance lock is
-/// held). A failed or cancelled refund gives its amount back to the invoice's refundable credit.
-/// Does nothing for a payout that is not a refund's.
-pub async fn mirror_payout<C: ConnectionTrait>(txn: &C, p: &payout::Model) -> Result<(), sea_orm::DbErr> {
-    let Some(r) = refund::Entity::find().filter(refund::Column::PayoutId.eq(p.id)).one(txn).await? else {
-        return Ok(());
-    };
-    let next = RefundStatus::mirroring(p.status);
-    if next == r.status {
-        return Ok(());
-    }
-    let now = Utc::now();
-    let moved = refund::Entity::update_many()
-        .col_expr(refund::Column::Status, Expr::value(next.as_str()))
-        .col_expr(refund::Column::UpdatedAt, Expr::value(now))
-        .filter(refund::Column::Id.eq(r.id))
-        .filter(refund::Column::Status.eq(r.status))
-        .exec(txn)
-        .await?;
-    if moved.rows_affected == 1 && r.status.counts_against_credit() && !next.counts_against_credit() {
-        let key = (r.invoice_id, r.gate_id.clone());
-        let credit = invoice_credit::Entity::find_by_id(key)
-            .one(txn)
-            .await?
-            .ok_or_else(|| sea_orm::DbErr::RecordNotFound("invoice credit of a refund".into()))?;
-        let left = credit.refunded.0.checked_sub(r.amount.0).filter(|d| *d >= Decimal::ZERO).ok_or_else(|| {
-            sea_orm::DbErr::Custom(format!("refund {} releases more than its invoice's refunded total", r.id))
-        })?;
-        let mut row: invoice_credit::ActiveModel = credit.into();
-        row.refunded = Set(Amount::new(left));
-        row.updated_at = Set(now);
-        row.update(txn).await?;
-    }
-    Ok(())
 }
 
 pub async fn get(state: &AppState, who: &Principal, id: Uuid) -> DomainResult<(refund::Model, payout::Model)> {

@@ -8,6 +8,8 @@ pub mod admin;
 pub mod dispatch;
 pub mod endpoints;
 pub mod outbound;
+// A loopback receiver that verifies signatures (`ops webhooks listen`, tests).
+#[cfg(feature = "http")]
 pub mod receiver;
 pub mod secrets;
 pub mod signature;

@@ -1,0 +1,125 @@
+//! HTTP handlers, router and OpenAPI paths of the invoice resource: `/v1/invoices`.
+
+use axum::Router;
+use axum::routing::{get, post};
+use entity::InvoiceStatus;
+
+use super::service;
+use super::service::{Created, ListFilter};
+use super::types::{CreateInvoiceRequest, InvoiceResponse};
+use crate::auth::{Allowed, perm};
+use crate::envelope::{Data, Page, Pagination};
+use crate::error::{ApiResult, ErrorEnvelope};
+use crate::extract::{JsonBody, PathId, QueryParams};
+use crate::state::AppState;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/invoices", post(create_invoice).get(list_invoices))
+        .route("/v1/invoices/{invoice_id}", get(get_invoice))
+        .route("/v1/invoices/{invoice_id}/cancel", post(cancel_invoice))
+}
+
+/// This resource's paths (and the schemas they name) in the OpenAPI document.
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(create_invoice, list_invoices, get_invoice, cancel_invoice))]
+pub struct Doc;
+
+crate::envelope::documented! {
+    InvoiceEnvelope = InvoiceResponse;
+    InvoiceListEnvelope = Vec<InvoiceResponse>;
+}
+
+/// Create an invoice.
+#[utoipa::path(post, path = "/v1/invoices", tag = "invoices", request_body = CreateInvoiceRequest,
+    security(("api_key" = [])),
+    responses(
+        (status = 201, description = "Created; also returned for a replayed idempotency key (header `Idempotent-Replayed: true`)", body = inline(InvoiceEnvelope)),
+        (status = 400, description = "Malformed request", body = ErrorEnvelope),
+        (status = 401, description = "Missing, malformed, unknown or revoked key", body = ErrorEnvelope),
+        (status = 403, description = "Key lacks invoices:write", body = ErrorEnvelope),
+        (status = 422, description = "unsupported_currency, amount_out_of_range, idempotency_key_mismatch", body = ErrorEnvelope),
+        (status = 503, description = "gate_offline, rates_unavailable", body = ErrorEnvelope),
+    ))]
+pub async fn create_invoice(
+    State(state): State<AppState>,
+    auth: Allowed<perm::InvoicesWrite>,
+    body: JsonBody<CreateInvoiceRequest>,
+) -> ApiResult<Data<InvoiceResponse>> {
+    let base = &state.config.public_base_url;
+    Ok(match service::create(&state, &auth, body.value, &body.raw).await? {
+        Created::New(inv) => Data::created(InvoiceResponse::from_model(&inv, &[], base)),
+        Created::Replayed(inv) => {
+            let (inv, payments) = service::get(&state, &auth, inv.id).await?;
+            Data::created(InvoiceResponse::from_model(&inv, &payments, base)).with_header("idempotent-replayed", "true")
+        }
+    })
+}
+
+/// List invoices of the key's merchant and environment, newest first.
+#[utoipa::path(get, path = "/v1/invoices", tag = "invoices", security(("api_key" = [])),
+    params(
+        ("status" = Option<String>, Query, description = "One of draft, pending, confirming, paid, overpaid, underpaid, expired, invalid, cancelled"),
+        ("currency" = Option<String>, Query, description = "Asset code or gate id"),
+        ("network" = Option<String>, Query),
+        ("limit" = Option<u32>, Query, description = "1..100, default 20"),
+        ("offset" = Option<u32>, Query, description = ">= 0, default 0"),
+    ),
+    responses(
+        (status = 200, body = inline(InvoiceListEnvelope)),
+        (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
+    ))]
+pub async fn list_invoices(
+    State(state): State<AppState>,
+    auth: Allowed<perm::InvoicesRead>,
+    q: QueryParams,
+) -> ApiResult<Page<InvoiceResponse>> {
+    let (limit, offset) = q.pagination()?;
+    let filter = ListFilter {
+        status: q.one_of("status", InvoiceStatus::parse, InvoiceStatus::WIRE_LIST)?,
+        currency: q.get("currency").filter(|s| !s.is_empty()).map(str::to_owned),
+        network: q.get("network").filter(|s| !s.is_empty()).map(str::to_owned),
+        static_address_id: None,
+    };
+    let (rows, total) = service::list(&state, &auth, &filter, limit, offset).await?;
+    let base = &state.config.public_base_url;
+    Ok(Page {
+        data: rows.iter().map(|(inv, p)| InvoiceResponse::from_model(inv, p, base)).collect(),
+        pagination: Pagination::new(total, limit, offset),
+    })
+}
+
+/// Get an invoice with its payments.
+#[utoipa::path(get, path = "/v1/invoices/{invoice_id}", tag = "invoices", security(("api_key" = [])),
+    params(("invoice_id" = uuid::Uuid, Path)),
+    responses(
+        (status = 200, body = inline(InvoiceEnvelope)),
+        (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope),
+    ))]
+pub async fn get_invoice(
+    State(state): State<AppState>,
+    auth: Allowed<perm::InvoicesRead>,
+    PathId(id): PathId,
+) -> ApiResult<Data<InvoiceResponse>> {
+    let (inv, payments) = service::get(&state, &auth, id).await?;
+    Ok(Data::ok(InvoiceResponse::from_model(&inv, &payments, &state.config.public_base_url)))
+}
+
+/// Cancel a pending invoice.
+#[utoipa::path(post, path = "/v1/invoices/{invoice_id}/cancel", tag = "invoices", security(("api_key" = [])),
+    params(("invoice_id" = uuid::Uuid, Path)),
+    responses(
+        (status = 200, body = inline(InvoiceEnvelope)),
+        (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
+        (status = 404, body = ErrorEnvelope), (status = 409, description = "invoice_not_cancellable", body = ErrorEnvelope),
+    ))]
+pub async fn cancel_invoice(
+    State(state): State<AppState>,
+    auth: Allowed<perm::InvoicesWrite>,
+    PathId(id): PathId,
+) -> ApiResult<Data<InvoiceResponse>> {
+    let (inv, payments) = service::cancel(&state, &auth, id).await?;
+    Ok(Data::ok(InvoiceResponse::from_model(&inv, &payments, &state.config.public_base_url)))
+}
+
+use axum::extract::State;

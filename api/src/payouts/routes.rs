@@ -1,0 +1,104 @@
+//! HTTP handlers, router and OpenAPI paths of the payout resource: `/v1/payouts`.
+
+use axum::Router;
+use axum::extract::State;
+use axum::routing::{get, post};
+use entity::PayoutStatus;
+
+use super::service;
+use super::service::Created;
+use super::types::{CreatePayoutRequest, PayoutFull, PayoutShort};
+use crate::auth::{Allowed, perm};
+use crate::envelope::{Data, Page, Pagination};
+use crate::error::{ApiResult, ErrorEnvelope};
+use crate::extract::{JsonBody, PathId, QueryParams};
+use crate::state::AppState;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/payouts", post(create_payout).get(list_payouts))
+        .route("/v1/payouts/{payout_id}", get(get_payout))
+        .route("/v1/payouts/{payout_id}/cancel", post(cancel_payout))
+}
+
+/// This resource's paths (and the schemas they name) in the OpenAPI document.
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(create_payout, list_payouts, get_payout, cancel_payout))]
+pub struct Doc;
+
+crate::envelope::documented! {
+    PayoutShortEnvelope = PayoutShort;
+    PayoutFullEnvelope = PayoutFull;
+    PayoutListEnvelope = Vec<PayoutFull>;
+}
+
+/// Create a payout; funds are reserved at once. Starts `pending_approval` (or `approved` with
+/// the merchant's auto-approve setting).
+#[utoipa::path(post, path = "/v1/payouts", tag = "payouts", request_body = CreatePayoutRequest, security(("api_key" = [])),
+    responses(
+        (status = 201, description = "Created (short field set); also for a repeated idempotency_key (header `Idempotent-Replayed: true`)", body = inline(PayoutShortEnvelope)),
+        (status = 400, description = "Malformed JSON or wrong types", body = ErrorEnvelope),
+        (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
+        (status = 422, description = "validation_error (bounds, destination), unsupported_currency, amount_out_of_range, insufficient_balance", body = ErrorEnvelope),
+        (status = 503, description = "gate_offline", body = ErrorEnvelope),
+    ))]
+pub async fn create_payout(
+    State(state): State<AppState>,
+    auth: Allowed<perm::PayoutsWrite>,
+    body: JsonBody<CreatePayoutRequest>,
+) -> ApiResult<Data<PayoutShort>> {
+    Ok(match service::create(&state, &auth, &body.value).await? {
+        Created::New(p) => Data::created(PayoutShort::from_model(&p)),
+        Created::Replayed(p) => Data::created(PayoutShort::from_model(&p)).with_header("idempotent-replayed", "true"),
+    })
+}
+
+/// List payouts, newest first (full field set).
+#[utoipa::path(get, path = "/v1/payouts", tag = "payouts", security(("api_key" = [])),
+    params(
+        ("status" = Option<String>, Query, description = "pending_approval, approved, queued, processing, completed, failed, cancelled"),
+        ("limit" = Option<u32>, Query, description = "1..100, default 20"),
+        ("offset" = Option<u32>, Query, description = ">= 0, default 0"),
+    ),
+    responses((status = 200, body = inline(PayoutListEnvelope)),
+        (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope)))]
+pub async fn list_payouts(
+    State(state): State<AppState>,
+    auth: Allowed<perm::PayoutsRead>,
+    q: QueryParams,
+) -> ApiResult<Page<PayoutFull>> {
+    let (limit, offset) = q.pagination()?;
+    let status = q.one_of("status", PayoutStatus::parse, PayoutStatus::WIRE_LIST)?;
+    let (rows, total) = service::list(&state, &auth, status, limit, offset).await?;
+    Ok(Page {
+        data: rows.iter().map(PayoutFull::from_model).collect(),
+        pagination: Pagination::new(total, limit, offset),
+    })
+}
+
+/// Get a payout (full field set).
+#[utoipa::path(get, path = "/v1/payouts/{payout_id}", tag = "payouts", security(("api_key" = [])),
+    params(("payout_id" = uuid::Uuid, Path)),
+    responses((status = 200, body = inline(PayoutFullEnvelope)),
+        (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope)))]
+pub async fn get_payout(
+    State(state): State<AppState>,
+    auth: Allowed<perm::PayoutsRead>,
+    PathId(id): PathId,
+) -> ApiResult<Data<PayoutFull>> {
+    Ok(Data::ok(PayoutFull::from_model(&service::get(&state, &auth, id).await?)))
+}
+
+/// Cancel a payout in `pending_approval` or `approved`; the reservation is released.
+#[utoipa::path(post, path = "/v1/payouts/{payout_id}/cancel", tag = "payouts", security(("api_key" = [])),
+    params(("payout_id" = uuid::Uuid, Path)),
+    responses((status = 200, body = inline(PayoutShortEnvelope)),
+        (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
+        (status = 404, body = ErrorEnvelope), (status = 409, description = "payout_not_cancellable", body = ErrorEnvelope)))]
+pub async fn cancel_payout(
+    State(state): State<AppState>,
+    auth: Allowed<perm::PayoutsWrite>,
+    PathId(id): PathId,
+) -> ApiResult<Data<PayoutShort>> {
+    Ok(Data::ok(PayoutShort::from_model(&service::cancel(&state, &auth, id).await?)))
+}

@@ -1,0 +1,131 @@
+//! HTTP handlers, router and OpenAPI paths of the static address resource: `/v1/addresses` (spec 4.12).
+
+use axum::Router;
+use axum::extract::State;
+use axum::routing::get;
+use entity::InvoiceStatus;
+
+use super::service;
+use super::service::ListFilter;
+use super::types::{CreateStaticAddressRequest, StaticAddressResponse};
+use crate::auth::{Allowed, perm};
+use crate::envelope::{Data, Page, Pagination};
+use crate::error::{ApiResult, ErrorEnvelope};
+use crate::extract::{JsonBody, PathId, QueryParams};
+use crate::invoices::InvoiceListEnvelope;
+use crate::invoices::types::InvoiceResponse;
+use crate::state::AppState;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/addresses", get(list_addresses).post(create_address))
+        .route("/v1/addresses/{address_id}", get(get_address))
+        .route("/v1/addresses/{address_id}/invoices", get(list_address_invoices))
+}
+
+/// This resource's paths (and the schemas they name) in the OpenAPI document.
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(create_address, list_addresses, get_address, list_address_invoices))]
+pub struct Doc;
+
+crate::envelope::documented! {
+    StaticAddressEnvelope = StaticAddressResponse;
+    StaticAddressListEnvelope = Vec<StaticAddressResponse>;
+}
+
+/// Create a permanent static deposit address.
+#[utoipa::path(post, path = "/v1/addresses", tag = "addresses", request_body = CreateStaticAddressRequest,
+    security(("api_key" = [])),
+    responses(
+        (status = 201, description = "Created", body = inline(StaticAddressEnvelope)),
+        (status = 400, description = "Malformed request", body = ErrorEnvelope),
+        (status = 401, description = "Missing, malformed, unknown or revoked key", body = ErrorEnvelope),
+        (status = 403, description = "Key lacks addresses:write", body = ErrorEnvelope),
+        (status = 422, description = "unsupported_currency", body = ErrorEnvelope),
+        (status = 503, description = "gate_offline", body = ErrorEnvelope),
+    ))]
+pub async fn create_address(
+    State(state): State<AppState>,
+    auth: Allowed<perm::AddressesWrite>,
+    body: JsonBody<CreateStaticAddressRequest>,
+) -> ApiResult<Data<StaticAddressResponse>> {
+    let model = service::create(&state, &auth, body.value).await?;
+    Ok(Data::created(StaticAddressResponse::from_model(&model)))
+}
+
+/// List static addresses of the key's merchant and environment, newest first.
+#[utoipa::path(get, path = "/v1/addresses", tag = "addresses", security(("api_key" = [])),
+    params(
+        ("currency" = Option<String>, Query, description = "Asset code or gate id"),
+        ("network" = Option<String>, Query),
+        ("limit" = Option<u32>, Query, description = "1..100, default 20"),
+        ("offset" = Option<u32>, Query, description = ">= 0, default 0"),
+    ),
+    responses(
+        (status = 200, body = inline(StaticAddressListEnvelope)),
+        (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
+    ))]
+pub async fn list_addresses(
+    State(state): State<AppState>,
+    auth: Allowed<perm::AddressesRead>,
+    q: QueryParams,
+) -> ApiResult<Page<StaticAddressResponse>> {
+    let (limit, offset) = q.pagination()?;
+    let filter = ListFilter {
+        currency: q.get("currency").filter(|s| !s.is_empty()).map(str::to_owned),
+        network: q.get("network").filter(|s| !s.is_empty()).map(str::to_owned),
+    };
+    let (rows, total) = service::list(&state, &auth, &filter, limit, offset).await?;
+    Ok(Page {
+        data: rows.iter().map(StaticAddressResponse::from_model).collect(),
+        pagination: Pagination::new(total, limit, offset),
+    })
+}
+
+/// Get a static address.
+#[utoipa::path(get, path = "/v1/addresses/{address_id}", tag = "addresses", security(("api_key" = [])),
+    params(("address_id" = uuid::Uuid, Path)),
+    responses(
+        (status = 200, body = inline(StaticAddressEnvelope)),
+        (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope),
+    ))]
+pub async fn get_address(
+    State(state): State<AppState>,
+    auth: Allowed<perm::AddressesRead>,
+    PathId(id): PathId,
+) -> ApiResult<Data<StaticAddressResponse>> {
+    let model = service::get(&state, &auth, id).await?;
+    Ok(Data::ok(StaticAddressResponse::from_model(&model)))
+}
+
+/// List the invoices auto-created from deposits to a static address, newest first. Needs
+/// `addresses:read` (not `invoices:read`): the list is part of the address resource.
+#[utoipa::path(get, path = "/v1/addresses/{address_id}/invoices", tag = "addresses", security(("api_key" = [])),
+    params(
+        ("address_id" = uuid::Uuid, Path),
+        ("status" = Option<String>, Query, description = "One of draft, pending, confirming, paid, overpaid, underpaid, expired, invalid, cancelled"),
+        ("limit" = Option<u32>, Query, description = "1..100, default 20"),
+        ("offset" = Option<u32>, Query, description = ">= 0, default 0"),
+    ),
+    responses(
+        (status = 200, body = inline(InvoiceListEnvelope)),
+        (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope),
+    ))]
+pub async fn list_address_invoices(
+    State(state): State<AppState>,
+    auth: Allowed<perm::AddressesRead>,
+    PathId(id): PathId,
+    q: QueryParams,
+) -> ApiResult<Page<InvoiceResponse>> {
+    let (limit, offset) = q.pagination()?;
+    let status = q.one_of("status", InvoiceStatus::parse, InvoiceStatus::WIRE_LIST)?;
+    let address = service::get(&state, &auth, id).await?;
+    let filter =
+        crate::invoices::service::ListFilter { status, static_address_id: Some(address.id), ..Default::default() };
+    let (rows, total) = crate::invoices::service::list(&state, &auth, &filter, limit, offset).await?;
+    let base = &state.config.public_base_url;
+    Ok(Page {
+        data: rows.iter().map(|(inv, p)| InvoiceResponse::from_model(inv, p, base)).collect(),
+        pagination: Pagination::new(total, limit, offset),
+    })
+}
