@@ -4,8 +4,13 @@
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
 COPY . .
-RUN cargo build --release --workspace --bins \
- && mkdir /out && find target/release -maxdepth 1 -type f -executable -exec cp {} /out/ \;
+# The worker stages are built on their own, so their `api` library is built without the HTTP
+# face (feature `http`): they link no router, swagger UI or checkout page, and the `api` binary
+# links no signer (the signers are the workers' own).
+RUN cargo build --release -p workers --bins \
+ && mkdir /out && find target/release -maxdepth 1 -type f -executable -exec cp {} /out/ \; \
+ && cargo build --release -p api -p ops --bins \
+ && mkdir -p /out && find target/release -maxdepth 1 -type f -executable -exec cp {} /out/ \;
 
 FROM debian:bookworm-slim
 RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates && rm -rf /var/lib/apt/lists/* \

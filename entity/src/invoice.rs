@@ -56,6 +56,58 @@ pub struct Model {
 
 /// An invoice's payments are related from their side (`payment.rs`), so this table's module
 /// knows none of the tables that point at it.
+impl Model {
+    /// A `pending` invoice of `merchant_id` in `environment`, created `now`, with everything else
+    /// unset (no gate, amount, address or expiry; source `api`, settled as paid). Callers set
+    /// what they know with struct update syntax: `Model { gate_id: …, ..Model::blank(…) }`.
+    pub fn blank(id: Uuid, merchant_id: Uuid, environment: Environment, now: DateTimeUtc) -> Model {
+        Model {
+            id,
+            merchant_id,
+            environment,
+            gate_id: None,
+            currency: None,
+            network: None,
+            amount_requested: None,
+            amount_paid: Amount::ZERO,
+            amount_usd: None,
+            amount_fiat: None,
+            fiat_currency: None,
+            amount_in_base_currency: None,
+            base_currency: None,
+            exchange_rate: None,
+            status: InvoiceStatus::Pending,
+            deposit_address: None,
+            deposit_address_tag: None,
+            address_key: None,
+            derivation_index: None,
+            description: None,
+            external_id: None,
+            idempotency_key: None,
+            request_hash: None,
+            metadata: None,
+            redirect_url: None,
+            source: "api".into(),
+            static_address_id: None,
+            expires_at: None,
+            paid_at: None,
+            created_at: now,
+            updated_at: now,
+            is_deferred: false,
+            draft_expires_at: None,
+            activated_at: None,
+            activation_count: 0,
+            is_locked_fiat: false,
+            target_settlement_asset: "passthrough".into(),
+            settlement_target_currency: None,
+            settlement_target_network: None,
+            payer_email: None,
+            sent_at: None,
+            cancelled_at: None,
+        }
+    }
+}
+
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
 pub enum Relation {}
 

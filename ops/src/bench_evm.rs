@@ -15,7 +15,7 @@ use anyhow::{Context, ensure};
 use api::config::{Config, EvmNetworkConfig};
 use chrono::Utc;
 use clap::Args;
-use entity::{Amount, Environment, InvoiceStatus, invoice, payment, scan_cursor};
+use entity::{Amount, Environment, invoice, payment, scan_cursor};
 use sea_orm::{ConnectionTrait, EntityTrait, PaginatorTrait};
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -201,47 +201,14 @@ fn watched_invoice(
     now: chrono::DateTime<Utc>,
 ) -> invoice::Model {
     invoice::Model {
-        id: Uuid::now_v7(),
-        merchant_id: merchant,
-        environment: Environment::Live,
         gate_id: Some(gate.id.into()),
         currency: Some(gate.asset.into()),
         network: Some(gate.network.into()),
         amount_requested: Some(Amount::new(rust_decimal::Decimal::ONE)),
-        amount_paid: Amount::ZERO,
-        amount_usd: None,
-        amount_fiat: None,
-        fiat_currency: None,
-        amount_in_base_currency: None,
-        base_currency: None,
-        exchange_rate: None,
-        status: InvoiceStatus::Pending,
         deposit_address: Some(address.to_owned()),
-        deposit_address_tag: None,
         address_key: Some(api::addresses::address_key(gate.family, address, None)),
         derivation_index: Some(i as i64),
-        description: None,
-        external_id: None,
-        idempotency_key: None,
-        request_hash: None,
-        metadata: None,
-        redirect_url: None,
-        source: "api".into(),
-        static_address_id: None,
         expires_at: Some(now + chrono::Duration::hours(1)),
-        paid_at: None,
-        created_at: now,
-        updated_at: now,
-        is_deferred: false,
-        draft_expires_at: None,
-        activated_at: None,
-        activation_count: 0,
-        is_locked_fiat: false,
-        target_settlement_asset: "passthrough".into(),
-        settlement_target_currency: None,
-        settlement_target_network: None,
-        payer_email: None,
-        sent_at: None,
-        cancelled_at: None,
+        ..invoice::Model::blank(Uuid::now_v7(), merchant, Environment::Live, now)
     }
 }

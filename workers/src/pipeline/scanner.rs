@@ -229,49 +229,19 @@ async fn static_invoice<C: ConnectionTrait>(
     }
     let now = Utc::now();
     let inv = invoice::Model {
-        id,
-        merchant_id: a.merchant_id,
-        environment: a.environment,
         gate_id: Some(a.gate_id.clone()),
         currency: Some(a.currency.clone()),
         network: Some(a.network.clone()),
         amount_requested: Some(Amount::new(t.amount)),
-        amount_paid: Amount::ZERO,
-        amount_usd: None,
-        amount_fiat: None,
-        fiat_currency: None,
-        amount_in_base_currency: None,
-        base_currency: None,
-        exchange_rate: None,
-        status: InvoiceStatus::Pending,
         deposit_address: Some(a.address.clone()),
         deposit_address_tag: a.address_tag.clone(),
-        // The static address keeps the lookup key; this invoice is found through it.
-        address_key: None,
         derivation_index: Some(a.derivation_index),
         description: a.label.clone(),
-        external_id: None,
-        idempotency_key: None,
-        request_hash: None,
-        metadata: None,
-        redirect_url: None,
         source: "static_address".into(),
         static_address_id: Some(a.id),
         expires_at: Some(now + Duration::days(3650)),
-        paid_at: None,
-        created_at: now,
-        updated_at: now,
-        is_deferred: false,
-        draft_expires_at: None,
-        activated_at: None,
-        activation_count: 0,
-        is_locked_fiat: false,
-        target_settlement_asset: "passthrough".into(),
-        settlement_target_currency: None,
-        settlement_target_network: None,
-        payer_email: None,
-        sent_at: None,
-        cancelled_at: None,
+        // No address_key: the static address keeps the lookup key; this invoice is found through it.
+        ..invoice::Model::blank(id, a.merchant_id, a.environment, now)
     };
     let inserted = invoice::Entity::insert(invoice::ActiveModel::from(inv.clone()))
         .on_conflict(OnConflict::column(invoice::Column::Id).do_nothing().to_owned())
