@@ -11,26 +11,14 @@
 //!    invoice (address, locked amount, `invoice.activated`), then pays it in full.
 #![cfg(feature = "browser-tests")]
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
-
-struct KillOnDrop(Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+use testkit::fleet::free_port;
+use testkit::serve::{KillOnDrop, start_with_demo_key};
 
 fn screenshots_dir() -> PathBuf {
     let dir = std::env::var_os("CHECKOUT_SCREENSHOTS")
@@ -138,8 +126,8 @@ impl Serve {
     async fn start() -> Serve {
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ops"))
-            .arg("serve")
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ops"));
+        cmd.arg("serve")
             .current_dir(dir.path())
             .env("PAYGATE_LISTEN", format!("127.0.0.1:{port}"))
             .env("PAYGATE_PUBLIC_BASE_URL", format!("http://127.0.0.1:{port}"))
@@ -149,25 +137,8 @@ impl Serve {
             .env("PAYGATE_SANDBOX__GATE_BLOCK_INTERVAL_MS__BITCOIN", "0")
             .env("PAYGATE_PIPELINE__SCAN_INTERVAL_MS", "100")
             .env("PAYGATE_PIPELINE__TRACK_INTERVAL_MS", "200")
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let child = KillOnDrop(child);
-        let (tx, rx) = std::sync::mpsc::channel::<String>();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(k) = line.split_whitespace().find(|w| w.starts_with("sk_test_")) {
-                    let _ = tx.send(k.to_owned());
-                }
-            }
-        });
-        let key = tokio::task::spawn_blocking(move || rx.recv_timeout(Duration::from_secs(60)))
-            .await
-            .unwrap()
-            .expect("ops serve printed no test key");
+            .env("RUST_LOG", "warn");
+        let (child, key) = start_with_demo_key(cmd).await;
         let s = Serve {
             base: format!("http://127.0.0.1:{port}"),
             key,

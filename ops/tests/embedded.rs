@@ -3,29 +3,19 @@
 //! invoice in the sandbox through the test helpers, and the invoice reaches `paid`; the
 //! merchant's webhook endpoint, set with `ops webhooks`, receives the signed events.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use api::webhooks::receiver::{Behaviour, Receiver};
 use serde_json::{Value, json};
-
-/// Stops `ops serve` when the test fails half way, instead of leaving it running.
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use testkit::serve::start_with_demo_key;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ops_serve_pays_an_invoice_end_to_end() {
     let dir = tempfile::tempdir().unwrap();
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ops"))
-        .arg("serve")
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ops"));
+    cmd.arg("serve")
         .current_dir(dir.path())
         .env("PAYGATE_LISTEN", format!("127.0.0.1:{port}"))
         .env("PAYGATE_SANDBOX__BLOCK_INTERVAL_MS", "200")
@@ -33,27 +23,9 @@ async fn ops_serve_pays_an_invoice_end_to_end() {
         // Rotation takes effect at once (by default within `webhooks.endpoint_cache_ms`).
         .env("PAYGATE_WEBHOOKS__ENDPOINT_CACHE_MS", "0")
         .env("PAYGATE_WEBHOOKS__ALLOW_INSECURE_TARGETS", "true")
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
+        .env("RUST_LOG", "warn");
     // The first start prints the demo merchant's test key once.
-    let stdout = child.stdout.take().unwrap();
-    let mut child = KillOnDrop(child);
-    // Keep reading stdout to the end: a closed pipe would make the server's next print fail.
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if let Some(k) = line.split_whitespace().find(|w| w.starts_with("sk_test_")) {
-                let _ = tx.send(k.to_owned());
-            }
-        }
-    });
-    let key = tokio::task::spawn_blocking(move || rx.recv_timeout(Duration::from_secs(60)))
-        .await
-        .unwrap()
-        .expect("ops serve printed no test key");
+    let (mut child, key) = start_with_demo_key(cmd).await;
 
     let http = reqwest::Client::new();
     let base = format!("http://127.0.0.1:{port}");

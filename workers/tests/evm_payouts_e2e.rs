@@ -12,7 +12,7 @@ use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use entity::{Environment, FeeAllocation, PayoutStatus, payout};
-use fleet::{Fleet, wait_ready};
+use fleet::{Deployment, wait_ready};
 use rust_decimal::Decimal;
 use sea_orm::EntityTrait;
 use serde_json::json;
@@ -26,11 +26,11 @@ const HOT_WALLET: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
 async fn two_executor_processes_pay_out_on_anvil_without_reusing_a_nonce() {
     const PAYOUTS: u8 = 8;
     let anvil = Anvil::start().await;
-    let db = testkit::Db::fresh().await;
     // Live EVM gates are online once the live EVM account key is configured.
     let xpub = testkit::live_keys().evm_xpub.unwrap();
-    let fleet = Fleet::new(
-        &db.url,
+    let dep = Deployment::start(
+        "EVM",
+        Environment::Live,
         &[
             ("PAYGATE_ADDRESSES__LIVE__EVM_XPUB", xpub.as_str()),
             ("PAYGATE_EVM__NETWORKS__ETHEREUM__RPC_URL", anvil.url.as_str()),
@@ -40,17 +40,10 @@ async fn two_executor_processes_pay_out_on_anvil_without_reusing_a_nonce() {
             ("PAYGATE_PAYOUTS__RECHECK_MS", "100"),
             ("PAYGATE_PAYOUTS__STALE_AFTER_SECS", "1"),
         ],
-    );
-    let http = reqwest::Client::new();
-    let api = fleet.api();
-    wait_ready(&http, &api).await;
-    let config = api::config::Config { database_url: db.url.clone(), ..Default::default() };
-    let conn = api::db::connect(&config).await.unwrap();
-    let merchant = api::merchants::create_merchant(&conn, "EVM", &Default::default()).await.unwrap().id;
-    let key = api::merchants::create_api_key(&conn, merchant, Environment::Live, api::auth::Permissions::all(), None)
-        .await
-        .unwrap()
-        .1;
+    )
+    .await;
+    // `_db` keeps the database until the test ends.
+    let Deployment { db: _db, conn, fleet, api, merchant, key, http } = dep;
     let mut s = api::payouts::service::settings(&conn, merchant, Environment::Live).await.unwrap();
     s.payout_auto_approve = true;
     s.payout_delay_secs = 0;

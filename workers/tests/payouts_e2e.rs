@@ -14,9 +14,9 @@ use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use entity::{Environment, FeeAllocation, PayoutStatus, event, payout, refund, sandbox_broadcast};
-use fleet::{Fleet, Proc, wait_ready};
+use fleet::{Deployment, Proc, wait_ready};
 use rust_decimal::Decimal;
-use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter};
+use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
 use serde_json::json;
 use uuid::Uuid;
 
@@ -26,20 +26,18 @@ fn d(s: &str) -> Decimal {
     Decimal::from_str(s).unwrap()
 }
 
-struct Setup {
-    _db: testkit::Db,
-    conn: DatabaseConnection,
-    fleet: Fleet,
-    api: Proc,
-    merchant: Uuid,
-    key: String,
-    http: reqwest::Client,
+struct Setup(Deployment);
+
+impl std::ops::Deref for Setup {
+    type Target = Deployment;
+    fn deref(&self) -> &Deployment {
+        &self.0
+    }
 }
 
 /// tron_usdt fees: payout 1, network estimate 2 (the sandbox charges 1.8); merchant pays both;
 /// auto-approval without delay; `fund` USDT available.
 async fn setup(fund: &str, extra: &[(&str, &str)]) -> Setup {
-    let db = testkit::Db::fresh().await;
     let mut env = vec![
         ("PAYGATE_FEES__TRON_USDT__PAYOUT_FEE", "1"),
         ("PAYGATE_FEES__TRON_USDT__NETWORK_FEE", "2"),
@@ -48,26 +46,17 @@ async fn setup(fund: &str, extra: &[(&str, &str)]) -> Setup {
         ("PAYGATE_PAYOUTS__STALE_AFTER_SECS", "1"),
     ];
     env.extend_from_slice(extra);
-    let fleet = Fleet::new(&db.url, &env);
-    let http = reqwest::Client::new();
-    let api = fleet.api();
-    wait_ready(&http, &api).await;
-    let config = api::config::Config { database_url: db.url.clone(), ..Default::default() };
-    let conn = api::db::connect(&config).await.unwrap();
-    let m = api::merchants::create_merchant(&conn, "Payouts", &Default::default()).await.unwrap().id;
-    let key = api::merchants::create_api_key(&conn, m, Environment::Test, api::auth::Permissions::all(), None)
-        .await
-        .unwrap()
-        .1;
-    let mut s = api::payouts::service::settings(&conn, m, Environment::Test).await.unwrap();
+    let dep = Deployment::start("Payouts", Environment::Test, &env).await;
+    let (conn, m) = (&dep.conn, dep.merchant);
+    let mut s = api::payouts::service::settings(conn, m, Environment::Test).await.unwrap();
     s.payout_auto_approve = true;
     s.payout_delay_secs = 0;
     s.network_fee_allocation = FeeAllocation::Merchant;
     s.payout_fee_allocation = FeeAllocation::Merchant;
-    api::payouts::service::save_settings(&conn, s).await.unwrap();
+    api::payouts::service::save_settings(conn, s).await.unwrap();
     let gate = api::gates::find("tron_usdt").unwrap();
-    api::ledger::adjust(&conn, m, Environment::Test, gate, d(fund), "fund").await.unwrap();
-    Setup { _db: db, conn, fleet, api, merchant: m, key, http }
+    api::ledger::adjust(conn, m, Environment::Test, gate, d(fund), "fund").await.unwrap();
+    Setup(dep)
 }
 
 impl Setup {

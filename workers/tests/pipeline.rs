@@ -9,9 +9,7 @@ use entity::{Environment, event};
 use rust_decimal::Decimal;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde_json::{Value, json};
-use testkit::TestApp;
 use uuid::Uuid;
-use workers::chain::Chains;
 use workers::pipeline::tracker::Next;
 use workers::pipeline::{scanner, sweeper, tracker};
 
@@ -19,22 +17,24 @@ fn d(s: &str) -> Decimal {
     Decimal::from_str(s).unwrap()
 }
 
-struct Pipe {
-    app: TestApp,
-    merchant: Uuid,
-    key: String,
-    chains: Chains,
+/// The shared step-by-step pipeline (`testkit::pipe`) with this suite's own steps.
+struct Pipe(testkit::pipe::Pipe);
+
+impl std::ops::Deref for Pipe {
+    type Target = testkit::pipe::Pipe;
+    fn deref(&self) -> &testkit::pipe::Pipe {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Pipe {
+    fn deref_mut(&mut self) -> &mut testkit::pipe::Pipe {
+        &mut self.0
+    }
 }
 
 async fn pipe_with(f: impl FnOnce(&mut api::config::Config)) -> Pipe {
-    let app = TestApp::spawn_with(|c| {
-        c.sandbox.block_interval_ms = 0;
-        f(c)
-    })
-    .await;
-    let (merchant, key) = app.test_key().await;
-    let chains = Chains::new(&app.state.db, &app.state.config.sandbox);
-    Pipe { app, merchant, key, chains }
+    Pipe(testkit::pipe::Pipe::start(f).await)
 }
 
 async fn pipe() -> Pipe {
@@ -48,23 +48,6 @@ impl Pipe {
             .create_invoice(&self.key, json!({"currency": currency, "network": network, "amount": amount}))
             .await;
         inv["id"].as_str().unwrap().parse().unwrap()
-    }
-
-    async fn deposit(&self, target: Value, amount: &str) -> Value {
-        let mut body = target;
-        body["amount"] = json!(amount);
-        let r = self.app.post("/v1/test/deposits", Some(&self.key), &body).await;
-        assert_eq!(r.status.as_u16(), 201, "{}", r.body);
-        r.data().clone()
-    }
-
-    async fn pay(&self, invoice: Uuid, amount: &str) -> Value {
-        self.deposit(json!({"invoice_id": invoice}), amount).await
-    }
-
-    async fn mine(&self, gate: &str, count: u64) {
-        let r = self.app.post("/v1/test/blocks", Some(&self.key), &json!({"currency": gate, "count": count})).await;
-        assert_eq!(r.status.as_u16(), 200, "{}", r.body);
     }
 
     async fn reverse(&self, deposit: &Value) {
@@ -99,19 +82,8 @@ impl Pipe {
         recorded
     }
 
-    async fn get_invoice(&self, id: Uuid) -> Value {
-        self.app.get(&format!("/v1/invoices/{id}"), Some(&self.key)).await.data().clone()
-    }
-
     async fn status(&self, id: Uuid) -> String {
         self.get_invoice(id).await["status"].as_str().unwrap().to_owned()
-    }
-
-    /// (available, pending) of a gate.
-    async fn balance(&self, gate: &str) -> (Decimal, Decimal) {
-        let rows = self.app.get("/v1/balances", Some(&self.key)).await.data().clone();
-        let row = rows.as_array().unwrap().iter().find(|r| r["gate_id"] == gate).unwrap().clone();
-        (d(row["available"].as_str().unwrap()), d(row["pending"].as_str().unwrap()))
     }
 
     async fn events(&self, invoice: Uuid) -> Vec<String> {

@@ -9,9 +9,7 @@ use entity::{Bucket, ConversionState, EntryType, Environment, event, ledger_entr
 use rust_decimal::Decimal;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 use serde_json::{Value, json};
-use testkit::TestApp;
 use uuid::Uuid;
-use workers::chain::Chains;
 use workers::pipeline::{scanner, tracker};
 use workers::settlement::{self, Converter, Step, venue::Venues};
 
@@ -19,29 +17,29 @@ fn d(s: &str) -> Decimal {
     Decimal::from_str(s).unwrap()
 }
 
+/// The shared step-by-step pipeline (`testkit::pipe`) with the settlement converter.
 struct Pipe {
-    app: TestApp,
-    merchant: Uuid,
-    key: String,
-    chains: Chains,
+    base: testkit::pipe::Pipe,
     converter: Converter,
 }
 
+impl std::ops::Deref for Pipe {
+    type Target = testkit::pipe::Pipe;
+    fn deref(&self) -> &testkit::pipe::Pipe {
+        &self.base
+    }
+}
+
 async fn pipe_with(f: impl FnOnce(&mut api::config::Config)) -> Pipe {
-    let app = TestApp::spawn_with(|c| {
-        c.sandbox.block_interval_ms = 0;
-        f(c)
-    })
-    .await;
+    let base = testkit::pipe::Pipe::start(f).await;
+    let app = &base.app;
     app.state.rates.refresh(Environment::Test).await.unwrap();
-    let (merchant, key) = app.test_key().await;
-    let chains = Chains::new(&app.state.db, &app.state.config.sandbox);
     let converter = Converter {
         db: app.state.db.clone(),
         venues: Venues::from_config(&app.state.config, app.state.rates.clone()),
         quote_lock: chrono::Duration::seconds(app.state.config.settlement.quote_lock_secs as i64),
     };
-    Pipe { app, merchant, key, chains, converter }
+    Pipe { base, converter }
 }
 
 async fn pipe() -> Pipe {
@@ -51,18 +49,6 @@ async fn pipe() -> Pipe {
 impl Pipe {
     async fn invoice(&self, body: Value) -> Uuid {
         self.app.create_invoice(&self.key, body).await["id"].as_str().unwrap().parse().unwrap()
-    }
-
-    async fn pay(&self, invoice: Uuid, amount: &str) -> Value {
-        let body = json!({"invoice_id": invoice, "amount": amount});
-        let r = self.app.post("/v1/test/deposits", Some(&self.key), &body).await;
-        assert_eq!(r.status.as_u16(), 201, "{}", r.body);
-        r.data().clone()
-    }
-
-    async fn mine(&self, gate: &str, count: u64) {
-        let r = self.app.post("/v1/test/blocks", Some(&self.key), &json!({"currency": gate, "count": count})).await;
-        assert_eq!(r.status.as_u16(), 200, "{}", r.body);
     }
 
     /// Scan every test gate and track every payment (no conversion).
@@ -87,20 +73,8 @@ impl Pipe {
         steps
     }
 
-    async fn get_invoice(&self, id: Uuid) -> Value {
-        self.app.get(&format!("/v1/invoices/{id}"), Some(&self.key)).await.data().clone()
-    }
-
     async fn conversion(&self, id: Uuid) -> Value {
         self.get_invoice(id).await["payments"][0]["settlement_conversion"].clone()
-    }
-
-    /// (available, pending) of a gate; zero when it has no balance row.
-    async fn balance(&self, gate: &str) -> (Decimal, Decimal) {
-        let rows = self.app.get("/v1/balances", Some(&self.key)).await.data().clone();
-        rows.as_array().unwrap().iter().find(|r| r["gate_id"] == gate).map_or((Decimal::ZERO, Decimal::ZERO), |r| {
-            (d(r["available"].as_str().unwrap()), d(r["pending"].as_str().unwrap()))
-        })
     }
 
     /// (entry type, bucket, amount) of a gate's ledger, oldest first.

@@ -21,9 +21,9 @@ use api::webhooks::outbound::TargetPolicy;
 use api::webhooks::receiver::{Behaviour, Receiver};
 use api::webhooks::secrets::SecretBox;
 use entity::{Bucket, EntryType, Environment, ledger_entry, payment, settlement_conversion};
-use fleet::{Fleet, Proc, wait_ready};
+use fleet::{Deployment, Proc, wait_ready};
 use rust_decimal::Decimal;
-use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -34,20 +34,21 @@ fn d(s: &str) -> Decimal {
 }
 
 struct Setup {
-    _db: testkit::Db,
-    conn: DatabaseConnection,
-    fleet: Fleet,
-    api: Proc,
-    merchant: Uuid,
-    key: String,
-    http: reqwest::Client,
+    dep: Deployment,
     receiver: Receiver,
 }
 
+impl std::ops::Deref for Setup {
+    type Target = Deployment;
+    fn deref(&self) -> &Deployment {
+        &self.dep
+    }
+}
+
 async fn setup() -> Setup {
-    let db = testkit::Db::fresh().await;
-    let fleet = Fleet::new(
-        &db.url,
+    let dep = Deployment::start(
+        "Converts",
+        Environment::Test,
         &[
             ("PAYGATE_WEBHOOKS__SECRET_KEY", KEY_HEX),
             ("PAYGATE_WEBHOOKS__ALLOW_INSECURE_TARGETS", "true"),
@@ -66,23 +67,15 @@ async fn setup() -> Setup {
             ("PAYGATE_SETTLEMENT__QUOTE_LOCK_SECS", "15"),
             ("PAYGATE_SANDBOX__GATE_BLOCK_INTERVAL_MS__POLYGON", "250"),
         ],
-    );
-    let http = reqwest::Client::new();
-    let api = fleet.api();
-    wait_ready(&http, &api).await;
-    let config = api::config::Config { database_url: db.url.clone(), ..Default::default() };
-    let conn = api::db::connect(&config).await.unwrap();
-    let merchant = api::merchants::create_merchant(&conn, "Converts", &Default::default()).await.unwrap().id;
-    let key = api::merchants::create_api_key(&conn, merchant, Environment::Test, api::auth::Permissions::all(), None)
-        .await
-        .unwrap()
-        .1;
+    )
+    .await;
     let sbox = SecretBox::new(SecretBox::parse_key(KEY_HEX).unwrap());
     let receiver = Receiver::start("127.0.0.1:0".parse().unwrap(), &[], Behaviour::Ok(Duration::ZERO)).await.unwrap();
     let policy = TargetPolicy { allow_insecure: true };
-    let (_, secret) = endpoints::set(&conn, &sbox, policy, merchant, Environment::Test, &receiver.url()).await.unwrap();
+    let (_, secret) =
+        endpoints::set(&dep.conn, &sbox, policy, dep.merchant, Environment::Test, &receiver.url()).await.unwrap();
     receiver.set_secrets(&[secret.unwrap().as_str()]);
-    Setup { _db: db, conn, fleet, api, merchant, key, http, receiver }
+    Setup { dep, receiver }
 }
 
 impl Setup {

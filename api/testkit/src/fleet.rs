@@ -154,3 +154,33 @@ pub async fn wait_ready(http: &reqwest::Client, p: &Proc) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// The deployed shape under test: a fresh database, the `api` binary on it (ready), the test's
+/// own connection to that database, and a merchant with an all-permission key in `env`. Worker
+/// binaries are started on it with `fleet.worker(…)`.
+pub struct Deployment {
+    pub db: crate::Db,
+    pub conn: sea_orm::DatabaseConnection,
+    pub fleet: Fleet,
+    pub api: Proc,
+    pub merchant: uuid::Uuid,
+    pub key: String,
+    pub http: reqwest::Client,
+}
+
+impl Deployment {
+    /// `vars` are `PAYGATE_*` settings of every process of the fleet.
+    pub async fn start(merchant_name: &str, env: entity::Environment, vars: &[(&str, &str)]) -> Deployment {
+        let db = crate::Db::fresh().await;
+        let fleet = Fleet::new(&db.url, vars);
+        let http = reqwest::Client::new();
+        let api = fleet.api();
+        wait_ready(&http, &api).await;
+        let config = api::config::Config { database_url: db.url.clone(), ..Default::default() };
+        let conn = api::db::connect(&config).await.unwrap();
+        let merchant = api::merchants::create_merchant(&conn, merchant_name, &Default::default()).await.unwrap().id;
+        let all = api::auth::Permissions::all();
+        let key = api::merchants::create_api_key(&conn, merchant, env, all, None).await.unwrap().1;
+        Deployment { db, conn, fleet, api, merchant, key, http }
+    }
+}

@@ -9,6 +9,8 @@
 //! dropped afterwards. An unreachable PostgreSQL fails the test loudly; nothing is skipped.
 pub mod anvil;
 pub mod fleet;
+pub mod pipe;
+pub mod serve;
 
 use std::net::SocketAddr;
 

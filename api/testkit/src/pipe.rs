@@ -1,0 +1,71 @@
+//! The sandbox pipeline driven step by step, as a merchant sees it: a test server whose sandbox
+//! chains move only when a test mines, a test key, and the chains the worker stages read. The
+//! suites of the scanner, tracker and converter build their own steps on it.
+
+use std::str::FromStr;
+
+use rust_decimal::Decimal;
+use serde_json::{Value, json};
+use uuid::Uuid;
+use workers::chain::Chains;
+
+use crate::TestApp;
+
+pub struct Pipe {
+    pub app: TestApp,
+    pub merchant: Uuid,
+    pub key: String,
+    pub chains: Chains,
+}
+
+impl Pipe {
+    /// A test server (block interval 0: blocks come only from [`Pipe::mine`]), configured
+    /// further by `f`, with a test merchant and key.
+    pub async fn start(f: impl FnOnce(&mut api::config::Config)) -> Pipe {
+        let app = TestApp::spawn_with(|c| {
+            c.sandbox.block_interval_ms = 0;
+            f(c)
+        })
+        .await;
+        let (merchant, key) = app.test_key().await;
+        let chains = Chains::new(&app.state.db, &app.state.config.sandbox);
+        Pipe { app, merchant, key, chains }
+    }
+
+    /// `POST /v1/test/deposits` of `amount` to `target` (`{"invoice_id": …}` or
+    /// `{"address_id": …}`); the sandbox transfer.
+    pub async fn deposit(&self, target: Value, amount: &str) -> Value {
+        let mut body = target;
+        body["amount"] = json!(amount);
+        let r = self.app.post("/v1/test/deposits", Some(&self.key), &body).await;
+        assert_eq!(r.status.as_u16(), 201, "{}", r.body);
+        r.data().clone()
+    }
+
+    /// A sandbox payment of `amount` to `invoice`.
+    pub async fn pay(&self, invoice: Uuid, amount: &str) -> Value {
+        self.deposit(json!({"invoice_id": invoice}), amount).await
+    }
+
+    /// Mines `count` blocks on `gate`'s sandbox chain.
+    pub async fn mine(&self, gate: &str, count: u64) {
+        let r = self.app.post("/v1/test/blocks", Some(&self.key), &json!({"currency": gate, "count": count})).await;
+        assert_eq!(r.status.as_u16(), 200, "{}", r.body);
+    }
+
+    /// `GET /v1/invoices/{id}`'s data.
+    pub async fn get_invoice(&self, id: Uuid) -> Value {
+        self.app.get(&format!("/v1/invoices/{id}"), Some(&self.key)).await.data().clone()
+    }
+
+    /// (available, pending) of a gate; zero when it has no balance row.
+    pub async fn balance(&self, gate: &str) -> (Decimal, Decimal) {
+        let rows = self.app.get("/v1/balances", Some(&self.key)).await.data().clone();
+        let d = |v: &Value| Decimal::from_str(v.as_str().unwrap()).unwrap();
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["gate_id"] == gate)
+            .map_or((Decimal::ZERO, Decimal::ZERO), |r| (d(&r["available"]), d(&r["pending"])))
+    }
+}
