@@ -273,7 +273,7 @@ proptest! {
         // A fraction with 29+ significant digits, e.g. 1234….5678 with the point inside.
         let s = format!("{}.{}1", &digits[..point], &digits[point..]);
         prop_assert!(entity::Amount::parse_exact(&s).is_err(), "{} was accepted", s);
-        let amount = api::invoices::service::parse_amount("amount", &s);
+        let amount = api::invoices::validate::parse_amount("amount", &s);
         prop_assert!(s.len() > 50 || amount.is_err(), "{} was accepted as {:?}", s, amount);
     }
 }

@@ -2,6 +2,7 @@
 
 pub mod service;
 pub mod types;
+pub mod validate;
 pub mod writer;
 
 // The HTTP face (feature `http`): handlers, router, OpenAPI paths and envelopes.

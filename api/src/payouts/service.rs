@@ -148,7 +148,7 @@ fn check_bounds(req: &CreatePayoutRequest) -> DomainResult<Checked<'_>> {
 }
 
 pub(crate) fn parse_amount(gate: &Gate, s: &str) -> DomainResult<Decimal> {
-    let d = crate::invoices::service::parse_amount("amount", s)
+    let d = crate::invoices::validate::parse_amount("amount", s)
         .map_err(|e| DomainError::unprocessable(ErrorCode::ValidationError, "amount", e))?;
     if d.scale() > gate.decimals {
         return Err(DomainError::unprocessable(

@@ -13,7 +13,7 @@ use uuid::Uuid;
 use super::types::CreateRefundRequest;
 use crate::domain_error::{DomainError, DomainResult, ErrorCode};
 use crate::gates::{self, Gate};
-use crate::invoices::service::canonical_hash;
+use crate::invoices::validate::canonical_hash;
 use crate::keys::Principal;
 use crate::payouts::service::{self as payouts, FeeKind, PayoutSpec, required};
 use crate::state::AppState;
