@@ -62,9 +62,9 @@ impl LocalStore {
             Some(wait) if !wait.is_zero() => refused(gcra, wait),
             Some(_) => {
                 blocked.remove(key);
-                allowed_unknown(gcra)
+                Decision::allowed_uncounted(gcra)
             }
-            None => allowed_unknown(gcra),
+            None => Decision::allowed_uncounted(gcra),
         }
     }
 
@@ -103,16 +103,5 @@ fn refused(gcra: Gcra, wait: Duration) -> Decision {
         remaining: 0,
         reset: (wait + gcra.period).saturating_sub(gcra.interval),
         retry_after: wait,
-    }
-}
-
-/// A peek that found no refusal: the capacity is not known without counting.
-fn allowed_unknown(gcra: Gcra) -> Decision {
-    Decision {
-        allowed: true,
-        limit: gcra.limit,
-        remaining: gcra.limit,
-        reset: Duration::ZERO,
-        retry_after: Duration::ZERO,
     }
 }

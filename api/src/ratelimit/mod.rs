@@ -65,6 +65,20 @@ pub struct Decision {
     pub retry_after: Duration,
 }
 
+impl Decision {
+    /// Allowed without counting (a peek that found no refusal, or a store that failed open):
+    /// the remaining capacity is not known, so the full limit is reported.
+    pub(crate) fn allowed_uncounted(gcra: Gcra) -> Decision {
+        Decision {
+            allowed: true,
+            limit: gcra.limit,
+            remaining: gcra.limit,
+            reset: Duration::ZERO,
+            retry_after: Duration::ZERO,
+        }
+    }
+}
+
 /// GCRA arithmetic shared by both stores: emission interval and tolerance of a limit.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Gcra {
@@ -169,13 +183,7 @@ impl RateLimiter {
             }
             Err(e) => {
                 self.failed_open(&e);
-                Decision {
-                    allowed: true,
-                    limit: gcra.limit,
-                    remaining: gcra.limit,
-                    reset: Duration::ZERO,
-                    retry_after: Duration::ZERO,
-                }
+                Decision::allowed_uncounted(gcra)
             }
         }
     }
