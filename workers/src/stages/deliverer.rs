@@ -1,0 +1,89 @@
+//! The webhook deliverer as a job: `DeliverWebhook` runs one delivery's due attempt; beside it,
+//! the dispatcher turns new outbox events into deliveries and the sweeper re-enqueues lost ones.
+
+use std::time::{Duration, Instant};
+
+use api::webhooks;
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use super::{StageCtx, repeat};
+use crate::deliver::{self, Outcome};
+use crate::platform::{Job, JobError};
+
+/// Run the due attempt of one webhook delivery.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DeliverWebhook {
+    pub delivery_id: Uuid,
+}
+
+impl Job for DeliverWebhook {
+    const QUEUE: &'static str = "webhook-deliver";
+}
+
+pub(super) async fn handle(ctx: &StageCtx, job: DeliverWebhook) -> Result<(), JobError> {
+    let Some(deliverer) = &ctx.webhooks else {
+        return Err(JobError::permanent(anyhow::anyhow!("this process has no webhook deliverer")));
+    };
+    match deliverer.attempt(job.delivery_id).await.map_err(JobError::retry)? {
+        Outcome::RetryAfter(delay) | Outcome::NotDue(delay) => {
+            // Lost pushes are found by the sweeper (`deliver::stale`).
+            ctx.queues.push_after(job, delay).await?;
+        }
+        Outcome::Delivered | Outcome::Dead | Outcome::Skipped => {}
+    }
+    Ok(())
+}
+
+/// Moves new outbox events into deliveries and enqueues them, round after round while full
+/// rounds come back.
+async fn dispatch(ctx: &StageCtx) -> anyhow::Result<()> {
+    let batch = ctx.config.webhooks.dispatch_batch;
+    loop {
+        let round = webhooks::dispatch::dispatch_batch(&ctx.db, batch).await?;
+        if !round.deliveries.is_empty() {
+            ctx.queues
+                .push_many(round.deliveries.into_iter().map(|delivery_id| DeliverWebhook { delivery_id }))
+                .await?;
+        }
+        if (round.events as u64) < batch {
+            return Ok(());
+        }
+    }
+}
+
+/// Re-enqueues deliveries whose job was lost.
+async fn sweep(ctx: &StageCtx) -> anyhow::Result<()> {
+    let stale_after = Duration::from_secs(ctx.config.webhooks.stale_after_secs);
+    let ids = deliver::stale(&ctx.db, stale_after, 1000).await?;
+    if !ids.is_empty() {
+        tracing::info!(count = ids.len(), "re-enqueueing webhook deliveries whose job was lost");
+        ctx.queues.push_many(ids.into_iter().map(|delivery_id| DeliverWebhook { delivery_id })).await?;
+    }
+    Ok(())
+}
+
+/// The dispatcher every `dispatch_interval_ms`, the sweeper every `sweep_interval_ms`.
+pub(super) async fn background(ctx: StageCtx, stop: CancellationToken) {
+    let every = Duration::from_millis(ctx.config.webhooks.dispatch_interval_ms);
+    let sweep_every = Duration::from_millis(ctx.config.webhooks.sweep_interval_ms);
+    let last_sweep = std::sync::Mutex::new(Instant::now());
+    repeat(&stop, every, || async {
+        if let Err(e) = dispatch(&ctx).await {
+            tracing::warn!(error = %e, "webhook dispatch failed");
+        }
+        let sweep_due = {
+            let mut last = last_sweep.lock().expect("not poisoned");
+            let due = last.elapsed() >= sweep_every;
+            if due {
+                *last = Instant::now();
+            }
+            due
+        };
+        if sweep_due && let Err(e) = sweep(&ctx).await {
+            tracing::warn!(error = %e, "webhook sweep failed");
+        }
+    })
+    .await
+}
