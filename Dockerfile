@@ -7,10 +7,10 @@ COPY . .
 # The worker stages are built on their own, so their `api` library is built without the HTTP
 # face (feature `http`): they link no router, swagger UI or checkout page, and the `api` binary
 # links no signer (the signers are the workers' own).
+# The second build does not touch the worker binaries of the first.
 RUN cargo build --release -p workers --bins \
- && mkdir /out && find target/release -maxdepth 1 -type f -executable -exec cp {} /out/ \; \
  && cargo build --release -p api -p ops --bins \
- && mkdir -p /out && find target/release -maxdepth 1 -type f -executable -exec cp {} /out/ \;
+ && mkdir /out && find target/release -maxdepth 1 -type f -executable -exec cp {} /out/ \;
 
 FROM debian:bookworm-slim
 RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates && rm -rf /var/lib/apt/lists/* \

@@ -10,7 +10,7 @@ use testkit::fleet;
 use std::time::{Duration, Instant};
 
 use entity::{Bucket, EntryType, InvoiceStatus, PaymentStatus};
-use fleet::{Fleet, Proc, wait_ready};
+use fleet::{Deployment, Proc, wait_ready};
 use rust_decimal::Decimal;
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
 use serde_json::{Value, json};
@@ -19,11 +19,9 @@ const INVOICES: usize = 500;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_workers_and_a_redis_flush_lose_and_duplicate_nothing() {
-    let db = testkit::Db::fresh().await;
-    let fleet = Fleet::new(&db.url, &[]);
-    let http = reqwest::Client::new();
-    let api = fleet.api();
-    wait_ready(&http, &api).await;
+    // `_db` keeps the database until the test ends.
+    let Deployment { db: _db, conn, fleet, api, merchant, key, http } =
+        Deployment::start("Fault", entity::Environment::Test, &[]).await;
     let scanner_bin = env!("CARGO_BIN_EXE_deposit-scanner");
     let tracker_bin = env!("CARGO_BIN_EXE_confirmation-tracker");
     let mut workers: Vec<(&str, Proc)> = vec![
@@ -34,15 +32,6 @@ async fn killed_workers_and_a_redis_flush_lose_and_duplicate_nothing() {
     for (_, w) in &workers {
         wait_ready(&http, w).await;
     }
-
-    let config = api::config::Config { database_url: db.url.clone(), ..Default::default() };
-    let conn = api::db::connect(&config).await.unwrap();
-    let m = api::merchants::create_merchant(&conn, "Fault", &Default::default()).await.unwrap();
-    let key =
-        api::merchants::create_api_key(&conn, m.id, entity::Environment::Test, api::auth::Permissions::all(), None)
-            .await
-            .unwrap()
-            .1;
 
     // 500 invoices and their deposits, created concurrently while the workers run.
     let mut set = tokio::task::JoinSet::new();
@@ -147,7 +136,7 @@ async fn killed_workers_and_a_redis_flush_lose_and_duplicate_nothing() {
     }
     assert_eq!(events.len(), 3 * INVOICES, "no other events");
     let b = entity::balance::Entity::find()
-        .filter(entity::balance::Column::MerchantId.eq(m.id))
+        .filter(entity::balance::Column::MerchantId.eq(merchant))
         .filter(entity::balance::Column::GateId.eq("bitcoin"))
         .one(&conn)
         .await
