@@ -18,12 +18,12 @@ use utoipa_swagger_ui::SwaggerUi;
 use tokio::sync::watch;
 use tower::ServiceExt;
 
-use crate::config::ServerConfig;
 use crate::error::{ApiError, ErrorCode};
 use crate::extract::MAX_BODY_BYTES;
-use crate::state::AppState;
+use crate::state::HttpState;
+use domain::config::ServerConfig;
 
-pub fn router(state: AppState) -> Router {
+pub fn router(state: HttpState) -> Router {
     let limits = axum::middleware::from_fn_with_state(state.clone(), crate::ratelimit::layer::limit);
     Router::new()
         .merge(crate::invoices::router())
@@ -68,7 +68,7 @@ async fn enveloped_payload_too_large(resp: Response) -> Response {
 /// Ready when the database answers. When it does not, 503 `not_ready` names the dependency
 /// (`database: down`); the driver's error is logged, never returned (it can name hosts, users
 /// or files).
-async fn ready(State(state): State<AppState>) -> impl IntoResponse {
+async fn ready(State(state): State<HttpState>) -> impl IntoResponse {
     match state.db.execute_unprepared("SELECT 1").await {
         Ok(_) => (StatusCode::OK, "ready").into_response(),
         Err(e) => {
@@ -92,7 +92,7 @@ async fn method_not_allowed() -> ApiError {
 /// come from `[server]` (`serve_router`).
 pub async fn serve(
     listener: tokio::net::TcpListener,
-    state: AppState,
+    state: HttpState,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let settings = state.config.server.clone();

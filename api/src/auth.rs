@@ -1,23 +1,23 @@
 //! Authentication at the HTTP edge: the `Auth` and `Allowed<P>` extractors over the key rules
-//! and cache of [`crate::keys`] (re-exported here for callers that name `auth::…`).
+//! and cache of [`domain::keys`] (re-exported here for callers that name `auth::…`).
 
 use std::sync::Arc;
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 
-use crate::error::ApiError;
-pub use crate::keys::{
+pub use domain::keys::{
     KeyCache, KeyError, Permission, Permissions, Principal, generate_key, hash_key, parse_key_format,
 };
-use crate::state::AppState;
+
+use crate::error::ApiError;
+use crate::state::HttpState;
 
 pub const API_KEY_HEADER: &str = "x-api-key";
 
-impl Principal {
-    pub fn require(&self, p: Permission) -> Result<(), ApiError> {
-        if self.permissions.contains(p) { Ok(()) } else { Err(ApiError::forbidden(p.as_str())) }
-    }
+/// 403 `forbidden` naming the permission unless the key holds it.
+pub fn require(who: &Principal, p: Permission) -> Result<(), ApiError> {
+    if who.permissions.contains(p) { Ok(()) } else { Err(ApiError::forbidden(p.as_str())) }
 }
 
 /// A key the rate limiting layer already verified for this request (a request extension), so
@@ -28,10 +28,10 @@ pub struct VerifiedKey(pub Arc<Principal>);
 /// Extractor: the authenticated caller. 401 for a missing, malformed, unknown or revoked key.
 pub struct Auth(pub Arc<Principal>);
 
-impl FromRequestParts<AppState> for Auth {
+impl FromRequestParts<HttpState> for Auth {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(parts: &mut Parts, state: &HttpState) -> Result<Self, Self::Rejection> {
         if let Some(VerifiedKey(p)) = parts.extensions.get::<VerifiedKey>() {
             return Ok(Auth(p.clone()));
         }
@@ -87,12 +87,12 @@ pub mod perm {
 /// it sends, and learns nothing about what the route would accept.
 pub struct Allowed<P: RequiredPermission>(pub Arc<Principal>, std::marker::PhantomData<P>);
 
-impl<P: RequiredPermission> FromRequestParts<AppState> for Allowed<P> {
+impl<P: RequiredPermission> FromRequestParts<HttpState> for Allowed<P> {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(parts: &mut Parts, state: &HttpState) -> Result<Self, Self::Rejection> {
         let Auth(who) = Auth::from_request_parts(parts, state).await?;
-        who.require(P::PERMISSION)?;
+        require(&who, P::PERMISSION)?;
         Ok(Allowed(who, std::marker::PhantomData))
     }
 }

@@ -6,8 +6,8 @@ use serde::Serialize;
 
 use crate::envelope::{Meta, current_request_id};
 
-pub use crate::domain_error::ErrorCode;
-use crate::domain_error::{DomainError, Kind};
+pub use domain::domain_error::ErrorCode;
+use domain::domain_error::{DomainError, Kind};
 
 #[derive(Debug)]
 pub struct ApiError {
@@ -121,18 +121,18 @@ impl From<DomainError> for ApiError {
 }
 
 /// An unknown or ambiguous currency/network in a request: 422 naming the field.
-impl From<crate::gates::ResolveError> for ApiError {
-    fn from(e: crate::gates::ResolveError) -> Self {
+impl From<domain::gates::ResolveError> for ApiError {
+    fn from(e: domain::gates::ResolveError) -> Self {
         DomainError::from(e).into()
     }
 }
 
 /// A key that does not authenticate: 401 with the reason.
-impl From<crate::keys::KeyError> for ApiError {
-    fn from(e: crate::keys::KeyError) -> Self {
+impl From<domain::keys::KeyError> for ApiError {
+    fn from(e: domain::keys::KeyError) -> Self {
         match e {
-            crate::keys::KeyError::Rejected(why) => ApiError::unauthorized(why),
-            crate::keys::KeyError::Db(db) => ApiError::internal(db),
+            domain::keys::KeyError::Rejected(why) => ApiError::unauthorized(why),
+            domain::keys::KeyError::Db(db) => ApiError::internal(db),
         }
     }
 }

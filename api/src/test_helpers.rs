@@ -15,11 +15,11 @@ use crate::auth::{Allowed, Principal, perm};
 use crate::envelope::Data;
 use crate::error::{ApiError, ApiResult, ErrorCode, ErrorEnvelope};
 use crate::extract::{JsonBody, PathId};
-use crate::gates;
-use crate::sandbox_payments;
-use crate::state::AppState;
+use crate::state::HttpState;
+use domain::gates;
+use domain::sandbox_payments;
 
-pub fn router() -> Router<AppState> {
+pub fn router() -> Router<HttpState> {
     Router::new()
         .route("/v1/test/deposits", post(simulate_deposit))
         .route("/v1/test/deposits/{deposit_id}/reverse", post(reverse_deposit))
@@ -112,7 +112,7 @@ fn test_only(who: &Principal) -> ApiResult<()> {
         (status = 422, description = "validation_error: neither or both targets, a target without a deposit address, a bad amount", body = ErrorEnvelope),
     ))]
 pub async fn simulate_deposit(
-    State(state): State<AppState>,
+    State(state): State<HttpState>,
     auth: Allowed<perm::InvoicesWrite>,
     body: Result<JsonBody<SimulateDepositRequest>, ApiError>,
 ) -> ApiResult<Data<SandboxDeposit>> {
@@ -155,7 +155,7 @@ pub async fn simulate_deposit(
         }
     };
     let gate = gates::find(&gate_id).ok_or_else(|| ApiError::internal("target on an unknown gate"))?;
-    let amount = crate::payouts::service::parse_amount(gate, &req.amount)?;
+    let amount = domain::payouts::service::parse_amount(gate, &req.amount)?;
     if let Some(h) = &req.tx_hash
         && (h.is_empty() || h.len() > 128)
     {
@@ -175,7 +175,7 @@ pub async fn simulate_deposit(
         (status = 404, description = "Unknown deposit, another merchant's, or a live key", body = ErrorEnvelope),
     ))]
 pub async fn reverse_deposit(
-    State(state): State<AppState>,
+    State(state): State<HttpState>,
     auth: Allowed<perm::InvoicesWrite>,
     PathId(id): PathId,
 ) -> ApiResult<Data<SandboxDeposit>> {
@@ -195,7 +195,7 @@ pub async fn reverse_deposit(
 }
 
 /// Whether the caller's merchant (test environment) owns the address a transfer went to.
-async fn owns_address(state: &AppState, who: &Principal, address_key: &str) -> ApiResult<bool> {
+async fn owns_address(state: &HttpState, who: &Principal, address_key: &str) -> ApiResult<bool> {
     let invoice = invoice::Entity::find()
         .filter(invoice::Column::AddressKey.eq(address_key))
         .filter(invoice::Column::Environment.eq(who.environment))
@@ -223,7 +223,7 @@ async fn owns_address(state: &AppState, who: &Principal, address_key: &str) -> A
         (status = 422, description = "unsupported_currency, validation_error (count)", body = ErrorEnvelope),
     ))]
 pub async fn mine_blocks(
-    State(state): State<AppState>,
+    State(state): State<HttpState>,
     auth: Allowed<perm::InvoicesWrite>,
     body: Result<JsonBody<MineRequest>, ApiError>,
 ) -> ApiResult<Data<ChainTip>> {

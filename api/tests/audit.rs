@@ -1,16 +1,16 @@
-//! Issue 17: the operator audit log (`api::audit`). A row commits or rolls back with the change
+//! Issue 17: the operator audit log (`domain::audit`). A row commits or rolls back with the change
 //! it describes; on PostgreSQL it can be neither updated nor deleted.
 
-use api::audit::{Entry, Filter, record};
+use domain::audit::{Entry, Filter, record};
 use entity::Environment;
 use rust_decimal::Decimal;
 use sea_orm::{EntityTrait, PaginatorTrait};
 use testkit::TestApp;
 
 async fn adjust_with_audit(app: &TestApp, merchant: uuid::Uuid, commit: bool) {
-    let txn = api::db::begin_write(&app.state.db).await.unwrap();
-    let bitcoin = api::gates::find("bitcoin").unwrap();
-    api::ledger::adjust(&txn, merchant, Environment::Test, bitcoin, Decimal::ONE, "funding").await.unwrap();
+    let txn = domain::db::begin_write(&app.state.db).await.unwrap();
+    let bitcoin = domain::gates::find("bitcoin").unwrap();
+    domain::ledger::adjust(&txn, merchant, Environment::Test, bitcoin, Decimal::ONE, "funding").await.unwrap();
     let entry = Entry::new("alice", "ledger.adjust", "balance", "bitcoin")
         .merchant(merchant, Some(Environment::Test))
         .reason(Some("funding"));
@@ -42,7 +42,7 @@ async fn audit_row_commits_and_rolls_back_with_the_change_it_records() {
     assert_eq!(available(&app, merchant).await, Decimal::ZERO);
 
     adjust_with_audit(&app, merchant, true).await;
-    let rows = api::audit::list(&app.state.db, &Filter { limit: 10, ..Default::default() }).await.unwrap();
+    let rows = domain::audit::list(&app.state.db, &Filter { limit: 10, ..Default::default() }).await.unwrap();
     assert_eq!(rows.len(), 1);
     assert_eq!((rows[0].actor.as_str(), rows[0].action.as_str()), ("alice", "ledger.adjust"));
     assert_eq!((rows[0].merchant_id, rows[0].reason.as_deref()), (Some(merchant), Some("funding")));

@@ -22,8 +22,8 @@ async fn missing_malformed_unknown_and_revoked_keys_are_401() {
     app.get("/v1/invoices", Some(&key.replace("sk_test_", "sk_live_"))).await.assert_error(401, "unauthorized", None);
 
     assert_eq!(app.get("/v1/invoices", Some(&key)).await.status, 200);
-    let keys = api::merchants::list_api_keys(&app.state.db, None).await.unwrap();
-    api::merchants::revoke_api_key(&app.state.db, keys[0].id).await.unwrap();
+    let keys = domain::merchants::list_api_keys(&app.state.db, None).await.unwrap();
+    domain::merchants::revoke_api_key(&app.state.db, keys[0].id).await.unwrap();
     tokio::time::sleep(Duration::from_millis(1100)).await; // cache TTL in tests: 1 s
     let r = app.get("/v1/invoices", Some(&key)).await;
     r.assert_error(401, "unauthorized", None);
@@ -39,9 +39,9 @@ async fn revocation_reaches_every_api_process_within_seconds() {
     let (_, key) = a.test_key().await;
     assert_eq!(a.get("/v1/invoices", Some(&key)).await.status, 200);
     assert_eq!(b.get("/v1/invoices", Some(&key)).await.status, 200);
-    let id = api::merchants::list_api_keys(&a.state.db, None).await.unwrap()[0].id;
+    let id = domain::merchants::list_api_keys(&a.state.db, None).await.unwrap()[0].id;
     // Revoked by an operator (another process, as `ops keys revoke` would).
-    api::merchants::revoke_api_key(&a.state.db, id).await.unwrap();
+    domain::merchants::revoke_api_key(&a.state.db, id).await.unwrap();
     let t = Instant::now();
     loop {
         let (ra, rb) = (a.get("/v1/invoices", Some(&key)).await.status, b.get("/v1/invoices", Some(&key)).await.status);

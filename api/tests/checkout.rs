@@ -343,5 +343,5 @@ async fn every_activation_and_every_expiry_of_a_draft_is_its_own_event() {
     }
     // A replayed expiry of the second activation is still written once.
     let after = invoice::Entity::find_by_id(uuid).one(&app.state.db).await.unwrap().unwrap();
-    assert!(!api::events::emit_invoice(&app.state.db, "invoice.expired", &after, None).await.unwrap());
+    assert!(!domain::events::emit_invoice(&app.state.db, "invoice.expired", &after, None).await.unwrap());
 }

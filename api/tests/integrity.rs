@@ -65,11 +65,18 @@ async fn populated() -> TestApp {
     let r = app.post("/v1/addresses", Some(&key), &json!({"currency": "BTC"})).await;
     assert_eq!(r.status, 201, "{}", r.body);
     let db = &app.state.db;
-    api::events::emit(db, merchant, entity::Environment::Test, "invoice.paid", format!("probe:{invoice}"), json!({}))
-        .await
-        .unwrap();
+    domain::events::emit(
+        db,
+        merchant,
+        entity::Environment::Test,
+        "invoice.paid",
+        format!("probe:{invoice}"),
+        json!({}),
+    )
+    .await
+    .unwrap();
     let event = entity::event::Entity::find().one(db).await.unwrap().expect("an event");
-    api::webhooks::dispatch::new_delivery(&event, chrono::Utc::now()).into_active_model().insert(db).await.unwrap();
+    domain::webhooks::dispatch::new_delivery(&event, chrono::Utc::now()).into_active_model().insert(db).await.unwrap();
     let now = chrono::Utc::now();
     entity::settlement_conversion::Model {
         payment_id: payment,
@@ -147,8 +154,8 @@ async fn the_ledger_is_append_only() {
     assert_eq!(before, after, "nothing changed");
     // Appending still works: the services keep posting.
     let (merchant, _) = app.test_key().await;
-    let bitcoin = api::gates::find("bitcoin").unwrap();
-    api::ledger::adjust(db, merchant, entity::Environment::Test, bitcoin, rust_decimal::Decimal::ONE, "test")
+    let bitcoin = domain::gates::find("bitcoin").unwrap();
+    domain::ledger::adjust(db, merchant, entity::Environment::Test, bitcoin, rust_decimal::Decimal::ONE, "test")
         .await
         .unwrap();
     assert_eq!(entity::ledger_entry::Entity::find().all(db).await.unwrap().len(), before.len() + 1);

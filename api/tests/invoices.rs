@@ -2,8 +2,8 @@
 
 use std::collections::HashSet;
 
-use api::chain::address::{AddressFamily, ChainNet, validate_address};
 use chrono::{DateTime, Duration, Utc};
+use domain::chain::address::{AddressFamily, ChainNet, validate_address};
 use entity::Environment;
 use serde_json::{Value, json};
 use testkit::TestApp;
@@ -196,7 +196,7 @@ async fn gate_minimum_and_maximum() {
     let app = TestApp::spawn_with(|c| {
         c.gates
             .test
-            .insert("tron".into(), api::config::GateOverride { max_amount: Some(500.into()), ..Default::default() });
+            .insert("tron".into(), domain::config::GateOverride { max_amount: Some(500.into()), ..Default::default() });
     })
     .await;
     let (_, key) = app.test_key().await;
@@ -232,7 +232,7 @@ async fn offline_gates_are_503() {
     let app = TestApp::spawn_with(|c| {
         c.gates.test.insert(
             "bitcoin".into(),
-            api::config::GateOverride { status: Some(api::config::GateStatus::Offline), ..Default::default() },
+            domain::config::GateOverride { status: Some(domain::config::GateStatus::Offline), ..Default::default() },
         );
         c.addresses.live.solana_pool.clear();
     })
@@ -525,12 +525,12 @@ async fn amounts_round_trip_exactly_with_all_decimals() {
 #[tokio::test]
 async fn merchant_settings_drive_lifetime_and_base_currency() {
     let app = TestApp::spawn().await;
-    let settings = api::merchants::MerchantSettings {
+    let settings = domain::merchants::MerchantSettings {
         base_currency: "EUR".into(),
         invoice_lifetime_secs: 900,
         underpayment_tolerance_percent: "0.5".parse().unwrap(),
     };
-    let m = api::merchants::create_merchant(&app.state.db, "EU shop", &settings).await.unwrap();
+    let m = domain::merchants::create_merchant(&app.state.db, "EU shop", &settings).await.unwrap();
     let key = app.key(m.id, Environment::Test, &[]).await;
     let inv = app.create_invoice(&key, json!({"currency": "BTC", "amount": "0.01"})).await;
     assert_eq!(ts(&inv["expires_at"]) - ts(&inv["created_at"]), Duration::seconds(900));
@@ -578,7 +578,7 @@ async fn an_exhausted_solana_pool_is_503_and_wastes_no_entries() {
     // An operator-provisioned pool of two addresses (in the test environment: live Solana has
     // no chain adapter yet, so it is offline whatever its pool).
     let app = TestApp::spawn_with(|c| {
-        c.addresses.test = Some(api::chain::address::AccountKeysConfig {
+        c.addresses.test = Some(domain::chain::address::AccountKeysConfig {
             solana_pool: testkit::live_keys().solana_pool,
             ..Default::default()
         })

@@ -4,7 +4,7 @@
 use std::str::FromStr;
 
 use api::auth::Permission;
-use api::ledger::{LedgerError, Posting};
+use domain::ledger::{LedgerError, Posting};
 use entity::{Bucket, EntryType, Environment};
 use rust_decimal::Decimal;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, TransactionTrait};
@@ -66,8 +66,8 @@ async fn balances_list_every_gate_with_zeros() {
     }
     assert_eq!(r.body["meta"]["pagination"], json!({"total": 18, "limit": 18, "offset": 0, "has_more": false}));
 
-    let btc = api::gates::find("bitcoin").unwrap();
-    api::ledger::adjust(&app.state.db, m, Environment::Test, btc, d("1.25"), "funding").await.unwrap();
+    let btc = domain::gates::find("bitcoin").unwrap();
+    domain::ledger::adjust(&app.state.db, m, Environment::Test, btc, d("1.25"), "funding").await.unwrap();
     let rows = app.get("/v1/balances", Some(&key)).await.body["data"].clone();
     let row = rows.as_array().unwrap().iter().find(|r| r["gate_id"] == "bitcoin").unwrap().clone();
     assert_eq!((row["available"].as_str(), row["total"].as_str()), (Some("1.25"), Some("1.25")));
@@ -95,17 +95,17 @@ async fn balances_list_every_gate_with_zeros() {
 async fn ledger_history_paging_and_filters() {
     let app = TestApp::spawn().await;
     let (m, key) = app.test_key().await;
-    let btc = api::gates::find("bitcoin").unwrap();
+    let btc = domain::gates::find("bitcoin").unwrap();
     for i in 1..=5 {
-        api::ledger::adjust(&app.state.db, m, Environment::Test, btc, Decimal::from(i), &format!("credit {i}"))
+        domain::ledger::adjust(&app.state.db, m, Environment::Test, btc, Decimal::from(i), &format!("credit {i}"))
             .await
             .unwrap();
     }
     let mid = chrono::Utc::now();
     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    api::ledger::adjust(&app.state.db, m, Environment::Test, btc, d("-2.5"), "debit").await.unwrap();
-    let usdt = api::gates::find("tron_usdt").unwrap();
-    api::ledger::adjust(&app.state.db, m, Environment::Test, usdt, d("10"), "other gate").await.unwrap();
+    domain::ledger::adjust(&app.state.db, m, Environment::Test, btc, d("-2.5"), "debit").await.unwrap();
+    let usdt = domain::gates::find("tron_usdt").unwrap();
+    domain::ledger::adjust(&app.state.db, m, Environment::Test, usdt, d("10"), "other gate").await.unwrap();
 
     let r = app.get("/v1/balances/bitcoin/ledger", Some(&key)).await;
     assert_eq!(r.status, 200, "{}", r.body);
@@ -174,24 +174,24 @@ async fn ledger_history_paging_and_filters() {
 async fn a_refused_posting_writes_nothing() {
     let app = TestApp::spawn().await;
     let m = app.merchant().await;
-    let eth = api::gates::find("ethereum").unwrap();
-    api::ledger::adjust(&app.state.db, m, Environment::Test, eth, d("1.000000000000000001"), "fund").await.unwrap();
-    let err = api::ledger::adjust(&app.state.db, m, Environment::Test, eth, d("-1.000000000000000002"), "too much")
+    let eth = domain::gates::find("ethereum").unwrap();
+    domain::ledger::adjust(&app.state.db, m, Environment::Test, eth, d("1.000000000000000001"), "fund").await.unwrap();
+    let err = domain::ledger::adjust(&app.state.db, m, Environment::Test, eth, d("-1.000000000000000002"), "too much")
         .await
         .unwrap_err();
     assert!(matches!(err, LedgerError::Insufficient { bucket: Bucket::Available, .. }), "{err}");
     assert!(matches!(
-        api::ledger::adjust(&app.state.db, m, Environment::Test, eth, Decimal::ZERO, "x").await,
+        domain::ledger::adjust(&app.state.db, m, Environment::Test, eth, Decimal::ZERO, "x").await,
         Err(LedgerError::Invalid(_))
     ));
-    let btc = api::gates::find("bitcoin").unwrap();
+    let btc = domain::gates::find("bitcoin").unwrap();
     assert!(matches!(
-        api::ledger::adjust(&app.state.db, m, Environment::Test, btc, d("0.000000001"), "x").await,
+        domain::ledger::adjust(&app.state.db, m, Environment::Test, btc, d("0.000000001"), "x").await,
         Err(LedgerError::Invalid(_))
     ));
     // Several postings in one transaction: the second fails, the first is rolled back too.
     let txn = app.state.db.begin().await.unwrap();
-    let res = api::ledger::post(
+    let res = domain::ledger::post(
         &txn,
         m,
         Environment::Test,
@@ -225,14 +225,14 @@ async fn a_refused_posting_writes_nothing() {
 async fn concurrent_debits_never_overdraw() {
     let app = TestApp::spawn_with(|c| c.db.max_connections = 16).await;
     let m = app.merchant().await;
-    let usdt = api::gates::find("tron_usdt").unwrap();
-    api::ledger::adjust(&app.state.db, m, Environment::Test, usdt, d("100"), "fund").await.unwrap();
+    let usdt = domain::gates::find("tron_usdt").unwrap();
+    domain::ledger::adjust(&app.state.db, m, Environment::Test, usdt, d("100"), "fund").await.unwrap();
     let mut set = tokio::task::JoinSet::new();
     for i in 0..200 {
         let db = app.state.db.clone();
-        set.spawn(
-            async move { api::ledger::adjust(&db, m, Environment::Test, usdt, d("-1"), &format!("debit {i}")).await },
-        );
+        set.spawn(async move {
+            domain::ledger::adjust(&db, m, Environment::Test, usdt, d("-1"), &format!("debit {i}")).await
+        });
     }
     let (mut ok, mut refused) = (0, 0);
     while let Some(r) = set.join_next().await {
@@ -331,7 +331,7 @@ fn ledger_invariants_hold_for_random_sequences() {
                         ok &= next[i] >= Decimal::ZERO;
                     }
                     let txn = app.state.db.begin().await.unwrap();
-                    let res = api::ledger::post(&txn, m, Environment::Test, "bitcoin", &ps).await;
+                    let res = domain::ledger::post(&txn, m, Environment::Test, "bitcoin", &ps).await;
                     match (res, ok) {
                         (Ok(b), true) => {
                             txn.commit().await.unwrap();

@@ -2,7 +2,7 @@
 //! deposits (addresses derive AND a chain adapter watches its network), and payouts and refunds
 //! are accepted only where a payout signer is configured. Otherwise 503 `gate_offline`.
 
-use api::config::{EvmNetworkConfig, Redacted};
+use domain::config::{EvmNetworkConfig, Redacted};
 use entity::Environment;
 use serde_json::{Value, json};
 use testkit::{TestApp, credit_invoice_in};

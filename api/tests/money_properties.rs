@@ -8,11 +8,11 @@
 use std::collections::HashMap;
 
 use api::auth::{Permissions, Principal};
-use api::config::GateFees;
-use api::payouts::service::{self, Created};
-use api::payouts::types::CreatePayoutRequest;
-use api::refunds::service as refunds;
-use api::refunds::types::CreateRefundRequest;
+use domain::config::GateFees;
+use domain::payouts::service::{self, Created};
+use domain::payouts::types::CreatePayoutRequest;
+use domain::refunds::service as refunds;
+use domain::refunds::types::CreateRefundRequest;
 use entity::{Environment, FeeAllocation, PayoutStatus};
 use proptest::prelude::*;
 use rust_decimal::Decimal;
@@ -86,7 +86,7 @@ fn money_services_keep_the_ledger_consistent() {
                 let mut s = service::settings(&app.state.db, m, Environment::Test).await.unwrap();
                 (s.payout_fee_allocation, s.network_fee_allocation, s.refund_fee_allocation) = (alloc, alloc, alloc);
                 service::save_settings(&app.state.db, s).await.unwrap();
-                let gate = api::gates::find("tron_usdt").unwrap();
+                let gate = domain::gates::find("tron_usdt").unwrap();
 
                 let mut available = Decimal::ZERO;
                 let mut payouts: Vec<Uuid> = Vec::new();
@@ -106,7 +106,7 @@ fn money_services_keep_the_ledger_consistent() {
                 for (step, op) in ops.iter().enumerate() {
                     match *op {
                         Op::Credit(n) => {
-                            api::ledger::adjust(&app.state.db, m, Environment::Test, gate, Decimal::from(n), "credit")
+                            domain::ledger::adjust(&app.state.db, m, Environment::Test, gate, Decimal::from(n), "credit")
                                 .await
                                 .unwrap();
                             available += Decimal::from(n);
@@ -200,7 +200,7 @@ fn money_services_keep_the_ledger_consistent() {
                                     }
                                 }
                                 Op::Approve(_) => {
-                                    let res = api::payouts::operator::approve(&app.state.db, id).await;
+                                    let res = domain::payouts::operator::approve(&app.state.db, id).await;
                                     assert_eq!(
                                         res.is_ok(),
                                         status == PayoutStatus::PendingApproval,
@@ -211,7 +211,7 @@ fn money_services_keep_the_ledger_consistent() {
                                     }
                                 }
                                 _ => {
-                                    let res = api::payouts::operator::reject(&app.state.db, id, "property test").await;
+                                    let res = domain::payouts::operator::reject(&app.state.db, id, "property test").await;
                                     assert_eq!(
                                         res.is_ok(),
                                         status == PayoutStatus::PendingApproval,
@@ -244,7 +244,7 @@ fn money_services_keep_the_ledger_consistent() {
                 for (id, (status, _)) in &model_status {
                     assert_eq!(service::get(&app.state, &who, *id).await.unwrap().status, *status);
                     if let Some((refund_id, _)) = refund_of.get(id) {
-                        let (r, _) = api::refunds::service::get(&app.state, &who, *refund_id).await.unwrap();
+                        let (r, _) = domain::refunds::service::get(&app.state, &who, *refund_id).await.unwrap();
                         assert_eq!(r.status, entity::RefundStatus::mirroring(*status));
                     }
                 }
@@ -273,7 +273,7 @@ proptest! {
         // A fraction with 29+ significant digits, e.g. 1234….5678 with the point inside.
         let s = format!("{}.{}1", &digits[..point], &digits[point..]);
         prop_assert!(entity::Amount::parse_exact(&s).is_err(), "{} was accepted", s);
-        let amount = api::invoices::validate::parse_amount("amount", &s);
+        let amount = domain::invoices::validate::parse_amount("amount", &s);
         prop_assert!(s.len() > 50 || amount.is_err(), "{} was accepted as {:?}", s, amount);
     }
 }

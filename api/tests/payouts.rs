@@ -3,7 +3,7 @@
 use std::str::FromStr;
 
 use api::auth::Permission;
-use api::config::{GateFees, GateOverride, GateStatus};
+use domain::config::{GateFees, GateOverride, GateStatus};
 use entity::{Environment, FeeAllocation};
 use rust_decimal::Decimal;
 use serde_json::{Value, json};
@@ -29,11 +29,11 @@ async fn setup(fund: &str) -> (TestApp, Uuid, String) {
     .await;
     let (m, key) = app.test_key().await;
     if fund != "0" {
-        api::ledger::adjust(
+        domain::ledger::adjust(
             &app.state.db,
             m,
             Environment::Test,
-            api::gates::find("tron_usdt").unwrap(),
+            domain::gates::find("tron_usdt").unwrap(),
             d(fund),
             "fund",
         )
@@ -116,10 +116,10 @@ async fn create_reserves_and_returns_the_short_set() {
 #[tokio::test]
 async fn merchant_allocation_adds_fees_to_the_debit() {
     let (app, m, key) = setup("100").await;
-    let mut s = api::payouts::service::settings(&app.state.db, m, Environment::Test).await.unwrap();
+    let mut s = domain::payouts::service::settings(&app.state.db, m, Environment::Test).await.unwrap();
     s.payout_fee_allocation = FeeAllocation::Merchant;
     s.network_fee_allocation = FeeAllocation::Merchant;
-    api::payouts::service::save_settings(&app.state.db, s).await.unwrap();
+    domain::payouts::service::save_settings(&app.state.db, s).await.unwrap();
     let p = app.post("/v1/payouts", Some(&key), &payout("10")).await;
     let full = app.get(&format!("/v1/payouts/{}", p.data()["id"].as_str().unwrap()), Some(&key)).await;
     assert_eq!(
@@ -190,7 +190,7 @@ async fn destinations_follow_the_chain_rules() {
     let app = TestApp::spawn().await;
     let (m, key) = app.test_key().await;
     for (gate, amt) in [("bitcoin", "1"), ("xrp", "100"), ("tron_usdt", "100"), ("ethereum", "1")] {
-        api::ledger::adjust(&app.state.db, m, Environment::Test, api::gates::find(gate).unwrap(), d(amt), "fund")
+        domain::ledger::adjust(&app.state.db, m, Environment::Test, domain::gates::find(gate).unwrap(), d(amt), "fund")
             .await
             .unwrap();
     }
@@ -234,11 +234,11 @@ async fn limits_balance_and_gate_status() {
     })
     .await;
     let (m, key) = app.test_key().await;
-    api::ledger::adjust(
+    domain::ledger::adjust(
         &app.state.db,
         m,
         Environment::Test,
-        api::gates::find("tron_usdt").unwrap(),
+        domain::gates::find("tron_usdt").unwrap(),
         d("200000"),
         "fund",
     )
@@ -311,10 +311,10 @@ async fn cancel_approve_reject_and_auto_approval() {
 
     // Operator approval, then cancel from approved.
     let b: Uuid = create("20").await.data()["id"].as_str().unwrap().parse().unwrap();
-    let approved = api::payouts::operator::approve(&app.state.db, b).await.unwrap();
+    let approved = domain::payouts::operator::approve(&app.state.db, b).await.unwrap();
     assert_eq!(approved.status, entity::PayoutStatus::Approved);
     assert!(approved.executable_at.is_some());
-    assert!(api::payouts::operator::approve(&app.state.db, b).await.is_err(), "approving twice");
+    assert!(domain::payouts::operator::approve(&app.state.db, b).await.is_err(), "approving twice");
     assert_eq!(
         app.post(&format!("/v1/payouts/{b}/cancel"), Some(&key), &json!({})).await.data()["status"],
         "cancelled"
@@ -323,7 +323,7 @@ async fn cancel_approve_reject_and_auto_approval() {
     // Operator rejection: failed with the reason, funds released.
     let c: Uuid = create("30").await.data()["id"].as_str().unwrap().parse().unwrap();
     assert_eq!(balance(&app, &key, "tron_usdt").await, ("70".into(), "30".into()));
-    let rejected = api::payouts::operator::reject(&app.state.db, c, "unknown supplier").await.unwrap();
+    let rejected = domain::payouts::operator::reject(&app.state.db, c, "unknown supplier").await.unwrap();
     assert_eq!(rejected.status, entity::PayoutStatus::Failed);
     assert_eq!(rejected.failure_reason.as_deref(), Some("rejected by operator: unknown supplier"));
     assert_eq!(balance(&app, &key, "tron_usdt").await, ("100".into(), "0".into()));
@@ -361,10 +361,10 @@ async fn cancel_approve_reject_and_auto_approval() {
     app.get("/v1/payouts/nope", Some(&key)).await.assert_error(400, "validation_error", Some("payout_id"));
 
     // Auto-approval with a delay.
-    let mut s = api::payouts::service::settings(&app.state.db, m, Environment::Test).await.unwrap();
+    let mut s = domain::payouts::service::settings(&app.state.db, m, Environment::Test).await.unwrap();
     s.payout_auto_approve = true;
     s.payout_delay_secs = 600;
-    api::payouts::service::save_settings(&app.state.db, s).await.unwrap();
+    domain::payouts::service::save_settings(&app.state.db, s).await.unwrap();
     let auto = create("5").await;
     assert_eq!(auto.data()["status"], "approved");
     let exec = chrono::DateTime::parse_from_rfc3339(auto.data()["executable_at"].as_str().unwrap()).unwrap();
@@ -394,9 +394,16 @@ async fn two_hundred_racing_payouts_exactly_one_hundred_succeed() {
     })
     .await;
     let (m, key) = app.test_key().await;
-    api::ledger::adjust(&app.state.db, m, Environment::Test, api::gates::find("tron_usdt").unwrap(), d("100"), "fund")
-        .await
-        .unwrap();
+    domain::ledger::adjust(
+        &app.state.db,
+        m,
+        Environment::Test,
+        domain::gates::find("tron_usdt").unwrap(),
+        d("100"),
+        "fund",
+    )
+    .await
+    .unwrap();
     let mut set = tokio::task::JoinSet::new();
     for _ in 0..200 {
         let (http, url, key) = (app.http.clone(), app.url("/v1/payouts"), key.clone());

@@ -23,8 +23,8 @@ async fn currencies_list_the_eighteen_gates() {
             // Test: every sandbox gate. Live: only the gates a chain adapter watches (the
             // test configuration points every EVM network at a node); bitcoin, tron, solana
             // and xrp have keys but no adapter, so their deposits could not be seen.
-            let family = api::gates::find(c["id"].as_str().unwrap()).unwrap().family;
-            let watched = env == "test" || family == api::chain::address::AddressFamily::Evm;
+            let family = domain::gates::find(c["id"].as_str().unwrap()).unwrap().family;
+            let watched = env == "test" || family == domain::chain::address::AddressFamily::Evm;
             assert_eq!(c["status"], if watched { "online" } else { "offline" }, "{env}: {c}");
         }
         let btc = list.iter().find(|c| c["id"] == "bitcoin").unwrap();
@@ -89,7 +89,7 @@ async fn http_rates_provider_prices_live_invoices_and_stale_rates_refuse_fiat() 
     let healthy = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
     let url = fake_price_api(healthy.clone()).await;
     let app = TestApp::spawn_with(|c| {
-        c.rates.live.provider = api::config::RatesProviderKind::Http;
+        c.rates.live.provider = domain::config::RatesProviderKind::Http;
         c.rates.live.url = url;
         c.rates.live.refresh_secs = 1;
         c.rates.live.max_age_secs = 2;

@@ -3,7 +3,7 @@
 //! `Retry-After` and the `RateLimit-*` headers; per-merchant overrides. The Redis store (shared
 //! by API processes, failing open) runs with `--features redis-tests`.
 
-use api::config::{Config, RateLimit};
+use domain::config::{Config, RateLimit};
 use serde_json::{Value, json};
 use testkit::{Resp, TestApp};
 
@@ -156,9 +156,9 @@ async fn merchant_override_raises_a_limit() {
     let app = TestApp::spawn_with(|c| c.rate_limits.writes = per_hour(2)).await;
     let (raised, raised_key) = app.test_key().await;
     let (_, plain_key) = app.test_key().await;
-    let limits = api::merchants::MerchantRateLimits { writes: Some(5), ..Default::default() };
-    let m = api::merchants::set_rate_limits(&app.state.db, raised, &limits).await.unwrap();
-    assert_eq!(api::merchants::MerchantRateLimits::of(&m), limits);
+    let limits = domain::merchants::MerchantRateLimits { writes: Some(5), ..Default::default() };
+    let m = domain::merchants::set_rate_limits(&app.state.db, raised, &limits).await.unwrap();
+    assert_eq!(domain::merchants::MerchantRateLimits::of(&m), limits);
     for _ in 0..5 {
         let r = app.post("/v1/invoices", Some(&raised_key), &invoice_body()).await;
         assert_eq!(r.status, 201, "{}", r.body);
@@ -169,8 +169,8 @@ async fn merchant_override_raises_a_limit() {
         assert_eq!(app.post("/v1/invoices", Some(&plain_key), &invoice_body()).await.status, 201);
     }
     assert_throttled(&app.post("/v1/invoices", Some(&plain_key), &invoice_body()).await, 2);
-    let bad = api::merchants::MerchantRateLimits { reads: Some(0), ..Default::default() };
-    assert!(api::merchants::set_rate_limits(&app.state.db, raised, &bad).await.is_err());
+    let bad = domain::merchants::MerchantRateLimits { reads: Some(0), ..Default::default() };
+    assert!(domain::merchants::set_rate_limits(&app.state.db, raised, &bad).await.is_err());
 }
 
 #[tokio::test]

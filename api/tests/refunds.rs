@@ -3,7 +3,7 @@
 use std::str::FromStr;
 
 use api::auth::Permission;
-use api::config::GateFees;
+use domain::config::GateFees;
 use entity::{Environment, FeeAllocation};
 use rust_decimal::Decimal;
 use serde_json::{Value, json};
@@ -65,9 +65,9 @@ impl Setup {
     /// The merchant's refund fee allocation (it covers the refund's network fee too).
     async fn allocate(&self, a: FeeAllocation) {
         let db = &self.app.state.db;
-        let mut st = api::payouts::service::settings(db, self.merchant, Environment::Test).await.unwrap();
+        let mut st = domain::payouts::service::settings(db, self.merchant, Environment::Test).await.unwrap();
         st.refund_fee_allocation = a;
-        api::payouts::service::save_settings(db, st).await.unwrap();
+        domain::payouts::service::save_settings(db, st).await.unwrap();
     }
 
     async fn refund_count(&self) -> u64 {
@@ -128,7 +128,7 @@ async fn create_links_a_reserved_payout_and_mirrors_its_status() {
 
     // An operator rejection fails the refund with the reason and frees the credit too.
     let pid2: Uuid = again.data()["payout_id"].as_str().unwrap().parse().unwrap();
-    api::payouts::operator::reject(&s.app.state.db, pid2, "address on a sanctions list").await.unwrap();
+    domain::payouts::operator::reject(&s.app.state.db, pid2, "address on a sanctions list").await.unwrap();
     let g = s.app.get(&format!("/v1/refunds/{}", again.data()["id"].as_str().unwrap()), Some(&s.key)).await;
     assert_eq!(g.data()["status"], "failed");
     assert!(g.data()["failure_reason"].as_str().unwrap().contains("sanctions"), "{}", g.body);
@@ -136,7 +136,7 @@ async fn create_links_a_reserved_payout_and_mirrors_its_status() {
 
     // Approval keeps the refund pending (its payout is not executing yet).
     let last = s.app.get("/v1/refunds?limit=1", Some(&s.key)).await.data()[0].clone();
-    api::payouts::operator::approve(&s.app.state.db, last["payout_id"].as_str().unwrap().parse().unwrap())
+    domain::payouts::operator::approve(&s.app.state.db, last["payout_id"].as_str().unwrap().parse().unwrap())
         .await
         .unwrap();
     let g = s.app.get(&format!("/v1/refunds/{}", last["id"].as_str().unwrap()), Some(&s.key)).await;
@@ -146,10 +146,10 @@ async fn create_links_a_reserved_payout_and_mirrors_its_status() {
 #[tokio::test]
 async fn merchant_allocation_charges_the_fees_to_the_balance() {
     let s = setup("100").await;
-    let mut st = api::payouts::service::settings(&s.app.state.db, s.merchant, Environment::Test).await.unwrap();
+    let mut st = domain::payouts::service::settings(&s.app.state.db, s.merchant, Environment::Test).await.unwrap();
     st.refund_fee_allocation = FeeAllocation::Merchant;
     st.network_fee_allocation = FeeAllocation::Merchant;
-    api::payouts::service::save_settings(&s.app.state.db, st).await.unwrap();
+    domain::payouts::service::save_settings(&s.app.state.db, st).await.unwrap();
     let r = s.refund("m-1", &s.body("40")).await;
     assert_eq!(r.status.as_u16(), 201, "{}", r.body);
     assert_eq!(r.data()["refund_fee_allocation"], "merchant");
@@ -279,11 +279,11 @@ async fn currency_and_network_must_be_the_credited_asset() {
 async fn amount_is_capped_by_the_credit_minus_refunds() {
     let s = setup("100").await;
     // Extra funds on the balance do not raise the cap: it is what this invoice credited.
-    api::ledger::adjust(
+    domain::ledger::adjust(
         &s.app.state.db,
         s.merchant,
         Environment::Test,
-        api::gates::find("tron_usdt").unwrap(),
+        domain::gates::find("tron_usdt").unwrap(),
         d("500"),
         "f",
     )
@@ -456,9 +456,16 @@ async fn refunds_racing_payouts_on_one_invoice_credit() {
     // Now the balance is not the limit but the credit is: fund 1000 more and race 150 refunds
     // of 1 for the invoice's remaining credit.
     let left = 100 - refunds;
-    api::ledger::adjust(&app.state.db, m, Environment::Test, api::gates::find("tron_usdt").unwrap(), d("1000"), "f")
-        .await
-        .unwrap();
+    domain::ledger::adjust(
+        &app.state.db,
+        m,
+        Environment::Test,
+        domain::gates::find("tron_usdt").unwrap(),
+        d("1000"),
+        "f",
+    )
+    .await
+    .unwrap();
     let mut set = tokio::task::JoinSet::new();
     for i in 0..150 {
         let (http, url, key) = (app.http.clone(), app.url("/v1/refunds"), key.clone());
@@ -571,11 +578,11 @@ async fn refund_fees_default_to_the_merchant_so_the_payer_gets_the_full_amount()
 async fn in_flight_retries_of_one_refund_all_replay_it() {
     let s = setup("10").await;
     // The credit covers exactly one refund of 10; the balance exactly its debit (10 + 3 of fees).
-    api::ledger::adjust(
+    domain::ledger::adjust(
         &s.app.state.db,
         s.merchant,
         Environment::Test,
-        api::gates::find("tron_usdt").unwrap(),
+        domain::gates::find("tron_usdt").unwrap(),
         d("3"),
         "fees",
     )

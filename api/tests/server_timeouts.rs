@@ -5,10 +5,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use api::config::ServerConfig;
 use axum::Router;
 use axum::extract::ConnectInfo;
 use axum::routing::get;
+use domain::config::ServerConfig;
 use testkit::TestApp;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;

@@ -3,8 +3,8 @@
 use std::collections::HashSet;
 
 use api::auth::Permission;
-use api::chain::address::{AddressFamily, ChainNet, validate_address};
 use chrono::{DateTime, Utc};
+use domain::chain::address::{AddressFamily, ChainNet, validate_address};
 use entity::{Environment, invoice, static_address};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
@@ -90,8 +90,8 @@ async fn create_for_several_gates_returns_every_field() {
     let rows = static_address::Entity::find().all(&app.state.db).await.unwrap();
     assert_eq!(rows.len(), 5);
     for r in rows {
-        let family = api::gates::find(&r.gate_id).unwrap().family;
-        assert_eq!(r.address_key, api::addresses::address_key(family, &r.address, r.address_tag.as_deref()));
+        let family = domain::gates::find(&r.gate_id).unwrap().family;
+        assert_eq!(r.address_key, domain::addresses::address_key(family, &r.address, r.address_tag.as_deref()));
     }
 }
 
@@ -115,7 +115,7 @@ async fn addresses_never_collide_with_each_other_or_with_invoice_addresses() {
     for round in 0..4 {
         for (env_key, env) in [(&key, "test"), (&live, "live")] {
             for (i, (gate, amount)) in gates.iter().enumerate() {
-                let family = api::gates::find(gate).unwrap().family;
+                let family = domain::gates::find(gate).unwrap().family;
                 if env == "live" && family != AddressFamily::Evm {
                     continue; // only live EVM gates have a chain adapter (the others are offline)
                 }
@@ -287,7 +287,7 @@ async fn offline_gates_are_503() {
     let app = TestApp::spawn_with(|c| {
         c.gates.test.insert(
             "bitcoin".into(),
-            api::config::GateOverride { status: Some(api::config::GateStatus::Offline), ..Default::default() },
+            domain::config::GateOverride { status: Some(domain::config::GateStatus::Offline), ..Default::default() },
         );
         c.addresses.live.solana_pool.clear();
     })

@@ -1,11 +1,11 @@
 //! `ops audit list` and the audit rows' contents: who acts (`--actor`, else the OS user) and
-//! the before/after snapshots each audited command records (`api::audit`).
+//! the before/after snapshots each audited command records (`domain::audit`).
 
 use std::io::Write;
 
-use api::audit::Filter;
 use chrono::{DateTime, Utc};
 use clap::Subcommand;
+use domain::audit::Filter;
 use entity::{api_key, balance, merchant, merchant_env_settings, payout, webhook_delivery};
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -59,7 +59,7 @@ pub fn resolve_actor(flag: Option<String>) -> anyhow::Result<String> {
 pub async fn run(db: &sea_orm::DatabaseConnection, cmd: AuditCmd, out: &mut impl Write) -> anyhow::Result<()> {
     let AuditCmd::List { action, actor, merchant, target, since, until, limit, json } = cmd;
     let filter = Filter { action, actor, merchant_id: merchant, target_id: target, since, until, limit };
-    let rows = api::audit::list(db, &filter).await?;
+    let rows = domain::audit::list(db, &filter).await?;
     if json {
         for r in rows {
             let row = json!({
@@ -135,7 +135,7 @@ pub fn payout_settings_json(s: &merchant_env_settings::Model) -> Value {
     })
 }
 
-pub fn endpoint_json(info: Option<&api::webhooks::endpoints::EndpointInfo>) -> Option<Value> {
+pub fn endpoint_json(info: Option<&domain::webhooks::endpoints::EndpointInfo>) -> Option<Value> {
     info.map(|i| json!({ "url": i.url, "previous_secret_until": i.previous_secret_until.map(|t| t.to_rfc3339()) }))
 }
 

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use api::auth::Permissions;
-use api::config::Config;
 use clap::Args;
+use domain::config::Config;
 use entity::Environment;
 use sea_orm::ConnectionTrait;
 
@@ -172,7 +172,7 @@ async fn http_run(args: &BenchArgs, db_url: &str, limits: Limits) -> anyhow::Res
     if limits == Limits::On {
         // Every request is checked and counted, none refused: the bench key's writes bucket
         // holds far more than the run can send.
-        config.rate_limits.writes = api::config::RateLimit { limit: 100_000_000, period_secs: 60 };
+        config.rate_limits.writes = domain::config::RateLimit { limit: 100_000_000, period_secs: 60 };
         config.redis_url = args.rate_limit_redis.clone();
     }
     // The API gets its own runtime (two workers, as the `api` binary has on this machine), so
@@ -183,10 +183,15 @@ async fn http_run(args: &BenchArgs, db_url: &str, limits: Limits) -> anyhow::Res
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
         rt.block_on(async move {
             let state = api::bootstrap(config).await?;
-            let m = api::merchants::create_merchant(&state.db, "bench", &Default::default()).await?;
-            let (_, key) =
-                api::merchants::create_api_key(&state.db, m.id, Environment::Test, Permissions::all(), Some("bench"))
-                    .await?;
+            let m = domain::merchants::create_merchant(&state.db, "bench", &Default::default()).await?;
+            let (_, key) = domain::merchants::create_api_key(
+                &state.db,
+                m.id,
+                Environment::Test,
+                Permissions::all(),
+                Some("bench"),
+            )
+            .await?;
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
             let _ = ready_tx.send((listener.local_addr()?, key));
             api::app::serve(listener, state, async {

@@ -12,9 +12,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, ensure};
-use api::config::{Config, EvmNetworkConfig};
 use chrono::Utc;
 use clap::Args;
+use domain::config::{Config, EvmNetworkConfig};
 use entity::{Amount, Environment, invoice, payment, scan_cursor};
 use sea_orm::{ConnectionTrait, EntityTrait, PaginatorTrait};
 use serde_json::{Value, json};
@@ -159,11 +159,11 @@ async fn scan_once(
     end: u64,
 ) -> anyhow::Result<(f64, usize)> {
     let config = Config { database_url: db_url.to_owned(), ..Config::default() };
-    let db = api::db::connect(&config).await?;
-    api::db::migrate(&db).await?;
-    let merchant = api::merchants::create_merchant(&db, "Bench", &Default::default()).await?.id;
+    let db = domain::db::connect(&config).await?;
+    domain::db::migrate(&db).await?;
+    let merchant = domain::merchants::create_merchant(&db, "Bench", &Default::default()).await?.id;
     let now = Utc::now();
-    let gate = api::gates::find("ethereum").context("ethereum gate")?;
+    let gate = domain::gates::find("ethereum").context("ethereum gate")?;
     let mut rows = Vec::with_capacity(1000);
     for i in 0..watched {
         let address = receivers.get(i).cloned().unwrap_or_else(random_address);
@@ -195,7 +195,7 @@ async fn scan_once(
 
 fn watched_invoice(
     merchant: Uuid,
-    gate: &'static api::gates::Gate,
+    gate: &'static domain::gates::Gate,
     address: &str,
     i: usize,
     now: chrono::DateTime<Utc>,
@@ -206,7 +206,7 @@ fn watched_invoice(
         network: Some(gate.network.into()),
         amount_requested: Some(Amount::new(rust_decimal::Decimal::ONE)),
         deposit_address: Some(address.to_owned()),
-        address_key: Some(api::addresses::address_key(gate.family, address, None)),
+        address_key: Some(domain::addresses::address_key(gate.family, address, None)),
         derivation_index: Some(i as i64),
         expires_at: Some(now + chrono::Duration::hours(1)),
         ..invoice::Model::blank(Uuid::now_v7(), merchant, Environment::Live, now)

@@ -13,13 +13,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
 use api::auth::{Permissions, Principal};
-use api::chain::sandbox::SandboxChain;
-use api::config::Config;
-use api::gates::Gate;
-use api::invoices::service::{self, Created};
-use api::invoices::types::CreateInvoiceRequest;
 use chrono::{DateTime, Utc};
 use clap::Args;
+use domain::chain::sandbox::SandboxChain;
+use domain::config::Config;
+use domain::gates::Gate;
+use domain::invoices::service::{self, Created};
+use domain::invoices::types::CreateInvoiceRequest;
 use entity::{Bucket, EntryType, Environment, balance, event, invoice, ledger_entry, payment, sandbox_chain};
 use rust_decimal::Decimal;
 use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter};
@@ -86,7 +86,7 @@ struct Sample {
 pub async fn run(args: BenchPipelineArgs) -> anyhow::Result<()> {
     ensure!(args.invoices > 0, "--invoices must be at least 1");
     ensure!(args.merchants > 0, "--merchants must be at least 1");
-    let gate = api::gates::find(&args.gate).with_context(|| format!("unknown gate {:?}", args.gate))?;
+    let gate = domain::gates::find(&args.gate).with_context(|| format!("unknown gate {:?}", args.gate))?;
     let (admin, db_url) = crate::bench::scratch_database(&args.pg, &args.database).await?;
     let prefix = format!("paygate-bench-{}-{}", std::process::id(), Utc::now().timestamp_millis());
 
@@ -109,7 +109,7 @@ async fn measure(args: &BenchPipelineArgs, gate: &'static Gate, db_url: &str, pr
     let mut config = Config { database_url: db_url.to_owned(), ..Config::default() };
     config.embedded.seed_demo = false;
     // Only the test environment is used: no live rates fetch from outside the machine.
-    config.rates.live.provider = api::config::RatesProviderKind::Static;
+    config.rates.live.provider = domain::config::RatesProviderKind::Static;
     if let Some(v) = args.block_interval_ms {
         config.sandbox.block_interval_ms = v;
     }
@@ -147,9 +147,10 @@ async fn measure(args: &BenchPipelineArgs, gate: &'static Gate, db_url: &str, pr
     let state = api::bootstrap(config.clone()).await?;
     let mut merchants = Vec::with_capacity(args.merchants);
     for i in 0..args.merchants {
-        let m = api::merchants::create_merchant(&state.db, &format!("bench-pipeline-{i}"), &Default::default()).await?;
+        let m =
+            domain::merchants::create_merchant(&state.db, &format!("bench-pipeline-{i}"), &Default::default()).await?;
         let (key, _) =
-            api::merchants::create_api_key(&state.db, m.id, Environment::Test, Permissions::all(), Some("bench"))
+            domain::merchants::create_api_key(&state.db, m.id, Environment::Test, Permissions::all(), Some("bench"))
                 .await?;
         merchants.push(Principal {
             key_id: key.id,
@@ -166,7 +167,7 @@ async fn measure(args: &BenchPipelineArgs, gate: &'static Gate, db_url: &str, pr
     let queues = Queues::connect(&QueueBackend::Redis { url: args.redis.clone(), prefix: prefix.to_owned() })
         .await
         .context("connecting to Redis")?;
-    let worker_db = api::db::connect(&config).await?;
+    let worker_db = domain::db::connect(&config).await?;
     let stop = CancellationToken::new();
     let stage_stop = stop.clone();
     let workers = tokio::spawn(workers::process::run_stages(
@@ -238,10 +239,10 @@ fn amount_of(gate: &Gate, i: usize) -> Decimal {
     Decimal::new(1, 3).max(gate.min_amount()) + Decimal::new(i as i64, gate.decimals.min(8))
 }
 
-/// Creates `n` invoices, 16 at a time, through `api::invoices::service::create`; invoice `i`
+/// Creates `n` invoices, 16 at a time, through `domain::invoices::service::create`; invoice `i`
 /// belongs to merchant `i % merchants.len()`.
 async fn create_invoices(
-    state: &api::state::AppState,
+    state: &domain::state::AppState,
     merchants: &[Principal],
     gate: &'static Gate,
     n: usize,
@@ -358,7 +359,7 @@ async fn burst_and_wait(
     let metrics = workers::platform::metrics::install_recorder().render();
 
     // Block times from the final chain row: blocks are only ever added by time here, so block
-    // h was due at advanced_at - (height - h) * interval (see api::chain::sandbox::due).
+    // h was due at advanced_at - (height - h) * interval (see domain::chain::sandbox::due).
     let chain = sandbox_chain::Entity::find_by_id(gate.id).one(db).await?.context("sandbox chain row missing")?;
     let block_time =
         |h: i64| chain.advanced_at - chrono::Duration::milliseconds((chain.height - h) * interval_ms as i64);
@@ -569,7 +570,7 @@ mod tests {
 
     #[test]
     fn amounts_differ_and_respect_the_gate() {
-        let g = api::gates::find("bitcoin").unwrap();
+        let g = domain::gates::find("bitcoin").unwrap();
         assert_eq!(amount_of(g, 0), Decimal::new(1, 3));
         assert_eq!(amount_of(g, 7), Decimal::new(100_007, 8));
         assert!(amount_of(g, 999) <= g.max_amount());

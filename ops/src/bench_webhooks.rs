@@ -12,12 +12,12 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
-use api::config::Config;
-use api::webhooks::outbound::TargetPolicy;
 use api::webhooks::receiver::{Behaviour, Receiver};
-use api::webhooks::secrets::SecretBox;
 use chrono::Utc;
 use clap::Args;
+use domain::config::Config;
+use domain::webhooks::outbound::TargetPolicy;
+use domain::webhooks::secrets::SecretBox;
 use entity::{DeliveryStatus, Environment, event, webhook_delivery};
 use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter};
 use serde_json::json;
@@ -88,8 +88,8 @@ pub async fn run(args: BenchWebhooksArgs) -> anyhow::Result<()> {
 
 async fn measure(args: &BenchWebhooksArgs, bin: &std::path::Path, db_url: &str, prefix: &str) -> anyhow::Result<bool> {
     let config = Config { database_url: db_url.to_owned(), ..Config::default() };
-    let db = api::db::connect(&config).await?;
-    api::db::migrate(&db).await?;
+    let db = domain::db::connect(&config).await?;
+    domain::db::migrate(&db).await?;
     let key = SecretBox::new_key_hex();
     let sbox = SecretBox::new(SecretBox::parse_key(&key)?);
     let rx =
@@ -97,10 +97,10 @@ async fn measure(args: &BenchWebhooksArgs, bin: &std::path::Path, db_url: &str, 
     let mut merchants = Vec::new();
     let mut secrets = Vec::new();
     for i in 0..args.merchants {
-        let m = api::merchants::create_merchant(&db, &format!("Bench {i}"), &Default::default()).await?;
+        let m = domain::merchants::create_merchant(&db, &format!("Bench {i}"), &Default::default()).await?;
         let policy = TargetPolicy { allow_insecure: true };
         let url = format!("{}/{i}", rx.url());
-        let (_, secret) = api::webhooks::endpoints::set(&db, &sbox, policy, m.id, Environment::Test, &url).await?;
+        let (_, secret) = domain::webhooks::endpoints::set(&db, &sbox, policy, m.id, Environment::Test, &url).await?;
         secrets.push(secret.context("new endpoint secret")?);
         merchants.push(m.id);
     }
@@ -235,7 +235,7 @@ async fn offer_and_wait(
 
 /// `count` events of mixed kinds, spread over the merchants, created now.
 async fn insert_events(db: &DatabaseConnection, merchants: &[Uuid], count: usize, from: usize) -> anyhow::Result<()> {
-    let kinds = api::webhooks::events_kinds();
+    let kinds = domain::webhooks::events_kinds();
     let now = Utc::now();
     let rows: Vec<event::ActiveModel> = (from..from + count)
         .map(|i| {

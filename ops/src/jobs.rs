@@ -4,8 +4,8 @@
 use std::io::Write;
 
 use anyhow::bail;
-use api::config::Config;
 use clap::Subcommand;
+use domain::config::Config;
 use workers::platform::{QueueConfig, Queues};
 
 #[derive(Debug, Subcommand)]
@@ -60,8 +60,8 @@ pub async fn run(config: &Config, cmd: JobsCmd, actor: &str) -> anyhow::Result<(
 /// written right after the replay succeeded.
 async fn record_replay(db: &sea_orm::DatabaseConnection, actor: &str, r: Replayed) -> anyhow::Result<()> {
     let after = serde_json::json!({ "replayed": r.count, "ids": r.ids });
-    let entry = api::audit::Entry::new(actor, "jobs.replay", "queue", &r.queue).change(None, Some(after));
-    api::audit::record(db, entry).await?;
+    let entry = domain::audit::Entry::new(actor, "jobs.replay", "queue", &r.queue).change(None, Some(after));
+    domain::audit::record(db, entry).await?;
     Ok(())
 }
 

@@ -1,11 +1,11 @@
 //! `ops keys`: create, list and revoke API keys.
 
 use anyhow::Context;
-use api::audit::{Entry, record};
 use api::auth::{Permission, Permissions};
-use api::config::Config;
-use api::merchants;
 use clap::Subcommand;
+use domain::audit::{Entry, record};
+use domain::config::Config;
+use domain::merchants;
 use entity::Environment;
 use uuid::Uuid;
 
@@ -67,7 +67,7 @@ pub async fn run(config: &Config, cmd: KeyCmd, actor: &str) -> anyhow::Result<()
     match cmd {
         KeyCmd::Create { merchant, env, permissions, label } => {
             let perms = parse_permissions(&permissions)?;
-            let txn = api::db::begin_write(&db).await?;
+            let txn = domain::db::begin_write(&db).await?;
             let (k, key) = merchants::create_api_key(&txn, merchant, env, perms, label.as_deref()).await?;
             let entry = Entry::new(actor, "api_key.create", "api_key", k.id)
                 .merchant(k.merchant_id, Some(k.environment))
@@ -98,7 +98,7 @@ pub async fn run(config: &Config, cmd: KeyCmd, actor: &str) -> anyhow::Result<()
             }
         }
         KeyCmd::Revoke { key_id } => {
-            let txn = api::db::begin_write(&db).await?;
+            let txn = domain::db::begin_write(&db).await?;
             let prior = <entity::api_key::Entity as sea_orm::EntityTrait>::find_by_id(key_id).one(&txn).await?;
             let k = merchants::revoke_api_key(&txn, key_id).await?;
             // A key revoked before is left as it is: nothing changed, nothing to record.

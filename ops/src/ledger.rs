@@ -3,10 +3,10 @@
 use std::str::FromStr;
 
 use anyhow::{Context, bail};
-use api::audit::{Entry, record};
-use api::config::Config;
-use api::merchants;
 use clap::Subcommand;
+use domain::audit::{Entry, record};
+use domain::config::Config;
+use domain::merchants;
 use entity::Environment;
 use rust_decimal::Decimal;
 use uuid::Uuid;
@@ -60,14 +60,14 @@ pub async fn run(config: &Config, cmd: LedgerCmd, actor: &str) -> anyhow::Result
     match cmd {
         LedgerCmd::Adjust { merchant, env, gate, amount, reason } => {
             merchants::get_merchant(&db, merchant).await?;
-            let g = api::gates::find(&gate).with_context(|| format!("unknown gate {gate:?}"))?;
+            let g = domain::gates::find(&gate).with_context(|| format!("unknown gate {gate:?}"))?;
             let amount = Decimal::from_str(&amount).context("--amount must be a signed decimal")?;
             if reason.trim().is_empty() {
                 bail!("--reason must not be empty");
             }
-            let txn = api::db::begin_write(&db).await?;
+            let txn = domain::db::begin_write(&db).await?;
             let before = audit::balance_json(balance_row(&txn, merchant, env, g.id).await?.as_ref());
-            let b = api::ledger::adjust(&txn, merchant, env, g, amount, reason.trim()).await?;
+            let b = domain::ledger::adjust(&txn, merchant, env, g, amount, reason.trim()).await?;
             let mut after = audit::balance_json(Some(&b));
             after["amount"] = amount.to_string().into();
             let entry = Entry::new(actor, "ledger.adjust", "balance", g.id)

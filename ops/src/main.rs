@@ -17,8 +17,8 @@ mod serve;
 mod webhooks;
 
 use anyhow::Context;
-use api::config::Config;
 use clap::{Parser, Subcommand};
+use domain::config::Config;
 use entity::Environment;
 
 #[derive(Parser)]
@@ -79,7 +79,7 @@ pub(crate) fn parse_env(s: &str) -> Result<Environment, String> {
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let config = Config::load().map_err(|e| anyhow::anyhow!("{e}"))?;
-    api::telemetry::init(config.log_format);
+    domain::telemetry::init(config.log_format);
     let actor = &audit::resolve_actor(cli.actor)?;
     match cli.command {
         Command::Serve => serve::serve(config).await,
@@ -92,16 +92,16 @@ async fn main() -> anyhow::Result<()> {
         Command::BenchPipeline(args) => bench_pipeline::run(args).await,
         Command::BenchWebhooks(args) => bench_webhooks::run(args).await,
         Command::Sandbox(cmd) => {
-            let db = api::db::connect(&config).await?;
-            api::db::migrate(&db).await?;
+            let db = domain::db::connect(&config).await?;
+            domain::db::migrate(&db).await?;
             sandbox::run(&db, &config, cmd).await
         }
         Command::Jobs(cmd) => jobs::run(&config, cmd, actor).await,
         Command::Webhooks(cmd) => webhooks::run(&config, cmd, actor).await,
         Command::Audit(cmd) => audit::run(&connect(&config).await?, cmd, &mut std::io::stdout()).await,
         Command::Migrate => {
-            let db = api::db::connect(&config).await?;
-            api::db::migrate(&db).await?;
+            let db = domain::db::connect(&config).await?;
+            domain::db::migrate(&db).await?;
             println!("migrations applied");
             Ok(())
         }
@@ -111,8 +111,8 @@ async fn main() -> anyhow::Result<()> {
 /// Connects and makes sure the schema is current (operators may run ops before the API).
 pub(crate) async fn connect(config: &Config) -> anyhow::Result<sea_orm::DatabaseConnection> {
     let db =
-        api::db::connect(config).await.with_context(|| format!("connecting to {}", redact(&config.database_url)))?;
-    api::db::migrate(&db).await?;
+        domain::db::connect(config).await.with_context(|| format!("connecting to {}", redact(&config.database_url)))?;
+    domain::db::migrate(&db).await?;
     Ok(db)
 }
 

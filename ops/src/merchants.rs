@@ -3,10 +3,10 @@
 use std::str::FromStr;
 
 use anyhow::Context;
-use api::audit::{Entry, record};
-use api::config::Config;
-use api::merchants::{self, MerchantSettings};
 use clap::{Args, Subcommand};
+use domain::audit::{Entry, record};
+use domain::config::Config;
+use domain::merchants::{self, MerchantSettings};
 use rust_decimal::Decimal;
 use uuid::Uuid;
 
@@ -124,7 +124,7 @@ pub async fn run(config: &Config, cmd: MerchantCmd, actor: &str) -> anyhow::Resu
     match cmd {
         MerchantCmd::Create { name, settings } => {
             let settings = settings.apply(MerchantSettings::default())?;
-            let txn = api::db::begin_write(&db).await?;
+            let txn = domain::db::begin_write(&db).await?;
             let m = merchants::create_merchant(&txn, &name, &settings).await?;
             let entry = Entry::new(actor, "merchant.create", "merchant", m.id)
                 .merchant(m.id, None)
@@ -150,7 +150,7 @@ pub async fn run(config: &Config, cmd: MerchantCmd, actor: &str) -> anyhow::Resu
                 underpayment_tolerance_percent: m.underpayment_tolerance_percent.value(),
             };
             let settings = settings.apply(current)?;
-            let txn = api::db::begin_write(&db).await?;
+            let txn = domain::db::begin_write(&db).await?;
             let before = audit::merchant_json(&merchants::get_merchant(&txn, merchant_id).await?);
             let mut m = merchants::update_settings(&txn, merchant_id, &settings).await?;
             if rate_limits.given() {

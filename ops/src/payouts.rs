@@ -1,10 +1,10 @@
 //! `ops payouts`: approve, reject, fail, find stuck and replace payouts; payout settings.
 
 use anyhow::bail;
-use api::audit::{Entry, record};
-use api::config::Config;
-use api::merchants;
 use clap::Subcommand;
+use domain::audit::{Entry, record};
+use domain::config::Config;
+use domain::merchants;
 use entity::Environment;
 use uuid::Uuid;
 
@@ -89,7 +89,7 @@ async fn stuck_payouts(
     let chains = workers::chain::Chains::new(db, &config.sandbox).with_evm(&config.evm);
     let now = chrono::Utc::now();
     let mut listed = 0;
-    for p in api::payouts::operator::stuck_candidates(db, older_than).await? {
+    for p in domain::payouts::operator::stuck_candidates(db, older_than).await? {
         let hash = p.tx_hash.clone().unwrap_or_default();
         let chain = match chains.get(p.environment, &p.gate_id) {
             Some(c) => match c.outgoing(&hash).await {
@@ -136,11 +136,11 @@ fn payout_entry(
 }
 
 pub async fn run(config: &Config, cmd: PayoutCmd, actor: &str) -> anyhow::Result<()> {
-    use api::payouts::operator as payouts;
+    use domain::payouts::operator as payouts;
     let db = connect(config).await?;
     match cmd {
         PayoutCmd::Approve { payout_id } => {
-            let txn = api::db::begin_write(&db).await?;
+            let txn = domain::db::begin_write(&db).await?;
             let before = payouts::load(&txn, payout_id).await?;
             let p = payouts::approve(&txn, payout_id).await?;
             record(&txn, payout_entry(actor, "payout.approve", &before, &p, None)).await?;
@@ -156,7 +156,7 @@ pub async fn run(config: &Config, cmd: PayoutCmd, actor: &str) -> anyhow::Result
             if reason.trim().is_empty() {
                 bail!("--reason must not be empty");
             }
-            let txn = api::db::begin_write(&db).await?;
+            let txn = domain::db::begin_write(&db).await?;
             let before = payouts::load(&txn, payout_id).await?;
             let p = payouts::reject(&txn, payout_id, reason.trim()).await?;
             record(&txn, payout_entry(actor, "payout.reject", &before, &p, Some(reason.trim()))).await?;
@@ -167,7 +167,7 @@ pub async fn run(config: &Config, cmd: PayoutCmd, actor: &str) -> anyhow::Result
             if reason.trim().is_empty() {
                 bail!("--reason must not be empty");
             }
-            let txn = api::db::begin_write(&db).await?;
+            let txn = domain::db::begin_write(&db).await?;
             let before = payouts::load(&txn, payout_id).await?;
             let p = payouts::fail_unsent(&txn, payout_id, reason.trim()).await?;
             record(&txn, payout_entry(actor, "payout.fail", &before, &p, Some(reason.trim()))).await?;
@@ -176,7 +176,7 @@ pub async fn run(config: &Config, cmd: PayoutCmd, actor: &str) -> anyhow::Result
         }
         PayoutCmd::Stuck { older_than } => stuck_payouts(&db, &config, older_than).await?,
         PayoutCmd::Replace { payout_id } => {
-            let txn = api::db::begin_write(&db).await?;
+            let txn = domain::db::begin_write(&db).await?;
             let before = payouts::load(&txn, payout_id).await?;
             let r = payouts::request_replace(&txn, payout_id).await?;
             record(&txn, payout_entry(actor, "payout.replace", &before, &before, Some(&r.reason))).await?;
@@ -197,8 +197,8 @@ pub async fn run(config: &Config, cmd: PayoutCmd, actor: &str) -> anyhow::Result
             refund_fee_allocation,
         } => {
             merchants::get_merchant(&db, merchant).await?;
-            let txn = api::db::begin_write(&db).await?;
-            let mut s = api::payouts::service::settings(&txn, merchant, env).await?;
+            let txn = domain::db::begin_write(&db).await?;
+            let mut s = domain::payouts::service::settings(&txn, merchant, env).await?;
             let before = audit::payout_settings_json(&s);
             if let Some(v) = auto_approve {
                 s.payout_auto_approve = v;
@@ -219,7 +219,7 @@ pub async fn run(config: &Config, cmd: PayoutCmd, actor: &str) -> anyhow::Result
                 s.refund_fee_allocation = v;
             }
             s.updated_at = chrono::Utc::now();
-            api::payouts::service::save_settings(&txn, s.clone()).await?;
+            domain::payouts::service::save_settings(&txn, s.clone()).await?;
             let entry = Entry::new(actor, "payout.settings", "payout_settings", merchant)
                 .merchant(merchant, Some(env))
                 .change(Some(before), Some(audit::payout_settings_json(&s)));

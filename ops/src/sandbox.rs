@@ -2,9 +2,9 @@
 //! operations as the API's test helpers, for any merchant).
 
 use anyhow::{Context, bail};
-use api::chain::sandbox::SandboxChain;
-use api::config::Config;
 use clap::Subcommand;
+use domain::chain::sandbox::SandboxChain;
+use domain::config::Config;
 use entity::{Environment, invoice, static_address};
 use rust_decimal::Decimal;
 use sea_orm::{DatabaseConnection, EntityTrait};
@@ -35,7 +35,7 @@ pub enum SandboxCmd {
 }
 
 fn chain(db: &DatabaseConnection, config: &Config, gate_id: &str) -> anyhow::Result<SandboxChain> {
-    let gate = api::gates::find(gate_id).with_context(|| format!("unknown gate {gate_id:?}"))?;
+    let gate = domain::gates::find(gate_id).with_context(|| format!("unknown gate {gate_id:?}"))?;
     Ok(SandboxChain::new(db.clone(), gate, config.sandbox.interval_ms(gate.id)))
 }
 
@@ -63,7 +63,7 @@ pub async fn run(db: &DatabaseConnection, config: &Config, cmd: SandboxCmd) -> a
             if env != Environment::Test {
                 bail!("sandbox deposits exist in the test environment only");
             }
-            let gate = api::gates::find(&gate_id).context("unknown gate")?;
+            let gate = domain::gates::find(&gate_id).context("unknown gate")?;
             if amount <= Decimal::ZERO || amount.scale() > gate.decimals {
                 bail!("--amount must be > 0 with at most {} decimals", gate.decimals);
             }

@@ -1,8 +1,8 @@
 //! `ops serve`: the embedded default, the API and every stage in one process.
 
 use anyhow::{Context, bail};
-use api::config::Config;
-use api::merchants;
+use domain::config::Config;
+use domain::merchants;
 
 pub async fn serve(config: Config) -> anyhow::Result<()> {
     if config.redis_url.is_some() {
@@ -42,7 +42,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         async move { stages_stop.cancelled().await },
     ));
     tokio::spawn(async move {
-        api::shutdown::shutdown_signal().await;
+        domain::shutdown::shutdown_signal().await;
         stop.cancel();
     });
     api::app::serve(listener, state, async move { api_stop.cancelled().await }).await?;

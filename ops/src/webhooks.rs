@@ -5,14 +5,14 @@ use std::io::Write;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use api::audit::{Entry, record};
-use api::config::Config;
-use api::webhooks::admin::{self, DeliveryFilter};
-use api::webhooks::endpoints;
-use api::webhooks::outbound::TargetPolicy;
-use api::webhooks::secrets::SecretBox;
 use chrono::{DateTime, Utc};
 use clap::Subcommand;
+use domain::audit::{Entry, record};
+use domain::config::Config;
+use domain::webhooks::admin::{self, DeliveryFilter};
+use domain::webhooks::endpoints;
+use domain::webhooks::outbound::TargetPolicy;
+use domain::webhooks::secrets::SecretBox;
 use entity::{DeliveryStatus, Environment};
 use sea_orm::DatabaseConnection;
 use uuid::Uuid;
@@ -156,7 +156,7 @@ pub async fn run(config: &Config, cmd: WebhooksCmd, actor: &str) -> anyhow::Resu
         WebhooksCmd::Set { merchant, env, url } => {
             let sbox = secret_box(config)?;
             let policy = TargetPolicy::from_config(&config.webhooks);
-            let txn = api::db::begin_write(db).await?;
+            let txn = domain::db::begin_write(db).await?;
             let before = endpoints::get(&txn, merchant, env).await?;
             let (info, secret) = endpoints::set(&txn, &sbox, policy, merchant, env, &url).await?;
             let entry = endpoint_entry(actor, "webhook_endpoint.set", merchant, env)
@@ -189,7 +189,7 @@ pub async fn run(config: &Config, cmd: WebhooksCmd, actor: &str) -> anyhow::Resu
             let overlap = overlap.unwrap_or_else(|| {
                 chrono::Duration::seconds(i64::try_from(config.webhooks.rotation_overlap_secs).unwrap_or(i64::MAX))
             });
-            let txn = api::db::begin_write(db).await?;
+            let txn = domain::db::begin_write(db).await?;
             let before = endpoints::get(&txn, merchant, env).await?;
             let (info, secret) = endpoints::rotate(&txn, &sbox, merchant, env, overlap).await?;
             // The secrets themselves are never recorded.
@@ -206,7 +206,7 @@ pub async fn run(config: &Config, cmd: WebhooksCmd, actor: &str) -> anyhow::Resu
             writeln!(out, "{secret}")?;
         }
         WebhooksCmd::Remove { merchant, env } => {
-            let txn = api::db::begin_write(db).await?;
+            let txn = domain::db::begin_write(db).await?;
             let before = endpoints::get(&txn, merchant, env).await?;
             if !endpoints::remove(&txn, merchant, env).await? {
                 bail!("merchant {merchant} has no {env} webhook endpoint");
@@ -299,7 +299,7 @@ fn endpoint_entry(actor: &str, action: &'static str, merchant: Uuid, env: Enviro
 /// Replays one delivery and records it, in one transaction; `false` when it was already pending.
 async fn replay_delivery(db: &DatabaseConnection, id: Uuid, actor: &str) -> anyhow::Result<bool> {
     use sea_orm::EntityTrait;
-    let txn = api::db::begin_write(db).await?;
+    let txn = domain::db::begin_write(db).await?;
     let before = entity::webhook_delivery::Entity::find_by_id(id).one(&txn).await?;
     if !admin::replay(&txn, id).await? {
         return Ok(false);

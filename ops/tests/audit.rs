@@ -81,8 +81,8 @@ impl Ops {
 
 /// Two payouts in `pending_approval` through the API's own service (the CLI cannot create one).
 async fn pending_payouts(ops: &Ops, merchant: Uuid) -> [Uuid; 2] {
-    use api::payouts::service::{Created, create};
-    let config = api::config::Config { database_url: ops.database_url(), ..Default::default() };
+    use domain::payouts::service::{Created, create};
+    let config = domain::config::Config { database_url: ops.database_url(), ..Default::default() };
     let state = api::bootstrap(config).await.unwrap();
     let who = api::auth::Principal {
         key_id: Uuid::new_v4(),
@@ -92,7 +92,7 @@ async fn pending_payouts(ops: &Ops, merchant: Uuid) -> [Uuid; 2] {
     };
     let mut ids = Vec::new();
     for _ in 0..2 {
-        let req = api::payouts::types::CreatePayoutRequest {
+        let req = domain::payouts::types::CreatePayoutRequest {
             currency: Some("tron_usdt".into()),
             amount: Some("10".into()),
             destination: Some("TTxSA9fmLZbSEfkEejjU2vDqE8GyS5nCJP".into()),

@@ -433,8 +433,8 @@ fn webhook_endpoints_secrets_and_listener() {
         .unwrap();
     let body = br#"{"event":"test","created_at":"2026-11-21T10:00:00.000Z","data":{}}"#;
     let now = chrono::Utc::now().timestamp();
-    let good = api::webhooks::signature::header(&[secret.as_bytes()], now, body);
-    let bad = api::webhooks::signature::header(&[b"whsec_other"], now, body);
+    let good = domain::webhooks::signature::header(&[secret.as_bytes()], now, body);
+    let bad = domain::webhooks::signature::header(&[b"whsec_other"], now, body);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     let status = loop {
         match post(port, &good, body) {
@@ -487,7 +487,8 @@ fn insert_payout(
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let url = format!("sqlite://{}?mode=rwc", db_path.display());
-        let db = api::db::connect(&api::config::Config { database_url: url, ..Default::default() }).await.unwrap();
+        let db =
+            domain::db::connect(&domain::config::Config { database_url: url, ..Default::default() }).await.unwrap();
         let now = chrono::Utc::now();
         let then = now - chrono::Duration::minutes(minutes_ago);
         let amount = Amount::new(debit.parse().unwrap());
@@ -532,8 +533,8 @@ fn insert_payout(
             broadcast_at: evm_signed.then_some(then),
             checked_at: None,
         };
-        let txn = api::db::begin_write(&db).await.unwrap();
-        assert!(api::payouts::service::insert_reserved(&txn, &p).await.unwrap());
+        let txn = domain::db::begin_write(&db).await.unwrap();
+        assert!(domain::payouts::service::insert_reserved(&txn, &p).await.unwrap());
         txn.commit().await.unwrap();
         id.to_string()
     })

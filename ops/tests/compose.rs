@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use api::config::Config;
+use domain::config::Config;
 use figment::Figment;
 use figment::providers::Serialized;
 use serde::Deserialize;
@@ -211,7 +211,7 @@ fn check_worker(s: &Service, config: &Config) -> Vec<String> {
 fn load_config(env: &BTreeMap<String, String>) -> Result<(Config, QueueBackend), String> {
     let mut figment = Figment::from(Serialized::defaults(Config::default()));
     for (var, value) in env {
-        let prefix = api::config::ENV_PREFIX;
+        let prefix = domain::config::ENV_PREFIX;
         if !var.get(..prefix.len()).is_some_and(|p| p.eq_ignore_ascii_case(prefix)) {
             continue; // not configuration (RUST_LOG)
         }

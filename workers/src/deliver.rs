@@ -15,10 +15,10 @@ use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, DatabaseConnection, DbErr, EntityTrait, IntoActiveModel, QueryFilter, QuerySelect};
 use uuid::Uuid;
 
-use api::config::WebhooksConfig;
-use api::webhooks::outbound::{self, TargetPolicy, error_chain};
-use api::webhooks::secrets::SecretBox;
-use api::webhooks::{DELIVERY_HEADER, EVENT_HEADER, WebhookError, endpoints, signature};
+use domain::config::WebhooksConfig;
+use domain::webhooks::outbound::{self, TargetPolicy, error_chain};
+use domain::webhooks::secrets::SecretBox;
+use domain::webhooks::{DELIVERY_HEADER, EVENT_HEADER, WebhookError, endpoints, signature};
 
 /// Extra lease beyond the attempt timeout, for recording the outcome.
 const LEASE_MARGIN: Duration = Duration::from_secs(5);
@@ -234,7 +234,7 @@ impl Deliverer {
                 .col_expr(webhook_delivery::Column::EnqueuedAt, Expr::value(now)),
             Verdict::Dead => update.col_expr(webhook_delivery::Column::DeadAt, Expr::value(now)),
         };
-        let txn = api::db::begin_write(&self.db).await?;
+        let txn = domain::db::begin_write(&self.db).await?;
         webhook_attempt::Entity::insert(attempt.into_active_model()).exec_without_returning(&txn).await?;
         let applied = update.exec(&txn).await?.rows_affected == 1;
         txn.commit().await?;

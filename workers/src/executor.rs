@@ -23,8 +23,8 @@ use uuid::Uuid;
 
 use crate::chain::signer::{PayoutTx, Signers};
 use crate::chain::{Broadcast, Chain, ChainError, Chains, Outgoing, SignedTx};
-use api::events;
-use api::ledger::{self, LedgerError, Posting};
+use domain::events;
+use domain::ledger::{self, LedgerError, Posting};
 
 /// A broadcast payout not in a block after this long is reported as stuck in the log.
 const STUCK_AFTER_MINUTES: i64 = 10;
@@ -50,8 +50,8 @@ pub enum ExecError {
     Other(String),
 }
 
-impl From<api::payouts::lifecycle::ReleaseError> for ExecError {
-    fn from(e: api::payouts::lifecycle::ReleaseError) -> Self {
+impl From<domain::payouts::lifecycle::ReleaseError> for ExecError {
+    fn from(e: domain::payouts::lifecycle::ReleaseError) -> Self {
         ExecError::Other(e.to_string())
     }
 }
@@ -137,7 +137,7 @@ impl Executor {
         let next =
             p.status.on(trigger).ok_or_else(|| ExecError::Other(format!("{:?} from {:?}", trigger, p.status)))?;
         let now = Utc::now();
-        let txn = api::db::begin_write(&self.db).await?;
+        let txn = domain::db::begin_write(&self.db).await?;
         let moved = payout::Entity::update_many()
             .col_expr(payout::Column::Status, Expr::value(next.as_str()))
             .col_expr(at_column, Expr::value(now))
@@ -150,7 +150,7 @@ impl Executor {
             txn.rollback().await?;
             return Ok(false);
         };
-        api::refunds::mirror::mirror_payout(&txn, &after).await?;
+        domain::refunds::mirror::mirror_payout(&txn, &after).await?;
         txn.commit().await?;
         Ok(true)
     }
@@ -195,7 +195,7 @@ impl Executor {
             tracing::warn!(payout = %p.id, gate = %p.gate_id, env = %p.environment, "no signer for this gate; the payout waits");
             return Ok(Err(Step::Stop(Next::After(self.recheck.max(Duration::from_secs(60))))));
         };
-        let gate = api::gates::find(&p.gate_id).ok_or_else(|| ExecError::Other("unknown gate".into()))?;
+        let gate = domain::gates::find(&p.gate_id).ok_or_else(|| ExecError::Other("unknown gate".into()))?;
         let mut unsigned = PayoutTx {
             gate,
             payout_id: p.id,
@@ -213,7 +213,7 @@ impl Executor {
         // Stored before anything is sent; of two executors only one stores. On an
         // account-based chain the nonce is taken from its counter in the same transaction,
         // under the counter's row lock: a lost race consumes no nonce.
-        let txn = api::db::begin_write(&self.db).await?;
+        let txn = domain::db::begin_write(&self.db).await?;
         let nonce = match &account {
             Some(a) => {
                 let next = lock_nonce(&txn, a).await?;
@@ -315,7 +315,7 @@ impl Executor {
             return self.fail(p, reason).await;
         }
         tracing::warn!(payout = %p.id, reason, "payout transaction refused for good; its nonce is filled by a zero-value transaction, then the payout fails");
-        api::payouts::lifecycle::insert_replacement(&self.db, p.id, &format!("{reason} (nonce filled)")).await?;
+        domain::payouts::lifecycle::insert_replacement(&self.db, p.id, &format!("{reason} (nonce filled)")).await?;
         Ok(Step::Again)
     }
 
@@ -414,7 +414,7 @@ impl Executor {
 
     async fn fail(&self, p: &payout::Model, reason: &str) -> Result<Step, ExecError> {
         let trigger = PayoutTrigger::Fail;
-        if api::payouts::lifecycle::end_with_release(&self.db, p, trigger, Some(reason)).await?.is_none() {
+        if domain::payouts::lifecycle::end_with_release(&self.db, p, trigger, Some(reason)).await?.is_none() {
             // Someone else moved it; look again.
             return Ok(Step::Again);
         }
@@ -438,7 +438,7 @@ impl Executor {
         };
         let debit = p.merchant_debit_amount.0.checked_sub(back).ok_or_else(|| ExecError::Other("overflow".into()))?;
         let now = Utc::now();
-        let txn = api::db::begin_write(&self.db).await?;
+        let txn = domain::db::begin_write(&self.db).await?;
         let moved = payout::Entity::update_many()
             .col_expr(payout::Column::Status, Expr::value(next.as_str()))
             .col_expr(payout::Column::NetworkFee, Expr::value(entity::Amount::new(actual_fee)))
@@ -485,7 +485,7 @@ impl Executor {
             .one(&txn)
             .await?
             .ok_or_else(|| ExecError::Other("payout vanished".into()))?;
-        api::refunds::mirror::mirror_payout(&txn, &after).await?;
+        domain::refunds::mirror::mirror_payout(&txn, &after).await?;
         events::emit_payout(&txn, events::kind::PAYOUT_COMPLETED, &after).await?;
         txn.commit().await?;
         tracing::info!(payout = %p.id, fee = %actual_fee, "payout completed");

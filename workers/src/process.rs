@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use api::config::Config;
+use domain::config::Config;
 use sea_orm::{ConnectionTrait, DatabaseConnection};
 use tokio_util::sync::CancellationToken;
 
@@ -54,8 +54,8 @@ pub async fn main(stage: Stage) -> anyhow::Result<()> {
     #[cfg(feature = "failpoints")]
     let _failpoints = fail::FailScenario::setup();
     let config = Config::load().map_err(|e| anyhow::anyhow!("{e}"))?;
-    api::telemetry::init(config.log_format);
-    let db = api::db::connect(&config).await?;
+    domain::telemetry::init(config.log_format);
+    let db = domain::db::connect(&config).await?;
     let queues = connect_queues(&config).await?;
     let (db_ready, q_ready) = (db.clone(), queues.clone());
     let readiness = move || {

@@ -8,13 +8,13 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use api::config::WebhooksConfig;
-use api::events;
-use api::webhooks::outbound::TargetPolicy;
 use api::webhooks::receiver::{Behaviour, Receiver};
-use api::webhooks::secrets::SecretBox;
-use api::webhooks::{WebhookError, admin, dispatch, endpoints};
 use chrono::Utc;
+use domain::config::WebhooksConfig;
+use domain::events;
+use domain::webhooks::outbound::TargetPolicy;
+use domain::webhooks::secrets::SecretBox;
+use domain::webhooks::{WebhookError, admin, dispatch, endpoints};
 use entity::{DeliveryStatus, Environment, event, webhook_attempt, webhook_delivery};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder};

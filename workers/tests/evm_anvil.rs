@@ -17,7 +17,7 @@
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-use api::config::{EvmNetworkConfig, EvmTokenConfig};
+use domain::config::{EvmNetworkConfig, EvmTokenConfig};
 use entity::{Environment, PaymentStatus, payment, scan_cursor};
 use rust_decimal::Decimal;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
@@ -382,7 +382,7 @@ async fn a_failing_endpoint_is_retried_and_never_skips_a_block() {
         .unwrap()
         .unwrap();
     // A chain whose endpoint is down: the scan fails after its retries and moves nothing.
-    let down = api::config::EvmConfig {
+    let down = domain::config::EvmConfig {
         networks: [(
             "ethereum".to_owned(),
             EvmNetworkConfig {
@@ -438,7 +438,7 @@ async fn eth_and_token_payouts_complete_with_the_real_fee_and_two_executors_neve
         rpc_url: anvil.url.clone(),
         max_retries: 2,
         retry_backoff_ms: 50,
-        hot_wallet_key: Some(api::config::Redacted(HOT_WALLET_KEY.into())),
+        hot_wallet_key: Some(domain::config::Redacted(HOT_WALLET_KEY.into())),
         chain_id: Some(31337),
         ..Default::default()
     };
@@ -451,14 +451,14 @@ async fn eth_and_token_payouts_complete_with_the_real_fee_and_two_executors_neve
     let db = &app.state.db;
     let merchant = app.merchant().await;
     let key = app.key(merchant, Environment::Live, &[]).await;
-    let mut s = api::payouts::service::settings(db, merchant, Environment::Live).await.unwrap();
+    let mut s = domain::payouts::service::settings(db, merchant, Environment::Live).await.unwrap();
     s.payout_auto_approve = true;
     s.payout_delay_secs = 0;
     s.network_fee_allocation = FeeAllocation::Merchant;
     s.payout_fee_allocation = FeeAllocation::Merchant;
-    api::payouts::service::save_settings(db, s).await.unwrap();
+    domain::payouts::service::save_settings(db, s).await.unwrap();
     for (gate, fund) in [("ethereum", "2"), ("ethereum_usdt", "100")] {
-        api::ledger::adjust(db, merchant, Environment::Live, api::gates::find(gate).unwrap(), d(fund), "fund")
+        domain::ledger::adjust(db, merchant, Environment::Live, domain::gates::find(gate).unwrap(), d(fund), "fund")
             .await
             .unwrap();
     }
@@ -568,7 +568,7 @@ impl Payouts {
             rpc_url: anvil.url.clone(),
             max_retries: 1,
             retry_backoff_ms: 20,
-            hot_wallet_key: Some(api::config::Redacted(HOT_WALLET_KEY.into())),
+            hot_wallet_key: Some(domain::config::Redacted(HOT_WALLET_KEY.into())),
             chain_id: Some(31337),
             ..Default::default()
         };
@@ -579,14 +579,21 @@ impl Payouts {
         let db = &app.state.db;
         let merchant = app.merchant().await;
         let key = app.key(merchant, Environment::Live, &[]).await;
-        let mut s = api::payouts::service::settings(db, merchant, Environment::Live).await.unwrap();
+        let mut s = domain::payouts::service::settings(db, merchant, Environment::Live).await.unwrap();
         s.payout_auto_approve = true;
         s.payout_delay_secs = 0;
         s.network_fee_allocation = entity::FeeAllocation::Merchant;
-        api::payouts::service::save_settings(db, s).await.unwrap();
-        api::ledger::adjust(db, merchant, Environment::Live, api::gates::find("ethereum").unwrap(), d("2"), "fund")
-            .await
-            .unwrap();
+        domain::payouts::service::save_settings(db, s).await.unwrap();
+        domain::ledger::adjust(
+            db,
+            merchant,
+            Environment::Live,
+            domain::gates::find("ethereum").unwrap(),
+            d("2"),
+            "fund",
+        )
+        .await
+        .unwrap();
         Payouts { anvil, app, key, merchant }
     }
 
@@ -645,7 +652,7 @@ impl Payouts {
 }
 
 fn nonce_of(raw: &str) -> u64 {
-    api::chain::evm_tx::signed_terms(raw).expect("an EIP-1559 transaction").0
+    domain::chain::evm_tx::signed_terms(raw).expect("an EIP-1559 transaction").0
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -714,13 +721,13 @@ async fn a_stuck_payout_replaced_by_the_operator_fails_releases_its_funds_and_it
     let (before, _) = testkit::assert_ledger_sums(db, x.merchant, "ethereum").await;
 
     // `ops payouts replace`: recorded; the executor signs and sends the replacement.
-    api::payouts::operator::request_replace(db, id).await.unwrap();
+    domain::payouts::operator::request_replace(db, id).await.unwrap();
     executor.execute(id).await.unwrap();
     let r = entity::payout_replacement::Entity::find_by_id(id).one(db).await.unwrap().unwrap();
     let replacement = r.tx_hash.clone().expect("replacement signed and stored");
     assert_eq!(nonce_of(r.signed_tx.as_deref().unwrap()), 0, "the same nonce");
-    let (_, orig_fees) = api::chain::evm_tx::signed_terms(p.signed_tx.as_deref().unwrap()).unwrap();
-    let (_, new_fees) = api::chain::evm_tx::signed_terms(r.signed_tx.as_deref().unwrap()).unwrap();
+    let (_, orig_fees) = domain::chain::evm_tx::signed_terms(p.signed_tx.as_deref().unwrap()).unwrap();
+    let (_, new_fees) = domain::chain::evm_tx::signed_terms(r.signed_tx.as_deref().unwrap()).unwrap();
     assert!(new_fees.max_fee_per_gas >= 2 * orig_fees.max_fee_per_gas, "{orig_fees:?} → {new_fees:?}");
     // One block: the replacement is mined, the original can never be.
     x.anvil.rpc("evm_mine", json!([])).await;

@@ -8,8 +8,8 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use api::chain::sandbox::{SandboxChain, failure_destination};
-use api::config::GateFees;
+use domain::chain::sandbox::{SandboxChain, failure_destination};
+use domain::config::GateFees;
 use entity::{EntryType, Environment, FeeAllocation, PayoutStatus, event, payout, sandbox_broadcast};
 use rust_decimal::Decimal;
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
@@ -42,16 +42,16 @@ async fn setup(fund: &str, network_alloc: FeeAllocation) -> Exec {
     })
     .await;
     let (merchant, key) = app.test_key().await;
-    let mut s = api::payouts::service::settings(&app.state.db, merchant, Environment::Test).await.unwrap();
+    let mut s = domain::payouts::service::settings(&app.state.db, merchant, Environment::Test).await.unwrap();
     s.payout_auto_approve = true;
     s.payout_delay_secs = 0;
     s.network_fee_allocation = network_alloc;
     s.payout_fee_allocation = FeeAllocation::Merchant;
     s.refund_fee_allocation = FeeAllocation::Merchant;
-    api::payouts::service::save_settings(&app.state.db, s).await.unwrap();
+    domain::payouts::service::save_settings(&app.state.db, s).await.unwrap();
     if fund != "0" {
-        let gate = api::gates::find("tron_usdt").unwrap();
-        api::ledger::adjust(&app.state.db, merchant, Environment::Test, gate, d(fund), "fund").await.unwrap();
+        let gate = domain::gates::find("tron_usdt").unwrap();
+        domain::ledger::adjust(&app.state.db, merchant, Environment::Test, gate, d(fund), "fund").await.unwrap();
     }
     let db = app.state.db.clone();
     let executor = Arc::new(Executor {
@@ -77,7 +77,7 @@ impl Exec {
     }
 
     fn chain(&self) -> SandboxChain {
-        SandboxChain::new(self.app.state.db.clone(), api::gates::find("tron_usdt").unwrap(), 0)
+        SandboxChain::new(self.app.state.db.clone(), domain::gates::find("tron_usdt").unwrap(), 0)
     }
 
     async fn mine(&self, n: u64) {
@@ -203,7 +203,7 @@ async fn a_customer_paid_network_fee_leaves_the_merchant_debit_as_reserved() {
 #[tokio::test]
 async fn a_payout_to_the_failure_address_fails_and_releases_its_reservation() {
     let x = setup("100", FeeAllocation::Merchant).await;
-    let fail_to = failure_destination(api::gates::find("tron_usdt").unwrap().family);
+    let fail_to = failure_destination(domain::gates::find("tron_usdt").unwrap().family);
     let id = x.payout("10", &fail_to).await;
     assert_eq!(x.executor.execute(id).await.unwrap(), Next::Done);
     let p = x.row(id).await;
@@ -257,7 +257,7 @@ async fn a_refund_completes_with_its_fee_and_the_real_network_fee() {
 #[tokio::test]
 async fn crashes_at_any_step_never_make_a_second_transaction() {
     let x = setup("1000", FeeAllocation::Merchant).await;
-    let gate = api::gates::find("tron_usdt").unwrap();
+    let gate = domain::gates::find("tron_usdt").unwrap();
     let chain = x.chain();
     let sign = |p: &payout::Model| {
         let p = p.clone();
@@ -343,17 +343,17 @@ async fn crashes_at_any_step_never_make_a_second_transaction() {
 #[tokio::test]
 async fn a_payout_waits_for_approval_and_its_executable_time() {
     let x = setup("100", FeeAllocation::Merchant).await;
-    let mut s = api::payouts::service::settings(&x.app.state.db, x.merchant, Environment::Test).await.unwrap();
+    let mut s = domain::payouts::service::settings(&x.app.state.db, x.merchant, Environment::Test).await.unwrap();
     s.payout_auto_approve = false;
-    api::payouts::service::save_settings(&x.app.state.db, s.clone()).await.unwrap();
+    domain::payouts::service::save_settings(&x.app.state.db, s.clone()).await.unwrap();
     let body = json!({"currency": "USDT", "network": "tron", "amount": "5", "destination": TRON_DEST});
     let r = x.app.post("/v1/payouts", Some(&x.key), &body).await;
     let id = Uuid::parse_str(r.data()["id"].as_str().unwrap()).unwrap();
     assert_eq!(x.executor.execute(id).await.unwrap(), Next::Done, "pending approval: not the executor's");
     assert!(workers::executor::due(&x.app.state.db, Duration::from_secs(30), 10).await.unwrap().is_empty());
     s.payout_delay_secs = 3600;
-    api::payouts::service::save_settings(&x.app.state.db, s).await.unwrap();
-    api::payouts::operator::approve(&x.app.state.db, id).await.unwrap();
+    domain::payouts::service::save_settings(&x.app.state.db, s).await.unwrap();
+    domain::payouts::operator::approve(&x.app.state.db, id).await.unwrap();
     assert!(workers::executor::due(&x.app.state.db, Duration::from_secs(30), 10).await.unwrap().is_empty());
     assert!(matches!(x.executor.execute(id).await.unwrap(), Next::After(d) if d > Duration::from_secs(3500)));
     assert_eq!(x.row(id).await.status, PayoutStatus::Approved);
@@ -434,7 +434,7 @@ async fn no_network_read_runs_inside_the_transaction_that_stores_the_signed_payo
     let db = x.app.state.db.clone();
     let signer = Arc::new(ProbingSigner { db: db.clone(), probes: Default::default() });
     let mut signers = Signers::default();
-    signers.insert(Environment::Test, api::gates::find("tron_usdt").unwrap(), signer.clone());
+    signers.insert(Environment::Test, domain::gates::find("tron_usdt").unwrap(), signer.clone());
     let executor = Executor {
         chains: Chains::new(&db, &x.app.state.config.sandbox),
         signers,
@@ -475,23 +475,23 @@ async fn an_operator_fails_an_unsigned_payout_releasing_its_funds_but_never_a_si
     x.executor.execute(signed).await.unwrap();
     assert_eq!(x.balance().await, (d("56"), d("44")), "13 + 8 + 23 reserved");
 
-    let p = api::payouts::operator::fail_unsent(&db, queued, "hot wallet key lost").await.unwrap();
+    let p = domain::payouts::operator::fail_unsent(&db, queued, "hot wallet key lost").await.unwrap();
     assert_eq!(p.status, PayoutStatus::Failed);
     assert_eq!(p.failure_reason.as_deref(), Some("failed by operator: hot wallet key lost"));
-    let p = api::payouts::operator::fail_unsent(&db, approved, "merchant asked").await.unwrap();
+    let p = domain::payouts::operator::fail_unsent(&db, approved, "merchant asked").await.unwrap();
     assert_eq!(p.status, PayoutStatus::Failed);
     assert_eq!(x.balance().await, (d("77"), d("23")), "both released exactly; the signed one still held");
     let failed = x.events("payout.failed").await;
     assert_eq!(failed.len(), 2);
     assert!(failed.iter().any(|e| e["failure_reason"] == "failed by operator: hot wallet key lost"), "{failed:?}");
 
-    let err = api::payouts::operator::fail_unsent(&db, signed, "no").await.unwrap_err().to_string();
+    let err = domain::payouts::operator::fail_unsent(&db, signed, "no").await.unwrap_err().to_string();
     assert!(err.contains("signed transaction") && err.contains("replace"), "{err}");
     assert_eq!(x.row(signed).await.status, PayoutStatus::Processing);
     // A sandbox transaction has no account nonce: nothing could displace it, so no replacement.
-    let err = api::payouts::operator::request_replace(&db, signed).await.unwrap_err().to_string();
+    let err = domain::payouts::operator::request_replace(&db, signed).await.unwrap_err().to_string();
     assert!(err.contains("cannot be replaced"), "{err}");
-    assert!(api::payouts::operator::fail_unsent(&db, queued, "again").await.is_err(), "already failed");
+    assert!(domain::payouts::operator::fail_unsent(&db, queued, "again").await.is_err(), "already failed");
     assert_eq!(x.balance().await, (d("77"), d("23")));
     assert_eq!(x.events("payout.failed").await.len(), 2);
 }
@@ -548,7 +548,7 @@ impl Signer for NoncedSigner {
         fees: workers::chain::signer::Fees,
     ) -> Result<workers::chain::SignedTx, workers::chain::ChainError> {
         let tx = PayoutTx {
-            gate: api::gates::find("tron_usdt").unwrap(),
+            gate: domain::gates::find("tron_usdt").unwrap(),
             payout_id: Uuid::from_u128(u128::from(nonce)),
             destination: TRON_DEST,
             destination_tag: None,
@@ -569,7 +569,7 @@ async fn a_transaction_refused_for_good_has_its_nonce_filled_before_its_payout_f
     let db = x.app.state.db.clone();
     let signer = Arc::new(NoncedSigner::default());
     let mut signers = Signers::default();
-    signers.insert(Environment::Test, api::gates::find("tron_usdt").unwrap(), signer.clone());
+    signers.insert(Environment::Test, domain::gates::find("tron_usdt").unwrap(), signer.clone());
     let executor = Executor {
         chains: Chains::new(&db, &x.app.state.config.sandbox),
         signers,
@@ -577,7 +577,7 @@ async fn a_transaction_refused_for_good_has_its_nonce_filled_before_its_payout_f
         db: db.clone(),
     };
     // The sandbox refuses this one for good (forced failure address) after it took nonce 0.
-    let refused = x.payout("10", &failure_destination(api::gates::find("tron_usdt").unwrap().family)).await;
+    let refused = x.payout("10", &failure_destination(domain::gates::find("tron_usdt").unwrap().family)).await;
     assert!(matches!(executor.execute(refused).await.unwrap(), Next::After(_)));
     let p = x.row(refused).await;
     assert_eq!(p.status, PayoutStatus::Queued, "not failed while its nonce is a hole: {:?}", p.failure_reason);

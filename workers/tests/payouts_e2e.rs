@@ -48,14 +48,14 @@ async fn setup(fund: &str, extra: &[(&str, &str)]) -> Setup {
     env.extend_from_slice(extra);
     let dep = Deployment::start("Payouts", Environment::Test, &env).await;
     let (conn, m) = (&dep.conn, dep.merchant);
-    let mut s = api::payouts::service::settings(conn, m, Environment::Test).await.unwrap();
+    let mut s = domain::payouts::service::settings(conn, m, Environment::Test).await.unwrap();
     s.payout_auto_approve = true;
     s.payout_delay_secs = 0;
     s.network_fee_allocation = FeeAllocation::Merchant;
     s.payout_fee_allocation = FeeAllocation::Merchant;
-    api::payouts::service::save_settings(conn, s).await.unwrap();
-    let gate = api::gates::find("tron_usdt").unwrap();
-    api::ledger::adjust(conn, m, Environment::Test, gate, d(fund), "fund").await.unwrap();
+    domain::payouts::service::save_settings(conn, s).await.unwrap();
+    let gate = domain::gates::find("tron_usdt").unwrap();
+    domain::ledger::adjust(conn, m, Environment::Test, gate, d(fund), "fund").await.unwrap();
     Setup(dep)
 }
 
@@ -167,7 +167,7 @@ impl Setup {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn payouts_complete_and_fail_through_the_executor_process() {
     let s = setup("500", &[]).await;
-    let fail_to = api::chain::sandbox::failure_destination(api::gates::find("tron_usdt").unwrap().family);
+    let fail_to = domain::chain::sandbox::failure_destination(domain::gates::find("tron_usdt").unwrap().family);
     let mut ids = Vec::new();
     for i in 0..6 {
         ids.push(s.payout(&format!("{}.5", 10 + i), TRON_DEST).await);
@@ -206,7 +206,7 @@ async fn killing_the_executor_around_broadcasts_never_sends_twice() {
     const PAYOUTS: usize = 30;
     let s =
         setup("10000", &[("FAILPOINTS", "payout-after-persist=sleep(700);payout-after-broadcast=sleep(700)")]).await;
-    let fail_to = api::chain::sandbox::failure_destination(api::gates::find("tron_usdt").unwrap().family);
+    let fail_to = domain::chain::sandbox::failure_destination(domain::gates::find("tron_usdt").unwrap().family);
     for i in 0..PAYOUTS {
         let dest = if i % 10 == 9 { fail_to.as_str() } else { TRON_DEST };
         s.payout(&format!("{}", 5 + i), dest).await;

@@ -13,28 +13,30 @@ use uuid::Uuid;
 use workers::pipeline::tracker::Next;
 use workers::pipeline::{scanner, sweeper, tracker};
 
+mod support;
+
 fn d(s: &str) -> Decimal {
     Decimal::from_str(s).unwrap()
 }
 
-/// The shared step-by-step pipeline (`testkit::pipe`) with this suite's own steps.
-struct Pipe(testkit::pipe::Pipe);
+/// The shared step-by-step pipeline (`support::pipe`) with this suite's own steps.
+struct Pipe(support::pipe::Pipe);
 
 impl std::ops::Deref for Pipe {
-    type Target = testkit::pipe::Pipe;
-    fn deref(&self) -> &testkit::pipe::Pipe {
+    type Target = support::pipe::Pipe;
+    fn deref(&self) -> &support::pipe::Pipe {
         &self.0
     }
 }
 
 impl std::ops::DerefMut for Pipe {
-    fn deref_mut(&mut self) -> &mut testkit::pipe::Pipe {
+    fn deref_mut(&mut self) -> &mut support::pipe::Pipe {
         &mut self.0
     }
 }
 
-async fn pipe_with(f: impl FnOnce(&mut api::config::Config)) -> Pipe {
-    Pipe(testkit::pipe::Pipe::start(f).await)
+async fn pipe_with(f: impl FnOnce(&mut domain::config::Config)) -> Pipe {
+    Pipe(support::pipe::Pipe::start(f).await)
 }
 
 async fn pipe() -> Pipe {
@@ -65,21 +67,7 @@ impl Pipe {
 
     /// One pass of the pipeline: scan every test gate to its tip, then track every payment.
     async fn step(&self) -> Vec<Uuid> {
-        let db = &self.app.state.db;
-        let mut recorded = Vec::new();
-        for (env, chain) in self.chains.all() {
-            if env != Environment::Test {
-                continue;
-            }
-            while let Some(r) = scanner::scan_gate(db, chain.as_ref(), env, 100).await.unwrap() {
-                recorded.extend(r.recorded);
-            }
-        }
-        let cfg = &self.app.state.config.pipeline;
-        for p in entity::payment::Entity::find().all(db).await.unwrap() {
-            tracker::track_payment(db, &self.chains, cfg, p.id).await.unwrap();
-        }
-        recorded
+        self.scan_and_track().await
     }
 
     async fn status(&self, id: Uuid) -> String {
@@ -197,8 +185,10 @@ async fn exact_payment_confirms_and_credits_once() {
     // The credit is refundable now.
     // The merchant pays a refund's fees by default (spec 2.6): 2 USDT of network fee, from funds
     // beyond the credit.
-    let tron_usdt = api::gates::find("tron_usdt").unwrap();
-    api::ledger::adjust(&p.app.state.db, p.merchant, Environment::Test, tron_usdt, Decimal::TWO, "fees").await.unwrap();
+    let tron_usdt = domain::gates::find("tron_usdt").unwrap();
+    domain::ledger::adjust(&p.app.state.db, p.merchant, Environment::Test, tron_usdt, Decimal::TWO, "fees")
+        .await
+        .unwrap();
     let r = p
         .app
         .send(
@@ -245,10 +235,10 @@ async fn underpaid_topped_up_overpaid_and_tolerance() {
 
     // A 1% tolerance: 0.995 of 1 is paid.
     let p = pipe().await;
-    let m = api::merchants::create_merchant(
+    let m = domain::merchants::create_merchant(
         &p.app.state.db,
         "Tolerant",
-        &api::merchants::MerchantSettings { underpayment_tolerance_percent: d("1"), ..Default::default() },
+        &domain::merchants::MerchantSettings { underpayment_tolerance_percent: d("1"), ..Default::default() },
     )
     .await
     .unwrap();
@@ -586,7 +576,7 @@ async fn test_helpers_are_for_test_keys_only() {
 /// A chain the test scripts block by block, standing in for a live node: transfers, a tip that
 /// moves only when mined, transactions the node does not know (missing) and single null answers.
 struct ScriptedChain {
-    gate: &'static api::gates::Gate,
+    gate: &'static domain::gates::Gate,
     state: std::sync::Mutex<Script>,
 }
 
@@ -602,7 +592,7 @@ impl ScriptedChain {
     /// Replaces the test environment's chain of `gate` in `p`'s chains.
     fn install(p: &mut Pipe, gate: &str) -> std::sync::Arc<ScriptedChain> {
         let chain = std::sync::Arc::new(ScriptedChain {
-            gate: api::gates::find(gate).unwrap(),
+            gate: domain::gates::find(gate).unwrap(),
             state: std::sync::Mutex::new(Script { tip: 1, ..Script::default() }),
         });
         p.chains.insert(Environment::Test, chain.clone());
@@ -653,7 +643,7 @@ impl ScriptedChain {
 
 #[async_trait::async_trait]
 impl workers::chain::Chain for ScriptedChain {
-    fn gate(&self) -> &'static api::gates::Gate {
+    fn gate(&self) -> &'static domain::gates::Gate {
         self.gate
     }
 

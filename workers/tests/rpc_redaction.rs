@@ -4,8 +4,8 @@
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
-use api::config::{EvmNetworkConfig, RatesConfig, RatesSourceConfig};
-use api::rates::{Provider, Rates};
+use domain::config::{EvmNetworkConfig, RatesConfig, RatesSourceConfig};
+use domain::rates::{Provider, Rates};
 use entity::Environment;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -10,28 +10,29 @@ use rust_decimal::Decimal;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 use serde_json::{Value, json};
 use uuid::Uuid;
-use workers::pipeline::{scanner, tracker};
 use workers::settlement::{self, Converter, Step, venue::Venues};
+
+mod support;
 
 fn d(s: &str) -> Decimal {
     Decimal::from_str(s).unwrap()
 }
 
-/// The shared step-by-step pipeline (`testkit::pipe`) with the settlement converter.
+/// The shared step-by-step pipeline (`support::pipe`) with the settlement converter.
 struct Pipe {
-    base: testkit::pipe::Pipe,
+    base: support::pipe::Pipe,
     converter: Converter,
 }
 
 impl std::ops::Deref for Pipe {
-    type Target = testkit::pipe::Pipe;
-    fn deref(&self) -> &testkit::pipe::Pipe {
+    type Target = support::pipe::Pipe;
+    fn deref(&self) -> &support::pipe::Pipe {
         &self.base
     }
 }
 
-async fn pipe_with(f: impl FnOnce(&mut api::config::Config)) -> Pipe {
-    let base = testkit::pipe::Pipe::start(f).await;
+async fn pipe_with(f: impl FnOnce(&mut domain::config::Config)) -> Pipe {
+    let base = support::pipe::Pipe::start(f).await;
     let app = &base.app;
     app.state.rates.refresh(Environment::Test).await.unwrap();
     let converter = Converter {
@@ -53,15 +54,7 @@ impl Pipe {
 
     /// Scan every test gate and track every payment (no conversion).
     async fn track(&self) {
-        let db = &self.app.state.db;
-        for (env, chain) in self.chains.all() {
-            if env == Environment::Test {
-                while scanner::scan_gate(db, chain.as_ref(), env, 100).await.unwrap().is_some() {}
-            }
-        }
-        for p in entity::payment::Entity::find().all(db).await.unwrap() {
-            tracker::track_payment(db, &self.chains, &self.app.state.config.pipeline, p.id).await.unwrap();
-        }
+        self.scan_and_track().await;
     }
 
     /// One converter pass over what it has to do.
@@ -217,8 +210,10 @@ async fn a_fiat_priced_invoice_is_settled_into_another_asset() {
     assert_eq!(r.status.as_u16(), 422, "{}", r.body);
     // The merchant pays a refund's fees by default (spec 2.6): 2 USDT of network fee, from funds
     // beyond the credit.
-    let tron_usdt = api::gates::find("tron_usdt").unwrap();
-    api::ledger::adjust(&p.app.state.db, p.merchant, Environment::Test, tron_usdt, Decimal::TWO, "fees").await.unwrap();
+    let tron_usdt = domain::gates::find("tron_usdt").unwrap();
+    domain::ledger::adjust(&p.app.state.db, p.merchant, Environment::Test, tron_usdt, Decimal::TWO, "fees")
+        .await
+        .unwrap();
     let ok = post_refund(refund(NET), "r3").await;
     assert_eq!(ok.status.as_u16(), 201, "{}", ok.body);
 }

@@ -16,10 +16,10 @@ use testkit::fleet;
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-use api::webhooks::endpoints;
-use api::webhooks::outbound::TargetPolicy;
 use api::webhooks::receiver::{Behaviour, Receiver};
-use api::webhooks::secrets::SecretBox;
+use domain::webhooks::endpoints;
+use domain::webhooks::outbound::TargetPolicy;
+use domain::webhooks::secrets::SecretBox;
 use entity::{Bucket, EntryType, Environment, ledger_entry, payment, settlement_conversion};
 use fleet::{Deployment, Proc, wait_ready};
 use rust_decimal::Decimal;

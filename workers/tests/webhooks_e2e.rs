@@ -13,10 +13,10 @@ use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use api::webhooks::outbound::TargetPolicy;
 use api::webhooks::receiver::{Behaviour, Receiver};
-use api::webhooks::secrets::SecretBox;
-use api::webhooks::{endpoints, events_kinds};
+use domain::webhooks::outbound::TargetPolicy;
+use domain::webhooks::secrets::SecretBox;
+use domain::webhooks::{endpoints, events_kinds};
 use entity::{DeliveryStatus, Environment, webhook_attempt, webhook_delivery};
 use fleet::{Fleet, Proc, wait_ready};
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter};
@@ -45,10 +45,10 @@ async fn setup(extra: &[(&str, &str)]) -> Setup {
     ];
     env.extend_from_slice(extra);
     let fleet = Fleet::new(&db.url, &env);
-    let config = api::config::Config { database_url: db.url.clone(), ..Default::default() };
-    let conn = api::db::connect(&config).await.unwrap();
-    api::db::migrate(&conn).await.unwrap();
-    let merchant = api::merchants::create_merchant(&conn, "Hooks", &Default::default()).await.unwrap().id;
+    let config = domain::config::Config { database_url: db.url.clone(), ..Default::default() };
+    let conn = domain::db::connect(&config).await.unwrap();
+    domain::db::migrate(&conn).await.unwrap();
+    let merchant = domain::merchants::create_merchant(&conn, "Hooks", &Default::default()).await.unwrap().id;
     Setup { _db: db, conn, fleet, merchant, http: reqwest::Client::new() }
 }
 
@@ -69,7 +69,7 @@ impl Setup {
             let key = format!("e2e:{i}:{}", Uuid::now_v7());
             let data = json!({"invoice_id": Uuid::now_v7(), "n": i});
             let id =
-                api::events::emit_new(&self.conn, self.merchant, Environment::Test, kind, key, data).await.unwrap();
+                domain::events::emit_new(&self.conn, self.merchant, Environment::Test, kind, key, data).await.unwrap();
             ids.insert(id.expect("a new event"));
         }
         ids

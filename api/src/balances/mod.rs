@@ -14,11 +14,11 @@ use crate::auth::{Allowed, perm};
 use crate::envelope::{Page, Pagination};
 use crate::error::{ApiError, ApiResult, ErrorCode, ErrorEnvelope};
 use crate::extract::QueryParams;
-use crate::gates::{self, GATES};
-use crate::invoices::types::ts;
-use crate::state::AppState;
+use crate::state::HttpState;
+use domain::gates::{self, GATES};
+use domain::invoices::types::ts;
 
-pub fn router() -> Router<AppState> {
+pub fn router() -> Router<HttpState> {
     Router::new().route("/v1/balances", get(list_balances)).route("/v1/balances/{currency}/ledger", get(list_ledger))
 }
 
@@ -83,7 +83,7 @@ pub struct LedgerEntryResponse {
     responses((status = 200, body = inline(BalanceListEnvelope)),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope)))]
 pub async fn list_balances(
-    State(state): State<AppState>,
+    State(state): State<HttpState>,
     auth: Allowed<perm::BalancesRead>,
     q: QueryParams,
 ) -> ApiResult<Page<BalanceResponse>> {
@@ -140,7 +140,7 @@ fn parse_time(q: &QueryParams, name: &str) -> ApiResult<Option<DateTime<Utc>>> {
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
         (status = 422, description = "unsupported_currency: unknown or ambiguous currency", body = ErrorEnvelope)))]
 pub async fn list_ledger(
-    State(state): State<AppState>,
+    State(state): State<HttpState>,
     auth: Allowed<perm::BalancesRead>,
     axum::extract::Path(currency): axum::extract::Path<String>,
     q: QueryParams,

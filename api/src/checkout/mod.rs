@@ -24,7 +24,7 @@ use uuid::Uuid;
 use crate::envelope::Data;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{JsonBody, PathId};
-use crate::state::AppState;
+use crate::state::HttpState;
 
 const PAGE: &str = include_str!("assets/checkout.html");
 const SCRIPT: &str = include_str!("assets/checkout.js");
@@ -36,7 +36,7 @@ pub const MESSAGES_EN: &str = include_str!("assets/en.json");
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; \
                    base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
-pub fn router() -> Router<AppState> {
+pub fn router() -> Router<HttpState> {
     Router::new()
         .route("/checkout/assets/checkout.js", get(|| async { asset("text/javascript; charset=utf-8", SCRIPT) }))
         .route("/checkout/assets/checkout.css", get(|| async { asset("text/css; charset=utf-8", STYLE) }))
@@ -104,7 +104,7 @@ fn render_page(state: &str, invoice: &str) -> String {
     fill(PAGE, &[("STATE", state), ("MESSAGES", &messages), ("INVOICE", invoice)])
 }
 
-async fn page(State(state): State<AppState>, Path(raw): Path<String>) -> Response {
+async fn page(State(state): State<HttpState>, Path(raw): Path<String>) -> Response {
     let not_found = || html(StatusCode::NOT_FOUND, render_page("null", ""));
     let Ok(id) = Uuid::parse_str(&raw) else { return not_found() };
     match service::view(&state, id).await {
@@ -114,11 +114,11 @@ async fn page(State(state): State<AppState>, Path(raw): Path<String>) -> Respons
     }
 }
 
-async fn state_json(State(state): State<AppState>, PathId(id): PathId) -> ApiResult<Response> {
+async fn state_json(State(state): State<HttpState>, PathId(id): PathId) -> ApiResult<Response> {
     Ok(secured(Data::ok(service::view(&state, id).await?).into_response(), "no-store"))
 }
 
-async fn qr(State(state): State<AppState>, PathId(id): PathId) -> ApiResult<Response> {
+async fn qr(State(state): State<HttpState>, PathId(id): PathId) -> ApiResult<Response> {
     let view = service::view(&state, id).await?;
     let uri = view.payment_uri.ok_or_else(|| ApiError::not_found("payment address"))?;
     let svg = uri::qr_svg(&uri).ok_or_else(|| ApiError::internal("QR encoding failed"))?;
@@ -126,7 +126,7 @@ async fn qr(State(state): State<AppState>, PathId(id): PathId) -> ApiResult<Resp
 }
 
 async fn activate(
-    State(state): State<AppState>,
+    State(state): State<HttpState>,
     PathId(id): PathId,
     body: Result<JsonBody<service::ActivateRequest>, ApiError>,
 ) -> ApiResult<Response> {
@@ -135,7 +135,7 @@ async fn activate(
 }
 
 async fn test_payment(
-    State(state): State<AppState>,
+    State(state): State<HttpState>,
     PathId(id): PathId,
     body: Result<JsonBody<service::SimulateRequest>, ApiError>,
 ) -> ApiResult<Response> {

@@ -12,10 +12,10 @@ use uuid::Uuid;
 
 use super::uri::payment_uri;
 use crate::error::{ApiError, ApiResult, ErrorCode};
-use crate::events::{self, kind};
-use crate::gates::{self, Gate};
-use crate::invoices::types::ts;
-use crate::state::AppState;
+use crate::state::HttpState;
+use domain::events::{self, kind};
+use domain::gates::{self, Gate};
+use domain::invoices::types::ts;
 
 /// The payer's view of an invoice (`GET /checkout/{id}/state`).
 #[derive(Debug, Clone, Serialize)]
@@ -101,11 +101,11 @@ pub struct SimulateRequest {
     pub kind: Simulated,
 }
 
-async fn load(state: &AppState, id: Uuid) -> ApiResult<invoice::Model> {
+async fn load(state: &HttpState, id: Uuid) -> ApiResult<invoice::Model> {
     invoice::Entity::find_by_id(id).one(&state.db).await?.ok_or_else(|| ApiError::not_found("invoice"))
 }
 
-async fn payments(state: &AppState, id: Uuid) -> ApiResult<Vec<payment::Model>> {
+async fn payments(state: &HttpState, id: Uuid) -> ApiResult<Vec<payment::Model>> {
     Ok(payment::Entity::find()
         .filter(payment::Column::InvoiceId.eq(id))
         .order_by_asc(payment::Column::DetectedAt)
@@ -128,7 +128,7 @@ fn activation(inv: &invoice::Model, has_payments: bool, now: DateTime<Utc>) -> O
 /// The gates a payer can choose for `inv`: its own gate once it has one (a re-activation keeps
 /// the address it was given), else every gate online in its environment that a fresh rate
 /// prices within the gate's limits.
-fn options(state: &AppState, inv: &invoice::Model) -> Vec<(&'static Gate, Decimal)> {
+fn options(state: &HttpState, inv: &invoice::Model) -> Vec<(&'static Gate, Decimal)> {
     let fixed = inv.gate_id.as_deref().and_then(gates::find);
     let candidates: Vec<&'static Gate> = match fixed {
         Some(g) => vec![g],
@@ -143,14 +143,14 @@ fn options(state: &AppState, inv: &invoice::Model) -> Vec<(&'static Gate, Decima
 }
 
 /// The amount `inv` asks in `gate`: its fiat amount at today's rate, or its crypto amount.
-fn price(state: &AppState, inv: &invoice::Model, gate: &'static Gate) -> ApiResult<Decimal> {
+fn price(state: &HttpState, inv: &invoice::Model, gate: &'static Gate) -> ApiResult<Decimal> {
     match (&inv.amount_fiat, &inv.fiat_currency) {
-        (Some(f), Some(fiat)) => Ok(crate::invoices::service::price_in(state, inv.environment, gate, f.0, fiat)?.0),
+        (Some(f), Some(fiat)) => Ok(domain::invoices::service::price_in(state, inv.environment, gate, f.0, fiat)?.0),
         _ => inv.amount_requested.map(|a| a.0).ok_or_else(|| ApiError::internal("invoice without an amount")),
     }
 }
 
-pub async fn view(state: &AppState, id: Uuid) -> ApiResult<CheckoutView> {
+pub async fn view(state: &HttpState, id: Uuid) -> ApiResult<CheckoutView> {
     let inv = load(state, id).await?;
     let pays = payments(state, id).await?;
     let merchant = state.merchant(inv.merchant_id).await?;
@@ -218,7 +218,7 @@ pub async fn view(state: &AppState, id: Uuid) -> ApiResult<CheckoutView> {
 /// invoice gets its deposit address (a re-activation keeps the one it had) and a new
 /// `expires_at`, moves to `pending` with a guarded update, and `invoice.activated` is written
 /// in the same transaction.
-pub async fn activate(state: &AppState, id: Uuid, req: ActivateRequest) -> ApiResult<invoice::Model> {
+pub async fn activate(state: &HttpState, id: Uuid, req: ActivateRequest) -> ApiResult<invoice::Model> {
     let inv = load(state, id).await?;
     let now = Utc::now();
     let has_payments = payments(state, id).await?.iter().any(|p| p.status != PaymentStatus::Reversed);
@@ -262,7 +262,7 @@ pub async fn activate(state: &AppState, id: Uuid, req: ActivateRequest) -> ApiRe
         rate_of(fiat).and_then(|r| amount.checked_mul(r)).map(Amount::fiat)
     };
     let exchange_rate = inv.fiat_currency.as_deref().and_then(rate_of).map(Amount::new);
-    let txn = crate::db::begin_write(&state.db).await?;
+    let txn = domain::db::begin_write(&state.db).await?;
     let mut update = invoice::Entity::update_many()
         .col_expr(invoice::Column::Status, Expr::value(next.as_str()))
         .col_expr(invoice::Column::GateId, Expr::value(gate.id))
@@ -300,7 +300,7 @@ pub async fn activate(state: &AppState, id: Uuid, req: ActivateRequest) -> ApiRe
 /// Test environment only (404 in live, as if the route did not exist): a sandbox deposit of
 /// the remaining amount, half of it, or one and a half times it, through the same helper as
 /// `POST /v1/test/deposits`.
-pub async fn simulate(state: &AppState, id: Uuid, req: SimulateRequest) -> ApiResult<()> {
+pub async fn simulate(state: &HttpState, id: Uuid, req: SimulateRequest) -> ApiResult<()> {
     let inv = load(state, id).await?;
     if inv.environment != Environment::Test {
         return Err(ApiError::not_found("route"));
@@ -329,7 +329,7 @@ pub async fn simulate(state: &AppState, id: Uuid, req: SimulateRequest) -> ApiRe
     if amount <= Decimal::ZERO {
         return Err(ApiError::unprocessable(ErrorCode::ValidationError, "kind", "nothing left to pay"));
     }
-    crate::sandbox_payments::deposit_to(state, gate, key, amount, None).await?;
+    domain::sandbox_payments::deposit_to(state, gate, key, amount, None).await?;
     Ok(())
 }
 

@@ -3,8 +3,8 @@
 
 use rust_decimal::Decimal;
 
-use crate::chain::address::AddressFamily;
-use crate::gates::{self, Gate};
+use domain::chain::address::AddressFamily;
+use domain::gates::{self, Gate};
 
 /// `amount` in the gate's smallest unit (wei, ...), or `None` on overflow or sub-unit dust.
 fn base_units(gate: &Gate, amount: Decimal) -> Option<String> {

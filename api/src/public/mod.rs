@@ -7,15 +7,15 @@ use entity::Environment;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::config::GateStatus;
 use crate::envelope::List;
 use crate::error::{ApiResult, ErrorEnvelope};
 use crate::extract::QueryParams;
-use crate::gates::GATES;
-use crate::invoices::types::ts;
-use crate::state::AppState;
+use crate::state::HttpState;
+use domain::config::GateStatus;
+use domain::gates::GATES;
+use domain::invoices::types::ts;
 
-pub fn router() -> Router<AppState> {
+pub fn router() -> Router<HttpState> {
     Router::new().route("/v1/currencies", get(list_currencies)).route("/v1/rates", get(list_rates))
 }
 
@@ -66,7 +66,7 @@ fn environment(q: &QueryParams) -> ApiResult<Environment> {
 #[utoipa::path(get, path = "/v1/currencies", tag = "public",
     params(("environment" = Option<String>, Query, description = "live (default) or test")),
     responses((status = 200, body = inline(CurrencyListEnvelope)), (status = 400, body = ErrorEnvelope)))]
-pub async fn list_currencies(State(state): State<AppState>, q: QueryParams) -> ApiResult<List<CurrencyResponse>> {
+pub async fn list_currencies(State(state): State<HttpState>, q: QueryParams) -> ApiResult<List<CurrencyResponse>> {
     let env = environment(&q)?;
     Ok(List(
         GATES
@@ -98,7 +98,7 @@ pub async fn list_currencies(State(state): State<AppState>, q: QueryParams) -> A
         ("environment" = Option<String>, Query, description = "live (default) or test: which rates source"),
     ),
     responses((status = 200, body = inline(RateListEnvelope)), (status = 400, body = ErrorEnvelope)))]
-pub async fn list_rates(State(state): State<AppState>, q: QueryParams) -> ApiResult<List<RateResponse>> {
+pub async fn list_rates(State(state): State<HttpState>, q: QueryParams) -> ApiResult<List<RateResponse>> {
     let env = environment(&q)?;
     let currency = q.get("currency").filter(|s| !s.is_empty());
     let fiat = q.get("fiat").filter(|s| !s.is_empty());

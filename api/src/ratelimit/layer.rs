@@ -10,9 +10,9 @@ use axum::response::{IntoResponse, Response};
 
 use super::{Class, Decision, ceil_secs};
 use crate::auth::{API_KEY_HEADER, Principal, VerifiedKey};
-use crate::config::{RateLimit, RateLimitsConfig};
 use crate::error::{ApiError, ErrorCode};
-use crate::state::AppState;
+use crate::state::HttpState;
+use domain::config::{RateLimit, RateLimitsConfig};
 
 pub const RATELIMIT_LIMIT: &str = "ratelimit-limit";
 pub const RATELIMIT_REMAINING: &str = "ratelimit-remaining";
@@ -42,7 +42,7 @@ pub fn route(path: &str) -> Route {
     }
 }
 
-pub async fn limit(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+pub async fn limit(State(state): State<HttpState>, mut req: Request, next: Next) -> Response {
     let rl = &state.limiter;
     if !rl.enabled() {
         return next.run(req).await;
@@ -78,13 +78,13 @@ pub async fn limit(State(state): State<AppState>, mut req: Request, next: Next) 
                     (class, limit, rl.check(class, &bucket, limit).await)
                 }
                 // Counted; the handler answers 401 from the key cache (rejections are cached).
-                Err(crate::keys::KeyError::Rejected(_)) => (
+                Err(domain::keys::KeyError::Rejected(_)) => (
                     Class::AuthFailures,
                     cfg.auth_failures,
                     rl.check(Class::AuthFailures, &ip, cfg.auth_failures).await,
                 ),
                 // The database failed: the handler reports it as it always did.
-                Err(crate::keys::KeyError::Db(_)) => return next.run(req).await,
+                Err(domain::keys::KeyError::Db(_)) => return next.run(req).await,
             }
         }
     };
@@ -112,7 +112,7 @@ fn keyed_bucket(method: &Method, test_helpers: bool, p: &Principal) -> (Class, S
 }
 
 /// The class's limit, with the merchant's override (`ops merchants settings`) when set.
-async fn merchant_limit(state: &AppState, class: Class, p: &Principal) -> RateLimit {
+async fn merchant_limit(state: &HttpState, class: Class, p: &Principal) -> RateLimit {
     let base = class.configured(state.limiter.config());
     let Ok(m) = state.merchant(p.merchant_id).await else {
         return base;

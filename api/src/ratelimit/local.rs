@@ -12,7 +12,7 @@ use governor::middleware::StateInformationMiddleware;
 use governor::state::keyed::DefaultKeyedStateStore;
 
 use super::{Decision, Gcra};
-use crate::config::RateLimit;
+use domain::config::RateLimit;
 
 type Keyed = governor::RateLimiter<String, DefaultKeyedStateStore<String>, DefaultClock, StateInformationMiddleware>;
 

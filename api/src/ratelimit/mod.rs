@@ -17,7 +17,7 @@ mod redis_store;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::config::{RateLimit, RateLimitsConfig};
+use domain::config::{RateLimit, RateLimitsConfig};
 
 /// What a request is counted against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::{DELIVERY_HEADER, signature};
+use domain::webhooks::{DELIVERY_HEADER, signature};
 
 /// How the receiver answers one request.
 #[derive(Debug, Clone, PartialEq, Eq)]

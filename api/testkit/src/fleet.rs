@@ -176,11 +176,11 @@ impl Deployment {
         let http = reqwest::Client::new();
         let api = fleet.api();
         wait_ready(&http, &api).await;
-        let config = api::config::Config { database_url: db.url.clone(), ..Default::default() };
-        let conn = api::db::connect(&config).await.unwrap();
-        let merchant = api::merchants::create_merchant(&conn, merchant_name, &Default::default()).await.unwrap().id;
+        let config = domain::config::Config { database_url: db.url.clone(), ..Default::default() };
+        let conn = domain::db::connect(&config).await.unwrap();
+        let merchant = domain::merchants::create_merchant(&conn, merchant_name, &Default::default()).await.unwrap().id;
         let all = api::auth::Permissions::all();
-        let key = api::merchants::create_api_key(&conn, merchant, env, all, None).await.unwrap().1;
+        let key = domain::merchants::create_api_key(&conn, merchant, env, all, None).await.unwrap().1;
         Deployment { db, conn, fleet, api, merchant, key, http }
     }
 }

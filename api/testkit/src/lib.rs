@@ -9,15 +9,14 @@
 //! dropped afterwards. An unreachable PostgreSQL fails the test loudly; nothing is skipped.
 pub mod anvil;
 pub mod fleet;
-pub mod pipe;
 pub mod serve;
 
 use std::net::SocketAddr;
 
 use api::auth::{Permission, Permissions};
-use api::chain::address::AccountKeysConfig;
-use api::config::Config;
-use api::state::AppState;
+use api::state::HttpState;
+use domain::chain::address::AccountKeysConfig;
+use domain::config::Config;
 use entity::Environment;
 use reqwest::StatusCode;
 use serde_json::Value;
@@ -43,10 +42,10 @@ pub fn live_keys() -> AccountKeysConfig {
 /// chain adapter, so they stay offline whatever keys are set.
 pub fn test_config() -> Config {
     let mut c = Config::default();
-    c.rates.live.provider = api::config::RatesProviderKind::Static;
+    c.rates.live.provider = domain::config::RatesProviderKind::Static;
     c.addresses.live = live_keys();
     for network in ["ethereum", "bsc", "base", "arbitrum", "polygon"] {
-        let node = api::config::EvmNetworkConfig { rpc_url: "http://127.0.0.1:9".into(), ..Default::default() };
+        let node = domain::config::EvmNetworkConfig { rpc_url: "http://127.0.0.1:9".into(), ..Default::default() };
         c.evm.networks.insert(network.into(), node);
     }
     c.auth.cache_ttl_secs = 1;
@@ -55,7 +54,7 @@ pub fn test_config() -> Config {
     // Suites not about throttling fire bursts no merchant would (hundreds of racing writes):
     // the rate limiting layer stays on for every request, its limits out of their reach.
     // tests/rate_limits.rs sets its own.
-    let high = api::config::RateLimit { limit: 1_000_000, period_secs: 60 };
+    let high = domain::config::RateLimit { limit: 1_000_000, period_secs: 60 };
     let rl = &mut c.rate_limits;
     (rl.reads, rl.writes, rl.public, rl.auth_failures, rl.test_helpers) = (high, high, high, high, high);
     c
@@ -114,7 +113,7 @@ impl Drop for Db {
 
 pub struct TestApp {
     pub addr: SocketAddr,
-    pub state: AppState,
+    pub state: HttpState,
     pub http: reqwest::Client,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     pub db: std::sync::Arc<Db>,
@@ -203,7 +202,7 @@ impl TestApp {
     }
 
     pub async fn merchant(&self) -> Uuid {
-        api::merchants::create_merchant(&self.state.db, "Test merchant", &Default::default())
+        domain::merchants::create_merchant(&self.state.db, "Test merchant", &Default::default())
             .await
             .expect("merchant")
             .id
@@ -211,7 +210,7 @@ impl TestApp {
 
     pub async fn key(&self, merchant: Uuid, env: Environment, perms: &[Permission]) -> String {
         let p: Permissions = if perms.is_empty() { Permissions::all() } else { perms.iter().copied().collect() };
-        api::merchants::create_api_key(&self.state.db, merchant, env, p, None).await.expect("key").1
+        domain::merchants::create_api_key(&self.state.db, merchant, env, p, None).await.expect("key").1
     }
 
     /// A merchant with an all-permission test key.
@@ -333,10 +332,10 @@ pub async fn credit_invoice_in(
     };
     let txn = db.begin().await.expect("begin");
     let payment = payment.into_active_model().insert(&txn).await.expect("payment");
-    let credited = api::ledger::credit_payment(&txn, &payment, merchant, gate, amount, false).await.expect("credit");
+    let credited = domain::ledger::credit_payment(&txn, &payment, merchant, gate, amount, false).await.expect("credit");
     assert!(credited, "a fresh payment is credited");
     // A second credit of the same payment is refused without writing anything.
-    assert!(!api::ledger::credit_payment(&txn, &payment, merchant, gate, amount, false).await.expect("re-credit"));
+    assert!(!domain::ledger::credit_payment(&txn, &payment, merchant, gate, amount, false).await.expect("re-credit"));
     txn.commit().await.expect("commit");
     payment.id
 }
@@ -407,7 +406,7 @@ impl TestApp {
         use sea_orm::sea_query::Expr;
         use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
         let conn = sea_orm::Database::connect(&self.db.url).await.expect("second connection");
-        let txn = api::db::begin_write(&conn).await.expect("begin");
+        let txn = domain::db::begin_write(&conn).await.expect("begin");
         entity::balance::Entity::update_many()
             .col_expr(entity::balance::Column::UpdatedAt, Expr::col(entity::balance::Column::UpdatedAt).into())
             .filter(entity::balance::Column::MerchantId.eq(merchant))

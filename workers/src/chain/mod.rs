@@ -1,7 +1,7 @@
 //! Chain adapters: what the pipeline asks of a network (tip height, transfers in a block
 //! range, the status of a seen transfer) and what the executor sends to it. The test
 //! environment runs on sandbox chains kept in the database; live adapters plug in behind the
-//! same trait. Address rules are the shared domain's (`api::chain::address`).
+//! same trait. Address rules are the shared domain's (`domain::chain::address`).
 
 pub mod evm;
 pub mod sandbox;
@@ -13,7 +13,7 @@ use std::sync::Arc;
 use entity::Environment;
 use rust_decimal::Decimal;
 
-use api::gates::{GATES, Gate};
+use domain::gates::{GATES, Gate};
 
 /// A transfer to some address, as the chain reports it.
 #[derive(Debug, Clone, PartialEq)]
@@ -120,7 +120,7 @@ pub struct Chains {
 
 impl Chains {
     /// Sandbox chains for every test gate; live gates get adapters when configured.
-    pub fn new(db: &sea_orm::DatabaseConnection, sandbox: &api::config::SandboxConfig) -> Chains {
+    pub fn new(db: &sea_orm::DatabaseConnection, sandbox: &domain::config::SandboxConfig) -> Chains {
         let mut by_gate: HashMap<(Environment, &'static str), Arc<dyn Chain>> = HashMap::new();
         for gate in GATES.iter() {
             let chain = sandbox::SandboxChain::new(db.clone(), gate, sandbox.interval_ms(gate.id));
@@ -130,7 +130,7 @@ impl Chains {
     }
 
     /// Adds the live EVM chains configured in `cfg` (`[evm.networks.*]`).
-    pub fn with_evm(mut self, cfg: &api::config::EvmConfig) -> Chains {
+    pub fn with_evm(mut self, cfg: &domain::config::EvmConfig) -> Chains {
         for chain in evm::chains(cfg) {
             self.insert(Environment::Live, chain);
         }
@@ -142,7 +142,7 @@ impl Chains {
     }
 
     pub fn get(&self, env: Environment, gate_id: &str) -> Option<Arc<dyn Chain>> {
-        let gate = api::gates::find(gate_id)?;
+        let gate = domain::gates::find(gate_id)?;
         self.by_gate.get(&(env, gate.id)).cloned()
     }
 

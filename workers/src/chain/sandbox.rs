@@ -1,11 +1,11 @@
 //! The sandbox chain read and broadcast to as a [`Chain`]: blocks and deposits are written by
-//! `api::chain::sandbox::SandboxChain` (the test helpers, `ops sandbox`), which every process
+//! `domain::chain::sandbox::SandboxChain` (the test helpers, `ops sandbox`), which every process
 //! shares through the database; payouts signed by the sandbox signer land in `sandbox_broadcast`.
 
-pub use api::chain::sandbox::SandboxChain;
-use api::chain::sandbox::{failure_destination, sandbox_fee};
-use api::gates::Gate;
 use chrono::Utc;
+pub use domain::chain::sandbox::SandboxChain;
+use domain::chain::sandbox::{failure_destination, sandbox_fee};
+use domain::gates::Gate;
 use entity::{Amount, sandbox_broadcast, sandbox_transfer};
 use sea_orm::sea_query::OnConflict;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
@@ -25,7 +25,7 @@ async fn send(chain: &SandboxChain, tx: &SignedTx) -> Result<Broadcast, ChainErr
     if body.to.eq_ignore_ascii_case(&failure_destination(chain.gate().family)) {
         return Ok(Broadcast::Rejected("sandbox: destination rejected (forced failure address)".into()));
     }
-    let txn = api::db::begin_write(chain.db()).await?;
+    let txn = domain::db::begin_write(chain.db()).await?;
     let tip = chain.locked_tip(&txn).await?;
     let row = sandbox_broadcast::Model {
         tx_hash: tx.tx_hash.clone(),

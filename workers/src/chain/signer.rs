@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use super::{ChainError, SignedTx};
-use api::gates::{GATES, Gate};
+use domain::gates::{GATES, Gate};
 
 /// What to sign: one transfer of a payout.
 #[derive(Debug, Clone)]
@@ -33,7 +33,7 @@ pub struct PayoutTx<'a> {
     pub fees: Option<Fees>,
 }
 
-pub use api::chain::evm_tx::Fees;
+pub use domain::chain::evm_tx::Fees;
 
 /// The account a signer sends from, on chains that order an account's transactions by nonce.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -140,7 +140,7 @@ impl Signers {
     }
 
     pub fn get(&self, env: Environment, gate_id: &str) -> Option<Arc<dyn Signer>> {
-        let gate = api::gates::find(gate_id)?;
+        let gate = domain::gates::find(gate_id)?;
         self.by_gate.get(&(env, gate.id)).cloned()
     }
 }

@@ -15,7 +15,7 @@ use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
 
 use crate::chain::ChainError;
-use api::ledger::LedgerError;
+use domain::ledger::LedgerError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PipelineError {

@@ -17,8 +17,8 @@ use uuid::Uuid;
 
 use super::{PipelineError, transition};
 use crate::chain::{Chain, Transfer};
-use api::events::{self, kind};
-use api::ledger::{self, Posting};
+use domain::events::{self, kind};
+use domain::ledger::{self, Posting};
 
 /// One batch's outcome: the blocks read and the payments newly recorded (to hand to tracking).
 #[derive(Debug, Default)]
@@ -56,7 +56,7 @@ pub async fn scan_gate(
     let transfers = chain.transfers(from, to).await?;
     let report_len = transfers.len();
 
-    let txn = api::db::begin_write(db).await?;
+    let txn = domain::db::begin_write(db).await?;
     // Move the cursor first, guarded: of two scanners on one range, one wins and the other
     // rolls back everything it did.
     let moved = match &cursor {
@@ -198,7 +198,7 @@ pub(crate) async fn revive_on_chain(
         amount: p.amount.0,
         block_height,
     };
-    let txn = api::db::begin_write(db).await?;
+    let txn = domain::db::begin_write(db).await?;
     let Some(seen) = revive(&txn, p.environment, &p.gate_id, &t, tip).await? else {
         txn.rollback().await?;
         return Ok(false);
@@ -270,7 +270,7 @@ async fn record_payment<C: ConnectionTrait>(
     tip: u64,
 ) -> Result<Option<Seen>, PipelineError> {
     let gate_id = inv.gate_id.clone().ok_or_else(|| PipelineError::Invariant("invoice without gate".into()))?;
-    let gate = api::gates::find(&gate_id).ok_or_else(|| PipelineError::Invariant("unknown gate".into()))?;
+    let gate = domain::gates::find(&gate_id).ok_or_else(|| PipelineError::Invariant("unknown gate".into()))?;
     let now = Utc::now();
     let p = payment::Model {
         id: Uuid::now_v7(),
@@ -407,7 +407,7 @@ async fn revive<C: ConnectionTrait>(
 pub async fn due_payments(
     db: &DatabaseConnection,
     env: Environment,
-    gate: &api::gates::Gate,
+    gate: &domain::gates::Gate,
     from: u64,
     to: u64,
 ) -> Result<Vec<Uuid>, PipelineError> {

@@ -10,7 +10,7 @@ use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOr
 use uuid::Uuid;
 
 use super::{PipelineError, transition};
-use api::events::{self, kind};
+use domain::events::{self, kind};
 
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct SweepReport {
@@ -47,7 +47,7 @@ pub async fn sweep(db: &DatabaseConnection, stale_after: std::time::Duration) ->
             .limit(SWEEP_LIMIT)
     };
     for inv in due(InvoiceStatus::Pending, invoice::Column::ExpiresAt).all(db).await? {
-        let txn = api::db::begin_write(db).await?;
+        let txn = domain::db::begin_write(db).await?;
         if let Some(after) = transition(&txn, &inv, InvoiceTrigger::Expire).await? {
             events::emit_invoice(&txn, kind::INVOICE_EXPIRED, &after, None).await?;
             report.expired += 1;
@@ -55,7 +55,7 @@ pub async fn sweep(db: &DatabaseConnection, stale_after: std::time::Duration) ->
         txn.commit().await?;
     }
     for inv in due(InvoiceStatus::Draft, invoice::Column::DraftExpiresAt).all(db).await? {
-        let txn = api::db::begin_write(db).await?;
+        let txn = domain::db::begin_write(db).await?;
         if let Some(after) = transition(&txn, &inv, InvoiceTrigger::DraftExpire).await? {
             events::emit_invoice(&txn, kind::INVOICE_DRAFT_EXPIRED, &after, None).await?;
             report.drafts_expired += 1;

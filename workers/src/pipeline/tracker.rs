@@ -19,9 +19,9 @@ use uuid::Uuid;
 
 use super::{PipelineError, transition};
 use crate::chain::{Chain, Chains, TxStatus};
-use api::config::PipelineConfig;
-use api::events::{self, kind};
-use api::ledger::{self, Posting};
+use domain::config::PipelineConfig;
+use domain::events::{self, kind};
+use domain::ledger::{self, Posting};
 
 /// What to do with the payment's job next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -261,8 +261,8 @@ async fn clear_missing(db: &DatabaseConnection, id: Uuid) -> Result<(), Pipeline
 /// that asset share, only at the end, so it is held for a few statements.
 async fn confirm(db: &DatabaseConnection, p: &payment::Model, confirmations: i32) -> Result<(), PipelineError> {
     // The settlement target never changes once an invoice has payments.
-    let converting = api::settlement::converting_target(&load_invoice(db, p.invoice_id).await?, p).is_some();
-    let txn = api::db::begin_write(db).await?;
+    let converting = domain::settlement::converting_target(&load_invoice(db, p.invoice_id).await?, p).is_some();
+    let txn = domain::db::begin_write(db).await?;
     let now = Utc::now();
     let amount = p.amount.0;
     // Confirmed (and, for passthrough, stamped credited) in one guarded update: of two
@@ -290,7 +290,7 @@ async fn confirm(db: &DatabaseConnection, p: &payment::Model, confirmations: i32
     };
     // The invoice's row lock serializes this invoice's confirmations and reversals.
     let inv = lock_invoice(&txn, p.invoice_id).await?;
-    let gate = api::gates::find(&p.gate_id).ok_or_else(|| PipelineError::Invariant("unknown gate".into()))?;
+    let gate = domain::gates::find(&p.gate_id).ok_or_else(|| PipelineError::Invariant("unknown gate".into()))?;
     if let Some(sa) = inv.static_address_id {
         add_static_total(&txn, sa, amount).await?;
     }
@@ -336,7 +336,7 @@ async fn confirm(db: &DatabaseConnection, p: &payment::Model, confirmations: i32
 /// A deposit seen but not confirmed within the monitoring window makes a `confirming` invoice
 /// `invalid`. The payment is still tracked: if it confirms later it is credited all the same.
 async fn invalidate_unconfirmed(db: &DatabaseConnection, p: &payment::Model) -> Result<(), PipelineError> {
-    let txn = api::db::begin_write(db).await?;
+    let txn = domain::db::begin_write(db).await?;
     let inv = load_invoice(&txn, p.invoice_id).await?;
     if let Some(after) = transition(&txn, &inv, InvoiceTrigger::MonitorTimeout).await? {
         events::emit_invoice(&txn, kind::INVOICE_INVALID, &after, Some(p)).await?;
@@ -351,7 +351,7 @@ async fn invalidate_unconfirmed(db: &DatabaseConnection, p: &payment::Model) -> 
 /// (`deposit_reversal`, which may leave the merchant owing), the invoice's refundable credit
 /// shrinks, and a paid/overpaid/underpaid invoice becomes `invalid`.
 async fn reverse(db: &DatabaseConnection, p: &payment::Model) -> Result<(), PipelineError> {
-    let txn = api::db::begin_write(db).await?;
+    let txn = domain::db::begin_write(db).await?;
     let now = Utc::now();
     // The row as it is when reversed: whether it was credited is read from here, not from the
     // caller's copy (the settlement converter may have credited it meanwhile).

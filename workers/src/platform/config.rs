@@ -68,15 +68,15 @@ impl QueueConfig {
             .map_err(|e| anyhow::anyhow!("invalid configuration: queue.{e}"))
     }
 
-    /// Reads `[queue]` from the same sources as [`api::config::Config::load`].
+    /// Reads `[queue]` from the same sources as [`domain::config::Config::load`].
     pub fn load() -> anyhow::Result<QueueConfig> {
         let path =
             std::env::var_os("PAYGATE_CONFIG").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("paygate.toml"));
-        Self::from_figment(&api::config::Config::figment(&path))
+        Self::from_figment(&domain::config::Config::figment(&path))
     }
 
     /// The backend for this configuration, filling unset keys from the service configuration.
-    pub fn resolve(&self, app: &api::config::Config) -> anyhow::Result<QueueBackend> {
+    pub fn resolve(&self, app: &domain::config::Config) -> anyhow::Result<QueueBackend> {
         let prefix = self.prefix.clone().unwrap_or_else(|| DEFAULT_PREFIX.to_owned());
         if prefix.is_empty() || prefix.contains(['{', '}', '*', ' ']) {
             anyhow::bail!("invalid configuration: `queue.prefix` must be non-empty, without spaces, braces or `*`");
@@ -105,7 +105,8 @@ impl QueueConfig {
 /// `sqlite://data/paygate.db?mode=rwc` -> `data/paygate-jobs.sqlite`; anything else (PostgreSQL,
 /// in-memory SQLite) -> `paygate-jobs.sqlite`.
 fn default_sqlite_path(database_url: &str) -> PathBuf {
-    api::config::beside_sqlite_file(database_url, "jobs.sqlite").unwrap_or_else(|| PathBuf::from("paygate-jobs.sqlite"))
+    domain::config::beside_sqlite_file(database_url, "jobs.sqlite")
+        .unwrap_or_else(|| PathBuf::from("paygate-jobs.sqlite"))
 }
 
 /// Per-stage settings.
@@ -173,8 +174,8 @@ mod tests {
     use super::*;
     use figment::providers::{Format, Toml};
 
-    fn app(database_url: &str, redis_url: Option<&str>) -> api::config::Config {
-        api::config::Config {
+    fn app(database_url: &str, redis_url: Option<&str>) -> domain::config::Config {
+        domain::config::Config {
             database_url: database_url.into(),
             redis_url: redis_url.map(Into::into),
             ..Default::default()

@@ -227,7 +227,7 @@ impl Runtime {
 
 /// Resolves on SIGTERM or SIGINT.
 pub async fn shutdown_signal() {
-    api::shutdown::shutdown_signal().await
+    domain::shutdown::shutdown_signal().await
 }
 
 /// `<stage>-<hostname>-<pid>-<random>`: a restarted worker never reuses a name (apalis refuses

@@ -29,10 +29,10 @@ use sea_orm::{
 use uuid::Uuid;
 use venue::{Executed, FailureClass, QuoteRequest, Quoted, Venues};
 
-use api::events::{self, Credit};
-use api::gates::{self, Gate};
-use api::ledger::{self, LedgerError, Posting};
-use api::settlement::converting_target;
+use domain::events::{self, Credit};
+use domain::gates::{self, Gate};
+use domain::ledger::{self, LedgerError, Posting};
+use domain::settlement::converting_target;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConvertError {
@@ -173,7 +173,7 @@ impl Converter {
                 row.failure_class = Set(Some(r.class.as_str().to_owned()));
             }
         }
-        let txn = api::db::begin_write(&self.db).await?;
+        let txn = domain::db::begin_write(&self.db).await?;
         // The payment's row lock first (as the tracker's reversal takes it): a payment reversed
         // or credited meanwhile gets no quote.
         let live = payment::Entity::update_many()
@@ -255,7 +255,7 @@ impl Converter {
             None => (source, p.amount.0),
         };
 
-        let txn = api::db::begin_write(&self.db).await?;
+        let txn = domain::db::begin_write(&self.db).await?;
         let now = Utc::now();
         // Lock order: the payment (credited once, here), its conversion, then balances.
         let stamped = payment::Entity::update_many()

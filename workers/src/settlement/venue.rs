@@ -10,9 +10,9 @@ use entity::{Environment, settlement_conversion};
 use rust_decimal::{Decimal, RoundingStrategy};
 use uuid::Uuid;
 
-use api::config::{Config, SandboxVenueConfig};
-use api::gates::Gate;
-use api::rates::Rates;
+use domain::config::{Config, SandboxVenueConfig};
+use domain::gates::Gate;
+use domain::rates::Rates;
 
 /// Why a conversion did not happen (`failure_class`, and `balance.credited`'s too).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -284,14 +284,14 @@ mod tests {
     }
 
     fn rates() -> Rates {
-        Rates::new(&api::config::RatesConfig::default())
+        Rates::new(&domain::config::RatesConfig::default())
     }
 
     fn req<'a>(hint: Option<&'a str>, now: DateTime<Utc>) -> QuoteRequest<'a> {
         QuoteRequest {
             environment: Environment::Test,
-            source: api::gates::find("bitcoin").unwrap(),
-            target: api::gates::find("tron_usdt").unwrap(),
+            source: domain::gates::find("bitcoin").unwrap(),
+            target: domain::gates::find("tron_usdt").unwrap(),
             amount: d("0.01"),
             reference: Uuid::nil(),
             now,

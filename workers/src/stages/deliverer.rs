@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use api::webhooks;
+use domain::webhooks;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;

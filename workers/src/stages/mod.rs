@@ -14,9 +14,9 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use api::config::Config;
-use api::rates::Rates;
-use api::webhooks::secrets::SecretBox;
+use domain::config::Config;
+use domain::rates::Rates;
+use domain::webhooks::secrets::SecretBox;
 use sea_orm::DatabaseConnection;
 use tokio_util::sync::CancellationToken;
 

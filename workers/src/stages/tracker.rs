@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use api::config::Config;
+use domain::config::Config;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;

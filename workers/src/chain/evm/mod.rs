@@ -33,11 +33,11 @@ use send::{SendClass, classify_send_error, node_error};
 pub use wallet::{EvmSigner, GateSigner, HotWallet, bumped_fees, signers};
 
 use super::{Broadcast, Chain, ChainError, Outgoing, SignedTx, Transfer, TxStatus};
-use api::addresses::address_key;
-use api::chain::address::AddressFamily;
-use api::chain::evm_tx::signed_terms;
-use api::config::EvmConfig;
-use api::gates::{GATES, Gate};
+use domain::addresses::address_key;
+use domain::chain::address::AddressFamily;
+use domain::chain::evm_tx::signed_terms;
+use domain::config::EvmConfig;
+use domain::gates::{GATES, Gate};
 
 /// keccak256("Transfer(address,address,uint256)").
 pub const TRANSFER_TOPIC: &str = "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef";

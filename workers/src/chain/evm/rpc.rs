@@ -7,7 +7,7 @@ use rust_decimal::Decimal;
 use serde_json::{Value, json};
 
 use super::super::ChainError;
-use api::config::EvmNetworkConfig;
+use domain::config::EvmNetworkConfig;
 
 /// A JSON-RPC endpoint with retries.
 pub struct Rpc {

@@ -12,10 +12,10 @@ use super::super::signer::{Fees, NonceAccount, PayoutTx, Signer, Signers};
 use super::super::{ChainError, SignedTx};
 use super::Token;
 use super::rpc::{Rpc, hex_u64, hex_u256};
-use api::chain::address::AddressFamily;
-use api::chain::evm_tx::signed_terms;
-use api::config::{EvmConfig, EvmNetworkConfig};
-use api::gates::{self, GATES, Gate};
+use domain::chain::address::AddressFamily;
+use domain::chain::evm_tx::signed_terms;
+use domain::config::{EvmConfig, EvmNetworkConfig};
+use domain::gates::{self, GATES, Gate};
 
 /// key. The key is loaded only where signers are built (the payout executor).
 pub struct HotWallet {

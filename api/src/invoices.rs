@@ -4,16 +4,16 @@ use axum::Router;
 use axum::routing::{get, post};
 use entity::InvoiceStatus;
 
-use super::service;
-use super::service::{Created, ListFilter};
-use super::types::{CreateInvoiceRequest, InvoiceResponse};
 use crate::auth::{Allowed, perm};
 use crate::envelope::{Data, Page, Pagination};
 use crate::error::{ApiResult, ErrorEnvelope};
 use crate::extract::{JsonBody, PathId, QueryParams};
-use crate::state::AppState;
+use crate::state::HttpState;
+use domain::invoices::service;
+use domain::invoices::service::{Created, ListFilter};
+use domain::invoices::types::{CreateInvoiceRequest, InvoiceResponse};
 
-pub fn router() -> Router<AppState> {
+pub fn router() -> Router<HttpState> {
     Router::new()
         .route("/v1/invoices", post(create_invoice).get(list_invoices))
         .route("/v1/invoices/{invoice_id}", get(get_invoice))
@@ -42,7 +42,7 @@ crate::envelope::documented! {
         (status = 503, description = "gate_offline, rates_unavailable", body = ErrorEnvelope),
     ))]
 pub async fn create_invoice(
-    State(state): State<AppState>,
+    State(state): State<HttpState>,
     auth: Allowed<perm::InvoicesWrite>,
     body: JsonBody<CreateInvoiceRequest>,
 ) -> ApiResult<Data<InvoiceResponse>> {
@@ -70,7 +70,7 @@ pub async fn create_invoice(
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
     ))]
 pub async fn list_invoices(
-    State(state): State<AppState>,
+    State(state): State<HttpState>,
     auth: Allowed<perm::InvoicesRead>,
     q: QueryParams,
 ) -> ApiResult<Page<InvoiceResponse>> {
@@ -97,7 +97,7 @@ pub async fn list_invoices(
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope),
     ))]
 pub async fn get_invoice(
-    State(state): State<AppState>,
+    State(state): State<HttpState>,
     auth: Allowed<perm::InvoicesRead>,
     PathId(id): PathId,
 ) -> ApiResult<Data<InvoiceResponse>> {
@@ -114,7 +114,7 @@ pub async fn get_invoice(
         (status = 404, body = ErrorEnvelope), (status = 409, description = "invoice_not_cancellable", body = ErrorEnvelope),
     ))]
 pub async fn cancel_invoice(
-    State(state): State<AppState>,
+    State(state): State<HttpState>,
     auth: Allowed<perm::InvoicesWrite>,
     PathId(id): PathId,
 ) -> ApiResult<Data<InvoiceResponse>> {

@@ -5,16 +5,16 @@ use axum::extract::State;
 use axum::routing::{get, post};
 use entity::PayoutStatus;
 
-use super::service;
-use super::service::Created;
-use super::types::{CreatePayoutRequest, PayoutFull, PayoutShort};
 use crate::auth::{Allowed, perm};
 use crate::envelope::{Data, Page, Pagination};
 use crate::error::{ApiResult, ErrorEnvelope};
 use crate::extract::{JsonBody, PathId, QueryParams};
-use crate::state::AppState;
+use crate::state::HttpState;
+use domain::payouts::service;
+use domain::payouts::service::Created;
+use domain::payouts::types::{CreatePayoutRequest, PayoutFull, PayoutShort};
 
-pub fn router() -> Router<AppState> {
+pub fn router() -> Router<HttpState> {
     Router::new()
         .route("/v1/payouts", post(create_payout).get(list_payouts))
         .route("/v1/payouts/{payout_id}", get(get_payout))
@@ -43,7 +43,7 @@ crate::envelope::documented! {
         (status = 503, description = "gate_offline", body = ErrorEnvelope),
     ))]
 pub async fn create_payout(
-    State(state): State<AppState>,
+    State(state): State<HttpState>,
     auth: Allowed<perm::PayoutsWrite>,
     body: JsonBody<CreatePayoutRequest>,
 ) -> ApiResult<Data<PayoutShort>> {
@@ -63,7 +63,7 @@ pub async fn create_payout(
     responses((status = 200, body = inline(PayoutListEnvelope)),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope)))]
 pub async fn list_payouts(
-    State(state): State<AppState>,
+    State(state): State<HttpState>,
     auth: Allowed<perm::PayoutsRead>,
     q: QueryParams,
 ) -> ApiResult<Page<PayoutFull>> {
@@ -82,7 +82,7 @@ pub async fn list_payouts(
     responses((status = 200, body = inline(PayoutFullEnvelope)),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope)))]
 pub async fn get_payout(
-    State(state): State<AppState>,
+    State(state): State<HttpState>,
     auth: Allowed<perm::PayoutsRead>,
     PathId(id): PathId,
 ) -> ApiResult<Data<PayoutFull>> {
@@ -96,7 +96,7 @@ pub async fn get_payout(
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
         (status = 404, body = ErrorEnvelope), (status = 409, description = "payout_not_cancellable", body = ErrorEnvelope)))]
 pub async fn cancel_payout(
-    State(state): State<AppState>,
+    State(state): State<HttpState>,
     auth: Allowed<perm::PayoutsWrite>,
     PathId(id): PathId,
 ) -> ApiResult<Data<PayoutShort>> {

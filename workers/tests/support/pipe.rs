@@ -4,12 +4,14 @@
 
 use std::str::FromStr;
 
+use entity::Environment;
 use rust_decimal::Decimal;
+use sea_orm::EntityTrait;
 use serde_json::{Value, json};
+use testkit::TestApp;
 use uuid::Uuid;
 use workers::chain::Chains;
-
-use crate::TestApp;
+use workers::pipeline::{scanner, tracker};
 
 pub struct Pipe {
     pub app: TestApp,
@@ -21,7 +23,7 @@ pub struct Pipe {
 impl Pipe {
     /// A test server (block interval 0: blocks come only from [`Pipe::mine`]), configured
     /// further by `f`, with a test merchant and key.
-    pub async fn start(f: impl FnOnce(&mut api::config::Config)) -> Pipe {
+    pub async fn start(f: impl FnOnce(&mut domain::config::Config)) -> Pipe {
         let app = TestApp::spawn_with(|c| {
             c.sandbox.block_interval_ms = 0;
             f(c)
@@ -67,5 +69,25 @@ impl Pipe {
             .iter()
             .find(|r| r["gate_id"] == gate)
             .map_or((Decimal::ZERO, Decimal::ZERO), |r| (d(&r["available"]), d(&r["pending"])))
+    }
+
+    /// One pass of the deposit pipeline: scan every test gate to its tip, then track every
+    /// payment. Returns the payments the scans recorded.
+    pub async fn scan_and_track(&self) -> Vec<Uuid> {
+        let db = &self.app.state.db;
+        let mut recorded = Vec::new();
+        for (env, chain) in self.chains.all() {
+            if env != Environment::Test {
+                continue;
+            }
+            while let Some(r) = scanner::scan_gate(db, chain.as_ref(), env, 100).await.unwrap() {
+                recorded.extend(r.recorded);
+            }
+        }
+        let cfg = &self.app.state.config.pipeline;
+        for p in entity::payment::Entity::find().all(db).await.unwrap() {
+            tracker::track_payment(db, &self.chains, cfg, p.id).await.unwrap();
+        }
+        recorded
     }
 }

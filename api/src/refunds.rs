@@ -5,16 +5,16 @@ use axum::extract::State;
 use axum::routing::{get, post};
 use entity::RefundStatus;
 
-use super::service;
-use super::service::{Created, ListFilter};
-use super::types::{CreateRefundRequest, RefundResponse};
 use crate::auth::{Allowed, perm};
 use crate::envelope::{Data, Page, Pagination};
 use crate::error::{ApiResult, ErrorEnvelope};
 use crate::extract::{IdempotencyKey, JsonBody, PathId, QueryParams};
-use crate::state::AppState;
+use crate::state::HttpState;
+use domain::refunds::service;
+use domain::refunds::service::{Created, ListFilter};
+use domain::refunds::types::{CreateRefundRequest, RefundResponse};
 
-pub fn router() -> Router<AppState> {
+pub fn router() -> Router<HttpState> {
     Router::new()
         .route("/v1/refunds", post(create_refund).get(list_refunds))
         .route("/v1/refunds/{refund_id}", get(get_refund))
@@ -44,7 +44,7 @@ crate::envelope::documented! {
         (status = 503, description = "gate_offline", body = ErrorEnvelope),
     ))]
 pub async fn create_refund(
-    State(state): State<AppState>,
+    State(state): State<HttpState>,
     auth: Allowed<perm::RefundsWrite>,
     IdempotencyKey(key): IdempotencyKey,
     body: JsonBody<CreateRefundRequest>,
@@ -69,7 +69,7 @@ pub async fn create_refund(
     responses((status = 200, body = inline(RefundListEnvelope)),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope)))]
 pub async fn list_refunds(
-    State(state): State<AppState>,
+    State(state): State<HttpState>,
     auth: Allowed<perm::RefundsRead>,
     q: QueryParams,
 ) -> ApiResult<Page<RefundResponse>> {
@@ -89,7 +89,7 @@ pub async fn list_refunds(
     responses((status = 200, body = inline(RefundEnvelope)),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope)))]
 pub async fn get_refund(
-    State(state): State<AppState>,
+    State(state): State<HttpState>,
     auth: Allowed<perm::RefundsRead>,
     PathId(id): PathId,
 ) -> ApiResult<Data<RefundResponse>> {

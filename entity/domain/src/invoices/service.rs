@@ -24,7 +24,7 @@ pub enum Created {
 /// `fiat_amount` of `fiat` in `gate`'s asset at the current rate: `(crypto, rate)`. The crypto
 /// amount is rounded **up** to the gate's precision, so the merchant receives at least the fiat
 /// amount. 503 `rates_unavailable` without a fresh rate.
-pub(crate) fn price_in(
+pub fn price_in(
     state: &AppState,
     env: Environment,
     gate: &gates::Gate,

@@ -307,11 +307,10 @@ mod tests {
             ("tron_usdt".into(), Some("USDT".into()), Some("tron".into()))
         );
         assert_eq!(r(None, Some("USDC"), Some("solana")).unwrap().0, "solana_usdc");
-        assert_eq!(crate::error::ApiError::from(r(Some("nope"), None, None).unwrap_err()).status.as_u16(), 422);
-        assert_eq!(crate::error::ApiError::from(r(None, Some("USDT"), None).unwrap_err()).status.as_u16(), 422);
-        assert_eq!(
-            crate::error::ApiError::from(r(Some("bitcoin"), Some("USDT"), Some("tron")).unwrap_err()).status.as_u16(),
-            400
-        );
+        // `api::error` answers Unprocessable with 422 and Invalid with 400.
+        use crate::domain_error::Kind;
+        assert_eq!(r(Some("nope"), None, None).unwrap_err().kind, Kind::Unprocessable);
+        assert_eq!(r(None, Some("USDT"), None).unwrap_err().kind, Kind::Unprocessable);
+        assert_eq!(r(Some("bitcoin"), Some("USDT"), Some("tron")).unwrap_err().kind, Kind::Invalid);
     }
 }

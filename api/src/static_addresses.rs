@@ -5,18 +5,18 @@ use axum::extract::State;
 use axum::routing::get;
 use entity::InvoiceStatus;
 
-use super::service;
-use super::service::ListFilter;
-use super::types::{CreateStaticAddressRequest, StaticAddressResponse};
 use crate::auth::{Allowed, perm};
 use crate::envelope::{Data, Page, Pagination};
 use crate::error::{ApiResult, ErrorEnvelope};
 use crate::extract::{JsonBody, PathId, QueryParams};
 use crate::invoices::InvoiceListEnvelope;
-use crate::invoices::types::InvoiceResponse;
-use crate::state::AppState;
+use crate::state::HttpState;
+use domain::invoices::types::InvoiceResponse;
+use domain::static_addresses::service;
+use domain::static_addresses::service::ListFilter;
+use domain::static_addresses::types::{CreateStaticAddressRequest, StaticAddressResponse};
 
-pub fn router() -> Router<AppState> {
+pub fn router() -> Router<HttpState> {
     Router::new()
         .route("/v1/addresses", get(list_addresses).post(create_address))
         .route("/v1/addresses/{address_id}", get(get_address))
@@ -45,7 +45,7 @@ crate::envelope::documented! {
         (status = 503, description = "gate_offline", body = ErrorEnvelope),
     ))]
 pub async fn create_address(
-    State(state): State<AppState>,
+    State(state): State<HttpState>,
     auth: Allowed<perm::AddressesWrite>,
     body: JsonBody<CreateStaticAddressRequest>,
 ) -> ApiResult<Data<StaticAddressResponse>> {
@@ -66,7 +66,7 @@ pub async fn create_address(
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
     ))]
 pub async fn list_addresses(
-    State(state): State<AppState>,
+    State(state): State<HttpState>,
     auth: Allowed<perm::AddressesRead>,
     q: QueryParams,
 ) -> ApiResult<Page<StaticAddressResponse>> {
@@ -90,7 +90,7 @@ pub async fn list_addresses(
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope),
     ))]
 pub async fn get_address(
-    State(state): State<AppState>,
+    State(state): State<HttpState>,
     auth: Allowed<perm::AddressesRead>,
     PathId(id): PathId,
 ) -> ApiResult<Data<StaticAddressResponse>> {
@@ -112,7 +112,7 @@ pub async fn get_address(
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope),
     ))]
 pub async fn list_address_invoices(
-    State(state): State<AppState>,
+    State(state): State<HttpState>,
     auth: Allowed<perm::AddressesRead>,
     PathId(id): PathId,
     q: QueryParams,
@@ -121,8 +121,8 @@ pub async fn list_address_invoices(
     let status = q.one_of("status", InvoiceStatus::parse, InvoiceStatus::WIRE_LIST)?;
     let address = service::get(&state, &auth, id).await?;
     let filter =
-        crate::invoices::service::ListFilter { status, static_address_id: Some(address.id), ..Default::default() };
-    let (rows, total) = crate::invoices::service::list(&state, &auth, &filter, limit, offset).await?;
+        domain::invoices::service::ListFilter { status, static_address_id: Some(address.id), ..Default::default() };
+    let (rows, total) = domain::invoices::service::list(&state, &auth, &filter, limit, offset).await?;
     let base = &state.config.public_base_url;
     Ok(Page {
         data: rows.iter().map(|(inv, p)| InvoiceResponse::from_model(inv, p, base)).collect(),

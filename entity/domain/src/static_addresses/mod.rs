@@ -1,4 +1,4 @@
-//! The static address resource: `/v1/addresses` (spec 4.12).
+//! Static addresses (spec 4.12), served by `api::static_addresses` at `/v1/addresses`.
 //!
 //! A static address is a permanent deposit address of one gate; each deposit to it creates an
 //! invoice (`source = static_address`). Creating one needs `addresses:write`; reading, including
@@ -6,9 +6,3 @@
 
 pub mod service;
 pub mod types;
-
-// The HTTP face (feature `http`): handlers, router, OpenAPI paths and envelopes.
-#[cfg(feature = "http")]
-mod routes;
-#[cfg(feature = "http")]
-pub use routes::*;

@@ -147,7 +147,7 @@ fn check_bounds(req: &CreatePayoutRequest) -> DomainResult<Checked<'_>> {
     }
 }
 
-pub(crate) fn parse_amount(gate: &Gate, s: &str) -> DomainResult<Decimal> {
+pub fn parse_amount(gate: &Gate, s: &str) -> DomainResult<Decimal> {
     let d = crate::invoices::validate::parse_amount("amount", s)
         .map_err(|e| DomainError::unprocessable(ErrorCode::ValidationError, "amount", e))?;
     if d.scale() > gate.decimals {

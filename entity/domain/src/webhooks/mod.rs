@@ -1,0 +1,60 @@
+//! Webhooks (spec 5.7 and section 6). Events are written to the outbox (`crate::events`) in
+//! the transaction of their cause; the deliverer moves them into deliveries (`dispatch`),
+//! posts each signed body until a 2xx or the end of the retry schedule (`deliver`), and keeps
+//! every attempt. Operators manage endpoints and deliveries with `ops webhooks` (`endpoints`,
+//! `admin`). `signature` is also what merchants copy to verify deliveries.
+
+pub mod admin;
+pub mod dispatch;
+pub mod endpoints;
+pub mod outbound;
+pub mod secrets;
+pub mod signature;
+
+use entity::Environment;
+use uuid::Uuid;
+
+/// Header carrying the delivery id: the same on every attempt and replay of one delivery, so
+/// receivers can de-duplicate.
+pub const DELIVERY_HEADER: &str = "X-Service-Delivery";
+/// Header carrying the event type.
+pub const EVENT_HEADER: &str = "X-Service-Event";
+/// The `test` event (`ops webhooks test`).
+pub const TEST_EVENT: &str = "test";
+
+/// Every event type the outbox carries today (spec section 6), `test` included.
+pub fn events_kinds() -> &'static [&'static str] {
+    use crate::events::kind::*;
+    &[
+        INVOICE_CONFIRMING,
+        INVOICE_PAID,
+        INVOICE_OVERPAID,
+        INVOICE_UNDERPAID,
+        INVOICE_EXPIRED,
+        INVOICE_INVALID,
+        INVOICE_LATE_DEPOSIT,
+        INVOICE_DEPOSIT_REVERSED,
+        INVOICE_ACTIVATED,
+        INVOICE_DRAFT_EXPIRED,
+        BALANCE_CREDITED,
+        PAYOUT_COMPLETED,
+        PAYOUT_FAILED,
+        TEST_EVENT,
+    ]
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WebhookError {
+    #[error("invalid url: {0}")]
+    InvalidUrl(String),
+    #[error("merchant {0} not found")]
+    UnknownMerchant(Uuid),
+    #[error("merchant {0} has no {1} webhook endpoint")]
+    NoEndpoint(Uuid, Environment),
+    #[error("delivery {0} not found")]
+    UnknownDelivery(Uuid),
+    #[error(transparent)]
+    Secret(#[from] secrets::SecretError),
+    #[error(transparent)]
+    Db(#[from] sea_orm::DbErr),
+}
