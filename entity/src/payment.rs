@@ -67,4 +67,48 @@ impl Related<Entity> for super::invoice::Entity {
     }
 }
 
+impl Model {
+    /// A transfer of `amount` to `invoice_id` seen `now` (tx `tx_hash`, output/log
+    /// `output_index`), `confirming` with no confirmations, no block, nothing credited and no
+    /// tracker state. Callers set what they know with struct update syntax:
+    /// `Model { confirmations: …, ..Model::detected(…) }`.
+    pub fn detected(
+        invoice_id: Uuid,
+        environment: Environment,
+        gate_id: String,
+        tx_hash: String,
+        output_index: i64,
+        amount: Amount,
+        now: DateTimeUtc,
+    ) -> Model {
+        Model {
+            id: Uuid::now_v7(),
+            invoice_id,
+            environment,
+            gate_id,
+            tx_hash,
+            output_index,
+            amount,
+            confirmations: 0,
+            required_confirmations: 0,
+            status: PaymentStatus::Confirming,
+            block_height: None,
+            detected_at: now,
+            confirmed_at: None,
+            created_at: now,
+            credited_gate_id: None,
+            credited_amount: None,
+            credited_at: None,
+            reversed_at: None,
+            checked_at: None,
+            missing_since_height: None,
+            missing_last_height: None,
+            missing_checks: 0,
+            next_check_at: None,
+            track_token: None,
+            revivals: 0,
+        }
+    }
+}
+
 impl ActiveModelBehavior for ActiveModel {}

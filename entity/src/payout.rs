@@ -53,4 +53,48 @@ pub struct Model {
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
 pub enum Relation {}
 
+impl Model {
+    /// A payout `id` of `merchant_id` in `environment`, created `now`: `pending_approval`, no
+    /// gate, destination or amounts yet (zero, fees allocated to the merchant), nothing signed,
+    /// sent or finished. Callers set what they know with struct update syntax:
+    /// `Model { gate_id: …, amount: …, ..Model::blank(…) }`.
+    pub fn blank(id: Uuid, merchant_id: Uuid, environment: Environment, now: DateTimeUtc) -> Model {
+        Model {
+            id,
+            merchant_id,
+            environment,
+            gate_id: String::new(),
+            currency: String::new(),
+            network: String::new(),
+            amount: Amount::ZERO,
+            amount_in_base_currency: None,
+            recipient_amount: Amount::ZERO,
+            merchant_debit_amount: Amount::ZERO,
+            fee_amount: Amount::ZERO,
+            payout_fee_allocation: FeeAllocation::Merchant,
+            network_fee: Amount::ZERO,
+            configured_network_fee_amount: Amount::ZERO,
+            network_fee_allocation: FeeAllocation::Merchant,
+            destination: String::new(),
+            destination_tag: None,
+            status: PayoutStatus::PendingApproval,
+            tx_hash: None,
+            idempotency_key: None,
+            description: None,
+            metadata: None,
+            failure_reason: None,
+            executable_at: None,
+            approved_at: None,
+            completed_at: None,
+            cancelled_at: None,
+            created_at: now,
+            updated_at: now,
+            signed_tx: None,
+            queued_at: None,
+            broadcast_at: None,
+            checked_at: None,
+        }
+    }
+}
+
 impl ActiveModelBehavior for ActiveModel {}

@@ -196,7 +196,7 @@ fn invoice_dedupe_key(event_type: &str, inv: &invoice::Model, cause: Option<&pay
 
 #[cfg(test)]
 mod tests {
-    use entity::{Amount, Environment, FeeAllocation, PayoutStatus};
+    use entity::{Amount, Environment, PayoutStatus};
     use rust_decimal::Decimal;
 
     use super::*;
@@ -206,39 +206,19 @@ mod tests {
         let now = Utc::now();
         let a = |s: &str| Amount(s.parse::<Decimal>().unwrap());
         let p = payout::Model {
-            id: Uuid::now_v7(),
-            merchant_id: Uuid::now_v7(),
-            environment: Environment::Test,
             gate_id: "bitcoin".into(),
             currency: "BTC".into(),
             network: "bitcoin".into(),
             amount: a("0.50"),
-            amount_in_base_currency: None,
             recipient_amount: a("0.5"),
             merchant_debit_amount: a("0.5002"),
             fee_amount: a("0.0001"),
-            payout_fee_allocation: FeeAllocation::Merchant,
             network_fee: a("0.0001"),
             configured_network_fee_amount: a("0.0001"),
-            network_fee_allocation: FeeAllocation::Merchant,
             destination: "tb1qexample".into(),
-            destination_tag: None,
             status: PayoutStatus::Failed,
-            tx_hash: None,
-            idempotency_key: None,
-            description: None,
-            metadata: None,
             failure_reason: Some("destination rejected".into()),
-            executable_at: None,
-            approved_at: None,
-            completed_at: None,
-            cancelled_at: None,
-            created_at: now,
-            updated_at: now,
-            signed_tx: None,
-            queued_at: None,
-            broadcast_at: None,
-            checked_at: None,
+            ..payout::Model::blank(Uuid::now_v7(), Uuid::now_v7(), Environment::Test, now)
         };
         let d = payout_data(&p);
         let mut keys: Vec<&str> = d.as_object().unwrap().keys().map(String::as_str).collect();

@@ -273,33 +273,21 @@ async fn record_payment<C: ConnectionTrait>(
     let gate = domain::gates::find(&gate_id).ok_or_else(|| PipelineError::Invariant("unknown gate".into()))?;
     let now = Utc::now();
     let p = payment::Model {
-        id: Uuid::now_v7(),
-        invoice_id: inv.id,
-        environment: inv.environment,
-        gate_id: gate_id.clone(),
-        tx_hash: t.tx_hash.clone(),
-        output_index: t.output_index,
-        amount: Amount::new(t.amount),
         confirmations: i32::try_from(tip.saturating_sub(t.block_height) + 1).unwrap_or(i32::MAX),
         required_confirmations: gate.confirmations as i32,
-        status: PaymentStatus::Confirming,
         block_height: Some(t.block_height as i64),
-        detected_at: now,
-        confirmed_at: None,
-        created_at: now,
-        credited_gate_id: None,
-        credited_amount: None,
-        credited_at: None,
-        reversed_at: None,
         // Seen now: the tracker takes it when a scan completes its confirmations (or the
         // sweeper, if that hand-over is lost).
         checked_at: Some(now),
-        missing_since_height: None,
-        missing_last_height: None,
-        missing_checks: 0,
-        next_check_at: None,
-        track_token: None,
-        revivals: 0,
+        ..payment::Model::detected(
+            inv.id,
+            inv.environment,
+            gate_id.clone(),
+            t.tx_hash.clone(),
+            t.output_index,
+            Amount::new(t.amount),
+            now,
+        )
     };
     let inserted = payment::Entity::insert(payment::ActiveModel::from(p.clone()))
         .on_conflict(

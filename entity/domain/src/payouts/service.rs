@@ -99,7 +99,7 @@ pub async fn save_settings(db: &impl ConnectionTrait, s: merchant_env_settings::
     Ok(())
 }
 
-pub(crate) fn required<'a>(p: &mut Vec<String>, name: &str, v: &'a Option<String>, max: usize) -> Option<&'a str> {
+fn required<'a>(p: &mut Vec<String>, name: &str, v: &'a Option<String>, max: usize) -> Option<&'a str> {
     match v.as_deref() {
         None | Some("") => {
             p.push(format!("{name}: required"));
@@ -113,18 +113,20 @@ pub(crate) fn required<'a>(p: &mut Vec<String>, name: &str, v: &'a Option<String
     }
 }
 
-struct Checked<'a> {
-    currency: &'a str,
-    amount: &'a str,
-    destination: &'a str,
+/// What a payout or refund request sends where: its required fields, within bounds.
+pub(crate) struct Sent<'a> {
+    pub currency: &'a str,
+    pub amount: &'a str,
+    pub destination: &'a str,
 }
 
-/// Spec 4.5 bounds; violations are 422 `validation_error`, all reported at once.
-fn check_bounds(req: &CreatePayoutRequest) -> DomainResult<Checked<'_>> {
-    let mut p = Vec::new();
-    let currency = required(&mut p, "currency", &req.currency, 20);
-    let amount = required(&mut p, "amount", &req.amount, 50);
-    let destination = required(&mut p, "destination", &req.destination, 256);
+/// Spec 4.5 bounds (a refund's, spec 4.9, are the same, without an idempotency key of its
+/// own). Each violation is added to `p`, so a request learns all of them at once; `None` when a
+/// required field is missing or too long.
+pub(crate) fn check_sent<'a>(p: &mut Vec<String>, req: &'a CreatePayoutRequest) -> Option<Sent<'a>> {
+    let currency = required(p, "currency", &req.currency, 20);
+    let amount = required(p, "amount", &req.amount, 50);
+    let destination = required(p, "destination", &req.destination, 256);
     for (name, v, max) in [
         ("network", &req.network, 64),
         ("destination_tag", &req.destination_tag, 256),
@@ -141,8 +143,14 @@ fn check_bounds(req: &CreatePayoutRequest) -> DomainResult<Checked<'_>> {
     if req.metadata.as_ref().is_some_and(|m| m.len() > 50) {
         p.push("metadata: at most 50 properties".into());
     }
-    match (currency, amount, destination, p.is_empty()) {
-        (Some(currency), Some(amount), Some(destination), true) => Ok(Checked { currency, amount, destination }),
+    Some(Sent { currency: currency?, amount: amount?, destination: destination? })
+}
+
+/// Spec 4.5 bounds; violations are 422 `validation_error`, all reported at once.
+fn check_bounds(req: &CreatePayoutRequest) -> DomainResult<Sent<'_>> {
+    let mut p = Vec::new();
+    match check_sent(&mut p, req) {
+        Some(sent) if p.is_empty() => Ok(sent),
         _ => Err(DomainError::unprocessable_many(ErrorCode::ValidationError, p)),
     }
 }
@@ -250,9 +258,6 @@ pub async fn prepare(state: &AppState, who: &Principal, spec: PayoutSpec<'_>) ->
         (PayoutStatus::PendingApproval, None, None)
     };
     Ok(payout::Model {
-        id: Uuid::now_v7(),
-        merchant_id: who.merchant_id,
-        environment: env,
         gate_id: gate.id.into(),
         currency: gate.asset.into(),
         network: gate.network.into(),
@@ -268,21 +273,12 @@ pub async fn prepare(state: &AppState, who: &Principal, spec: PayoutSpec<'_>) ->
         destination: spec.destination.into(),
         destination_tag: destination_tag.map(str::to_owned),
         status,
-        tx_hash: None,
         idempotency_key: spec.idempotency_key,
         description: spec.description,
         metadata: spec.metadata,
-        failure_reason: None,
         executable_at,
         approved_at,
-        completed_at: None,
-        cancelled_at: None,
-        created_at: now,
-        updated_at: now,
-        signed_tx: None,
-        queued_at: None,
-        broadcast_at: None,
-        checked_at: None,
+        ..payout::Model::blank(Uuid::now_v7(), who.merchant_id, env, now)
     })
 }
 

@@ -15,7 +15,7 @@ use crate::domain_error::{DomainError, DomainResult, ErrorCode};
 use crate::gates::{self, Gate};
 use crate::invoices::validate::canonical_hash;
 use crate::keys::Principal;
-use crate::payouts::service::{self as payouts, FeeKind, PayoutSpec, required};
+use crate::payouts::service::{self as payouts, FeeKind, PayoutSpec};
 use crate::state::AppState;
 
 /// The `Idempotency-Key` header's name, as errors name it.
@@ -26,38 +26,29 @@ pub enum Created {
     Replayed(refund::Model, payout::Model),
 }
 
-struct Checked<'a> {
+struct Checked {
     invoice_id: Uuid,
-    currency: &'a str,
-    amount: &'a str,
-    destination: &'a str,
+    currency: String,
+    amount: String,
+    destination: String,
 }
 
-/// Spec 4.9 bounds; violations are 422 `validation_error`, all reported at once.
-fn check_bounds(req: &CreateRefundRequest) -> DomainResult<Checked<'_>> {
+/// Spec 4.9 bounds: the refunded invoice, then a payout request's bounds (`payouts::check_sent`);
+/// violations are 422 `validation_error`, all reported at once.
+fn check_bounds(req: &CreateRefundRequest) -> DomainResult<Checked> {
     let mut p = Vec::new();
     if req.invoice_id.is_none() {
         p.push("invoice_id: required".to_owned());
     }
-    let currency = required(&mut p, "currency", &req.currency, 20);
-    let amount = required(&mut p, "amount", &req.amount, 50);
-    let destination = required(&mut p, "destination", &req.destination, 256);
-    for (name, v, max) in [
-        ("network", &req.network, 64),
-        ("destination_tag", &req.destination_tag, 256),
-        ("description", &req.description, 1000),
-    ] {
-        if v.as_ref().is_some_and(|s| s.chars().count() > max) {
-            p.push(format!("{name}: at most {max} characters"));
-        }
-    }
-    if req.metadata.as_ref().is_some_and(|m| m.len() > 50) {
-        p.push("metadata: at most 50 properties".into());
-    }
-    match (req.invoice_id, currency, amount, destination, p.is_empty()) {
-        (Some(invoice_id), Some(currency), Some(amount), Some(destination), true) => {
-            Ok(Checked { invoice_id, currency, amount, destination })
-        }
+    let payout = req.as_payout_request();
+    let sent = payouts::check_sent(&mut p, &payout);
+    match (req.invoice_id, sent, p.is_empty()) {
+        (Some(invoice_id), Some(s), true) => Ok(Checked {
+            invoice_id,
+            currency: s.currency.to_owned(),
+            amount: s.amount.to_owned(),
+            destination: s.destination.to_owned(),
+        }),
         _ => Err(DomainError::unprocessable_many(ErrorCode::ValidationError, p)),
     }
 }
@@ -160,11 +151,11 @@ pub async fn create(
         .one(&state.db)
         .await?
         .ok_or_else(|| DomainError::not_found("invoice"))?;
-    let gate = gates::resolve(c.currency, req.network.as_deref())?;
+    let gate = gates::resolve(&c.currency, req.network.as_deref())?;
     let credits =
         invoice_credit::Entity::find().filter(invoice_credit::Column::InvoiceId.eq(inv.id)).all(&state.db).await?;
     let credit = matching_credit(&credits, gate, inv.id)?;
-    let amount = payouts::parse_amount(gate, c.amount)?;
+    let amount = payouts::parse_amount(gate, &c.amount)?;
     if amount > refundable(credit) {
         // A retry of a request that has just taken this credit is answered with that refund:
         // the credit read above already shows its commit, so its key is visible now.
@@ -178,7 +169,7 @@ pub async fn create(
     let spec = PayoutSpec {
         gate,
         amount,
-        destination: c.destination,
+        destination: &c.destination,
         destination_tag: req.destination_tag.as_deref(),
         description: Some(format!("refund {refund_id} of invoice {}", inv.id)),
         metadata: None,

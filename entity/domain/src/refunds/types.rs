@@ -6,6 +6,7 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::invoices::types::ts;
+use crate::payouts::types::CreatePayoutRequest;
 
 /// `POST /v1/refunds` body. Bound violations are 422; malformed JSON, wrong types and a
 /// malformed `invoice_id` are 400.
@@ -30,6 +31,23 @@ pub struct CreateRefundRequest {
     /// At most 50 properties.
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+impl CreateRefundRequest {
+    /// The payout this refund asks for, as a payout request: the same fields and bounds, and no
+    /// idempotency key of its own (the refund's key is the request's).
+    pub fn as_payout_request(&self) -> CreatePayoutRequest {
+        CreatePayoutRequest {
+            currency: self.currency.clone(),
+            network: self.network.clone(),
+            amount: self.amount.clone(),
+            destination: self.destination.clone(),
+            destination_tag: self.destination_tag.clone(),
+            description: self.description.clone(),
+            metadata: self.metadata.clone(),
+            idempotency_key: None,
+        }
+    }
 }
 
 /// A refund (spec 2.6). `network_fee`, `tx_hash`, `failure_reason` and `completed_at` come from
