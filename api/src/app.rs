@@ -99,6 +99,23 @@ pub async fn serve(
     serve_router(listener, router(state), &settings, shutdown).await
 }
 
+/// Serves Prometheus `GET /metrics` (the process's recorder, `domain::telemetry`) on the
+/// operator's `[server] metrics_listen` until `shutdown` resolves.
+pub async fn serve_metrics(
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let handle = domain::telemetry::metrics_recorder();
+    let app = Router::new().route(
+        "/metrics",
+        get(move || {
+            let body = handle.render();
+            async move { ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body) }
+        }),
+    );
+    axum::serve(listener, app).with_graceful_shutdown(shutdown).await
+}
+
 /// The accept loop behind `serve`, for any router: HTTP/1.1 with a header read timeout, a
 /// request timeout (503 `request_timeout` in the error envelope), an idle keep-alive timeout
 /// and at most `max_connections` connections (the next client waits in the listen backlog).

@@ -25,6 +25,7 @@ fn settings() -> ServerConfig {
         request_timeout_ms: 10_000,
         idle_timeout_ms: 10_000,
         max_connections: 64,
+        metrics_listen: None,
     }
 }
 

@@ -1,12 +1,11 @@
 //! Prometheus metrics of the job platform.
 //!
-//! One recorder per process, installed on first use ([`install_recorder`]); `/metrics` renders it.
+//! One recorder per process (the domain's, [`install_recorder`]); `/metrics` renders it.
 
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use metrics::{counter, gauge, histogram};
-use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::PrometheusHandle;
 
 use super::admin::QueueDepth;
 
@@ -21,37 +20,9 @@ pub const QUEUE_LAG: &str = "paygate_job_queue_lag_seconds";
 /// Jobs by `queue` and `state` (waiting, scheduled, running, dead), sampled by the runtime.
 pub const QUEUE_DEPTH: &str = "paygate_job_queue_depth";
 
-const LAG_BUCKETS: &[f64] = &[0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0];
-
-static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
-
-/// Installs the process-wide Prometheus recorder (once; later calls return the same handle).
-/// When another recorder was installed first, the handle renders nothing and a warning is logged.
+/// The process-wide Prometheus recorder (`domain::telemetry::metrics_recorder`).
 pub fn install_recorder() -> PrometheusHandle {
-    HANDLE
-        .get_or_init(|| {
-            let recorder = PrometheusBuilder::new()
-                .set_buckets_for_metric(Matcher::Full(QUEUE_LAG.to_owned()), LAG_BUCKETS)
-                .expect("static buckets are valid")
-                .build_recorder();
-            let handle = recorder.handle();
-            if metrics::set_global_recorder(recorder).is_err() {
-                tracing::warn!("a metrics recorder was already installed; /metrics will not show job metrics");
-            }
-            // Without the exporter's own runtime, histograms are drained by hand.
-            let upkeep = handle.clone();
-            std::thread::Builder::new()
-                .name("metrics-upkeep".into())
-                .spawn(move || {
-                    loop {
-                        std::thread::sleep(Duration::from_secs(5));
-                        upkeep.run_upkeep();
-                    }
-                })
-                .expect("spawning the metrics upkeep thread");
-            handle
-        })
-        .clone()
+    domain::telemetry::metrics_recorder()
 }
 
 pub(crate) fn job_processed(queue: &str) {

@@ -1,4 +1,6 @@
-//! `[server]`: the API listener's timeouts and connection cap.
+//! `[server]`: the API listener's timeouts and connection cap, and where it serves metrics.
+
+use std::net::SocketAddr;
 
 use serde::{Deserialize, Serialize};
 
@@ -17,6 +19,10 @@ pub struct ServerConfig {
     pub idle_timeout_ms: u64,
     /// Connections held at once; further clients wait in the listen backlog until one closes.
     pub max_connections: usize,
+    /// Where the `api` binary serves Prometheus `GET /metrics` (rate limiting: requests refused
+    /// per class, rate-limit store failures). Unset: not served. An operator address, kept off
+    /// the public listener.
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 impl Default for ServerConfig {
@@ -26,6 +32,7 @@ impl Default for ServerConfig {
             request_timeout_ms: 30_000,
             idle_timeout_ms: 5_000,
             max_connections: 1024,
+            metrics_listen: None,
         }
     }
 }
