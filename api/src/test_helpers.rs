@@ -165,7 +165,9 @@ pub async fn simulate_deposit(
     Ok(Data::created(t.into()))
 }
 
-/// Reverse a simulated deposit: it leaves the sandbox chain, as after a reorg or double spend.
+/// Reverse a simulated deposit: it leaves the sandbox chain, as after a reorg or double spend,
+/// and the confirmation tracker is woken for its payment whatever its depth, so the reversal
+/// reaches the invoice and the balance within a sweep (`pipeline.sweep_interval_ms`).
 /// Idempotent.
 #[utoipa::path(post, path = "/v1/test/deposits/{deposit_id}/reverse", tag = "test helpers", security(("api_key" = [])),
     params(("deposit_id" = Uuid, Path)),
@@ -186,11 +188,7 @@ pub async fn reverse_deposit(
         return Err(ApiError::not_found("deposit"));
     }
     let gate = gates::find(&t.gate_id).ok_or_else(|| ApiError::internal("deposit on an unknown gate"))?;
-    let t = sandbox_payments::chain(&state, gate)
-        .reverse(id)
-        .await
-        .map_err(ApiError::internal)?
-        .ok_or_else(|| ApiError::not_found("deposit"))?;
+    let t = sandbox_payments::reverse(&state, gate, id).await?.ok_or_else(|| ApiError::not_found("deposit"))?;
     Ok(Data::ok(t.into()))
 }
 

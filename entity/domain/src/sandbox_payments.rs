@@ -2,8 +2,12 @@
 //! chain. The test helpers (`POST /v1/test/deposits`) and the checkout page's test-mode buttons
 //! both pay through here.
 
-use entity::sandbox_transfer;
+use chrono::{DateTime, Utc};
+use entity::{Environment, PaymentStatus, payment, sandbox_transfer};
 use rust_decimal::Decimal;
+use sea_orm::sea_query::Expr;
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+use uuid::Uuid;
 
 use crate::chain::sandbox::SandboxChain;
 use crate::domain_error::{DomainError, DomainResult};
@@ -25,4 +29,31 @@ pub async fn deposit_to(
     tx_hash: Option<&str>,
 ) -> DomainResult<sandbox_transfer::Model> {
     chain(state, gate).deposit(address_key, amount, tx_hash).await.map_err(DomainError::internal)
+}
+
+/// Takes a transfer off `gate`'s sandbox chain, as a reorganisation or a double spend would,
+/// and wakes the confirmation tracker for the payment it made, however deep that payment is:
+/// its check becomes due at once (`next_check_at` in the past), the sweeper lists a payment with
+/// a due check whatever its depth, and the tracker then finds the transfer gone and reverses
+/// the payment (invoice, ledger, events). Without the wake-up a payment deeper than the
+/// tracker's watch (twice its confirmations) would never be looked at again. Idempotent: a
+/// repeated call wakes the tracker again, and a reversed payment is not touched. `None`: no such
+/// transfer on this chain.
+pub async fn reverse(
+    state: &AppState,
+    gate: &'static Gate,
+    transfer_id: Uuid,
+) -> DomainResult<Option<sandbox_transfer::Model>> {
+    let Some(t) = chain(state, gate).reverse(transfer_id).await.map_err(DomainError::internal)? else {
+        return Ok(None);
+    };
+    payment::Entity::update_many()
+        .col_expr(payment::Column::NextCheckAt, Expr::value(DateTime::<Utc>::UNIX_EPOCH))
+        .filter(payment::Column::Environment.eq(Environment::Test))
+        .filter(payment::Column::GateId.eq(gate.id))
+        .filter(payment::Column::TxHash.eq(t.tx_hash.as_str()))
+        .filter(payment::Column::Status.ne(PaymentStatus::Reversed))
+        .exec(&state.db)
+        .await?;
+    Ok(Some(t))
 }

@@ -66,12 +66,21 @@ pub async fn sweep(db: &DatabaseConnection, stale_after: std::time::Duration) ->
     let candidates = payment::Entity::find()
         .filter(overdue(stale))
         // Every unconfirmed payment, whatever its stored confirmations (a tracker may have died
-        // between storing them and crediting), and credited ones still watched for reversal.
-        .filter(Condition::any().add(payment::Column::Status.eq(PaymentStatus::Confirming)).add(
-            Condition::all().add(payment::Column::Status.eq(PaymentStatus::Confirmed)).add(
-                Expr::col(payment::Column::Confirmations).lt(Expr::col(payment::Column::RequiredConfirmations).mul(2)),
+        // between storing them and crediting), and credited ones still watched for reversal or
+        // with a check asked for (a sandbox reversal wakes the tracker however deep: the
+        // tracker clears `next_check_at` when it stops watching).
+        .filter(
+            Condition::any().add(payment::Column::Status.eq(PaymentStatus::Confirming)).add(
+                Condition::all().add(payment::Column::Status.eq(PaymentStatus::Confirmed)).add(
+                    Condition::any()
+                        .add(
+                            Expr::col(payment::Column::Confirmations)
+                                .lt(Expr::col(payment::Column::RequiredConfirmations).mul(2)),
+                        )
+                        .add(payment::Column::NextCheckAt.is_not_null()),
+                ),
             ),
-        ))
+        )
         .order_by_asc(payment::Column::CheckedAt)
         .limit(SWEEP_LIMIT)
         .all(db)
