@@ -30,6 +30,10 @@ pub enum Offline {
     NoTokenContract,
     /// Payouts only: no hot wallet key for the network.
     NoSigner(&'static str),
+    /// `[tron] api_url` is not set (no node to read).
+    TronNotConfigured,
+    /// Payouts only: this network has no payout signer yet.
+    NoPayoutSigner,
 }
 
 impl std::fmt::Display for Offline {
@@ -45,6 +49,10 @@ impl std::fmt::Display for Offline {
             }
             Offline::NoTokenContract => write!(f, "no usable token contract ([evm.tokens.<gate>] contract)"),
             Offline::NoSigner(n) => write!(f, "no payout signer: set [evm.networks.{n}] hot_wallet_key_file"),
+            Offline::TronNotConfigured => {
+                write!(f, "no node configured: set [tron] api_url so its deposits are scanned")
+            }
+            Offline::NoPayoutSigner => write!(f, "payouts are not supported on this network yet (no signer)"),
         }
     }
 }
@@ -74,11 +82,18 @@ pub fn payouts(cfg: &Config, env: Environment, gate: &Gate) -> Result<(), Offlin
         Environment::Test => Ok(()),
         Environment::Live => {
             live_adapter(cfg, gate)?;
-            let net = cfg.evm.networks.get(gate.network).ok_or(Offline::NetworkNotConfigured(gate.network))?;
-            if net.hot_wallet_key.is_none() && net.hot_wallet_key_file.is_none() {
-                return Err(Offline::NoSigner(gate.network));
+            match gate.family {
+                AddressFamily::Evm => {
+                    let net = cfg.evm.networks.get(gate.network).ok_or(Offline::NetworkNotConfigured(gate.network))?;
+                    if net.hot_wallet_key.is_none() && net.hot_wallet_key_file.is_none() {
+                        return Err(Offline::NoSigner(gate.network));
+                    }
+                    Ok(())
+                }
+                AddressFamily::Bitcoin | AddressFamily::Tron | AddressFamily::Solana | AddressFamily::Xrp => {
+                    Err(Offline::NoPayoutSigner)
+                }
             }
-            Ok(())
         }
     }
 }
@@ -99,8 +114,8 @@ fn configured_offline(cfg: &Config, env: Environment, gate: &Gate) -> bool {
     map.get(gate.id).and_then(|o| o.status) == Some(GateStatus::Offline)
 }
 
-/// A live adapter for the gate's network. Only EVM networks have one so far; every other
-/// family is offline until its adapter exists.
+/// A live adapter for the gate's network: EVM networks and TRON so far; every other family is
+/// offline until its adapter exists.
 fn live_adapter(cfg: &Config, gate: &Gate) -> Result<(), Offline> {
     match gate.family {
         AddressFamily::Evm => {
@@ -112,9 +127,13 @@ fn live_adapter(cfg: &Config, gate: &Gate) -> Result<(), Offline> {
             }
             Ok(())
         }
-        AddressFamily::Bitcoin | AddressFamily::Tron | AddressFamily::Solana | AddressFamily::Xrp => {
-            Err(Offline::NoChainAdapter)
+        AddressFamily::Tron => {
+            if !cfg.tron.configured() {
+                return Err(Offline::TronNotConfigured);
+            }
+            Ok(())
         }
+        AddressFamily::Bitcoin | AddressFamily::Solana | AddressFamily::Xrp => Err(Offline::NoChainAdapter),
     }
 }
 
@@ -168,8 +187,11 @@ mod tests {
             assert_eq!(status(&cfg, &book, Environment::Live, g), GateStatus::Offline, "{}", g.id);
             assert_eq!(status(&cfg, &book, Environment::Test, g), GateStatus::Online, "{}", g.id);
         }
-        for id in ["bitcoin", "tron", "tron_usdt", "solana", "solana_usdc", "xrp"] {
+        for id in ["bitcoin", "solana", "solana_usdc", "xrp"] {
             assert_eq!(deposits(&cfg, &book, Environment::Live, gate(id)), Err(Offline::NoChainAdapter), "{id}");
+        }
+        for id in ["tron", "tron_usdt"] {
+            assert_eq!(deposits(&cfg, &book, Environment::Live, gate(id)), Err(Offline::TronNotConfigured), "{id}");
         }
         assert_eq!(
             deposits(&cfg, &book, Environment::Live, gate("ethereum")),
@@ -194,6 +216,24 @@ mod tests {
         assert_eq!(payouts(&cfg, Environment::Live, gate("bsc")), Err(Offline::NetworkNotConfigured("bsc")));
         // A payout signer alone never makes a chain without an adapter payable.
         assert_eq!(payouts(&cfg, Environment::Live, gate("bitcoin")), Err(Offline::NoChainAdapter));
+    }
+
+    #[test]
+    fn tron_with_a_node_takes_deposits_and_has_no_payout_signer_yet() {
+        let (mut cfg, _) = with_all_keys();
+        cfg.tron.api_url = "http://fullnode:8090".into();
+        let book = AddressBook::new(&cfg).unwrap();
+        for id in ["tron", "tron_usdt"] {
+            assert_eq!(status(&cfg, &book, Environment::Live, gate(id)), GateStatus::Online, "{id}");
+            assert_eq!(payouts(&cfg, Environment::Live, gate(id)), Err(Offline::NoPayoutSigner), "{id}");
+        }
+        // Without TRON deposit keys the node alone is not enough.
+        cfg.addresses.live.tron_xpub = None;
+        let book = AddressBook::new(&cfg).unwrap();
+        assert_eq!(
+            deposits(&cfg, &book, Environment::Live, gate("tron")),
+            Err(Offline::NoDepositKeys(AddressFamily::Tron))
+        );
     }
 
     #[test]

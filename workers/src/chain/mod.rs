@@ -6,6 +6,7 @@
 pub mod evm;
 pub mod sandbox;
 pub mod signer;
+pub mod tron;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -132,6 +133,14 @@ impl Chains {
     /// Adds the live EVM chains configured in `cfg` (`[evm.networks.*]`).
     pub fn with_evm(mut self, cfg: &domain::config::EvmConfig) -> Chains {
         for chain in evm::chains(cfg) {
+            self.insert(Environment::Live, chain);
+        }
+        self
+    }
+
+    /// Adds the live TRON chains when `[tron]` names a node.
+    pub fn with_tron(mut self, cfg: &domain::config::TronConfig) -> Chains {
+        for chain in tron::chains(cfg) {
             self.insert(Environment::Live, chain);
         }
         self

@@ -95,7 +95,7 @@ impl StageCtx {
         } else {
             None
         };
-        let chains = Chains::new(&db, &config.sandbox).with_evm(&config.evm);
+        let chains = Chains::new(&db, &config.sandbox).with_evm(&config.evm).with_tron(&config.tron);
         // Hot-wallet keys are loaded here, in the payout executor's process only.
         let executor = if stages.contains(&Stage::PayoutExecutor) {
             Some(Arc::new(Executor {

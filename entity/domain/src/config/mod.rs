@@ -29,6 +29,7 @@ mod rates;
 mod sandbox;
 mod server;
 mod settlement;
+mod tron;
 mod webhooks;
 mod worker;
 
@@ -45,6 +46,7 @@ pub use rates::{RatesConfig, RatesProviderKind, RatesSourceConfig};
 pub use sandbox::SandboxConfig;
 pub use server::ServerConfig;
 pub use settlement::{SandboxVenueConfig, SettlementConfig};
+pub use tron::TronConfig;
 pub use webhooks::{WebhooksConfig, parse_secret_key};
 pub use worker::WorkerConfig;
 
@@ -89,6 +91,8 @@ pub struct Config {
     pub settlement: SettlementConfig,
     /// Live EVM networks: JSON-RPC endpoints, token contracts.
     pub evm: EvmConfig,
+    /// The live TRON network's node (`tron`, `tron_usdt`).
+    pub tron: TronConfig,
     /// Request throttling per API key, client IP and test merchant (`crate::ratelimit`).
     pub rate_limits: RateLimitsConfig,
 }
@@ -118,6 +122,7 @@ impl Default for Config {
             payouts: PayoutsConfig::default(),
             settlement: SettlementConfig::default(),
             evm: EvmConfig::default(),
+            tron: TronConfig::default(),
             rate_limits: RateLimitsConfig::default(),
         }
     }
@@ -205,6 +210,7 @@ impl Config {
         self.webhooks.validate()?;
         self.payouts.validate()?;
         self.evm.validate()?;
+        self.tron.validate()?;
         self.settlement.validate()?;
         self.rate_limits.validate()?;
         self.gates.validate()

@@ -31,7 +31,7 @@ mod error;
 mod evm;
 mod keys;
 mod solana;
-mod tron;
+pub mod tron;
 mod xrp;
 
 #[cfg(test)]

@@ -20,10 +20,23 @@ pub(super) const BUILTIN_TEST_XPUB: &str =
 /// Address `0/index` of the account.
 pub(super) fn derive(secp: &Secp256k1<VerifyOnly>, chain: &Xpub, index: u64) -> Result<DerivedAddress, DeriveError> {
     let child = keys::derive_child(secp, chain, FAMILY, index)?;
+    Ok(DerivedAddress::plain(address_of(&evm::account_id(&child).0)))
+}
+
+/// The base58check address (`T…`) of a 20-byte account id (what the node's hex form `41…`
+/// carries after its version byte).
+pub fn address_of(account_id: &[u8; 20]) -> String {
     let mut payload = [0u8; 21];
     payload[0] = PREFIX;
-    payload[1..].copy_from_slice(evm::account_id(&child).as_slice());
-    Ok(DerivedAddress::plain(bs58::encode(payload).with_check().into_string()))
+    payload[1..].copy_from_slice(account_id);
+    bs58::encode(payload).with_check().into_string()
+}
+
+/// The 20-byte account id of a valid base58 address; `None` for anything else.
+pub fn account_id_of(address: &str) -> Option<[u8; 20]> {
+    validate(address).ok()?;
+    let payload = bs58::decode(address).with_check(None).into_vec().ok()?;
+    payload[1..].try_into().ok()
 }
 
 pub(super) fn validate(address: &str) -> Result<(), AddressError> {
@@ -56,6 +69,15 @@ mod tests {
         (1, "TSeJkUh4Qv67VNFwY8LaAxERygNdy6NQZK"),
         (7, "TFj86XAQYBPvwUknt9yxmbc4k3zwUC7iVW"),
     ];
+
+    #[test]
+    fn hex_account_ids_and_base58_addresses_convert_both_ways() {
+        // The mainnet USDT contract, as TronScan shows it in both forms.
+        let id: [u8; 20] = hex::decode("a614f803b6fd780986a42c78ec9c7f77e6ded13c").unwrap().try_into().unwrap();
+        assert_eq!(address_of(&id), "TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t");
+        assert_eq!(account_id_of("TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t"), Some(id));
+        assert_eq!(account_id_of("0xa614f803b6fd780986a42c78ec9c7f77e6ded13c"), None);
+    }
 
     #[test]
     fn mainnet_vectors_abandon_mnemonic() {

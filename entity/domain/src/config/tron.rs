@@ -1,0 +1,90 @@
+//! `[tron]`: the live TRON network's full node (java-tron HTTP API, or a TronGrid-compatible
+//! service), read by the deposit scanner and the confirmation tracker for `tron` and
+//! `tron_usdt`.
+
+use serde::{Deserialize, Serialize};
+
+use super::{ConfigError, Redacted, invalid};
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct TronConfig {
+    /// Base URL of the node's HTTP API (`http://fullnode:8090`, `https://api.trongrid.io`).
+    /// Empty: TRON is not watched in live (its gates are offline).
+    pub api_url: String,
+    /// Sent as `TRON-PRO-API-KEY` (TronGrid); never logged.
+    pub api_key: Option<Redacted>,
+    pub request_timeout_ms: u64,
+    /// A failed call is retried this many times, the delay doubling from `retry_backoff_ms`.
+    pub max_retries: u32,
+    pub retry_backoff_ms: u64,
+    /// Blocks before the cursor re-read by every scan (a transfer a short fork moved into a
+    /// replacement block is still recorded; payments are unique, so nothing twice). Default 3.
+    pub rescan_blocks: u64,
+    /// The TRC-20 USDT contract (base58, `T…`); default the mainnet contract.
+    pub usdt_contract: Option<String>,
+}
+
+impl Default for TronConfig {
+    fn default() -> Self {
+        TronConfig {
+            api_url: String::new(),
+            api_key: None,
+            request_timeout_ms: 10_000,
+            max_retries: 5,
+            retry_backoff_ms: 200,
+            rescan_blocks: 3,
+            usdt_contract: None,
+        }
+    }
+}
+
+impl TronConfig {
+    /// Whether a node is configured (the TRON gates can be watched in live).
+    pub fn configured(&self) -> bool {
+        !self.api_url.is_empty()
+    }
+
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        if !self.configured() {
+            return Ok(());
+        }
+        if url::Url::parse(&self.api_url).map_or(true, |u| !matches!(u.scheme(), "http" | "https")) {
+            return invalid("tron.api_url", "must be an http(s) URL");
+        }
+        if self.request_timeout_ms == 0 {
+            return invalid("tron.request_timeout_ms", "must be at least 1");
+        }
+        if let Some(c) = &self.usdt_contract
+            && crate::chain::address::tron::account_id_of(c).is_none()
+        {
+            return invalid("tron.usdt_contract", "must be a base58 TRON address (T…)");
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::result_large_err)] // figment::Jail's own signature
+mod tests {
+    use super::super::Config;
+
+    #[test]
+    fn the_tron_node_is_checked_and_optional() {
+        figment::Jail::expect_with(|jail| {
+            assert!(!Config::load().unwrap().tron.configured());
+            jail.set_env("PAYGATE_TRON__API_URL", "ftp://node");
+            let err = Config::load().unwrap_err().to_string();
+            assert!(err.contains("tron.api_url"), "{err}");
+            jail.set_env("PAYGATE_TRON__API_URL", "http://node:8090");
+            jail.set_env("PAYGATE_TRON__USDT_CONTRACT", "0xabc");
+            let err = Config::load().unwrap_err().to_string();
+            assert!(err.contains("tron.usdt_contract"), "{err}");
+            jail.set_env("PAYGATE_TRON__USDT_CONTRACT", "TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t");
+            let cfg = Config::load().unwrap();
+            assert!(cfg.tron.configured());
+            assert_eq!(cfg.tron.rescan_blocks, 3);
+            Ok(())
+        });
+    }
+}

@@ -1,0 +1,280 @@
+//! Live TRON (`tron`: TRX, `tron_usdt`: TRC-20 USDT) over the node's HTTP API (java-tron full
+//! node or a TronGrid-compatible service): one client shared by both gates.
+//!
+//! - TRX: the `TransferContract` transactions of each block (`/wallet/getblockbynum`) that
+//!   succeeded (`ret[0].contractRet == "SUCCESS"`), to a watched address, with a positive
+//!   amount (sun, 6 decimals). TRX moved by contract calls ("internal transactions") is not
+//!   seen: documented.
+//! - USDT: the TRC-20 `Transfer(address,address,uint256)` logs of the configured contract in
+//!   each block's transaction infos (`/wallet/gettransactioninfobyblocknum`) whose receipt
+//!   succeeded, one payment per log index: the same log layout as ERC-20.
+//! - Confirmations by depth below the node's newest block (`/wallet/getnowblock`); a
+//!   transaction the node no longer knows, or whose contract call failed, is `Gone`, which the
+//!   tracker turns into a reversal only after it stayed gone over a span of blocks; a known
+//!   transaction not yet in a block counts as unconfirmed.
+//! - Every scan re-reads `rescan_blocks` blocks before the cursor (a transfer moved into a
+//!   replacement block by a short fork is still recorded; payments are unique per transaction
+//!   and log index, so nothing twice).
+//! - Addresses arrive in the node's hex form (`41` + 20 bytes) and are matched in their base58
+//!   form (`T…`), as invoices store them.
+
+mod api;
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+pub use api::TronApi;
+
+use super::evm::{TRANSFER_TOPIC, amount};
+use super::{Chain, ChainError, Transfer, TxStatus};
+use alloy_primitives::U256;
+use domain::addresses::address_key;
+use domain::chain::address::AddressFamily;
+use domain::chain::address::tron::{account_id_of, address_of};
+use domain::config::TronConfig;
+use domain::gates::{self, Gate};
+
+/// The TRC-20 contract of a token gate and its decimals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Trc20 {
+    pub contract: [u8; 20],
+    pub decimals: u32,
+}
+
+pub struct TronChain {
+    gate: &'static Gate,
+    api: Arc<TronApi>,
+    token: Option<Trc20>,
+    rescan: u64,
+}
+
+/// The live TRON chains configured in `cfg` (`[tron]`): none when no node is set.
+pub fn chains(cfg: &TronConfig) -> Vec<Arc<dyn Chain>> {
+    if !cfg.configured() {
+        return Vec::new();
+    }
+    let api = Arc::new(TronApi::new(cfg));
+    let mut out: Vec<Arc<dyn Chain>> = Vec::new();
+    for gate in gates::GATES.iter().filter(|g| g.family == AddressFamily::Tron) {
+        let token = if gate.is_token {
+            let contract = cfg.usdt_contract.as_deref().or_else(|| gates::token_contract(gate));
+            match contract.and_then(account_id_of) {
+                Some(contract) => Some(Trc20 { contract, decimals: gate.decimals }),
+                None => {
+                    tracing::error!(gate = gate.id, "no usable TRC-20 contract; the gate is not watched");
+                    continue;
+                }
+            }
+        } else {
+            None
+        };
+        out.push(Arc::new(TronChain { gate, api: api.clone(), token, rescan: cfg.rescan_blocks }));
+    }
+    out
+}
+
+fn bad(what: &str, v: &Value) -> ChainError {
+    ChainError::Unavailable(format!("unexpected {what} in TRON API answer: {v}"))
+}
+
+/// 20 bytes from the node's hex form of an address or account id (`41…`, or bare 40 digits).
+fn account_id(hex_str: &str) -> Option<[u8; 20]> {
+    let h = hex_str.trim_start_matches("0x");
+    let h = if h.len() == 42 && h.starts_with("41") { &h[2..] } else { h };
+    hex::decode(h).ok()?.try_into().ok()
+}
+
+fn key(id: &[u8; 20]) -> String {
+    address_key(AddressFamily::Tron, &address_of(id), None)
+}
+
+/// The height of a block as `/wallet/getnowblock` or `/wallet/getblockbynum` answer it.
+fn block_number(block: &Value) -> Option<u64> {
+    block["block_header"]["raw_data"]["number"].as_u64()
+}
+
+/// The successful TRX transfers of one block (`/wallet/getblockbynum`, hex addresses).
+pub fn native_transfers(block: &Value, height: u64, decimals: u32) -> Result<Vec<Transfer>, ChainError> {
+    let mut out = Vec::new();
+    let Some(txs) = block.get("transactions").and_then(Value::as_array) else { return Ok(out) };
+    for tx in txs {
+        if tx["ret"][0]["contractRet"].as_str() != Some("SUCCESS") {
+            continue;
+        }
+        let contract = &tx["raw_data"]["contract"][0];
+        if contract["type"].as_str() != Some("TransferContract") {
+            continue;
+        }
+        let value = &contract["parameter"]["value"];
+        let Some(sun) = value["amount"].as_u64().filter(|a| *a > 0) else { continue };
+        let receiver = value["to_address"].as_str().and_then(account_id).ok_or_else(|| bad("to_address", tx))?;
+        let Some(amount) = amount(U256::from(sun), decimals) else { continue };
+        out.push(Transfer {
+            tx_hash: tx["txID"].as_str().ok_or_else(|| bad("txID", tx))?.to_ascii_lowercase(),
+            output_index: 0,
+            address_key: key(&receiver),
+            amount,
+            block_height: height,
+        });
+    }
+    Ok(out)
+}
+
+/// Whether `log` is a TRC-20 `Transfer` of `contract`; its receiver and raw value if so.
+fn transfer_log(log: &Value, contract: &[u8; 20]) -> Option<([u8; 20], U256)> {
+    if log["address"].as_str().and_then(account_id) != Some(*contract) {
+        return None;
+    }
+    let topics = log["topics"].as_array()?;
+    let topic0 = topics.first()?.as_str()?;
+    if !topic0.trim_start_matches("0x").eq_ignore_ascii_case(TRANSFER_TOPIC.trim_start_matches("0x")) {
+        return None;
+    }
+    // Transfer(from indexed, to indexed, value): the receiver is the last 20 bytes of topic 2.
+    let to = topics.get(2)?.as_str()?.trim_start_matches("0x");
+    let receiver = account_id(to.get(to.len().checked_sub(40)?..)?)?;
+    let data = log["data"].as_str().unwrap_or("0").trim_start_matches("0x");
+    let value = U256::from_str_radix(if data.is_empty() { "0" } else { data }, 16).ok()?;
+    Some((receiver, value))
+}
+
+/// The TRC-20 transfers of `token` in one block's transaction infos
+/// (`/wallet/gettransactioninfobyblocknum`) whose contract call succeeded.
+pub fn token_transfers(infos: &Value, token: Trc20, height: u64) -> Result<Vec<Transfer>, ChainError> {
+    let mut out = Vec::new();
+    let Some(infos) = infos.as_array() else { return Ok(out) };
+    for info in infos {
+        if info["receipt"]["result"].as_str() != Some("SUCCESS") {
+            continue;
+        }
+        let Some(logs) = info["log"].as_array() else { continue };
+        for (index, log) in logs.iter().enumerate() {
+            let Some((receiver, value)) = transfer_log(log, &token.contract) else { continue };
+            let Some(amount) = amount(value, token.decimals).filter(|a| !a.is_zero()) else { continue };
+            out.push(Transfer {
+                tx_hash: info["id"].as_str().ok_or_else(|| bad("id", info))?.to_ascii_lowercase(),
+                output_index: i64::try_from(index).unwrap_or(i64::MAX),
+                address_key: key(&receiver),
+                amount,
+                block_height: height,
+            });
+        }
+    }
+    Ok(out)
+}
+
+#[async_trait::async_trait]
+impl Chain for TronChain {
+    fn gate(&self) -> &'static Gate {
+        self.gate
+    }
+
+    async fn tip(&self) -> Result<u64, ChainError> {
+        let block = self.api.call("/wallet/getnowblock", json!({})).await?;
+        block_number(&block).ok_or_else(|| bad("block number", &block))
+    }
+
+    async fn transfers(&self, from: u64, to: u64) -> Result<Vec<Transfer>, ChainError> {
+        let from = from.saturating_sub(self.rescan).max(1).min(to);
+        let mut out = Vec::new();
+        for n in from..=to {
+            match self.token {
+                Some(token) => {
+                    let infos = self.api.call("/wallet/gettransactioninfobyblocknum", json!({"num": n})).await?;
+                    out.extend(token_transfers(&infos, token, n)?);
+                }
+                None => {
+                    let block = self.api.call("/wallet/getblockbynum", json!({"num": n})).await?;
+                    out.extend(native_transfers(&block, n, self.gate.decimals)?);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    async fn status(&self, tx_hash: &str, output_index: i64) -> Result<TxStatus, ChainError> {
+        let info = self.api.call("/wallet/gettransactioninfobyid", json!({"value": tx_hash})).await?;
+        let Some(height) = info["blockNumber"].as_u64() else {
+            // Not in a block: still pending (after a fork it may be included again), or gone.
+            let tx = self.api.call("/wallet/gettransactionbyid", json!({"value": tx_hash})).await?;
+            return Ok(if tx.get("txID").is_some() { TxStatus::Confirmations(0) } else { TxStatus::Gone });
+        };
+        if let Some(result) = info["receipt"]["result"].as_str()
+            && result != "SUCCESS"
+        {
+            // The contract call failed: it transferred nothing.
+            return Ok(TxStatus::Gone);
+        }
+        if let Some(token) = self.token {
+            let log = usize::try_from(output_index).ok().and_then(|i| info["log"].get(i));
+            if log.and_then(|l| transfer_log(l, &token.contract)).is_none() {
+                return Ok(TxStatus::Gone);
+            }
+        }
+        let tip = self.tip().await?;
+        Ok(TxStatus::Confirmations(tip.saturating_sub(height) + 1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::str::FromStr;
+
+    use rust_decimal::Decimal;
+
+    use super::*;
+
+    const USDT_HEX: &str = "41a614f803b6fd780986a42c78ec9c7f77e6ded13c";
+    const ALICE_HEX: &str = "41fd4f6f7d1ad5dfd4b4e4bd0a8f6a2e8b6b3b1d2c";
+
+    fn usdt() -> Trc20 {
+        Trc20 { contract: account_id(USDT_HEX).unwrap(), decimals: 6 }
+    }
+
+    #[test]
+    fn trx_transfers_are_read_from_successful_transfer_contracts_only() {
+        let tx = |id: &str, ret: &str, kind: &str, amount: u64| {
+            json!({
+                "txID": id,
+                "ret": [{"contractRet": ret}],
+                "raw_data": {"contract": [{"type": kind, "parameter": {"value": {
+                    "amount": amount, "owner_address": USDT_HEX, "to_address": ALICE_HEX}}}]}
+            })
+        };
+        let block = json!({
+            "blockID": "00",
+            "block_header": {"raw_data": {"number": 7}},
+            "transactions": [
+                tx("AA", "SUCCESS", "TransferContract", 1_500_000),
+                tx("bb", "REVERT", "TransferContract", 2_000_000),
+                tx("cc", "SUCCESS", "TriggerSmartContract", 3_000_000),
+                tx("dd", "SUCCESS", "TransferContract", 0),
+            ]
+        });
+        let t = native_transfers(&block, 7, 6).unwrap();
+        assert_eq!(t.len(), 1);
+        assert_eq!(t[0].tx_hash, "aa");
+        assert_eq!(t[0].amount, Decimal::from_str("1.5").unwrap());
+        assert_eq!(t[0].address_key, key(&account_id(ALICE_HEX).unwrap()));
+        assert!(t[0].address_key.starts_with("tron:T"), "{}", t[0].address_key);
+        assert!(native_transfers(&json!({"block_header": {"raw_data": {"number": 8}}}), 8, 6).unwrap().is_empty());
+    }
+
+    #[test]
+    fn usdt_transfers_are_read_from_the_contracts_logs_of_successful_calls() {
+        let topic = TRANSFER_TOPIC.trim_start_matches("0x");
+        let to = format!("000000000000000000000000{}", &ALICE_HEX[2..]);
+        let log = |address: &str, value: u64| json!({"address": &address[2..], "topics": [topic, "00", to], "data": format!("{value:064x}")});
+        let infos = json!([
+            {"id": "T1", "blockNumber": 9, "receipt": {"result": "SUCCESS"},
+             "log": [log("41000000000000000000000000000000000000dead", 5), log(USDT_HEX, 12_340_000)]},
+            {"id": "t2", "blockNumber": 9, "receipt": {"result": "REVERT"}, "log": [log(USDT_HEX, 1_000_000)]},
+        ]);
+        let t = token_transfers(&infos, usdt(), 9).unwrap();
+        assert_eq!(t.len(), 1);
+        assert_eq!((t[0].tx_hash.as_str(), t[0].output_index), ("t1", 1));
+        assert_eq!(t[0].amount, Decimal::from_str("12.34").unwrap());
+        assert_eq!(t[0].address_key, key(&account_id(ALICE_HEX).unwrap()));
+    }
+}

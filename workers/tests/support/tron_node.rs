@@ -1,0 +1,201 @@
+//! A fake TRON full node: the HTTP API the TRON adapter calls (`/wallet/getnowblock`,
+//! `getblockbynum`, `gettransactioninfobyblocknum`, `gettransactioninfobyid`,
+//! `gettransactionbyid`), answering in java-tron's documented JSON shapes (hex addresses
+//! `41…`, amounts in sun, TRC-20 logs with bare-hex topics) over a chain the test builds block
+//! by block, with forks. No registry here ships java-tron, so the adapter's tests run against
+//! this (docs/operations.md says which chains run against real node software).
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use axum::extract::{Path, State};
+use axum::routing::post;
+use axum::{Json, Router};
+use serde_json::{Value, json};
+
+/// keccak256("Transfer(address,address,uint256)"), as java-tron prints topics: bare hex.
+const TRANSFER_TOPIC: &str = "ddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef";
+
+/// A transaction the fake chain can hold.
+#[derive(Debug, Clone)]
+pub enum Tx {
+    /// A TRX `TransferContract` of `sun` to `to`.
+    Trx { id: String, to: [u8; 20], sun: u64 },
+    /// A TRC-20 `transfer` through `contract` of `units` to `to`; `ok: false` reverts.
+    Token { id: String, contract: [u8; 20], to: [u8; 20], units: u64, ok: bool },
+}
+
+impl Tx {
+    fn id(&self) -> &str {
+        match self {
+            Tx::Trx { id, .. } | Tx::Token { id, .. } => id,
+        }
+    }
+
+    fn block_json(&self) -> Value {
+        let sender = format!("41{}", "11".repeat(20));
+        match self {
+            Tx::Trx { id, to, sun } => json!({
+                "txID": id,
+                "ret": [{"contractRet": "SUCCESS"}],
+                "raw_data": {"contract": [{"type": "TransferContract", "parameter": {
+                    "type_url": "type.googleapis.com/protocol.TransferContract",
+                    "value": {"amount": sun, "owner_address": sender, "to_address": format!("41{}", hex::encode(to))}}}]}
+            }),
+            Tx::Token { id, contract, ok, .. } => json!({
+                "txID": id,
+                "ret": [{"contractRet": if *ok { "SUCCESS" } else { "REVERT" }}],
+                "raw_data": {"contract": [{"type": "TriggerSmartContract", "parameter": {
+                    "type_url": "type.googleapis.com/protocol.TriggerSmartContract",
+                    "value": {"owner_address": sender, "contract_address": format!("41{}", hex::encode(contract))}}}]}
+            }),
+        }
+    }
+
+    fn info_json(&self, height: u64) -> Value {
+        match self {
+            Tx::Trx { id, .. } => json!({
+                "id": id, "blockNumber": height, "blockTimeStamp": 1_700_000_000_000u64 + height * 3000,
+                "receipt": {"net_usage": 267}
+            }),
+            Tx::Token { id, contract, to, units, ok } => {
+                let log = json!({
+                    "address": hex::encode(contract),
+                    "topics": [TRANSFER_TOPIC, format!("{:0>64}", "11".repeat(20)), format!("{:0>64}", hex::encode(to))],
+                    "data": format!("{units:064x}"),
+                });
+                let mut info = json!({
+                    "id": id, "blockNumber": height, "blockTimeStamp": 1_700_000_000_000u64 + height * 3000,
+                    "contract_address": format!("41{}", hex::encode(contract)),
+                    "receipt": {"energy_usage_total": 14_650, "net_usage": 345,
+                                "result": if *ok { "SUCCESS" } else { "REVERT" }},
+                });
+                if *ok {
+                    info["log"] = json!([log]);
+                }
+                info
+            }
+        }
+    }
+}
+
+#[derive(Default)]
+struct Ledger {
+    /// `blocks[h - 1]` is block `h`; block 1 is the first.
+    blocks: Vec<Vec<Tx>>,
+    /// Broadcast but in no block.
+    pending: Vec<Tx>,
+    /// Fork generation, mixed into block ids so a replaced block has another id.
+    fork: u64,
+    calls: u64,
+}
+
+pub struct FakeTron {
+    pub url: String,
+    state: Arc<Mutex<Ledger>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for FakeTron {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl FakeTron {
+    /// Serves on 127.0.0.1:0 with `blocks` empty blocks.
+    pub async fn start(blocks: usize) -> FakeTron {
+        let state = Arc::new(Mutex::new(Ledger { blocks: vec![Vec::new(); blocks], ..Default::default() }));
+        let app = Router::new().route("/wallet/{method}", post(call)).with_state(state.clone());
+        let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let task = tokio::spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        FakeTron { url, state, task }
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut Ledger) -> T) -> T {
+        f(&mut self.state.lock().unwrap())
+    }
+
+    pub fn height(&self) -> u64 {
+        self.with(|l| l.blocks.len() as u64)
+    }
+
+    /// Appends `n` empty blocks.
+    pub fn mine(&self, n: usize) {
+        self.with(|l| l.blocks.extend(std::iter::repeat_with(Vec::new).take(n)));
+    }
+
+    /// Appends one block holding `txs`; returns its height.
+    pub fn include(&self, txs: Vec<Tx>) -> u64 {
+        self.with(|l| {
+            l.pending.retain(|p| !txs.iter().any(|t| t.id() == p.id()));
+            l.blocks.push(txs);
+            l.blocks.len() as u64
+        })
+    }
+
+    /// A fork from `height` on: block `height` and every later one are replaced by empty
+    /// blocks, one more than were dropped (the heavier chain wins). Their transactions are
+    /// forgotten (a double spend), or back in the mempool with `to_mempool`.
+    pub fn fork_from(&self, height: u64, to_mempool: bool) {
+        self.with(|l| {
+            let dropped: Vec<Vec<Tx>> = l.blocks.drain((height - 1) as usize..).collect();
+            l.fork += 1;
+            l.blocks.extend(std::iter::repeat_with(Vec::new).take(dropped.len() + 1));
+            if to_mempool {
+                l.pending.extend(dropped.into_iter().flatten());
+            }
+        });
+    }
+
+    /// API calls answered so far.
+    pub fn calls(&self) -> u64 {
+        self.with(|l| l.calls)
+    }
+}
+
+fn block_json(l: &Ledger, height: u64) -> Value {
+    let Some(txs) = height.checked_sub(1).and_then(|i| l.blocks.get(i as usize)) else { return json!({}) };
+    json!({
+        "blockID": format!("{height:016x}{:048x}", l.fork),
+        "block_header": {"raw_data": {"number": height, "timestamp": 1_700_000_000_000u64 + height * 3000}},
+        "transactions": txs.iter().map(Tx::block_json).collect::<Vec<_>>(),
+    })
+}
+
+fn find(l: &Ledger, id: &str) -> Option<(u64, Tx)> {
+    l.blocks
+        .iter()
+        .enumerate()
+        .find_map(|(i, txs)| txs.iter().find(|t| t.id() == id).map(|t| (i as u64 + 1, t.clone())))
+}
+
+async fn call(
+    State(state): State<Arc<Mutex<Ledger>>>,
+    Path(method): Path<String>,
+    Json(body): Json<Value>,
+) -> Json<Value> {
+    let mut l = state.lock().unwrap();
+    l.calls += 1;
+    let num = body["num"].as_u64().unwrap_or(0);
+    let id = body["value"].as_str().unwrap_or("").to_owned();
+    Json(match method.as_str() {
+        "getnowblock" => block_json(&l, l.blocks.len() as u64),
+        "getblockbynum" => block_json(&l, num),
+        "gettransactioninfobyblocknum" => {
+            let txs = num.checked_sub(1).and_then(|i| l.blocks.get(i as usize)).cloned().unwrap_or_default();
+            Value::Array(txs.iter().map(|t| t.info_json(num)).collect())
+        }
+        "gettransactioninfobyid" => find(&l, &id).map_or(json!({}), |(h, t)| t.info_json(h)),
+        "gettransactionbyid" => {
+            match find(&l, &id).map(|(_, t)| t).or_else(|| l.pending.iter().find(|t| t.id() == id).cloned()) {
+                Some(t) => t.block_json(),
+                None => json!({}),
+            }
+        }
+        other => json!({"Error": format!("unknown method {other}")}),
+    })
+}

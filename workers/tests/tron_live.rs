@@ -1,0 +1,290 @@
+//! The TRON adapter (`tron`, `tron_usdt`) against a fake full node (`support::tron_node`: the
+//! java-tron HTTP API's documented JSON over a chain the test builds and forks). The live
+//! pipeline (scanner and tracker rules) runs in the test against it:
+//!
+//! - a TRX and a TRC-20 USDT deposit, confirming until the gate's 19 blocks, then credited
+//!   exactly once with the exact ledger;
+//! - an underpaid USDT invoice; a reverted USDT call, another contract's transfer and a TRX
+//!   transfer to an unknown address credit nothing;
+//! - a deposit forked away: one missing answer changes nothing, a span of missing checks
+//!   reverses it once (pending released, invoice back to pending);
+//! - a scanner started anew resumes at its cursor and misses no block;
+//! - `GET /v1/currencies?environment=live` shows both gates online only with `[tron]` set.
+
+mod support;
+
+use std::str::FromStr;
+
+use domain::chain::address::tron::account_id_of;
+use entity::{Environment, PaymentStatus, payment};
+use rust_decimal::Decimal;
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+use serde_json::{Value, json};
+use support::tron_node::{FakeTron, Tx};
+use testkit::TestApp;
+use uuid::Uuid;
+use workers::chain::Chains;
+use workers::pipeline::{scanner, tracker};
+
+const USDT: &str = "TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t";
+
+fn d(s: &str) -> Decimal {
+    Decimal::from_str(s).unwrap()
+}
+
+struct Live {
+    node: FakeTron,
+    app: TestApp,
+    merchant: Uuid,
+    key: String,
+}
+
+async fn live() -> Live {
+    let node = FakeTron::start(10).await;
+    let url = node.url.clone();
+    let app = TestApp::spawn_with(|c| {
+        c.tron.api_url = url;
+        c.tron.max_retries = 1;
+        c.tron.retry_backoff_ms = 10;
+    })
+    .await;
+    let merchant = app.merchant().await;
+    let key = app.key(merchant, Environment::Live, &[]).await;
+    let l = Live { node, app, merchant, key };
+    // The live scan starts at the tip: take the cursors now, before any deposit.
+    l.scan(&l.chains(), 100).await;
+    l
+}
+
+fn id(v: &Value) -> Uuid {
+    v["id"].as_str().unwrap().parse().unwrap()
+}
+
+impl Live {
+    /// The live chains as a worker process builds them from the configuration.
+    fn chains(&self) -> Chains {
+        Chains::default().with_tron(&self.app.state.config.tron)
+    }
+
+    async fn scan(&self, chains: &Chains, batch: u64) {
+        for gate in ["tron", "tron_usdt"] {
+            let chain = chains.get(Environment::Live, gate).expect("a live TRON chain");
+            while scanner::scan_gate(&self.app.state.db, chain.as_ref(), Environment::Live, batch)
+                .await
+                .unwrap()
+                .is_some()
+            {}
+        }
+    }
+
+    async fn step(&self) {
+        let chains = self.chains();
+        self.scan(&chains, 100).await;
+        let db = &self.app.state.db;
+        for p in
+            payment::Entity::find().filter(payment::Column::Environment.eq(Environment::Live)).all(db).await.unwrap()
+        {
+            tracker::track_payment(db, &chains, &self.app.state.config.pipeline, p.id).await.unwrap();
+        }
+    }
+
+    /// Mines `blocks` empty blocks one by one, a pipeline step after each.
+    async fn step_over(&self, blocks: usize) {
+        for _ in 0..blocks {
+            self.node.mine(1);
+            self.step().await;
+        }
+    }
+
+    async fn invoice(&self, body: Value) -> Value {
+        self.app.create_invoice(&self.key, body).await
+    }
+
+    async fn get(&self, inv: &Value) -> Value {
+        self.app.get(&format!("/v1/invoices/{}", id(inv)), Some(&self.key)).await.data().clone()
+    }
+
+    async fn payment(&self, inv: &Value) -> payment::Model {
+        payment::Entity::find()
+            .filter(payment::Column::InvoiceId.eq(id(inv)))
+            .one(&self.app.state.db)
+            .await
+            .unwrap()
+            .expect("a payment")
+    }
+
+    /// (available, pending) of a gate.
+    async fn balance(&self, gate: &str) -> (Decimal, Decimal) {
+        let rows = self.app.get("/v1/balances", Some(&self.key)).await.data().clone();
+        rows.as_array().unwrap().iter().find(|r| r["gate_id"] == gate).map_or((Decimal::ZERO, Decimal::ZERO), |r| {
+            (d(r["available"].as_str().unwrap()), d(r["pending"].as_str().unwrap()))
+        })
+    }
+
+    async fn credits(&self, inv: &Value) -> usize {
+        testkit::invoice_events(&self.app.state.db, id(inv)).await.iter().filter(|e| *e == "balance.credited").count()
+    }
+}
+
+fn to(inv: &Value) -> [u8; 20] {
+    account_id_of(inv["deposit_address"].as_str().unwrap()).expect("a TRON deposit address")
+}
+
+fn trx(tx: &str, inv: &Value, trx: u64) -> Tx {
+    Tx::Trx { id: tx.into(), to: to(inv), sun: trx * 1_000_000 }
+}
+
+fn usdt(tx: &str, inv: &Value, units: u64, ok: bool) -> Tx {
+    Tx::Token { id: tx.into(), contract: account_id_of(USDT).unwrap(), to: to(inv), units, ok }
+}
+
+#[tokio::test]
+async fn trx_and_usdt_deposits_confirm_after_19_blocks_and_are_credited_once() {
+    let l = live().await;
+    let a = l.invoice(json!({"currency": "TRX", "amount": "10"})).await;
+    let b = l.invoice(json!({"currency": "USDT", "network": "tron", "amount": "25.5"})).await;
+    assert!(a["deposit_address"].as_str().unwrap().starts_with('T'), "{a}");
+    l.node.include(vec![trx("a1", &a, 10), usdt("b1", &b, 25_500_000, true)]);
+    l.step().await;
+    for inv in [&a, &b] {
+        let got = l.get(inv).await;
+        assert_eq!(got["status"], "confirming", "{got}");
+        assert_eq!(got["payments"][0]["confirmations"], 1);
+    }
+    assert_eq!(l.balance("tron").await, (d("0"), d("10")));
+    // 18 confirmations: not yet.
+    l.step_over(17).await;
+    assert_eq!(l.get(&a).await["status"], "confirming");
+    assert_eq!(l.payment(&b).await.confirmations, 18);
+    // The 19th block confirms both.
+    l.step_over(1).await;
+    assert_eq!(l.get(&a).await["status"], "paid");
+    assert_eq!(l.get(&b).await["status"], "paid");
+    assert_eq!(l.balance("tron").await, (d("10"), d("0")));
+    assert_eq!(l.balance("tron_usdt").await, (d("25.5"), d("0")));
+    // Watched to twice its depth; nothing credited twice on the way.
+    l.step_over(20).await;
+    assert_eq!((l.credits(&a).await, l.credits(&b).await), (1, 1));
+    assert_eq!(l.balance("tron").await, (d("10"), d("0")));
+    assert_eq!(l.payment(&a).await.status, PaymentStatus::Confirmed);
+    for gate in ["tron", "tron_usdt"] {
+        testkit::assert_ledger_sums(&l.app.state.db, l.merchant, gate).await;
+    }
+}
+
+#[tokio::test]
+async fn underpaid_reverted_and_foreign_transfers_are_told_apart() {
+    let l = live().await;
+    let short = l.invoice(json!({"currency": "USDT", "network": "tron", "amount": "25"})).await;
+    let untouched = l.invoice(json!({"currency": "USDT", "network": "tron", "amount": "5"})).await;
+    let other_contract = Tx::Token {
+        id: "c3".into(),
+        contract: account_id_of("TTxSA9fmLZbSEfkEejjU2vDqE8GyS5nCJP").unwrap(),
+        to: to(&untouched),
+        units: 5_000_000,
+        ok: true,
+    };
+    let stranger = Tx::Trx { id: "c4".into(), to: [7; 20], sun: 1_000_000 };
+    l.node.include(vec![
+        usdt("c1", &short, 20_000_000, true),
+        usdt("c2", &untouched, 5_000_000, false),
+        other_contract,
+        stranger,
+    ]);
+    l.step().await;
+    l.step_over(18).await;
+    let got = l.get(&short).await;
+    assert_eq!(got["status"], "underpaid", "{got}");
+    assert_eq!(got["amount_paid"], "20");
+    assert_eq!(l.get(&untouched).await["status"], "pending", "a reverted call and another token pay nothing");
+    let live_payments =
+        payment::Entity::find().filter(payment::Column::Environment.eq(Environment::Live)).all(&l.app.state.db).await;
+    assert_eq!(live_payments.unwrap().len(), 1);
+    assert_eq!(l.balance("tron_usdt").await, (d("20"), d("0")));
+}
+
+#[tokio::test]
+async fn a_deposit_forked_away_is_reversed_only_after_a_span_of_missing_checks() {
+    let l = live().await;
+    let inv = l.invoice(json!({"currency": "TRX", "amount": "3"})).await;
+    let at = l.node.include(vec![trx("f1", &inv, 3)]);
+    l.step().await;
+    l.step_over(2).await;
+    assert_eq!(l.get(&inv).await["status"], "confirming");
+    assert_eq!(l.balance("tron").await, (d("0"), d("3")));
+
+    // A fork without the transaction (double spent: not in the mempool either).
+    l.node.fork_from(at, false);
+    l.step().await;
+    assert_eq!(l.get(&inv).await["status"], "confirming", "one missing answer reverses nothing");
+    assert!(l.payment(&inv).await.missing_since_height.is_some());
+    // Missing over the gate's 19 blocks and 3 checks: reversed, once.
+    l.step_over(19).await;
+    let p = l.payment(&inv).await;
+    assert_eq!(p.status, PaymentStatus::Reversed, "{p:?}");
+    assert_eq!(l.get(&inv).await["status"], "pending");
+    assert_eq!(l.balance("tron").await, (d("0"), d("0")));
+    let events = testkit::invoice_events(&l.app.state.db, id(&inv)).await;
+    assert_eq!(events, ["invoice.confirming", "invoice.deposit_reversed"]);
+}
+
+#[tokio::test]
+async fn a_forked_transaction_back_in_the_mempool_is_unconfirmed_not_reversed() {
+    let l = live().await;
+    let inv = l.invoice(json!({"currency": "TRX", "amount": "4"})).await;
+    let at = l.node.include(vec![trx("m1", &inv, 4)]);
+    l.step().await;
+    l.node.fork_from(at, true);
+    l.step_over(25).await;
+    let p = l.payment(&inv).await;
+    assert_eq!((p.status, p.confirmations), (PaymentStatus::Confirming, 0), "{p:?}");
+    assert_eq!(p.missing_since_height, None);
+    // Mined again: it confirms and is credited once.
+    l.node.include(vec![trx("m1", &inv, 4)]);
+    l.step().await;
+    l.step_over(18).await;
+    assert_eq!(l.get(&inv).await["status"], "paid");
+    assert_eq!(l.credits(&inv).await, 1);
+}
+
+#[tokio::test]
+async fn a_scanner_started_anew_resumes_at_its_cursor_and_misses_no_block() {
+    let l = live().await;
+    let inv = l.invoice(json!({"currency": "USDT", "network": "tron", "amount": "7"})).await;
+    // The scanner is down while 60 blocks pass, the deposit among them.
+    l.node.mine(30);
+    l.node.include(vec![usdt("r1", &inv, 7_000_000, true)]);
+    l.node.mine(29);
+    // A new process: new chains, the cursor from the database, bounded batches of 10 blocks.
+    let calls = l.node.calls();
+    l.scan(&Chains::default().with_tron(&l.app.state.config.tron), 10).await;
+    assert!(l.node.calls() > calls);
+    let p = l.payment(&inv).await;
+    assert_eq!(p.amount.0, d("7"));
+    assert_eq!(p.block_height, Some(i64::try_from(l.node.height()).unwrap() - 29));
+    l.step().await;
+    assert_eq!(l.get(&inv).await["status"], "paid", "60 blocks deep: confirmed at once");
+}
+
+#[tokio::test]
+async fn live_tron_gates_are_online_only_with_a_node() {
+    let l = live().await;
+    let cur = l.app.get("/v1/currencies?environment=live", None).await;
+    for gate in ["tron", "tron_usdt"] {
+        let g = cur.data().as_array().unwrap().iter().find(|c| c["id"] == gate).unwrap().clone();
+        assert_eq!(g["status"], "online", "{g}");
+    }
+    let without = TestApp::spawn().await;
+    let cur = without.get("/v1/currencies?environment=live", None).await;
+    for gate in ["tron", "tron_usdt"] {
+        let g = cur.data().as_array().unwrap().iter().find(|c| c["id"] == gate).unwrap().clone();
+        assert_eq!(g["status"], "offline", "{g}");
+    }
+    let m = without.merchant().await;
+    let key = without.key(m, Environment::Live, &[]).await;
+    without.post("/v1/invoices", Some(&key), &json!({"currency": "TRX", "amount": "1"})).await.assert_error(
+        503,
+        "gate_offline",
+        None,
+    );
+}
