@@ -32,6 +32,7 @@ pub fn router(state: HttpState) -> Router {
         .merge(crate::balances::router())
         .merge(crate::payouts::router())
         .merge(crate::refunds::router())
+        .merge(crate::events::router())
         .merge(crate::test_helpers::router())
         .merge(crate::checkout::router())
         .route("/health", get(health))

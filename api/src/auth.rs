@@ -78,6 +78,7 @@ pub mod perm {
         RefundsWrite,
         AddressesRead,
         AddressesWrite,
+        EventsRead,
     );
 }
 

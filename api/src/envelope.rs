@@ -142,6 +142,19 @@ impl<T: Serialize> IntoResponse for Data<T> {
     }
 }
 
+/// `limit` and `offset` of every list (spec section 8), as the OpenAPI document states them:
+/// exactly the bounds `QueryParams::pagination` enforces.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct PageParams {
+    /// Items per page: 1..100, default 20.
+    #[param(minimum = 1, maximum = 100)]
+    pub limit: Option<u32>,
+    /// Items skipped: >= 0, default 0.
+    #[param(minimum = 0)]
+    pub offset: Option<i64>,
+}
+
 /// `{ data: [...], meta: { request_id, pagination } }`.
 pub struct Page<T> {
     pub data: Vec<T>,

@@ -183,7 +183,8 @@ impl QueryParams {
         if problems.is_empty() { Ok((limit, offset)) } else { Err(ApiError::validation(problems)) }
     }
 
-    /// An optional enum-like parameter; unknown values are 400 naming the allowed ones.
+    /// An optional enum-like (or otherwise typed) parameter; any other value, the empty one
+    /// included, is 400 naming the allowed ones (as the OpenAPI document states them).
     pub fn one_of<T>(
         &self,
         name: &str,
@@ -191,7 +192,7 @@ impl QueryParams {
         allowed: &str,
     ) -> Result<Option<T>, ApiError> {
         match self.get(name) {
-            None | Some("") => Ok(None),
+            None => Ok(None),
             Some(v) => parse(v)
                 .map(Some)
                 .ok_or_else(|| ApiError::invalid_field(name, format!("must be one of {allowed}, got {v:?}"))),

@@ -59,11 +59,10 @@ pub async fn create_invoice(
 /// List invoices of the key's merchant and environment, newest first.
 #[utoipa::path(get, path = "/v1/invoices", tag = "invoices", security(("api_key" = [])),
     params(
-        ("status" = Option<String>, Query, description = "One of draft, pending, confirming, paid, overpaid, underpaid, expired, invalid, cancelled"),
+        ("status" = Option<entity::InvoiceStatus>, Query),
         ("currency" = Option<String>, Query, description = "Asset code or gate id"),
         ("network" = Option<String>, Query),
-        ("limit" = Option<u32>, Query, description = "1..100, default 20"),
-        ("offset" = Option<u32>, Query, description = ">= 0, default 0"),
+        crate::envelope::PageParams,
     ),
     responses(
         (status = 200, body = inline(InvoiceListEnvelope)),

@@ -11,6 +11,7 @@ pub mod balances;
 pub mod checkout;
 pub mod envelope;
 pub mod error;
+pub mod events;
 pub mod extract;
 pub mod invoices;
 pub mod openapi;

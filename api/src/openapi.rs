@@ -63,6 +63,43 @@ impl Modify for CommonResponses {
     }
 }
 
+/// The parameters whose values are lists the code knows at run time, written into the document
+/// from the same lists the server checks against: an event `type` (`webhooks::events_kinds`)
+/// and a ledger's `{currency}` (every gate id and every asset code on one network only, as
+/// `gates::resolve` accepts them).
+struct KnownValues;
+
+impl Modify for KnownValues {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::RefOr;
+        use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
+        let one_of = |values: Vec<String>| {
+            RefOr::T(Schema::Object(ObjectBuilder::new().schema_type(Type::String).enum_values(Some(values)).build()))
+        };
+        let kinds: Vec<String> = domain::webhooks::events_kinds().iter().map(|k| (*k).to_owned()).collect();
+        let gates = domain::gates::GATES.iter();
+        let mut currencies: Vec<String> = gates.clone().map(|g| g.id.to_owned()).collect();
+        for g in gates.clone() {
+            if domain::gates::resolve(g.asset, None).is_ok() && !currencies.iter().any(|c| c == g.asset) {
+                currencies.push(g.asset.to_owned());
+            }
+        }
+        for (path, name, values) in
+            [("/v1/events", "type", kinds), ("/v1/balances/{currency}/ledger", "currency", currencies)]
+        {
+            let params =
+                openapi.paths.paths.get_mut(path).and_then(|i| i.get.as_mut()).and_then(|o| o.parameters.as_mut());
+            for p in params.into_iter().flatten() {
+                if let RefOr::T(p) = p
+                    && p.name == name
+                {
+                    p.schema = Some(one_of(values.clone()));
+                }
+            }
+        }
+    }
+}
+
 #[derive(OpenApi)]
 #[openapi(
     info(title = "Paygate merchant API", version = "1.0.0",
@@ -74,6 +111,7 @@ impl Modify for CommonResponses {
         (name = "payouts"),
         (name = "refunds", description = "Refunds of invoices' credited payments, carried out by linked payouts"),
         (name = "addresses", description = "Static deposit addresses"),
+        (name = "events", description = "The event log: past events with the bodies their webhooks carry (permission events:read)"),
         (name = "test helpers", description = "Sandbox deposits, reversals and blocks. Test keys only: 404 with a live key"),
         (name = "public", description = "No API key needed")
     )
@@ -87,6 +125,7 @@ pub fn document() -> utoipa::openapi::OpenApi {
         crate::invoices::Doc::openapi(),
         crate::payouts::Doc::openapi(),
         crate::refunds::Doc::openapi(),
+        crate::events::Doc::openapi(),
         crate::balances::Doc::openapi(),
         crate::static_addresses::Doc::openapi(),
         crate::test_helpers::Doc::openapi(),
@@ -96,5 +135,6 @@ pub fn document() -> utoipa::openapi::OpenApi {
     }
     SecurityAddon.modify(&mut doc);
     CommonResponses.modify(&mut doc);
+    KnownValues.modify(&mut doc);
     doc
 }

@@ -56,9 +56,8 @@ pub async fn create_payout(
 /// List payouts, newest first (full field set).
 #[utoipa::path(get, path = "/v1/payouts", tag = "payouts", security(("api_key" = [])),
     params(
-        ("status" = Option<String>, Query, description = "pending_approval, approved, queued, processing, completed, failed, cancelled"),
-        ("limit" = Option<u32>, Query, description = "1..100, default 20"),
-        ("offset" = Option<u32>, Query, description = ">= 0, default 0"),
+        ("status" = Option<entity::PayoutStatus>, Query),
+        crate::envelope::PageParams,
     ),
     responses((status = 200, body = inline(PayoutListEnvelope)),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope)))]

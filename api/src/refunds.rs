@@ -61,10 +61,9 @@ pub async fn create_refund(
 /// List refunds, newest first.
 #[utoipa::path(get, path = "/v1/refunds", tag = "refunds", security(("api_key" = [])),
     params(
-        ("status" = Option<String>, Query, description = "pending, processing, completed, failed, cancelled"),
+        ("status" = Option<entity::RefundStatus>, Query),
         ("invoice_id" = Option<uuid::Uuid>, Query, description = "Only this invoice's refunds"),
-        ("limit" = Option<u32>, Query, description = "1..100, default 20"),
-        ("offset" = Option<u32>, Query, description = ">= 0, default 0"),
+        crate::envelope::PageParams,
     ),
     responses((status = 200, body = inline(RefundListEnvelope)),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope)))]

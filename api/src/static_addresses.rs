@@ -58,8 +58,7 @@ pub async fn create_address(
     params(
         ("currency" = Option<String>, Query, description = "Asset code or gate id"),
         ("network" = Option<String>, Query),
-        ("limit" = Option<u32>, Query, description = "1..100, default 20"),
-        ("offset" = Option<u32>, Query, description = ">= 0, default 0"),
+        crate::envelope::PageParams,
     ),
     responses(
         (status = 200, body = inline(StaticAddressListEnvelope)),
@@ -103,9 +102,8 @@ pub async fn get_address(
 #[utoipa::path(get, path = "/v1/addresses/{address_id}/invoices", tag = "addresses", security(("api_key" = [])),
     params(
         ("address_id" = uuid::Uuid, Path),
-        ("status" = Option<String>, Query, description = "One of draft, pending, confirming, paid, overpaid, underpaid, expired, invalid, cancelled"),
-        ("limit" = Option<u32>, Query, description = "1..100, default 20"),
-        ("offset" = Option<u32>, Query, description = ">= 0, default 0"),
+        ("status" = Option<entity::InvoiceStatus>, Query),
+        crate::envelope::PageParams,
     ),
     responses(
         (status = 200, body = inline(InvoiceListEnvelope)),

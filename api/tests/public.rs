@@ -149,8 +149,25 @@ async fn openapi_document_and_offline_docs() {
         "/v1/balances/{currency}/ledger",
         "/v1/currencies",
         "/v1/rates",
+        "/v1/events",
+        "/v1/events/{event_id}",
     ] {
         assert!(doc.body["paths"].get(p).is_some(), "{p} not documented");
+    }
+    // Every list states the bounds the server enforces on limit and offset.
+    for p in
+        ["/v1/invoices", "/v1/payouts", "/v1/refunds", "/v1/events", "/v1/addresses", "/v1/balances/{currency}/ledger"]
+    {
+        let params = doc.body["paths"][p]["get"]["parameters"].as_array().unwrap_or_else(|| panic!("{p}"));
+        let schema = |name: &str| params.iter().find(|x| x["name"] == name).map(|x| x["schema"].clone());
+        let limit = schema("limit").unwrap_or_else(|| panic!("{p}: no limit"));
+        assert_eq!((limit["minimum"].as_f64(), limit["maximum"].as_f64()), (Some(1.0), Some(100.0)), "{p}: {limit}");
+        let offset = schema("offset").unwrap_or_else(|| panic!("{p}: no offset"));
+        assert_eq!(
+            (offset["minimum"].as_f64(), offset["format"].as_str()),
+            (Some(0.0), Some("int64")),
+            "{p}: {offset}"
+        );
     }
     assert!(doc.body["components"]["securitySchemes"]["api_key"].is_object());
     let refund = &doc.body["paths"]["/v1/refunds"]["post"];

@@ -52,6 +52,9 @@ pub struct Model {
     pub payer_email: Option<String>,
     pub sent_at: Option<DateTimeUtc>,
     pub cancelled_at: Option<DateTimeUtc>,
+    /// When the payment request is due to be e-mailed to `payer_email` (set at creation; cleared
+    /// once sent, or when the invoice no longer awaits payment).
+    pub email_due_at: Option<DateTimeUtc>,
 }
 
 /// An invoice's payments are related from their side (`payment.rs`), so this table's module
@@ -104,6 +107,7 @@ impl Model {
             payer_email: None,
             sent_at: None,
             cancelled_at: None,
+            email_due_at: None,
         }
     }
 }

@@ -34,6 +34,12 @@ pub struct Model {
     pub updated_at: DateTimeUtc,
     pub delivered_at: Option<DateTimeUtc>,
     pub dead_at: Option<DateTimeUtc>,
+    /// What the event is about (its invoice, else its payout): deliveries with the same key reach
+    /// the endpoint in the order of their events. `None`: not held back by any other.
+    pub order_key: Option<Uuid>,
+    /// Made while an earlier delivery with the same `order_key` was open: it is sent only once
+    /// no earlier one is open. False for most deliveries (nothing before them to wait for).
+    pub wait_for_earlier: bool,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -17,6 +17,9 @@ mod m20261123_000012_payout_safety;
 mod m20261123_000013_integrity;
 mod m20261123_000014_rate_limits;
 mod m20261123_000015_audit_log;
+mod m20261125_000016_event_refs;
+mod m20261125_000017_delivery_order;
+mod m20261125_000018_invoice_email;
 
 pub struct Migrator;
 
@@ -39,6 +42,9 @@ impl MigratorTrait for Migrator {
             Box::new(m20261123_000013_integrity::Migration),
             Box::new(m20261123_000014_rate_limits::Migration),
             Box::new(m20261123_000015_audit_log::Migration),
+            Box::new(m20261125_000016_event_refs::Migration),
+            Box::new(m20261125_000017_delivery_order::Migration),
+            Box::new(m20261125_000018_invoice_email::Migration),
         ]
     }
 }

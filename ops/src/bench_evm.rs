@@ -114,59 +114,50 @@ pub async fn run(args: BenchEvmScanArgs) -> anyhow::Result<()> {
         filling.elapsed().as_secs_f64()
     );
 
-    println!(
-        "{:>10} {:>8} {:>10} {:>9} {:>10} {:>12} {:>14}",
-        "watched", "blocks", "transfers", "seconds", "blocks/s", "transfers/s", "µs/transfer"
+    let net = EvmNetworkConfig { rpc_url: anvil.url.clone(), ..Default::default() };
+    let chain = EvmChain::new(
+        domain::gates::find("ethereum").context("ethereum gate")?,
+        std::sync::Arc::new(Rpc::new(&net)),
+        None,
+        0,
     );
-    let mut per_transfer = Vec::new();
-    for &watched in &args.watched {
-        let name = format!("paygate_bench_evm_{watched}");
-        let (admin, url) = crate::bench::scratch_database(&args.pg, &name).await?;
-        let result = scan_once(&args, &anvil.url, &url, &receivers, watched, start, end).await;
-        admin.execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await?;
-        let (secs, recorded) = result?;
-        ensure!(recorded == sent, "recorded {recorded} payments of {sent} transfers with {watched} watched");
-        let us = secs * 1e6 / sent as f64;
-        per_transfer.push(us);
-        println!(
-            "{watched:>10} {:>8} {sent:>10} {secs:>9.2} {:>10.0} {:>12.0} {us:>14.1}",
-            args.blocks,
-            args.blocks as f64 / secs,
-            sent as f64 / secs
-        );
-    }
-    if let (Some(first), Some(last)) = (per_transfer.first(), per_transfer.last()) {
-        println!(
-            "cost per transfer with {}× the watched addresses: {:.2}× ({} → {} watched)",
-            args.watched.last().unwrap_or(&0) / args.watched.first().copied().unwrap_or(1).max(1),
-            last / first,
-            args.watched.first().unwrap_or(&0),
-            args.watched.last().unwrap_or(&0)
-        );
-    }
+    compare_watched(
+        &args.pg,
+        "evm",
+        &chain,
+        &receivers[..sent],
+        &args.watched,
+        &random_address,
+        (start, end),
+        args.batch,
+    )
+    .await?;
     Ok(())
 }
 
-/// Fresh database watching `watched` addresses (the receivers first), cursor at `start + 1`;
-/// scans to `end` and returns (seconds, payments recorded).
-async fn scan_once(
-    args: &BenchEvmScanArgs,
-    rpc_url: &str,
+/// Fresh database on `db_url` watching `watched` addresses of `chain`'s gate in live (the
+/// receivers first, then addresses from `another`), cursor at `start + 1`; scans to `end` in
+/// batches of `batch` blocks with the scanner's own code and returns (seconds, payments
+/// recorded). Shared by the EVM and Bitcoin scan benchmarks.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn scan_once(
+    chain: &dyn workers::chain::Chain,
     db_url: &str,
     receivers: &[String],
     watched: usize,
-    start: u64,
-    end: u64,
+    another: &dyn Fn() -> String,
+    (start, end): (u64, u64),
+    batch: u64,
 ) -> anyhow::Result<(f64, usize)> {
     let config = Config { database_url: db_url.to_owned(), ..Config::default() };
     let db = domain::db::connect(&config).await?;
     domain::db::migrate(&db).await?;
     let merchant = domain::merchants::create_merchant(&db, "Bench", &Default::default()).await?.id;
     let now = Utc::now();
-    let gate = domain::gates::find("ethereum").context("ethereum gate")?;
+    let gate = chain.gate();
     let mut rows = Vec::with_capacity(1000);
     for i in 0..watched {
-        let address = receivers.get(i).cloned().unwrap_or_else(random_address);
+        let address = receivers.get(i).cloned().unwrap_or_else(another);
         rows.push(invoice::ActiveModel::from(watched_invoice(merchant, gate, &address, i, now)));
         if rows.len() == 1000 || i + 1 == watched {
             invoice::Entity::insert_many(std::mem::take(&mut rows)).exec_without_returning(&db).await?;
@@ -179,10 +170,8 @@ async fn scan_once(
         updated_at: now,
     };
     scan_cursor::Entity::insert(scan_cursor::ActiveModel::from(cursor)).exec_without_returning(&db).await?;
-    let net = EvmNetworkConfig { rpc_url: rpc_url.to_owned(), ..Default::default() };
-    let chain = EvmChain::new(gate, std::sync::Arc::new(Rpc::new(&net)), None, 0);
     let t = Instant::now();
-    while let Some(r) = workers::pipeline::scanner::scan_gate(&db, &chain, Environment::Live, args.batch).await? {
+    while let Some(r) = workers::pipeline::scanner::scan_gate(&db, chain, Environment::Live, batch).await? {
         if r.to >= end {
             break;
         }
@@ -193,7 +182,54 @@ async fn scan_once(
     Ok((secs, recorded))
 }
 
-fn watched_invoice(
+/// Runs [`scan_once`] on a scratch database per watched count and prints one row each, then
+/// the cost per transfer at the largest count against the smallest.
+pub(crate) async fn compare_watched(
+    pg: &str,
+    label: &str,
+    chain: &dyn workers::chain::Chain,
+    receivers: &[String],
+    watched_counts: &[usize],
+    another: &dyn Fn() -> String,
+    range: (u64, u64),
+    batch: u64,
+) -> anyhow::Result<()> {
+    let (start, end) = range;
+    let sent = receivers.len();
+    println!(
+        "{:>10} {:>8} {:>10} {:>9} {:>10} {:>12} {:>14}",
+        "watched", "blocks", "transfers", "seconds", "blocks/s", "transfers/s", "µs/transfer"
+    );
+    let mut per_transfer = Vec::new();
+    for &watched in watched_counts {
+        let name = format!("paygate_bench_{label}_{watched}");
+        let (admin, url) = crate::bench::scratch_database(pg, &name).await?;
+        let result = scan_once(chain, &url, receivers, watched, another, range, batch).await;
+        admin.execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await?;
+        let (secs, recorded) = result?;
+        ensure!(recorded == sent, "recorded {recorded} payments of {sent} transfers with {watched} watched");
+        let us = secs * 1e6 / sent as f64;
+        per_transfer.push(us);
+        let blocks = end - start;
+        println!(
+            "{watched:>10} {blocks:>8} {sent:>10} {secs:>9.2} {:>10.0} {:>12.0} {us:>14.1}",
+            blocks as f64 / secs,
+            sent as f64 / secs
+        );
+    }
+    if let (Some(first), Some(last)) = (per_transfer.first(), per_transfer.last()) {
+        println!(
+            "cost per transfer with {}× the watched addresses: {:.2}× ({} → {} watched)",
+            watched_counts.last().unwrap_or(&0) / watched_counts.first().copied().unwrap_or(1).max(1),
+            last / first,
+            watched_counts.first().unwrap_or(&0),
+            watched_counts.last().unwrap_or(&0)
+        );
+    }
+    Ok(())
+}
+
+pub(crate) fn watched_invoice(
     merchant: Uuid,
     gate: &'static domain::gates::Gate,
     address: &str,

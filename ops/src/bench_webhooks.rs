@@ -240,16 +240,14 @@ async fn insert_events(db: &DatabaseConnection, merchants: &[Uuid], count: usize
     let rows: Vec<event::ActiveModel> = (from..from + count)
         .map(|i| {
             let merchant_id = merchants[i % merchants.len()];
-            event::ActiveModel::from(event::Model {
-                id: Uuid::now_v7(),
+            event::ActiveModel::from(event::Model::new(
                 merchant_id,
-                environment: Environment::Test,
-                event_type: kinds[i % kinds.len()].to_owned(),
-                dedupe_key: format!("bench:{i}:{}", Uuid::now_v7()),
-                payload: json!({"invoice_id": Uuid::now_v7(), "status": "paid", "amount_paid": "0.001", "n": i}),
-                created_at: now,
-                dispatched_at: None,
-            })
+                Environment::Test,
+                kinds[i % kinds.len()],
+                format!("bench:{i}:{}", Uuid::now_v7()),
+                json!({"invoice_id": Uuid::now_v7(), "status": "paid", "amount_paid": "0.001", "n": i}),
+                now,
+            ))
         })
         .collect();
     event::Entity::insert_many(rows).exec_without_returning(db).await?;

@@ -6,6 +6,7 @@ mod audit;
 mod bench;
 mod bench_evm;
 mod bench_pipeline;
+mod bench_scan;
 mod bench_webhooks;
 mod jobs;
 mod keys;
@@ -53,6 +54,9 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Scan speed of the live EVM scanner against anvil, with growing watched-address sets.
     BenchEvmScan(bench_evm::BenchEvmScanArgs),
+    /// Scan speed of a non-EVM live scanner against real node software (`--gate bitcoin`:
+    /// Litecoin Core regtest), with growing watched-address sets.
+    BenchScan(bench_scan::BenchScanArgs),
     /// Pipeline benchmark: a burst of sandbox deposits through scanner and tracker to ledger credits.
     BenchPipeline(bench_pipeline::BenchPipelineArgs),
     /// Webhook benchmark: one deliverer process against a receiver answering in 50 ms.
@@ -89,6 +93,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Payouts(cmd) => payouts::run(&config, cmd, actor).await,
         Command::Bench(args) => bench::run(args).await,
         Command::BenchEvmScan(args) => bench_evm::run(args).await,
+        Command::BenchScan(args) => bench_scan::run(args).await,
         Command::BenchPipeline(args) => bench_pipeline::run(args).await,
         Command::BenchWebhooks(args) => bench_webhooks::run(args).await,
         Command::Sandbox(cmd) => {

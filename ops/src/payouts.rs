@@ -86,7 +86,7 @@ async fn stuck_payouts(
     older_than: chrono::Duration,
 ) -> anyhow::Result<()> {
     use workers::chain::Outgoing;
-    let chains = workers::chain::Chains::new(db, &config.sandbox).with_evm(&config.evm).with_tron(&config.tron);
+    let chains = workers::chain::Chains::new(db, &config.sandbox).with_live(config);
     let now = chrono::Utc::now();
     let mut listed = 0;
     for p in domain::payouts::operator::stuck_candidates(db, older_than).await? {

@@ -25,6 +25,10 @@ use crate::args::{parse_span, parse_time};
 pub enum WebhooksCmd {
     /// Print a new key for `webhooks.secret_key` / `webhooks.secret_key_file` (64 hex characters).
     Keygen,
+    /// Re-encrypt every endpoint secret under the current `webhooks.secret_key`: run it once
+    /// every process reads the old key as one of `webhooks.previous_secret_keys` (docs/webhooks.md
+    /// "Rotating the operator key"); then the old key can go.
+    RotateKey,
     /// Run a local receiver that verifies and prints every delivery (development): point an
     /// endpoint at `http://127.0.0.1:<port>/` with insecure targets allowed.
     Listen {
@@ -91,14 +95,20 @@ pub enum WebhooksCmd {
     },
     /// A delivery and every attempt: time, status code, latency, error, response body.
     Attempts { delivery: Uuid },
-    /// Send deliveries again now, the retry schedule starting over (same delivery id).
+    /// Send deliveries again now, the retry schedule starting over (same delivery id); or, with
+    /// `--missed`, send a merchant's past events that were never delivered (they happened
+    /// before its endpoint existed) to its endpoint now.
     Replay {
         /// Delivery ids.
-        #[arg(required_unless_present = "failed", conflicts_with = "failed")]
+        #[arg(required_unless_present_any = ["failed", "missed"], conflicts_with_all = ["failed", "missed"])]
         ids: Vec<Uuid>,
         /// Every failed (dead or retrying) delivery the filters select.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "missed")]
         failed: bool,
+        /// The past events of `--merchant` in `--env` (created at or after `--since`, of type
+        /// `--event`) that never had a delivery: one new delivery each, oldest first.
+        #[arg(long, requires_all = ["merchant", "env"])]
+        missed: bool,
         #[command(flatten)]
         filter: FilterArgs,
     },
@@ -153,6 +163,30 @@ pub async fn run(config: &Config, cmd: WebhooksCmd, actor: &str) -> anyhow::Resu
     let db = &crate::connect(config).await?;
     match cmd {
         WebhooksCmd::Keygen | WebhooksCmd::Listen { .. } => unreachable!("handled above"),
+        WebhooksCmd::RotateKey => {
+            let sbox = secret_box(config)?;
+            if config.webhooks.previous_secret_keys.is_empty() {
+                eprintln!(
+                    "no webhooks.previous_secret_keys configured: only secrets under the current key can be read"
+                );
+            }
+            let txn = domain::db::begin_write(db).await?;
+            let done = endpoints::reseal_all(&txn, &sbox).await?;
+            if done.resealed > 0 {
+                let after = serde_json::json!({"resealed": done.resealed, "unchanged": done.unchanged});
+                record(
+                    &txn,
+                    Entry::new(actor, "webhook_secrets.rotate_key", "webhook_endpoint", "*").change(None, Some(after)),
+                )
+                .await?;
+            }
+            txn.commit().await?;
+            writeln!(
+                out,
+                "re-encrypted {} endpoint secrets under the current key; {} already were",
+                done.resealed, done.unchanged
+            )?;
+        }
         WebhooksCmd::Set { merchant, env, url } => {
             let sbox = secret_box(config)?;
             let policy = TargetPolicy::from_config(&config.webhooks);
@@ -274,7 +308,24 @@ pub async fn run(config: &Config, cmd: WebhooksCmd, actor: &str) -> anyhow::Resu
                 )?;
             }
         }
-        WebhooksCmd::Replay { ids, failed, filter } => {
+        WebhooksCmd::Replay { missed: true, filter, .. } => {
+            let (Some(merchant), Some(env)) = (filter.merchant, filter.env) else {
+                bail!("--missed needs --merchant and --env");
+            };
+            let txn = domain::db::begin_write(db).await?;
+            let created = admin::deliver_missed(&txn, merchant, env, filter.since, filter.event.as_deref()).await?;
+            let after = serde_json::json!({"deliveries": created.len(), "since": filter.since, "event": filter.event});
+            if !created.is_empty() {
+                let entry =
+                    endpoint_entry(actor, "webhook_events.deliver_missed", merchant, env).change(None, Some(after));
+                record(&txn, entry).await?;
+            }
+            txn.commit().await?;
+            let queues = crate::jobs::connect(config).await;
+            enqueue(&queues, &created).await?;
+            writeln!(out, "sent {} past events to the endpoint", created.len())?;
+        }
+        WebhooksCmd::Replay { ids, failed, filter, .. } => {
             let ids = if failed { admin::failed(db, &filter.filter(Vec::new(), u64::MAX)).await? } else { ids };
             let mut replayed = Vec::new();
             for id in ids {

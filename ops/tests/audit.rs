@@ -11,11 +11,17 @@ use uuid::Uuid;
 
 struct Ops {
     dir: tempfile::TempDir,
+    /// Extra environment of the following runs.
+    env: std::cell::RefCell<Vec<(String, String)>>,
 }
 
 impl Ops {
     fn new() -> Ops {
-        Ops { dir: tempfile::tempdir().unwrap() }
+        Ops { dir: tempfile::tempdir().unwrap(), env: Default::default() }
+    }
+
+    fn set_env(&self, vars: &[(&str, &str)]) {
+        *self.env.borrow_mut() = vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
     }
 
     fn database_url(&self) -> String {
@@ -36,6 +42,7 @@ impl Ops {
             .env("PAYGATE_WEBHOOKS__ALLOW_INSECURE_TARGETS", "true")
             .env("USER", "oscar")
             .env("RUST_LOG", "error")
+            .envs(self.env.borrow().iter().cloned())
             .output()
             .unwrap()
     }
@@ -130,6 +137,8 @@ async fn dead_delivery(ops: &Ops, merchant: Uuid) -> Uuid {
         updated_at: now,
         delivered_at: None,
         dead_at: Some(now),
+        order_key: None,
+        wait_for_earlier: false,
     };
     d.into_active_model().insert(&db).await.unwrap().id
 }
@@ -338,4 +347,92 @@ async fn every_money_or_access_command_leaves_exactly_one_audit_row_and_refusals
     assert!(newest_first.windows(2).all(|w| w[0] >= w[1]), "{newest_first:?}");
     let table = ops.ok(&["audit", "list", "--action", "payout.reject"]);
     assert!(table.starts_with("AT") && table.contains("sanctions list") && table.contains(&p2), "{table}");
+}
+
+/// `ops webhooks replay --missed`: a merchant's events from before its endpoint existed are
+/// delivered once the endpoint is set, with their exact bodies, in one audited action; a second
+/// run finds nothing missed and records nothing.
+#[tokio::test]
+async fn past_events_reach_an_endpoint_added_later() {
+    use domain::events::{emit, kind};
+    use sea_orm::{EntityTrait, QueryOrder};
+    let ops = Ops::new();
+    ops.ok(&["migrate"]);
+    let m = ops.ok(&["merchants", "create", "--name", "Acme"]).trim().to_owned();
+    let merchant: Uuid = m.parse().unwrap();
+    let db = sea_orm::Database::connect(ops.database_url()).await.unwrap();
+    // Two events while the merchant has no endpoint: dispatched to nobody.
+    for (i, t) in [kind::INVOICE_PAID, kind::PAYOUT_COMPLETED].into_iter().enumerate() {
+        let data = serde_json::json!({"invoice_id": Uuid::now_v7(), "n": i});
+        emit(&db, merchant, entity::Environment::Test, t, format!("past:{i}"), data).await.unwrap();
+    }
+    let live = serde_json::json!({"n": "live"});
+    emit(&db, merchant, entity::Environment::Live, kind::INVOICE_PAID, "past:live".into(), live).await.unwrap();
+    let round = domain::webhooks::dispatch::dispatch_batch(&db, 100).await.unwrap();
+    assert_eq!((round.events, round.deliveries.len()), (3, 0));
+
+    ops.unaudited(&["webhooks", "replay", "--missed", "--merchant", &m, "--env", "test"], false);
+    ops.ok(&["webhooks", "set", "--merchant", &m, "--env", "test", "--url", "http://127.0.0.1:9/hook"]);
+    ops.unaudited(&["webhooks", "replay", "--missed", "--env", "test"], false);
+    let endpoint = format!("{m}/test");
+    let (row, out) = ops.audited(
+        &["webhooks", "replay", "--missed", "--merchant", &m, "--env", "test", "--since", "1h"],
+        "oscar",
+        "webhook_events.deliver_missed",
+        &endpoint,
+        None,
+    );
+    assert!(out.contains("sent 2 past events"), "{out}");
+    assert_eq!(row["after"]["deliveries"], 2, "{row}");
+    let events = entity::event::Entity::find().order_by_asc(entity::event::Column::Id).all(&db).await.unwrap();
+    let deliveries = entity::webhook_delivery::Entity::find().all(&db).await.unwrap();
+    assert_eq!(deliveries.len(), 2, "the live event has no live endpoint");
+    for d in &deliveries {
+        let e = events.iter().find(|e| e.id == d.event_id).unwrap();
+        assert_eq!(e.environment, entity::Environment::Test);
+        assert_eq!((d.body.clone(), d.status), (domain::webhooks::dispatch::body(e), entity::DeliveryStatus::Pending));
+    }
+    // Nothing is missed any more: nothing sent, nothing recorded.
+    ops.unaudited(&["webhooks", "replay", "--missed", "--merchant", &m, "--env", "test"], true);
+    assert_eq!(entity::webhook_delivery::Entity::find().all(&db).await.unwrap().len(), 2);
+}
+
+/// `ops webhooks rotate-key`: with the new key current and the old one among the previous keys,
+/// every endpoint secret is re-encrypted under the new key (one audit row), after which the new
+/// key alone signs; a second run changes nothing and records nothing.
+#[tokio::test]
+async fn rotate_key_reencrypts_every_endpoint_secret_under_the_new_key() {
+    use domain::webhooks::secrets::SecretBox;
+    use sea_orm::EntityTrait;
+    let ops = Ops::new();
+    ops.ok(&["migrate"]);
+    let m = ops.ok(&["merchants", "create", "--name", "Acme"]).trim().to_owned();
+    let old = ops.ok(&["webhooks", "keygen"]).trim().to_owned();
+    let new = ops.ok(&["webhooks", "keygen"]).trim().to_owned();
+    ops.set_env(&[("PAYGATE_WEBHOOKS__SECRET_KEY", &old)]);
+    let secret = ops.ok(&["webhooks", "set", "--merchant", &m, "--env", "test", "--url", "http://127.0.0.1:9/h"]);
+    let secret = secret.trim();
+    // Overlapping secrets of a second endpoint: both are re-encrypted.
+    ops.ok(&["webhooks", "set", "--merchant", &m, "--env", "live", "--url", "http://127.0.0.1:9/l"]);
+    ops.ok(&["webhooks", "rotate", "--merchant", &m, "--env", "live", "--overlap", "1h"]);
+
+    let previous = format!("[\"{old}\"]");
+    ops.set_env(&[("PAYGATE_WEBHOOKS__SECRET_KEY", &new), ("PAYGATE_WEBHOOKS__PREVIOUS_SECRET_KEYS", &previous)]);
+    let (row, out) = ops.audited(&["webhooks", "rotate-key"], "oscar", "webhook_secrets.rotate_key", "*", None);
+    assert!(out.contains("re-encrypted 3 endpoint secrets"), "{out}");
+    assert_eq!((&row["after"]["resealed"], &row["after"]["unchanged"]), (&3.into(), &0.into()), "{row}");
+    ops.unaudited(&["webhooks", "rotate-key"], true);
+
+    let db = sea_orm::Database::connect(ops.database_url()).await.unwrap();
+    let now = chrono::Utc::now();
+    let (old_box, new_box) =
+        (SecretBox::new(SecretBox::parse_key(&old).unwrap()), SecretBox::new(SecretBox::parse_key(&new).unwrap()));
+    for e in entity::webhook_endpoint::Entity::find().all(&db).await.unwrap() {
+        let signing = domain::webhooks::endpoints::signing_secrets(&new_box, &e, now).unwrap();
+        assert_eq!(signing.len(), if e.environment == entity::Environment::Live { 2 } else { 1 });
+        if e.environment == entity::Environment::Test {
+            assert_eq!(signing, [secret]);
+        }
+        assert!(domain::webhooks::endpoints::signing_secrets(&old_box, &e, now).is_err(), "the old key is done");
+    }
 }

@@ -3,7 +3,8 @@
 //! fresh (spec 5.7), posted, and the outcome recorded with the next step of the schedule in
 //! one transaction. A deliverer killed mid-attempt leaves a lapsed lease: the sweeper puts the
 //! delivery back on the queue and it is sent again (at least once; receivers de-duplicate by
-//! the delivery id header).
+//! the delivery id header). Deliveries about one invoice (or payout) are sent in the order their
+//! events happened: one whose earlier sibling is still open is not claimed, and waits for it.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -19,6 +20,24 @@ use domain::config::WebhooksConfig;
 use domain::webhooks::outbound::{self, TargetPolicy, error_chain};
 use domain::webhooks::secrets::SecretBox;
 use domain::webhooks::{DELIVERY_HEADER, EVENT_HEADER, WebhookError, endpoints, signature};
+
+/// A delivery held back behind an earlier one with the same order key looks again this long
+/// after that one's next attempt.
+const ORDER_RECHECK: Duration = Duration::from_millis(200);
+
+/// The claim's condition, for a delivery made while an earlier one with its key was open
+/// (`wait_for_earlier`; the others skip it at no cost), that no earlier event about the same
+/// invoice or payout (same order key, merchant and environment) still has an open delivery: deliveries for one invoice reach
+/// the endpoint in the order their events happened. Correlated to the row being claimed; a row
+/// without a key is never held back (`= NULL` matches nothing).
+const NO_EARLIER_OPEN: &str = "(NOT webhook_deliveries.wait_for_earlier OR NOT EXISTS (SELECT 1 FROM webhook_deliveries AS earlier \
+    WHERE earlier.order_key = webhook_deliveries.order_key \
+    AND earlier.merchant_id = webhook_deliveries.merchant_id \
+    AND earlier.environment = webhook_deliveries.environment \
+    AND earlier.status IN ('pending', 'retrying') \
+    AND (earlier.event_created_at < webhook_deliveries.event_created_at \
+         OR (earlier.event_created_at = webhook_deliveries.event_created_at \
+             AND earlier.event_id < webhook_deliveries.event_id))))";
 
 /// Extra lease beyond the attempt timeout, for recording the outcome.
 const LEASE_MARGIN: Duration = Duration::from_secs(5);
@@ -103,17 +122,41 @@ impl Deliverer {
         use sea_orm::sea_query::ExprTrait;
         let lease = Duration::from_millis(self.cfg.timeout_ms) + LEASE_MARGIN;
         let until = now + chrono::Duration::from_std(lease).unwrap_or(chrono::Duration::seconds(60));
-        let rows = webhook_delivery::Entity::update_many()
+        let mut claim = webhook_delivery::Entity::update_many()
             .col_expr(webhook_delivery::Column::AttemptCount, Expr::col(webhook_delivery::Column::AttemptCount).add(1))
             .col_expr(webhook_delivery::Column::LeaseUntil, Expr::value(until))
             .col_expr(webhook_delivery::Column::UpdatedAt, Expr::value(now))
             .filter(webhook_delivery::Column::Id.eq(id))
             .filter(webhook_delivery::Column::Status.is_in([DeliveryStatus::Pending, DeliveryStatus::Retrying]))
             .filter(webhook_delivery::Column::NextAttemptAt.lte(now))
-            .filter(webhook_delivery::Column::LeaseUntil.is_null().or(webhook_delivery::Column::LeaseUntil.lt(now)))
-            .exec_with_returning(&self.db)
-            .await?;
+            .filter(webhook_delivery::Column::LeaseUntil.is_null().or(webhook_delivery::Column::LeaseUntil.lt(now)));
+        if self.cfg.ordered {
+            claim = claim.filter(Expr::cust(NO_EARLIER_OPEN));
+        }
+        let rows = claim.exec_with_returning(&self.db).await?;
         Ok(rows.into_iter().next())
+    }
+
+    /// The earliest open delivery with the same order key as `d` whose event happened before
+    /// `d`'s: while it is open, `d` waits.
+    async fn blocker(&self, d: &webhook_delivery::Model) -> Result<Option<webhook_delivery::Model>, DbErr> {
+        use sea_orm::{Condition, QueryOrder};
+        let Some(key) = d.order_key.filter(|_| self.cfg.ordered && d.wait_for_earlier) else { return Ok(None) };
+        webhook_delivery::Entity::find()
+            .filter(webhook_delivery::Column::MerchantId.eq(d.merchant_id))
+            .filter(webhook_delivery::Column::Environment.eq(d.environment))
+            .filter(webhook_delivery::Column::OrderKey.eq(key))
+            .filter(webhook_delivery::Column::Status.is_in([DeliveryStatus::Pending, DeliveryStatus::Retrying]))
+            .filter(
+                Condition::any().add(webhook_delivery::Column::EventCreatedAt.lt(d.event_created_at)).add(
+                    Condition::all()
+                        .add(webhook_delivery::Column::EventCreatedAt.eq(d.event_created_at))
+                        .add(webhook_delivery::Column::EventId.lt(d.event_id)),
+                ),
+            )
+            .order_by_asc(webhook_delivery::Column::EventCreatedAt)
+            .one(&self.db)
+            .await
     }
 
     /// Why the claim failed: early (reschedule) or nothing to do.
@@ -125,6 +168,23 @@ impl Deliverer {
         let leased = d.lease_until.is_some_and(|t| t >= now);
         if d.status.is_open() && !leased && d.next_attempt_at > now {
             return Ok(Outcome::NotDue((d.next_attempt_at - now).to_std().unwrap_or_default()));
+        }
+        if d.status.is_open()
+            && !leased
+            && let Some(earlier) = self.blocker(&d).await?
+        {
+            // Held back behind an earlier event about the same invoice or payout: due again
+            // just after that one's next attempt.
+            let at = earlier.next_attempt_at.max(now) + chrono_delay(ORDER_RECHECK);
+            webhook_delivery::Entity::update_many()
+                .col_expr(webhook_delivery::Column::NextAttemptAt, Expr::value(at))
+                .col_expr(webhook_delivery::Column::EnqueuedAt, Expr::value(now))
+                .filter(webhook_delivery::Column::Id.eq(d.id))
+                .filter(webhook_delivery::Column::Status.eq(d.status))
+                .filter(webhook_delivery::Column::AttemptCount.eq(d.attempt_count))
+                .exec(&self.db)
+                .await?;
+            return Ok(Outcome::NotDue((at - now).to_std().unwrap_or_default()));
         }
         Ok(Outcome::Skipped)
     }

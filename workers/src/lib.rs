@@ -7,6 +7,7 @@
 pub mod chain;
 pub mod deliver;
 pub mod executor;
+pub mod mail;
 pub mod pipeline;
 pub mod platform;
 pub mod process;

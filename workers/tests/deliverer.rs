@@ -450,3 +450,58 @@ async fn internal_targets_are_refused_when_saved_and_when_connecting() {
         webhook_attempt::Entity::find().order_by_asc(webhook_attempt::Column::StartedAt).all(h.db()).await.unwrap();
     assert_eq!(list.len(), 1);
 }
+
+/// Two events about one invoice dispatched in the same round: the later one waits (it is not
+/// claimed while the earlier one is open) and is sent once the earlier one is delivered; an
+/// event about another invoice, dispatched with them, never waits.
+#[tokio::test]
+async fn a_later_event_of_an_invoice_dispatched_with_its_earlier_one_waits_for_it() {
+    let h = Hooks::new(fast()).await;
+    let rx = Receiver::start(ANY.parse().unwrap(), &[], Behaviour::Ok(Duration::ZERO)).await.unwrap();
+    rx.set_secrets(&[&h.endpoint(Environment::Test, &rx.url()).await]);
+    let invoice = Uuid::now_v7();
+    let emit = |kind: &'static str, invoice: Uuid| {
+        let data = json!({"invoice_id": invoice, "status": kind});
+        events::emit_new(h.db(), h.merchant, Environment::Test, kind, format!("{kind}:{invoice}"), data)
+    };
+    emit(events::kind::INVOICE_CONFIRMING, invoice).await.unwrap();
+    emit(events::kind::INVOICE_PAID, invoice).await.unwrap();
+    emit(events::kind::INVOICE_CONFIRMING, Uuid::now_v7()).await.unwrap();
+    let ids = h.dispatch().await;
+    assert_eq!(ids.len(), 3);
+    let mut by_type = std::collections::HashMap::new();
+    for id in &ids {
+        let d = h.delivery(*id).await;
+        by_type.entry(d.event_type.clone()).or_insert_with(Vec::new).push(d);
+    }
+    let first = by_type["invoice.confirming"].iter().find(|d| d.order_key == Some(invoice)).unwrap().clone();
+    let other = by_type["invoice.confirming"].iter().find(|d| d.order_key != Some(invoice)).unwrap().clone();
+    let later = by_type["invoice.paid"][0].clone();
+    assert_eq!((first.wait_for_earlier, later.wait_for_earlier, other.wait_for_earlier), (false, true, false));
+    // While the first is open, the later one is held back; the other invoice's goes at once.
+    assert!(matches!(h.deliverer.attempt(later.id).await.unwrap(), Outcome::NotDue(_)));
+    assert_eq!(h.drive(other.id).await, Outcome::Delivered);
+    assert!(rx.received().iter().all(|r| r.event != "invoice.paid"));
+    assert_eq!(h.drive(first.id).await, Outcome::Delivered);
+    assert_eq!(h.drive(later.id).await, Outcome::Delivered);
+    let order: Vec<String> = rx.received().iter().map(|r| r.event.clone()).collect();
+    assert_eq!(order, ["invoice.confirming", "invoice.confirming", "invoice.paid"]);
+}
+
+/// `webhooks.ordered = false`: each delivery goes as soon as it is due, whatever came before.
+#[tokio::test]
+async fn unordered_deliveries_do_not_wait() {
+    let h = Hooks::new(WebhooksConfig { ordered: false, ..fast() }).await;
+    let rx = Receiver::start(ANY.parse().unwrap(), &[], Behaviour::Ok(Duration::ZERO)).await.unwrap();
+    rx.set_secrets(&[&h.endpoint(Environment::Test, &rx.url()).await]);
+    let invoice = Uuid::now_v7();
+    for kind in [events::kind::INVOICE_CONFIRMING, events::kind::INVOICE_PAID] {
+        let data = json!({"invoice_id": invoice, "status": kind});
+        events::emit_new(h.db(), h.merchant, Environment::Test, kind, format!("{kind}:{invoice}"), data).await.unwrap();
+    }
+    let ids = h.dispatch().await;
+    let later = h.delivery(ids[1]).await;
+    assert!(later.wait_for_earlier, "dispatch still marks it; the deliverer does not wait");
+    assert_eq!(h.drive(later.id).await, Outcome::Delivered);
+    assert_eq!(rx.received()[0].event, "invoice.paid");
+}

@@ -13,116 +13,48 @@
 
 mod support;
 
-use std::str::FromStr;
-
 use domain::chain::address::tron::account_id_of;
-use entity::{Environment, PaymentStatus, payment};
-use rust_decimal::Decimal;
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+use entity::{Environment, PaymentStatus};
 use serde_json::{Value, json};
+use support::live::{LiveApp, d, id};
 use support::tron_node::{FakeTron, Tx};
 use testkit::TestApp;
-use uuid::Uuid;
-use workers::chain::Chains;
-use workers::pipeline::{scanner, tracker};
 
 const USDT: &str = "TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t";
 
-fn d(s: &str) -> Decimal {
-    Decimal::from_str(s).unwrap()
-}
-
 struct Live {
     node: FakeTron,
-    app: TestApp,
-    merchant: Uuid,
-    key: String,
+    l: LiveApp,
 }
+
+impl std::ops::Deref for Live {
+    type Target = LiveApp;
+    fn deref(&self) -> &LiveApp {
+        &self.l
+    }
+}
+
+const GATES: &[&str] = &["tron", "tron_usdt"];
 
 async fn live() -> Live {
     let node = FakeTron::start(10).await;
     let url = node.url.clone();
-    let app = TestApp::spawn_with(|c| {
+    let l = LiveApp::start(GATES, |c| {
         c.tron.api_url = url;
         c.tron.max_retries = 1;
         c.tron.retry_backoff_ms = 10;
     })
     .await;
-    let merchant = app.merchant().await;
-    let key = app.key(merchant, Environment::Live, &[]).await;
-    let l = Live { node, app, merchant, key };
-    // The live scan starts at the tip: take the cursors now, before any deposit.
-    l.scan(&l.chains(), 100).await;
-    l
-}
-
-fn id(v: &Value) -> Uuid {
-    v["id"].as_str().unwrap().parse().unwrap()
+    Live { node, l }
 }
 
 impl Live {
-    /// The live chains as a worker process builds them from the configuration.
-    fn chains(&self) -> Chains {
-        Chains::default().with_tron(&self.app.state.config.tron)
-    }
-
-    async fn scan(&self, chains: &Chains, batch: u64) {
-        for gate in ["tron", "tron_usdt"] {
-            let chain = chains.get(Environment::Live, gate).expect("a live TRON chain");
-            while scanner::scan_gate(&self.app.state.db, chain.as_ref(), Environment::Live, batch)
-                .await
-                .unwrap()
-                .is_some()
-            {}
-        }
-    }
-
-    async fn step(&self) {
-        let chains = self.chains();
-        self.scan(&chains, 100).await;
-        let db = &self.app.state.db;
-        for p in
-            payment::Entity::find().filter(payment::Column::Environment.eq(Environment::Live)).all(db).await.unwrap()
-        {
-            tracker::track_payment(db, &chains, &self.app.state.config.pipeline, p.id).await.unwrap();
-        }
-    }
-
     /// Mines `blocks` empty blocks one by one, a pipeline step after each.
     async fn step_over(&self, blocks: usize) {
         for _ in 0..blocks {
             self.node.mine(1);
             self.step().await;
         }
-    }
-
-    async fn invoice(&self, body: Value) -> Value {
-        self.app.create_invoice(&self.key, body).await
-    }
-
-    async fn get(&self, inv: &Value) -> Value {
-        self.app.get(&format!("/v1/invoices/{}", id(inv)), Some(&self.key)).await.data().clone()
-    }
-
-    async fn payment(&self, inv: &Value) -> payment::Model {
-        payment::Entity::find()
-            .filter(payment::Column::InvoiceId.eq(id(inv)))
-            .one(&self.app.state.db)
-            .await
-            .unwrap()
-            .expect("a payment")
-    }
-
-    /// (available, pending) of a gate.
-    async fn balance(&self, gate: &str) -> (Decimal, Decimal) {
-        let rows = self.app.get("/v1/balances", Some(&self.key)).await.data().clone();
-        rows.as_array().unwrap().iter().find(|r| r["gate_id"] == gate).map_or((Decimal::ZERO, Decimal::ZERO), |r| {
-            (d(r["available"].as_str().unwrap()), d(r["pending"].as_str().unwrap()))
-        })
-    }
-
-    async fn credits(&self, inv: &Value) -> usize {
-        testkit::invoice_events(&self.app.state.db, id(inv)).await.iter().filter(|e| *e == "balance.credited").count()
     }
 }
 
@@ -167,9 +99,7 @@ async fn trx_and_usdt_deposits_confirm_after_19_blocks_and_are_credited_once() {
     assert_eq!((l.credits(&a).await, l.credits(&b).await), (1, 1));
     assert_eq!(l.balance("tron").await, (d("10"), d("0")));
     assert_eq!(l.payment(&a).await.status, PaymentStatus::Confirmed);
-    for gate in ["tron", "tron_usdt"] {
-        testkit::assert_ledger_sums(&l.app.state.db, l.merchant, gate).await;
-    }
+    l.assert_ledger_sums().await;
 }
 
 #[tokio::test]
@@ -197,9 +127,7 @@ async fn underpaid_reverted_and_foreign_transfers_are_told_apart() {
     assert_eq!(got["status"], "underpaid", "{got}");
     assert_eq!(got["amount_paid"], "20");
     assert_eq!(l.get(&untouched).await["status"], "pending", "a reverted call and another token pay nothing");
-    let live_payments =
-        payment::Entity::find().filter(payment::Column::Environment.eq(Environment::Live)).all(&l.app.state.db).await;
-    assert_eq!(live_payments.unwrap().len(), 1);
+    assert_eq!(l.live_payments().await.len(), 1);
     assert_eq!(l.balance("tron_usdt").await, (d("20"), d("0")));
 }
 
@@ -257,7 +185,7 @@ async fn a_scanner_started_anew_resumes_at_its_cursor_and_misses_no_block() {
     l.node.mine(29);
     // A new process: new chains, the cursor from the database, bounded batches of 10 blocks.
     let calls = l.node.calls();
-    l.scan(&Chains::default().with_tron(&l.app.state.config.tron), 10).await;
+    l.scan(&l.new_chains(), 10).await;
     assert!(l.node.calls() > calls);
     let p = l.payment(&inv).await;
     assert_eq!(p.amount.0, d("7"));
@@ -269,17 +197,9 @@ async fn a_scanner_started_anew_resumes_at_its_cursor_and_misses_no_block() {
 #[tokio::test]
 async fn live_tron_gates_are_online_only_with_a_node() {
     let l = live().await;
-    let cur = l.app.get("/v1/currencies?environment=live", None).await;
-    for gate in ["tron", "tron_usdt"] {
-        let g = cur.data().as_array().unwrap().iter().find(|c| c["id"] == gate).unwrap().clone();
-        assert_eq!(g["status"], "online", "{g}");
-    }
+    assert_eq!(l.live_statuses(&l.app).await, ["online", "online"]);
     let without = TestApp::spawn().await;
-    let cur = without.get("/v1/currencies?environment=live", None).await;
-    for gate in ["tron", "tron_usdt"] {
-        let g = cur.data().as_array().unwrap().iter().find(|c| c["id"] == gate).unwrap().clone();
-        assert_eq!(g["status"], "offline", "{g}");
-    }
+    assert_eq!(l.live_statuses(&without).await, ["offline", "offline"]);
     let m = without.merchant().await;
     let key = without.key(m, Environment::Live, &[]).await;
     without.post("/v1/invoices", Some(&key), &json!({"currency": "TRX", "amount": "1"})).await.assert_error(

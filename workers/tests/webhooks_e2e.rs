@@ -202,3 +202,46 @@ async fn a_killed_deliverer_and_a_flushed_queue_lose_no_event() {
     // Only attempts cut off by the kill may repeat: at most the deliverer's concurrency.
     assert!(duplicates <= 8, "{duplicates} duplicates");
 }
+
+/// Per-invoice order: while an invoice's first event is retrying, its later event waits; another
+/// invoice's event is not held back. The receiver fails the first request it gets (the only
+/// event there is then), and accepts everything after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invoices_later_event_waits_for_its_retrying_first_one_and_others_do_not() {
+    let s = setup(&[("PAYGATE_WEBHOOKS__RETRY_SCHEDULE_SECS", "[2,2,2,2,2,2,2]")]).await;
+    let rx = Receiver::start("127.0.0.1:0".parse().unwrap(), &[], Behaviour::Ok(Duration::ZERO)).await.unwrap();
+    let secret = s.endpoint(&rx.url()).await;
+    rx.set_secrets(&[&secret]);
+    rx.script([Behaviour::Status(500)]);
+    let (a, b) = (Uuid::now_v7(), Uuid::now_v7());
+    let emit = |kind: &'static str, invoice: Uuid| {
+        let conn = s.conn.clone();
+        let merchant = s.merchant;
+        async move {
+            let data = json!({"invoice_id": invoice, "status": kind});
+            let key = format!("{kind}:{invoice}");
+            domain::events::emit_new(&conn, merchant, Environment::Test, kind, key, data).await.unwrap().unwrap()
+        }
+    };
+    let a1 = emit("invoice.confirming", a).await;
+    let _deliverer = s.deliverer().await;
+    // A's first event fails its first attempt; then A's second and B's first happen.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while rx.count() < 1 {
+        assert!(Instant::now() < deadline, "the first attempt never came");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let a2 = emit("invoice.paid", a).await;
+    let b1 = emit("invoice.confirming", b).await;
+    s.wait_all_succeeded(3, Duration::from_secs(30)).await;
+
+    let deliveries = s.deliveries().await;
+    let received: Vec<(Uuid, u16, chrono::DateTime<chrono::Utc>)> =
+        rx.received().iter().map(|r| (deliveries[&r.delivery_id], r.answered, r.at)).collect();
+    let first = |event: Uuid| received.iter().find(|(e, ..)| *e == event).map(|r| r.2).unwrap();
+    let ok = |event: Uuid| received.iter().find(|(e, code, _)| *e == event && *code == 200).map(|r| r.2).unwrap();
+    assert_eq!(received.iter().filter(|(e, ..)| *e == a1).count(), 2, "a1: refused once, then delivered");
+    assert!(first(a2) >= ok(a1), "a2 never reached the endpoint before a1 was delivered: {received:?}");
+    assert!(ok(b1) < ok(a1), "b1 is not held back by a's retry: {received:?}");
+    assert_eq!(received.iter().filter(|(e, ..)| *e == a2).count(), 1, "a2 was sent once, when its turn came");
+}

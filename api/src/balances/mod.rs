@@ -77,8 +77,8 @@ pub struct LedgerEntryResponse {
 #[utoipa::path(get, path = "/v1/balances", tag = "balances", security(("api_key" = [])),
     params(
         ("environment" = Option<String>, Query, description = "Ignored: the key decides"),
-        ("limit" = Option<u32>, Query, description = "Reserved, no effect (1..100)"),
-        ("offset" = Option<u32>, Query, description = "Reserved, no effect (>= 0)"),
+        ("limit" = Option<u32>, Query, minimum = 1, maximum = 100, description = "Reserved, no effect (1..100)"),
+        ("offset" = Option<i64>, Query, minimum = 0, description = "Reserved, no effect (>= 0)"),
     ),
     responses((status = 200, body = inline(BalanceListEnvelope)),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope)))]
@@ -118,7 +118,7 @@ pub async fn list_balances(
 }
 
 fn parse_time(q: &QueryParams, name: &str) -> ApiResult<Option<DateTime<Utc>>> {
-    match q.get(name).filter(|s| !s.is_empty()) {
+    match q.get(name) {
         None => Ok(None),
         Some(s) => DateTime::parse_from_rfc3339(s)
             .map(|t| Some(t.with_timezone(&Utc)))
@@ -130,11 +130,10 @@ fn parse_time(q: &QueryParams, name: &str) -> ApiResult<Option<DateTime<Utc>>> {
 #[utoipa::path(get, path = "/v1/balances/{currency}/ledger", tag = "balances", security(("api_key" = [])),
     params(
         ("currency" = String, Path, description = "Gate id (`tron_usdt`) or an unambiguous asset code (`BTC`)"),
-        ("type" = Option<String>, Query, description = "Entry type filter"),
-        ("from" = Option<String>, Query, description = "RFC 3339; entries at or after"),
-        ("to" = Option<String>, Query, description = "RFC 3339; entries before"),
-        ("limit" = Option<u32>, Query, description = "1..100, default 20"),
-        ("offset" = Option<u32>, Query, description = ">= 0, default 0"),
+        ("type" = Option<entity::EntryType>, Query, description = "Entry type filter"),
+        ("from" = Option<String>, Query, format = DateTime, description = "RFC 3339; entries at or after"),
+        ("to" = Option<String>, Query, format = DateTime, description = "RFC 3339; entries before"),
+        crate::envelope::PageParams,
     ),
     responses((status = 200, body = inline(LedgerListEnvelope)),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),

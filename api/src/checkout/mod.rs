@@ -9,7 +9,8 @@
 //! - `POST /checkout/{id}/activate`: a deferred invoice is activated on the chosen gate.
 //! - `POST /checkout/{id}/test-payment`: test environment only, the simulate buttons.
 //!
-//! Every text the payer reads is in `assets/en.json`: a translation is another such file.
+//! Every text the payer reads is in `domain::messages` (`entity/domain/src/messages/en.json`,
+//! shared with the payment-request e-mail): a translation is another such file.
 
 pub mod service;
 pub mod uri;
@@ -30,7 +31,7 @@ const PAGE: &str = include_str!("assets/checkout.html");
 const SCRIPT: &str = include_str!("assets/checkout.js");
 const STYLE: &str = include_str!("assets/checkout.css");
 /// The payer's texts (English). Keys are used by `checkout.js` and the page.
-pub const MESSAGES_EN: &str = include_str!("assets/en.json");
+pub const MESSAGES_EN: &str = domain::messages::EN;
 
 /// Only our own script, style, images and requests; nothing framed, no form posts.
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; \

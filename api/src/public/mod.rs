@@ -64,7 +64,7 @@ fn environment(q: &QueryParams) -> ApiResult<Environment> {
 
 /// Supported currencies (gates) and their availability in an environment.
 #[utoipa::path(get, path = "/v1/currencies", tag = "public",
-    params(("environment" = Option<String>, Query, description = "live (default) or test")),
+    params(("environment" = Option<entity::Environment>, Query, description = "live (default) or test")),
     responses((status = 200, body = inline(CurrencyListEnvelope)), (status = 400, body = ErrorEnvelope)))]
 pub async fn list_currencies(State(state): State<HttpState>, q: QueryParams) -> ApiResult<List<CurrencyResponse>> {
     let env = environment(&q)?;
@@ -93,9 +93,9 @@ pub async fn list_currencies(State(state): State<HttpState>, q: QueryParams) -> 
 /// Current exchange rates (fresh ones only).
 #[utoipa::path(get, path = "/v1/rates", tag = "public",
     params(
-        ("currency" = Option<String>, Query, description = "Asset code filter, e.g. BTC"),
-        ("fiat" = Option<String>, Query, description = "Fiat filter, e.g. USD"),
-        ("environment" = Option<String>, Query, description = "live (default) or test: which rates source"),
+        ("currency" = Option<String>, Query, pattern = "^[A-Za-z0-9]{0,20}$", description = "Asset code filter, e.g. BTC"),
+        ("fiat" = Option<String>, Query, pattern = "^[A-Za-z0-9]{0,20}$", description = "Fiat filter, e.g. USD"),
+        ("environment" = Option<entity::Environment>, Query, description = "live (default) or test: which rates source"),
     ),
     responses((status = 200, body = inline(RateListEnvelope)), (status = 400, body = ErrorEnvelope)))]
 pub async fn list_rates(State(state): State<HttpState>, q: QueryParams) -> ApiResult<List<RateResponse>> {

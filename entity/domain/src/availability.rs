@@ -22,18 +22,29 @@ pub enum Offline {
     ConfiguredOffline,
     /// The address family has no operator key (`addresses.<env>`).
     NoDepositKeys(AddressFamily),
-    /// No live adapter exists for this chain yet: nothing could see its deposits.
-    NoChainAdapter,
     /// The EVM network has no `[evm.networks.<network>]` (no node to read).
     NetworkNotConfigured(&'static str),
     /// A token gate whose contract is neither configured nor a usable default.
     NoTokenContract,
     /// Payouts only: no hot wallet key for the network.
     NoSigner(&'static str),
-    /// `[tron] api_url` is not set (no node to read).
-    TronNotConfigured,
+    /// The network's node is not configured (no node to read): `[section] key`, e.g.
+    /// `[tron] api_url`.
+    NodeNotConfigured { section: &'static str, key: &'static str },
     /// Payouts only: this network has no payout signer yet.
     NoPayoutSigner,
+}
+
+impl Offline {
+    pub const BITCOIN: Offline = Offline::NodeNotConfigured { section: "bitcoin", key: "rpc_url" };
+    pub const TRON: Offline = Offline::NodeNotConfigured { section: "tron", key: "api_url" };
+    pub const SOLANA: Offline = Offline::NodeNotConfigured { section: "solana", key: "rpc_url" };
+    pub const XRP: Offline = Offline::NodeNotConfigured { section: "xrp", key: "rpc_url" };
+}
+
+/// Online when the network's node is configured.
+fn node(configured: bool, otherwise: Offline) -> Result<(), Offline> {
+    if configured { Ok(()) } else { Err(otherwise) }
 }
 
 impl std::fmt::Display for Offline {
@@ -41,16 +52,13 @@ impl std::fmt::Display for Offline {
         match self {
             Offline::ConfiguredOffline => write!(f, "configured offline (gates.<env>.<gate>.status)"),
             Offline::NoDepositKeys(family) => write!(f, "no deposit key configured for the {family:?} address family"),
-            Offline::NoChainAdapter => {
-                write!(f, "no live chain adapter for this network yet: deposits could not be seen")
-            }
             Offline::NetworkNotConfigured(n) => {
                 write!(f, "no node configured: set [evm.networks.{n}] rpc_url so its deposits are scanned")
             }
             Offline::NoTokenContract => write!(f, "no usable token contract ([evm.tokens.<gate>] contract)"),
             Offline::NoSigner(n) => write!(f, "no payout signer: set [evm.networks.{n}] hot_wallet_key_file"),
-            Offline::TronNotConfigured => {
-                write!(f, "no node configured: set [tron] api_url so its deposits are scanned")
+            Offline::NodeNotConfigured { section, key } => {
+                write!(f, "no node configured: set [{section}] {key} so its deposits are scanned")
             }
             Offline::NoPayoutSigner => write!(f, "payouts are not supported on this network yet (no signer)"),
         }
@@ -114,8 +122,8 @@ fn configured_offline(cfg: &Config, env: Environment, gate: &Gate) -> bool {
     map.get(gate.id).and_then(|o| o.status) == Some(GateStatus::Offline)
 }
 
-/// A live adapter for the gate's network: EVM networks and TRON so far; every other family is
-/// offline until its adapter exists.
+/// A live adapter for the gate's network: an EVM network's, or the Bitcoin, TRON, Solana or XRP
+/// node's, configured.
 fn live_adapter(cfg: &Config, gate: &Gate) -> Result<(), Offline> {
     match gate.family {
         AddressFamily::Evm => {
@@ -127,13 +135,10 @@ fn live_adapter(cfg: &Config, gate: &Gate) -> Result<(), Offline> {
             }
             Ok(())
         }
-        AddressFamily::Tron => {
-            if !cfg.tron.configured() {
-                return Err(Offline::TronNotConfigured);
-            }
-            Ok(())
-        }
-        AddressFamily::Bitcoin | AddressFamily::Solana | AddressFamily::Xrp => Err(Offline::NoChainAdapter),
+        AddressFamily::Bitcoin => node(cfg.bitcoin.configured(), Offline::BITCOIN),
+        AddressFamily::Tron => node(cfg.tron.configured(), Offline::TRON),
+        AddressFamily::Solana => node(cfg.solana.configured(), Offline::SOLANA),
+        AddressFamily::Xrp => node(cfg.xrp.configured(), Offline::XRP),
     }
 }
 
@@ -181,17 +186,19 @@ mod tests {
     }
 
     #[test]
-    fn live_gates_with_keys_but_no_adapter_are_offline() {
+    fn live_gates_with_keys_but_no_node_are_offline() {
         let (cfg, book) = with_all_keys();
         for g in GATES.iter() {
             assert_eq!(status(&cfg, &book, Environment::Live, g), GateStatus::Offline, "{}", g.id);
             assert_eq!(status(&cfg, &book, Environment::Test, g), GateStatus::Online, "{}", g.id);
         }
-        for id in ["bitcoin", "solana", "solana_usdc", "xrp"] {
-            assert_eq!(deposits(&cfg, &book, Environment::Live, gate(id)), Err(Offline::NoChainAdapter), "{id}");
+        assert_eq!(deposits(&cfg, &book, Environment::Live, gate("xrp")), Err(Offline::XRP));
+        assert_eq!(deposits(&cfg, &book, Environment::Live, gate("bitcoin")), Err(Offline::BITCOIN));
+        for id in ["solana", "solana_usdc"] {
+            assert_eq!(deposits(&cfg, &book, Environment::Live, gate(id)), Err(Offline::SOLANA), "{id}");
         }
         for id in ["tron", "tron_usdt"] {
-            assert_eq!(deposits(&cfg, &book, Environment::Live, gate(id)), Err(Offline::TronNotConfigured), "{id}");
+            assert_eq!(deposits(&cfg, &book, Environment::Live, gate(id)), Err(Offline::TRON), "{id}");
         }
         assert_eq!(
             deposits(&cfg, &book, Environment::Live, gate("ethereum")),
@@ -215,15 +222,19 @@ mod tests {
         assert_eq!(payouts(&cfg, Environment::Live, gate("ethereum_usdt")), Ok(()));
         assert_eq!(payouts(&cfg, Environment::Live, gate("bsc")), Err(Offline::NetworkNotConfigured("bsc")));
         // A payout signer alone never makes a chain without an adapter payable.
-        assert_eq!(payouts(&cfg, Environment::Live, gate("bitcoin")), Err(Offline::NoChainAdapter));
+        assert_eq!(payouts(&cfg, Environment::Live, gate("bitcoin")), Err(Offline::BITCOIN));
+        assert_eq!(payouts(&cfg, Environment::Live, gate("xrp")), Err(Offline::XRP));
     }
 
     #[test]
-    fn tron_with_a_node_takes_deposits_and_has_no_payout_signer_yet() {
+    fn bitcoin_tron_solana_and_xrp_with_a_node_take_deposits_and_have_no_payout_signer_yet() {
         let (mut cfg, _) = with_all_keys();
+        cfg.bitcoin.rpc_url = "http://bitcoind:8332".into();
+        cfg.xrp.rpc_url = "http://rippled:5005".into();
         cfg.tron.api_url = "http://fullnode:8090".into();
+        cfg.solana.rpc_url = "http://validator:8899".into();
         let book = AddressBook::new(&cfg).unwrap();
-        for id in ["tron", "tron_usdt"] {
+        for id in ["bitcoin", "tron", "tron_usdt", "solana", "solana_usdc", "xrp"] {
             assert_eq!(status(&cfg, &book, Environment::Live, gate(id)), GateStatus::Online, "{id}");
             assert_eq!(payouts(&cfg, Environment::Live, gate(id)), Err(Offline::NoPayoutSigner), "{id}");
         }
@@ -295,7 +306,8 @@ mod tests {
                 assert!(l.contains("live gate offline"), "{l}");
             }
         }
-        assert!(line("bitcoin").contains("no live chain adapter"), "{log}");
+        assert!(line("bitcoin").contains("set [bitcoin] rpc_url"), "{log}");
+        assert!(line("xrp").contains("set [xrp] rpc_url"), "{log}");
         assert!(line("ethereum").contains("evm.networks.ethereum"), "{log}");
         assert!(log.contains("live gates online: 3"), "{log}");
     }

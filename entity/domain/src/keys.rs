@@ -40,10 +40,12 @@ pub enum Permission {
     AddressesRead,
     #[serde(rename = "addresses:write")]
     AddressesWrite,
+    #[serde(rename = "events:read")]
+    EventsRead,
 }
 
 impl Permission {
-    pub const ALL: [Permission; 9] = [
+    pub const ALL: [Permission; 10] = [
         Permission::InvoicesRead,
         Permission::InvoicesWrite,
         Permission::PayoutsRead,
@@ -53,6 +55,7 @@ impl Permission {
         Permission::RefundsWrite,
         Permission::AddressesRead,
         Permission::AddressesWrite,
+        Permission::EventsRead,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -66,6 +69,7 @@ impl Permission {
             Permission::RefundsWrite => "refunds:write",
             Permission::AddressesRead => "addresses:read",
             Permission::AddressesWrite => "addresses:write",
+            Permission::EventsRead => "events:read",
         }
     }
 

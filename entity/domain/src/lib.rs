@@ -20,6 +20,7 @@ pub mod invoices;
 pub mod keys;
 pub mod ledger;
 pub mod merchants;
+pub mod messages;
 pub mod payouts;
 pub mod rates;
 pub mod refunds;

@@ -3,10 +3,14 @@
 //! environment runs on sandbox chains kept in the database; live adapters plug in behind the
 //! same trait. Address rules are the shared domain's (`domain::chain::address`).
 
+pub mod bitcoin;
 pub mod evm;
+mod retry;
 pub mod sandbox;
 pub mod signer;
+pub mod solana;
 pub mod tron;
+pub mod xrp;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -91,6 +95,12 @@ pub trait Chain: Send + Sync {
     async fn tip(&self) -> Result<u64, ChainError>;
     /// Every transfer of the gate's asset in blocks `from..=to`; the scanner picks the watched ones.
     async fn transfers(&self, from: u64, to: u64) -> Result<Vec<Transfer>, ChainError>;
+    /// Transfers not in a block yet (the mempool), with `block_height` the next block's
+    /// (`tip + 1`, so they count 0 confirmations); none, without asking the node, where the
+    /// adapter does not read a mempool.
+    async fn pending(&self) -> Result<Vec<Transfer>, ChainError> {
+        Ok(Vec::new())
+    }
     /// Confirmations of a seen transfer, or `Gone`.
     async fn status(&self, tx_hash: &str, output_index: i64) -> Result<TxStatus, ChainError>;
     /// Whether one `Gone` answer is final. False for any chain read from a remote node (a
@@ -99,6 +109,11 @@ pub trait Chain: Send + Sync {
     /// where `Gone` is a stored fact (the sandbox's deliberate reversals).
     fn gone_is_final(&self) -> bool {
         false
+    }
+    /// Blocks (slots) a transaction must stay missing before the tracker reverses its payment
+    /// (`[pipeline] gone_after_blocks` overrides it): by default the gate's confirmation depth.
+    fn gone_span(&self) -> u64 {
+        u64::from(self.gate().confirmations)
     }
     /// Sends a signed transaction. Sending the same one again is `AlreadyKnown`, never a
     /// second transaction.
@@ -130,9 +145,44 @@ impl Chains {
         Chains { by_gate }
     }
 
+    /// Adds every live chain `cfg` configures a node for (`[evm]`, `[bitcoin]`, `[tron]`,
+    /// `[solana]`, `[xrp]`).
+    pub fn with_live(self, cfg: &domain::config::Config) -> Chains {
+        let xrp_account = cfg.addresses.live.xrp_address.as_deref();
+        self.with_evm(&cfg.evm)
+            .with_bitcoin(&cfg.bitcoin)
+            .with_tron(&cfg.tron)
+            .with_solana(&cfg.solana)
+            .with_xrp(&cfg.xrp, xrp_account)
+    }
+
+    /// Adds the live XRP chain when `[xrp]` names a node and the operator's address is set.
+    pub fn with_xrp(mut self, cfg: &domain::config::XrpConfig, account: Option<&str>) -> Chains {
+        for chain in xrp::chains(cfg, account) {
+            self.insert(Environment::Live, chain);
+        }
+        self
+    }
+
+    /// Adds the live Bitcoin chain when `[bitcoin]` names a node.
+    pub fn with_bitcoin(mut self, cfg: &domain::config::BitcoinConfig) -> Chains {
+        for chain in bitcoin::chains(cfg) {
+            self.insert(Environment::Live, chain);
+        }
+        self
+    }
+
     /// Adds the live EVM chains configured in `cfg` (`[evm.networks.*]`).
     pub fn with_evm(mut self, cfg: &domain::config::EvmConfig) -> Chains {
         for chain in evm::chains(cfg) {
+            self.insert(Environment::Live, chain);
+        }
+        self
+    }
+
+    /// Adds the live Solana chains when `[solana]` names a node.
+    pub fn with_solana(mut self, cfg: &domain::config::SolanaConfig) -> Chains {
+        for chain in solana::chains(cfg) {
             self.insert(Environment::Live, chain);
         }
         self

@@ -92,7 +92,7 @@ pub async fn scan_gate(
         txn.rollback().await?;
         return Ok(None);
     }
-    let recorded = record_transfers(&txn, env, gate.id, to, &transfers).await?;
+    let recorded = record_transfers(&txn, env, gate.id, to, &transfers, Seen::InBlock).await?;
     txn.commit().await?;
     // Keep unconfirmed payments' confirmations current for readers (one statement per scan;
     // integer arithmetic, not money). Outside the transaction: it locks nothing else.
@@ -110,6 +110,34 @@ pub async fn scan_gate(
     Ok(Some(ScanReport { from, to, transfers: report_len, recorded }))
 }
 
+/// Records the deposits among the transactions that entered the gate's mempool since the last
+/// look (adapters that read a mempool: Bitcoin), with 0 confirmations: the invoice shows
+/// `confirming` before the first block. Returns the payments newly recorded.
+pub async fn scan_pending(
+    db: &DatabaseConnection,
+    chain: &dyn Chain,
+    env: Environment,
+) -> Result<Vec<Uuid>, PipelineError> {
+    let transfers = chain.pending().await?;
+    // Each counts 0 confirmations: its height is the block after the tip it was seen at.
+    let Some(tip) = transfers.iter().map(|t| t.block_height.saturating_sub(1)).min() else {
+        return Ok(Vec::new());
+    };
+    let txn = domain::db::begin_write(db).await?;
+    let recorded = record_transfers(&txn, env, chain.gate().id, tip, &transfers, Seen::InMempool).await?;
+    txn.commit().await?;
+    Ok(recorded)
+}
+
+/// Where a scan saw its transfers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Seen {
+    /// In blocks: their heights are the chain's.
+    InBlock,
+    /// In the mempool: their height is a guess (the next block).
+    InMempool,
+}
+
 /// Matches the batch's transfers to watched addresses (one `IN` lookup on the unique
 /// `address_key` indexes per table, whatever the number of watched addresses) and records them.
 async fn record_transfers<C: ConnectionTrait>(
@@ -118,6 +146,7 @@ async fn record_transfers<C: ConnectionTrait>(
     gate_id: &str,
     tip: u64,
     transfers: &[Transfer],
+    seen: Seen,
 ) -> Result<Vec<Uuid>, PipelineError> {
     let keys: Vec<&str> =
         transfers.iter().map(|t| t.address_key.as_str()).collect::<HashSet<_>>().into_iter().collect();
@@ -151,8 +180,8 @@ async fn record_transfers<C: ConnectionTrait>(
             // Not ours, or another asset sent to one of our addresses (not this gate's deposit).
             _ => continue,
         };
-        if let Some(seen) = record_payment(txn, &target, t, tip).await? {
-            recorded.push(seen);
+        if let Some(new) = record_payment(txn, &target, t, tip, seen).await? {
+            recorded.push(new);
         }
     }
     // Balances last, in a fixed order: every writer takes invoice rows before balance rows.
@@ -168,7 +197,7 @@ async fn post_seen<C: ConnectionTrait>(
     txn: &C,
     env: Environment,
     gate_id: &str,
-    s: &Seen,
+    s: &Recorded,
 ) -> Result<(), PipelineError> {
     let seen = Posting {
         bucket: Bucket::Pending,
@@ -209,7 +238,7 @@ pub(crate) async fn revive_on_chain(
 }
 
 /// A payment recorded by this scan, whose amount is still to be posted to `pending`.
-struct Seen {
+struct Recorded {
     merchant_id: Uuid,
     payment_id: Uuid,
     amount: rust_decimal::Decimal,
@@ -268,7 +297,8 @@ async fn record_payment<C: ConnectionTrait>(
     inv: &invoice::Model,
     t: &Transfer,
     tip: u64,
-) -> Result<Option<Seen>, PipelineError> {
+    seen: Seen,
+) -> Result<Option<Recorded>, PipelineError> {
     let gate_id = inv.gate_id.clone().ok_or_else(|| PipelineError::Invariant("invoice without gate".into()))?;
     let gate = domain::gates::find(&gate_id).ok_or_else(|| PipelineError::Invariant("unknown gate".into()))?;
     let now = Utc::now();
@@ -303,10 +333,41 @@ async fn record_payment<C: ConnectionTrait>(
         .exec_without_returning(txn)
         .await?;
     if inserted == 0 {
+        if seen == Seen::InBlock {
+            settle_height(txn, inv.environment, &gate_id, t, tip).await?;
+        }
         return revive(txn, inv.environment, &gate_id, t, tip).await;
     }
     invoice_sees_deposit(txn, inv, &p).await?;
-    Ok(Some(Seen { merchant_id: inv.merchant_id, payment_id: p.id, amount: t.amount }))
+    Ok(Some(Recorded { merchant_id: inv.merchant_id, payment_id: p.id, amount: t.amount }))
+}
+
+/// A confirming payment found in a block other than the one it was recorded at (first seen in
+/// the mempool, or moved by a reorganisation) takes that block's height, so its displayed
+/// confirmations and the scan's hand-over to the tracker follow the real block.
+async fn settle_height<C: ConnectionTrait>(
+    txn: &C,
+    env: Environment,
+    gate_id: &str,
+    t: &Transfer,
+    tip: u64,
+) -> Result<(), PipelineError> {
+    let height = t.block_height as i64;
+    payment::Entity::update_many()
+        .col_expr(payment::Column::BlockHeight, Expr::value(height))
+        .col_expr(
+            payment::Column::Confirmations,
+            Expr::value(i32::try_from(tip.saturating_sub(t.block_height) + 1).unwrap_or(i32::MAX)),
+        )
+        .filter(payment::Column::Environment.eq(env))
+        .filter(payment::Column::GateId.eq(gate_id))
+        .filter(payment::Column::TxHash.eq(&t.tx_hash))
+        .filter(payment::Column::OutputIndex.eq(t.output_index))
+        .filter(payment::Column::Status.eq(PaymentStatus::Confirming))
+        .filter(payment::Column::BlockHeight.ne(height))
+        .exec(txn)
+        .await?;
+    Ok(())
 }
 
 /// A recorded deposit moves a `pending` invoice to `confirming` (or, past its window, to
@@ -345,7 +406,7 @@ async fn revive<C: ConnectionTrait>(
     gate_id: &str,
     t: &Transfer,
     tip: u64,
-) -> Result<Option<Seen>, PipelineError> {
+) -> Result<Option<Recorded>, PipelineError> {
     let now = Utc::now();
     let null = || Expr::cust("NULL");
     let revived = payment::Entity::update_many()
@@ -386,7 +447,7 @@ async fn revive<C: ConnectionTrait>(
         .await?
         .ok_or_else(|| PipelineError::Invariant(format!("invoice of payment {} missing", p.id)))?;
     invoice_sees_deposit(txn, &inv, &p).await?;
-    Ok(Some(Seen { merchant_id: inv.merchant_id, payment_id: p.id, amount: p.amount.0 }))
+    Ok(Some(Recorded { merchant_id: inv.merchant_id, payment_id: p.id, amount: p.amount.0 }))
 }
 
 /// Unconfirmed payments of the gate whose required confirmations were completed by blocks

@@ -161,7 +161,8 @@ async fn track(
 /// The chain says the transaction is gone. One such answer proves nothing (a node behind, a
 /// load balancer switching nodes, a transaction briefly out of the mempool during a
 /// reorganisation), so the payment keeps its state until the transaction stayed missing over
-/// `gone_after_blocks` new blocks (default: the gate's confirmation depth) and on
+/// `gone_after_blocks` new blocks (default: the chain's `gone_span`, the gate's confirmation
+/// depth unless the chain says otherwise) and on
 /// `gone_min_checks` checks at distinct tip heights; only then is it reversed. Chains whose
 /// `Gone` is authoritative (the sandbox) reverse at once. Returns whether it was reversed.
 async fn on_missing(
@@ -175,8 +176,7 @@ async fn on_missing(
         return Ok(true);
     }
     let tip = i64::try_from(chain.tip().await?).unwrap_or(i64::MAX);
-    let span =
-        i64::try_from(cfg.gone_after_blocks.unwrap_or(u64::from(chain.gate().confirmations))).unwrap_or(i64::MAX);
+    let span = i64::try_from(cfg.gone_after_blocks.unwrap_or_else(|| chain.gone_span())).unwrap_or(i64::MAX);
     let min_checks = i32::try_from(cfg.gone_min_checks.max(1)).unwrap_or(i32::MAX);
     let (since, checks) = note_missing(db, p, tip).await?;
     if checks >= min_checks && tip.saturating_sub(since) >= span {

@@ -1,5 +1,6 @@
 //! The webhook deliverer as a job: `DeliverWebhook` runs one delivery's due attempt; beside it,
-//! the dispatcher turns new outbox events into deliveries and the sweeper re-enqueues lost ones.
+//! the dispatcher turns new outbox events into deliveries, the sweeper re-enqueues lost ones, and
+//! the payer e-mail sweep (`super::mailer`) hands due invoices to their jobs.
 
 use std::time::{Duration, Instant};
 
@@ -69,6 +70,8 @@ pub(super) async fn background(ctx: StageCtx, stop: CancellationToken) {
     let every = Duration::from_millis(ctx.config.webhooks.dispatch_interval_ms);
     let sweep_every = Duration::from_millis(ctx.config.webhooks.sweep_interval_ms);
     let last_sweep = std::sync::Mutex::new(Instant::now());
+    let mail_every = Duration::from_millis(ctx.config.email.sweep_interval_ms);
+    let last_mail = std::sync::Mutex::new(None::<Instant>);
     repeat(&stop, every, || async {
         if let Err(e) = dispatch(&ctx).await {
             tracing::warn!(error = %e, "webhook dispatch failed");
@@ -83,6 +86,17 @@ pub(super) async fn background(ctx: StageCtx, stop: CancellationToken) {
         };
         if sweep_due && let Err(e) = sweep(&ctx).await {
             tracing::warn!(error = %e, "webhook sweep failed");
+        }
+        let mail_due = {
+            let mut last = last_mail.lock().expect("not poisoned");
+            let due = last.is_none_or(|t| t.elapsed() >= mail_every);
+            if due {
+                *last = Some(Instant::now());
+            }
+            due
+        };
+        if mail_due && let Err(e) = super::mailer::sweep(&ctx).await {
+            tracing::warn!(error = %e, "payer e-mail sweep failed");
         }
     })
     .await

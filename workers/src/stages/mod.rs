@@ -7,6 +7,7 @@
 pub mod converter;
 pub mod deliverer;
 pub mod executor;
+pub mod mailer;
 pub mod scanner;
 pub mod tracker;
 
@@ -23,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 pub use converter::ConvertSettlement;
 pub use deliverer::DeliverWebhook;
 pub use executor::ExecutePayout;
+pub use mailer::SendInvoiceEmail;
 pub use scanner::ScanGate;
 pub use tracker::{TrackPayment, stale_after};
 
@@ -78,6 +80,8 @@ pub struct StageCtx {
     /// The settlement converter (its venues) and the rates its sandbox venue prices from; set
     /// in processes that run it.
     pub converter: Option<(Arc<Converter>, Rates)>,
+    /// Payer e-mail over SMTP; set where the webhook deliverer runs and `[email]` is configured.
+    pub mailer: Option<Arc<crate::mail::Mailer>>,
 }
 
 impl StageCtx {
@@ -95,7 +99,19 @@ impl StageCtx {
         } else {
             None
         };
-        let chains = Chains::new(&db, &config.sandbox).with_evm(&config.evm).with_tron(&config.tron);
+        let mailer = if stages.contains(&Stage::WebhookDeliverer) {
+            let mailer = crate::mail::Mailer::from_config(&config)?;
+            match &mailer {
+                Some(_) => {
+                    tracing::info!(host = %config.email.host, "payer e-mail on: payment requests go to payer_email")
+                }
+                None => tracing::info!("payer e-mail off: set [email] host to send payment requests to payer_email"),
+            }
+            mailer.map(Arc::new)
+        } else {
+            None
+        };
+        let chains = Chains::new(&db, &config.sandbox).with_live(&config);
         // Hot-wallet keys are loaded here, in the payout executor's process only.
         let executor = if stages.contains(&Stage::PayoutExecutor) {
             Some(Arc::new(Executor {
@@ -118,7 +134,7 @@ impl StageCtx {
             };
             (Arc::new(converter), rates)
         });
-        Ok(StageCtx { chains, db, config, queues, webhooks, executor, converter })
+        Ok(StageCtx { chains, db, config, queues, webhooks, executor, converter, mailer })
     }
 }
 
@@ -144,7 +160,10 @@ pub fn register(rt: Runtime, stage: Stage, ctx: &StageCtx) -> Runtime {
         Stage::ConfirmationTracker => on(rt, ctx, |ctx, job| async move { tracker::handle(&ctx, job).await }),
         Stage::SettlementConverter => on(rt, ctx, |ctx, job| async move { converter::handle(&ctx, job).await }),
         Stage::PayoutExecutor => on(rt, ctx, |ctx, job| async move { executor::handle(&ctx, job).await }),
-        Stage::WebhookDeliverer => on(rt, ctx, |ctx, job| async move { deliverer::handle(&ctx, job).await }),
+        Stage::WebhookDeliverer => {
+            let rt = on(rt, ctx, |ctx, job| async move { deliverer::handle(&ctx, job).await });
+            on(rt, ctx, |ctx, job| async move { mailer::handle(&ctx, job).await })
+        }
     }
 }
 

@@ -1,5 +1,6 @@
-//! The deposit scanner as a job: one `ScanGate` per gate and tick reads its new blocks and hands
-//! the payments whose confirmations they completed to the tracker.
+//! The deposit scanner as a job: one `ScanGate` per gate and tick reads its new blocks (and, where
+//! the adapter reads one, its mempool) and hands the payments whose confirmations they completed
+//! to the tracker.
 
 use entity::Environment;
 use serde::{Deserialize, Serialize};
@@ -39,6 +40,9 @@ pub(super) async fn handle(ctx: &StageCtx, job: ScanGate) -> Result<(), JobError
             ctx.queues.push(TrackPayment { payment_id, token: None }).await?;
         }
     }
+    // Deposits still in the mempool show as `confirming` with 0 confirmations; the block that
+    // takes them hands them to the tracker as above.
+    scanner::scan_pending(&ctx.db, chain.as_ref(), job.environment).await?;
     Ok(())
 }
 

@@ -1,7 +1,13 @@
-//! Support shared by this crate's suites (the step-by-step `pipe` of `pipeline` and
-//! `settlement`; the fake TRON node of `tron_live`): each test binary includes it with
-//! `mod support;` and uses what it needs.
+//! Support shared by this crate's suites: the step-by-step `pipe` of `pipeline` and
+//! `settlement`; for the live chain suites, the `live` app stepping the live pipeline, the fake
+//! TRON, Solana and XRP nodes of `tron_live`, `solana_live` and `xrp_live`, and the Litecoin Core regtest nodes
+//! of `bitcoin_regtest`. Each test binary includes it with `mod support;` and uses what it needs.
 #![allow(dead_code)]
 
+pub mod litecoind;
+pub mod live;
 pub mod pipe;
+pub mod smtp_sink;
+pub mod solana_node;
 pub mod tron_node;
+pub mod xrp_node;

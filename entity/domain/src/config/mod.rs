@@ -18,7 +18,9 @@ use serde::{Deserialize, Serialize};
 
 mod addresses;
 mod auth;
+mod bitcoin;
 mod db;
+mod email;
 mod evm;
 mod gates;
 mod invoices;
@@ -29,13 +31,17 @@ mod rates;
 mod sandbox;
 mod server;
 mod settlement;
+mod solana;
 mod tron;
 mod webhooks;
 mod worker;
+mod xrp;
 
 pub use addresses::AddressesConfig;
 pub use auth::AuthConfig;
+pub use bitcoin::BitcoinConfig;
 pub use db::{DbConfig, beside_sqlite_file};
+pub use email::{EmailConfig, EmailTls};
 pub use evm::{EvmConfig, EvmNetworkConfig, EvmTokenConfig};
 pub use gates::{GateFees, GateOverride, GateStatus, GatesConfig};
 pub use invoices::InvoicesConfig;
@@ -46,9 +52,11 @@ pub use rates::{RatesConfig, RatesProviderKind, RatesSourceConfig};
 pub use sandbox::SandboxConfig;
 pub use server::ServerConfig;
 pub use settlement::{SandboxVenueConfig, SettlementConfig};
+pub use solana::SolanaConfig;
 pub use tron::TronConfig;
 pub use webhooks::{WebhooksConfig, parse_secret_key};
 pub use worker::WorkerConfig;
+pub use xrp::XrpConfig;
 
 pub const ENV_PREFIX: &str = "PAYGATE_";
 
@@ -91,8 +99,16 @@ pub struct Config {
     pub settlement: SettlementConfig,
     /// Live EVM networks: JSON-RPC endpoints, token contracts.
     pub evm: EvmConfig,
+    /// The live Bitcoin network's node (`bitcoin`).
+    pub bitcoin: BitcoinConfig,
     /// The live TRON network's node (`tron`, `tron_usdt`).
     pub tron: TronConfig,
+    /// The live Solana cluster's node (`solana`, `solana_usdc`).
+    pub solana: SolanaConfig,
+    /// The live XRP Ledger's node (`xrp`).
+    pub xrp: XrpConfig,
+    /// SMTP for payer e-mail (`payer_email` invoices).
+    pub email: EmailConfig,
     /// Request throttling per API key, client IP and test merchant (`crate::ratelimit`).
     pub rate_limits: RateLimitsConfig,
 }
@@ -122,7 +138,11 @@ impl Default for Config {
             payouts: PayoutsConfig::default(),
             settlement: SettlementConfig::default(),
             evm: EvmConfig::default(),
+            bitcoin: BitcoinConfig::default(),
             tron: TronConfig::default(),
+            solana: SolanaConfig::default(),
+            xrp: XrpConfig::default(),
+            email: EmailConfig::default(),
             rate_limits: RateLimitsConfig::default(),
         }
     }
@@ -211,6 +231,10 @@ impl Config {
         self.payouts.validate()?;
         self.evm.validate()?;
         self.tron.validate()?;
+        self.solana.validate()?;
+        self.bitcoin.validate()?;
+        self.xrp.validate()?;
+        self.email.validate()?;
         self.settlement.validate()?;
         self.rate_limits.validate()?;
         self.gates.validate()

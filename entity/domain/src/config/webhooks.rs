@@ -26,6 +26,10 @@ pub struct WebhooksConfig {
     /// File holding that key (64 hex characters), when `secret_key` is not set. Default on the
     /// embedded SQLite database: `<db stem>-webhooks.key` beside it, created on first use.
     pub secret_key_file: Option<PathBuf>,
+    /// Keys that still decrypt endpoint secrets but no longer encrypt them (64 hex characters
+    /// each): set during a key rotation (`ops webhooks rotate-key`, docs/webhooks.md), so every
+    /// process reads secrets under the old and the new key alike.
+    pub previous_secret_keys: Vec<Redacted>,
     /// How often the deliverer moves new outbox events into deliveries.
     pub dispatch_interval_ms: u64,
     /// Events moved per round.
@@ -37,6 +41,9 @@ pub struct WebhooksConfig {
     pub stale_after_secs: u64,
     /// How long both the old and the new secret sign after `ops webhooks rotate`.
     pub rotation_overlap_secs: u64,
+    /// Deliveries about one invoice (or payout) reach the endpoint in the order of their events
+    /// (docs/webhooks.md "Order per invoice"). Default true; false sends each as soon as due.
+    pub ordered: bool,
     /// Bytes of each response body kept with the attempt.
     pub response_body_limit: usize,
     /// Endpoint (URL and secret) cache of a deliverer process; rotation and removal take
@@ -54,11 +61,13 @@ impl Default for WebhooksConfig {
             allow_insecure_targets: false,
             secret_key: None,
             secret_key_file: None,
+            previous_secret_keys: Vec::new(),
             dispatch_interval_ms: 100,
             dispatch_batch: 500,
             sweep_interval_ms: 5_000,
             stale_after_secs: 60,
             rotation_overlap_secs: 24 * 3600,
+            ordered: true,
             response_body_limit: 1024,
             endpoint_cache_ms: 1_000,
         }
@@ -89,6 +98,9 @@ impl WebhooksConfig {
             && parse_secret_key(&k.0).is_err()
         {
             return invalid("webhooks.secret_key", "must be 64 hex characters (32 bytes)");
+        }
+        if self.previous_secret_keys.iter().any(|k| parse_secret_key(&k.0).is_err()) {
+            return invalid("webhooks.previous_secret_keys", "each must be 64 hex characters (32 bytes)");
         }
         Ok(())
     }

@@ -190,6 +190,8 @@ pub async fn create(
         payer_email: req.payer_email.clone(),
         sent_at: None,
         cancelled_at: None,
+        // The mailer sends the payment request to the payer (workers' `mail`).
+        email_due_at: req.payer_email.is_some().then_some(now),
     };
     let inserted = state.invoice_writer.insert(model.clone()).await?;
     if !inserted {

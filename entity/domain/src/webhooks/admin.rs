@@ -104,6 +104,53 @@ pub async fn replay(db: &impl ConnectionTrait, delivery_id: Uuid) -> Result<bool
     Ok(n == 1)
 }
 
+/// Deliveries for the merchant's past events in `env` that never had one (they happened before
+/// its endpoint existed), created at or after `since` and of `event_type` when given, oldest
+/// first: an endpoint added later receives what happened before it. Returns the new deliveries
+/// (due now; the caller enqueues them). `test` events are not sent again.
+pub async fn deliver_missed(
+    db: &impl ConnectionTrait,
+    merchant_id: Uuid,
+    env: Environment,
+    since: Option<DateTime<Utc>>,
+    event_type: Option<&str>,
+) -> Result<Vec<Uuid>, WebhookError> {
+    use entity::event;
+    use sea_orm::IntoActiveModel;
+    use sea_orm::sea_query::{OnConflict, Query};
+    if webhook_endpoint::Entity::find_by_id((merchant_id, env)).one(db).await?.is_none() {
+        return Err(WebhookError::NoEndpoint(merchant_id, env));
+    }
+    let delivered = Query::select()
+        .column(webhook_delivery::Column::EventId)
+        .from(webhook_delivery::Entity)
+        .and_where(webhook_delivery::Column::MerchantId.eq(merchant_id))
+        .to_owned();
+    let mut q = event::Entity::find()
+        .filter(event::Column::MerchantId.eq(merchant_id))
+        .filter(event::Column::Environment.eq(env))
+        .filter(event::Column::DispatchedAt.is_not_null())
+        .filter(event::Column::EventType.ne(TEST_EVENT))
+        .filter(event::Column::Id.not_in_subquery(delivered));
+    if let Some(t) = since {
+        q = q.filter(event::Column::CreatedAt.gte(t));
+    }
+    if let Some(t) = event_type {
+        q = q.filter(event::Column::EventType.eq(t));
+    }
+    let events = q.order_by_asc(event::Column::CreatedAt).order_by_asc(event::Column::Id).all(db).await?;
+    let now = Utc::now();
+    let rows: Vec<_> = events.iter().map(|e| super::dispatch::new_delivery(e, now)).collect();
+    let ids = rows.iter().map(|d| d.id).collect();
+    for chunk in rows.chunks(500) {
+        webhook_delivery::Entity::insert_many(chunk.iter().cloned().map(IntoActiveModel::into_active_model))
+            .on_conflict(OnConflict::column(webhook_delivery::Column::EventId).do_nothing().to_owned())
+            .exec_without_returning(db)
+            .await?;
+    }
+    Ok(ids)
+}
+
 /// Ids of the failed deliveries (dead, or retrying) the filter selects, oldest first.
 pub async fn failed(db: &DatabaseConnection, f: &DeliveryFilter) -> Result<Vec<Uuid>, WebhookError> {
     let f = DeliveryFilter { statuses: vec![DeliveryStatus::Dead, DeliveryStatus::Retrying], ..f.clone() };

@@ -62,7 +62,35 @@ pub fn new_delivery(e: &event::Model, now: DateTime<Utc>) -> webhook_delivery::M
         updated_at: now,
         delivered_at: None,
         dead_at: None,
+        order_key: e.invoice_id.or(e.payout_id),
+        wait_for_earlier: false,
     }
+}
+
+/// Marks the deliveries (ordered by event) that must wait for an earlier one with the same
+/// order key: one already open, or an earlier one among `rows`.
+async fn mark_waiting<C: sea_orm::ConnectionTrait>(db: &C, rows: &mut [webhook_delivery::Model]) -> Result<(), DbErr> {
+    let keys: HashSet<Uuid> = rows.iter().filter_map(|d| d.order_key).collect();
+    if keys.is_empty() {
+        return Ok(());
+    }
+    let mut seen: HashSet<Uuid> = webhook_delivery::Entity::find()
+        .select_only()
+        .column(webhook_delivery::Column::OrderKey)
+        .filter(webhook_delivery::Column::OrderKey.is_in(keys))
+        .filter(webhook_delivery::Column::Status.is_in([DeliveryStatus::Pending, DeliveryStatus::Retrying]))
+        .into_tuple::<Option<Uuid>>()
+        .all(db)
+        .await?
+        .into_iter()
+        .flatten()
+        .collect();
+    for d in rows.iter_mut() {
+        if let Some(k) = d.order_key {
+            d.wait_for_earlier = !seen.insert(k);
+        }
+    }
+    Ok(())
 }
 
 /// What one round did.
@@ -107,11 +135,14 @@ pub async fn dispatch_batch(db: &DatabaseConnection, limit: u64) -> Result<Dispa
         .into_iter()
         .map(|e| e.id)
         .collect();
-    let rows: Vec<webhook_delivery::ActiveModel> = candidates
+    // Candidates come oldest first, so a later event of an invoice follows its earlier ones.
+    let mut made: Vec<webhook_delivery::Model> = candidates
         .iter()
         .filter(|e| claimed.contains(&e.id) && endpoints.contains(&(e.merchant_id, e.environment)))
-        .map(|e| new_delivery(e, now).into_active_model())
+        .map(|e| new_delivery(e, now))
         .collect();
+    mark_waiting(&txn, &mut made).await?;
+    let rows: Vec<webhook_delivery::ActiveModel> = made.into_iter().map(IntoActiveModel::into_active_model).collect();
     let deliveries: Vec<Uuid> = rows.iter().map(|r| *r.id.as_ref()).collect();
     if !rows.is_empty() {
         webhook_delivery::Entity::insert_many(rows)
@@ -129,16 +160,14 @@ mod tests {
     use serde_json::json;
 
     fn ev(kind: &str) -> event::Model {
-        event::Model {
-            id: Uuid::now_v7(),
-            merchant_id: Uuid::now_v7(),
-            environment: Environment::Test,
-            event_type: kind.into(),
-            dedupe_key: "k".into(),
-            payload: json!({"invoice_id": "x", "amount_paid": "1.5"}),
-            created_at: DateTime::parse_from_rfc3339("2026-11-21T10:00:00.123Z").unwrap().to_utc(),
-            dispatched_at: None,
-        }
+        event::Model::new(
+            Uuid::now_v7(),
+            Environment::Test,
+            kind,
+            "k".into(),
+            json!({"invoice_id": "x", "amount_paid": "1.5"}),
+            DateTime::parse_from_rfc3339("2026-11-21T10:00:00.123Z").unwrap().to_utc(),
+        )
     }
 
     #[test]

@@ -3,7 +3,8 @@
 
 use chrono::{DateTime, Duration, Utc};
 use entity::{Environment, webhook_endpoint};
-use sea_orm::{ActiveValue::Set, ConnectionTrait, EntityTrait, IntoActiveModel};
+use sea_orm::sea_query::Expr;
+use sea_orm::{ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, QueryFilter};
 use uuid::Uuid;
 
 use super::WebhookError;
@@ -144,6 +145,61 @@ pub fn signing_secrets(
         && until > now
     {
         out.push(sbox.open(m.merchant_id, m.environment, prev)?);
+    }
+    Ok(out)
+}
+
+/// What a key rotation did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Resealed {
+    /// Endpoint secrets (current and overlapping previous ones) now sealed with the current key.
+    pub resealed: u64,
+    /// Already under the current key.
+    pub unchanged: u64,
+}
+
+/// Re-encrypts every endpoint secret that a previous key of `sbox` opens under its current key
+/// (`ops webhooks rotate-key`). Each endpoint is updated only if its ciphertexts are still those
+/// read (an endpoint rotated or removed meanwhile is left to its new state). A secret no key
+/// opens fails the run, changing nothing more.
+pub async fn reseal_all(db: &impl ConnectionTrait, sbox: &SecretBox) -> Result<Resealed, WebhookError> {
+    use secrets::OpenedWith;
+    let mut out = Resealed::default();
+    for m in webhook_endpoint::Entity::find().all(db).await? {
+        let reseal = |sealed: &str| -> Result<Option<String>, WebhookError> {
+            let (secret, with) = sbox.open_with(m.merchant_id, m.environment, sealed)?;
+            Ok((with == OpenedWith::Previous).then(|| sbox.seal(m.merchant_id, m.environment, &secret)))
+        };
+        let current = reseal(&m.secret_ciphertext)?;
+        let previous = match &m.previous_secret_ciphertext {
+            Some(p) => reseal(p)?,
+            None => None,
+        };
+        let changed = u64::from(current.is_some()) + u64::from(previous.is_some());
+        let kept = 1 + u64::from(m.previous_secret_ciphertext.is_some()) - changed;
+        if changed == 0 {
+            out.unchanged += kept;
+            continue;
+        }
+        let n = webhook_endpoint::Entity::update_many()
+            .col_expr(
+                webhook_endpoint::Column::SecretCiphertext,
+                Expr::value(current.unwrap_or_else(|| m.secret_ciphertext.clone())),
+            )
+            .col_expr(
+                webhook_endpoint::Column::PreviousSecretCiphertext,
+                Expr::value(previous.or_else(|| m.previous_secret_ciphertext.clone())),
+            )
+            .filter(webhook_endpoint::Column::MerchantId.eq(m.merchant_id))
+            .filter(webhook_endpoint::Column::Environment.eq(m.environment))
+            .filter(webhook_endpoint::Column::SecretCiphertext.eq(m.secret_ciphertext.as_str()))
+            .exec(db)
+            .await?
+            .rows_affected;
+        if n == 1 {
+            out.resealed += changed;
+            out.unchanged += kept;
+        }
     }
     Ok(out)
 }

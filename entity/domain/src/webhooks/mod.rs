@@ -36,6 +36,7 @@ pub fn events_kinds() -> &'static [&'static str] {
         INVOICE_DEPOSIT_REVERSED,
         INVOICE_ACTIVATED,
         INVOICE_DRAFT_EXPIRED,
+        INVOICE_SENT,
         BALANCE_CREDITED,
         PAYOUT_COMPLETED,
         PAYOUT_FAILED,

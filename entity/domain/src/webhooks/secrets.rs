@@ -29,10 +29,19 @@ pub fn generate() -> String {
     format!("{PREFIX}{}", hex::encode(rand::random::<[u8; 32]>()))
 }
 
-/// Encrypts and decrypts endpoint secrets with the operator's key.
+/// Encrypts endpoint secrets with the operator's key, and decrypts them with it or, during a
+/// key rotation, with one of the previous keys.
 #[derive(Clone)]
 pub struct SecretBox {
     cipher: XChaCha20Poly1305,
+    previous: Vec<XChaCha20Poly1305>,
+}
+
+/// Which key opened a sealed secret.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenedWith {
+    Current,
+    Previous,
 }
 
 impl std::fmt::Debug for SecretBox {
@@ -43,7 +52,13 @@ impl std::fmt::Debug for SecretBox {
 
 impl SecretBox {
     pub fn new(key: [u8; 32]) -> SecretBox {
-        SecretBox { cipher: XChaCha20Poly1305::new(&key.into()) }
+        SecretBox { cipher: XChaCha20Poly1305::new(&key.into()), previous: Vec::new() }
+    }
+
+    /// Also decrypts with these keys (never encrypts with them).
+    pub fn with_previous(mut self, keys: &[[u8; 32]]) -> SecretBox {
+        self.previous = keys.iter().map(|k| XChaCha20Poly1305::new(&(*k).into())).collect();
+        self
     }
 
     /// A fresh random key as 64 hex characters (what `webhooks.secret_key` takes).
@@ -59,6 +74,12 @@ impl SecretBox {
     /// The key from `webhooks.secret_key`, else from the key file (created on the embedded
     /// SQLite default when missing).
     pub fn from_config(config: &Config) -> Result<SecretBox, SecretError> {
+        let previous: Vec<[u8; 32]> =
+            config.webhooks.previous_secret_keys.iter().map(|k| Self::parse_key(&k.0)).collect::<Result<_, _>>()?;
+        Ok(Self::current_from_config(config)?.with_previous(&previous))
+    }
+
+    fn current_from_config(config: &Config) -> Result<SecretBox, SecretError> {
         if let Some(k) = &config.webhooks.secret_key {
             return Ok(SecretBox::new(Self::parse_key(&k.0)?));
         }
@@ -91,20 +112,47 @@ impl SecretBox {
     }
 
     pub fn open(&self, merchant_id: Uuid, env: Environment, sealed: &str) -> Result<String, SecretError> {
-        let mut parts = sealed.split('.');
-        let (Some(FORMAT), Some(nonce), Some(ct), None) = (parts.next(), parts.next(), parts.next(), parts.next())
-        else {
-            return Err(SecretError::Decrypt);
-        };
-        let nonce: [u8; 24] = hex::decode(nonce).ok().and_then(|n| n.try_into().ok()).ok_or(SecretError::Decrypt)?;
-        let ct = hex::decode(ct).map_err(|_| SecretError::Decrypt)?;
-        let aad = aad(merchant_id, env);
-        let plain = self
-            .cipher
-            .decrypt(&XNonce::from(nonce), Payload { msg: &ct, aad: aad.as_bytes() })
-            .map_err(|_| SecretError::Decrypt)?;
-        String::from_utf8(plain).map_err(|_| SecretError::Decrypt)
+        self.open_with(merchant_id, env, sealed).map(|(secret, _)| secret)
     }
+
+    /// [`SecretBox::open`], telling which key opened it (a rotation re-seals the ones a previous
+    /// key opened).
+    pub fn open_with(
+        &self,
+        merchant_id: Uuid,
+        env: Environment,
+        sealed: &str,
+    ) -> Result<(String, OpenedWith), SecretError> {
+        if let Ok(s) = open_one(&self.cipher, merchant_id, env, sealed) {
+            return Ok((s, OpenedWith::Current));
+        }
+        for cipher in &self.previous {
+            if let Ok(s) = open_one(cipher, merchant_id, env, sealed) {
+                return Ok((s, OpenedWith::Previous));
+            }
+        }
+        Err(SecretError::Decrypt)
+    }
+}
+
+/// Opens `v1.<nonce hex>.<ciphertext hex>` with one key.
+fn open_one(
+    cipher: &XChaCha20Poly1305,
+    merchant_id: Uuid,
+    env: Environment,
+    sealed: &str,
+) -> Result<String, SecretError> {
+    let mut parts = sealed.split('.');
+    let (Some(FORMAT), Some(nonce), Some(ct), None) = (parts.next(), parts.next(), parts.next(), parts.next()) else {
+        return Err(SecretError::Decrypt);
+    };
+    let nonce: [u8; 24] = hex::decode(nonce).ok().and_then(|n| n.try_into().ok()).ok_or(SecretError::Decrypt)?;
+    let ct = hex::decode(ct).map_err(|_| SecretError::Decrypt)?;
+    let aad = aad(merchant_id, env);
+    let plain = cipher
+        .decrypt(&XNonce::from(nonce), Payload { msg: &ct, aad: aad.as_bytes() })
+        .map_err(|_| SecretError::Decrypt)?;
+    String::from_utf8(plain).map_err(|_| SecretError::Decrypt)
 }
 
 fn aad(merchant_id: Uuid, env: Environment) -> String {
@@ -154,6 +202,22 @@ fn write_new_key(path: &Path, key: &[u8; 32]) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn during_a_rotation_both_keys_open_and_only_the_new_one_seals() {
+        let (old, new) = ([1; 32], [2; 32]);
+        let m = Uuid::now_v7();
+        let under_old = SecretBox::new(old).seal(m, Environment::Live, "whsec_a");
+        let rotating = SecretBox::new(new).with_previous(&[old]);
+        assert_eq!(
+            rotating.open_with(m, Environment::Live, &under_old).unwrap(),
+            ("whsec_a".into(), OpenedWith::Previous)
+        );
+        let under_new = rotating.seal(m, Environment::Live, "whsec_a");
+        assert_eq!(rotating.open_with(m, Environment::Live, &under_new).unwrap().1, OpenedWith::Current);
+        assert!(SecretBox::new(old).open(m, Environment::Live, &under_new).is_err(), "sealed with the new key");
+        assert!(SecretBox::new(new).open(m, Environment::Live, &under_old).is_err());
+    }
 
     #[test]
     fn seal_open_round_trip_and_binding() {

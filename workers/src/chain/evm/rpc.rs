@@ -7,62 +7,100 @@ use rust_decimal::Decimal;
 use serde_json::{Value, json};
 
 use super::super::ChainError;
+use super::super::retry::with_retries;
 use domain::config::EvmNetworkConfig;
 
 /// A JSON-RPC endpoint with retries.
 pub struct Rpc {
+    /// What the node is, in logs ("EVM RPC", "Solana RPC").
+    node: &'static str,
     http: reqwest::Client,
     url: String,
     retries: u32,
     backoff: Duration,
+    /// HTTP basic auth (Bitcoin Core's `rpcuser`/`rpcauth`), the password never logged.
+    auth: Option<(String, Option<String>)>,
+}
+
+/// A failed call: its JSON-RPC error code when the node answered with one.
+struct Failure {
+    code: Option<i64>,
+    message: String,
 }
 
 impl Rpc {
     pub fn new(cfg: &EvmNetworkConfig) -> Rpc {
+        Rpc::with("EVM RPC", &cfg.rpc_url, cfg.request_timeout_ms, cfg.max_retries, cfg.retry_backoff_ms)
+    }
+
+    /// The `node` endpoint at `url`: each call times out after `timeout_ms` and is retried
+    /// `retries` times, the delay doubling from `backoff_ms`.
+    pub fn with(node: &'static str, url: &str, timeout_ms: u64, retries: u32, backoff_ms: u64) -> Rpc {
         Rpc {
-            http: reqwest::Client::builder()
-                .timeout(Duration::from_millis(cfg.request_timeout_ms))
-                .build()
-                .unwrap_or_default(),
-            url: cfg.rpc_url.clone(),
-            retries: cfg.max_retries,
-            backoff: Duration::from_millis(cfg.retry_backoff_ms),
+            node,
+            http: reqwest::Client::builder().timeout(Duration::from_millis(timeout_ms)).build().unwrap_or_default(),
+            url: url.to_owned(),
+            retries,
+            backoff: Duration::from_millis(backoff_ms),
+            auth: None,
         }
+    }
+
+    /// Sends HTTP basic auth with every call.
+    pub fn with_basic_auth(mut self, user: &str, password: Option<&str>) -> Rpc {
+        self.auth = Some((user.to_owned(), password.map(str::to_owned)));
+        self
     }
 
     /// One call. Errors never hold the endpoint's URL: providers put API keys in it (a reqwest
     /// error's text names the URL, so it is dropped with `without_url`).
-    pub(crate) async fn once(&self, method: &str, params: &Value) -> Result<Value, String> {
+    async fn attempt(&self, method: &str, params: &Value) -> Result<Value, Failure> {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-        let failed = |e: reqwest::Error| format!("{method}: {}", e.without_url());
-        let r = self.http.post(&self.url).json(&body).send().await.map_err(failed)?;
-        let status = r.status();
-        if !status.is_success() {
-            return Err(format!("{method}: HTTP {status}"));
+        let failed = |e: reqwest::Error| Failure { code: None, message: format!("{method}: {}", e.without_url()) };
+        let mut request = self.http.post(&self.url).json(&body);
+        if let Some((user, password)) = &self.auth {
+            request = request.basic_auth(user, password.as_ref());
         }
-        let v: Value = r.json().await.map_err(failed)?;
-        if let Some(err) = v.get("error") {
-            return Err(format!("{method}: {err}"));
+        let r = request.send().await.map_err(failed)?;
+        let status = r.status();
+        // Bitcoin Core answers an RPC error with HTTP 500 and the error object in the body.
+        let v: Option<Value> = r.json().await.ok();
+        let v = match v {
+            Some(v) if status.is_success() || v.get("error").is_some_and(|e| !e.is_null()) => v,
+            _ => return Err(Failure { code: None, message: format!("{method}: HTTP {status}") }),
+        };
+        if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
+            return Err(Failure { code: err["code"].as_i64(), message: format!("{method}: {err}") });
         }
         Ok(v.get("result").cloned().unwrap_or(Value::Null))
     }
 
+    /// One call, no retry; a failure is its text (the node's error object, for classifying).
+    pub(crate) async fn once(&self, method: &str, params: &Value) -> Result<Value, String> {
+        self.attempt(method, params).await.map_err(|f| f.message)
+    }
+
     /// Calls `method`, retrying failures `retries` times with doubling delays.
     pub async fn call(&self, method: &str, params: Value) -> Result<Value, ChainError> {
-        let mut delay = self.backoff;
-        let mut attempt = 0;
-        loop {
-            match self.once(method, &params).await {
-                Ok(v) => return Ok(v),
-                Err(e) if attempt >= self.retries => return Err(ChainError::Unavailable(e)),
-                Err(e) => {
-                    tracing::warn!(error = %e, attempt, "EVM RPC call failed; retrying");
-                    tokio::time::sleep(delay).await;
-                    delay = delay.saturating_mul(2).min(Duration::from_secs(30));
-                    attempt += 1;
-                }
+        Ok(self.call_or_none(method, params, &[]).await?.unwrap_or(Value::Null))
+    }
+
+    /// [`Rpc::call`], except that a JSON-RPC error whose code is in `none_codes` is an answer,
+    /// `None` (e.g. Solana's "slot was skipped"), not a failure to retry.
+    pub async fn call_or_none(
+        &self,
+        method: &str,
+        params: Value,
+        none_codes: &[i64],
+    ) -> Result<Option<Value>, ChainError> {
+        with_retries(self.node, self.retries, self.backoff, || async {
+            match self.attempt(method, &params).await {
+                Ok(v) => Ok(Some(v)),
+                Err(Failure { code: Some(code), .. }) if none_codes.contains(&code) => Ok(None),
+                Err(e) => Err(e.message),
             }
-        }
+        })
+        .await
     }
 }
 

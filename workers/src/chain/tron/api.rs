@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::super::ChainError;
+use super::super::retry::with_retries;
 use domain::config::TronConfig;
 
 /// A TRON node's HTTP API with retries.
@@ -53,19 +54,6 @@ impl TronApi {
 
     /// Calls `path`, retrying failures `retries` times with doubling delays.
     pub async fn call(&self, path: &str, body: Value) -> Result<Value, ChainError> {
-        let mut delay = self.backoff;
-        let mut attempt = 0;
-        loop {
-            match self.once(path, &body).await {
-                Ok(v) => return Ok(v),
-                Err(e) if attempt >= self.retries => return Err(ChainError::Unavailable(e)),
-                Err(e) => {
-                    tracing::warn!(error = %e, attempt, "TRON API call failed; retrying");
-                    tokio::time::sleep(delay).await;
-                    delay = delay.saturating_mul(2).min(Duration::from_secs(30));
-                    attempt += 1;
-                }
-            }
-        }
+        with_retries("TRON API", self.retries, self.backoff, || self.once(path, &body)).await
     }
 }

@@ -1,7 +1,9 @@
 //! The event outbox (spec section 6): events are rows written in the transaction of the change
 //! that caused them, so a committed change always has its event and a rolled back one never
 //! does. The webhook deliverer reads them from here. `dedupe_key` (unique) makes a replayed
-//! stage unable to write an event twice.
+//! stage unable to write an event twice. `query` reads them back for `GET /v1/events`.
+
+pub mod query;
 
 use chrono::Utc;
 use entity::{event, invoice, payment, payout};
@@ -24,6 +26,7 @@ pub mod kind {
     pub const INVOICE_DEPOSIT_REVERSED: &str = "invoice.deposit_reversed";
     pub const INVOICE_ACTIVATED: &str = "invoice.activated";
     pub const INVOICE_DRAFT_EXPIRED: &str = "invoice.draft_expired";
+    pub const INVOICE_SENT: &str = "invoice.sent";
     pub const BALANCE_CREDITED: &str = "balance.credited";
     pub const PAYOUT_COMPLETED: &str = "payout.completed";
     pub const PAYOUT_FAILED: &str = "payout.failed";
@@ -50,17 +53,8 @@ pub async fn emit_new<C: ConnectionTrait>(
     dedupe_key: String,
     payload: Value,
 ) -> Result<Option<Uuid>, DbErr> {
-    let id = Uuid::now_v7();
-    let row = event::Model {
-        id,
-        merchant_id,
-        environment: env,
-        event_type: event_type.to_owned(),
-        dedupe_key,
-        payload,
-        created_at: Utc::now(),
-        dispatched_at: None,
-    };
+    let row = event::Model::new(merchant_id, env, event_type, dedupe_key, payload, Utc::now());
+    let id = row.id;
     let n = event::Entity::insert(event::ActiveModel::from(row))
         .on_conflict(OnConflict::column(event::Column::DedupeKey).do_nothing().to_owned())
         .exec_without_returning(txn)

@@ -1,0 +1,99 @@
+//! HTTP handlers, router and OpenAPI paths of the event log: `/v1/events` (permission
+//! `events:read`). A merchant reconciles from here, and an endpoint added later can read what
+//! happened before it existed.
+
+use axum::Router;
+use axum::extract::State;
+use axum::routing::get;
+use chrono::{DateTime, Utc};
+
+use crate::auth::{Allowed, perm};
+use crate::envelope::{Data, Page, Pagination};
+use crate::error::{ApiError, ApiResult, ErrorEnvelope};
+use crate::extract::{PathId, QueryParams};
+use crate::state::HttpState;
+use domain::events::query::{self, EventResponse, ListFilter};
+
+pub fn router() -> Router<HttpState> {
+    Router::new().route("/v1/events", get(list_events)).route("/v1/events/{event_id}", get(get_event))
+}
+
+/// This resource's paths (and the schemas they name) in the OpenAPI document.
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(list_events, get_event))]
+pub struct Doc;
+
+crate::envelope::documented! {
+    EventEnvelope = EventResponse;
+    EventListEnvelope = Vec<EventResponse>;
+}
+
+/// An RFC 3339 timestamp parameter; 400 naming it otherwise.
+fn timestamp(q: &QueryParams, name: &str) -> Result<Option<DateTime<Utc>>, ApiError> {
+    match q.get(name) {
+        None => Ok(None),
+        Some(v) => DateTime::parse_from_rfc3339(v)
+            .map(|t| Some(t.to_utc()))
+            .map_err(|_| ApiError::invalid_field(name, format!("must be an RFC 3339 timestamp, got {v:?}"))),
+    }
+}
+
+/// A UUID parameter; 400 naming it otherwise.
+fn uuid(q: &QueryParams, name: &str) -> Result<Option<uuid::Uuid>, ApiError> {
+    match q.get(name) {
+        None => Ok(None),
+        Some(v) => v.parse().map(Some).map_err(|_| ApiError::invalid_field(name, format!("must be a UUID, got {v:?}"))),
+    }
+}
+
+/// List the key's merchant's events in its environment, newest first.
+#[utoipa::path(get, path = "/v1/events", tag = "events", security(("api_key" = [])),
+    params(
+        ("type" = Option<String>, Query, description = "One event type: invoice.confirming, invoice.paid, invoice.overpaid, invoice.underpaid, invoice.expired, invoice.invalid, invoice.late_deposit, invoice.deposit_reversed, invoice.activated, invoice.draft_expired, invoice.sent, balance.credited, payout.completed, payout.failed, test"),
+        ("created_after" = Option<String>, Query, format = DateTime, description = "RFC 3339; events strictly after"),
+        ("created_before" = Option<String>, Query, format = DateTime, description = "RFC 3339; events strictly before"),
+        ("invoice_id" = Option<uuid::Uuid>, Query, description = "Events about this invoice (its balance credits included)"),
+        ("payout_id" = Option<uuid::Uuid>, Query, description = "Events about this payout"),
+        crate::envelope::PageParams,
+    ),
+    responses(
+        (status = 200, body = inline(EventListEnvelope)),
+        (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope),
+        (status = 403, description = "Key lacks events:read", body = ErrorEnvelope),
+    ))]
+pub async fn list_events(
+    State(state): State<HttpState>,
+    auth: Allowed<perm::EventsRead>,
+    q: QueryParams,
+) -> ApiResult<Page<EventResponse>> {
+    let (limit, offset) = q.pagination()?;
+    let kinds = domain::webhooks::events_kinds();
+    let filter = ListFilter {
+        event_type: q.one_of("type", |v| kinds.iter().copied().find(|k| *k == v), &kinds.join(", "))?,
+        created_after: timestamp(&q, "created_after")?,
+        created_before: timestamp(&q, "created_before")?,
+        invoice_id: uuid(&q, "invoice_id")?,
+        payout_id: uuid(&q, "payout_id")?,
+    };
+    let (rows, total) = query::list(&state, &auth, &filter, limit, offset).await?;
+    Ok(Page {
+        data: rows.iter().map(EventResponse::from_model).collect(),
+        pagination: Pagination::new(total, limit, offset),
+    })
+}
+
+/// Get one event, with exactly the body its webhooks carry.
+#[utoipa::path(get, path = "/v1/events/{event_id}", tag = "events", security(("api_key" = [])),
+    params(("event_id" = uuid::Uuid, Path)),
+    responses(
+        (status = 200, body = inline(EventEnvelope)),
+        (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
+        (status = 404, body = ErrorEnvelope),
+    ))]
+pub async fn get_event(
+    State(state): State<HttpState>,
+    auth: Allowed<perm::EventsRead>,
+    PathId(id): PathId,
+) -> ApiResult<Data<EventResponse>> {
+    Ok(Data::ok(EventResponse::from_model(&query::get(&state, &auth, id).await?)))
+}

@@ -1,0 +1,87 @@
+//! `[solana]`: the live Solana cluster's JSON-RPC node, read by the deposit scanner and the
+//! confirmation tracker for `solana` and `solana_usdc`.
+
+use serde::{Deserialize, Serialize};
+
+use super::{ConfigError, invalid};
+use crate::chain::address::{AddressFamily, ChainNet, validate_address};
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct SolanaConfig {
+    /// The node's JSON-RPC URL (http or https). Empty: Solana is not watched in live (its gates
+    /// are offline).
+    pub rpc_url: String,
+    pub request_timeout_ms: u64,
+    /// A failed call is retried this many times, the delay doubling from `retry_backoff_ms`.
+    pub max_retries: u32,
+    pub retry_backoff_ms: u64,
+    /// Slots before the cursor re-read by every scan (a transaction a fork moved to another
+    /// slot is still recorded; payments are unique, so nothing twice). Default 32.
+    pub rescan_slots: u64,
+    /// The USDC mint; default the mainnet mint.
+    pub usdc_mint: Option<String>,
+}
+
+impl Default for SolanaConfig {
+    fn default() -> Self {
+        SolanaConfig {
+            rpc_url: String::new(),
+            request_timeout_ms: 10_000,
+            max_retries: 5,
+            retry_backoff_ms: 200,
+            rescan_slots: 32,
+            usdc_mint: None,
+        }
+    }
+}
+
+impl SolanaConfig {
+    /// Whether a node is configured (the Solana gates can be watched in live).
+    pub fn configured(&self) -> bool {
+        !self.rpc_url.is_empty()
+    }
+
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        if !self.configured() {
+            return Ok(());
+        }
+        if url::Url::parse(&self.rpc_url).map_or(true, |u| !matches!(u.scheme(), "http" | "https")) {
+            return invalid("solana.rpc_url", "must be an http(s) URL");
+        }
+        if self.request_timeout_ms == 0 {
+            return invalid("solana.request_timeout_ms", "must be at least 1");
+        }
+        if let Some(mint) = &self.usdc_mint
+            && validate_address(AddressFamily::Solana, ChainNet::Mainnet, mint, None).is_err()
+        {
+            return invalid("solana.usdc_mint", "must be a base58 Solana address");
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::result_large_err)] // figment::Jail's own signature
+mod tests {
+    use super::super::Config;
+
+    #[test]
+    fn the_solana_node_is_checked_and_optional() {
+        figment::Jail::expect_with(|jail| {
+            assert!(!Config::load().unwrap().solana.configured());
+            jail.set_env("PAYGATE_SOLANA__RPC_URL", "ws://node");
+            let err = Config::load().unwrap_err().to_string();
+            assert!(err.contains("solana.rpc_url"), "{err}");
+            jail.set_env("PAYGATE_SOLANA__RPC_URL", "http://node:8899");
+            jail.set_env("PAYGATE_SOLANA__USDC_MINT", "0xabc");
+            let err = Config::load().unwrap_err().to_string();
+            assert!(err.contains("solana.usdc_mint"), "{err}");
+            jail.set_env("PAYGATE_SOLANA__USDC_MINT", "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v");
+            let cfg = Config::load().unwrap();
+            assert!(cfg.solana.configured());
+            assert_eq!(cfg.solana.rescan_slots, 32);
+            Ok(())
+        });
+    }
+}

@@ -1,0 +1,95 @@
+//! Reading the event log (`GET /v1/events`): a merchant's past events in one environment,
+//! newest first, each with exactly the body its webhooks carry.
+
+use chrono::{DateTime, DurationRound, TimeDelta, Utc};
+use entity::event;
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::domain_error::{DomainError, DomainResult};
+use crate::keys::Principal;
+use crate::state::AppState;
+
+#[derive(Debug, Default, Clone)]
+pub struct ListFilter {
+    pub event_type: Option<&'static str>,
+    pub created_after: Option<DateTime<Utc>>,
+    pub created_before: Option<DateTime<Utc>>,
+    pub invoice_id: Option<Uuid>,
+    pub payout_id: Option<Uuid>,
+}
+
+pub async fn list(
+    state: &AppState,
+    who: &Principal,
+    f: &ListFilter,
+    limit: u64,
+    offset: u64,
+) -> DomainResult<(Vec<event::Model>, u64)> {
+    let mut q = event::Entity::find()
+        .filter(event::Column::MerchantId.eq(who.merchant_id))
+        .filter(event::Column::Environment.eq(who.environment));
+    if let Some(t) = f.event_type {
+        q = q.filter(event::Column::EventType.eq(t));
+    }
+    // Compared as shown: `created_at` is given to the millisecond, so "after t" is every event
+    // shown later than t (stored at or after the next millisecond), "before t" every one shown
+    // earlier.
+    if let Some(t) = f.created_after {
+        q = q.filter(event::Column::CreatedAt.gte(floor_ms(t) + TimeDelta::milliseconds(1)));
+    }
+    if let Some(t) = f.created_before {
+        let floor = floor_ms(t);
+        q = q.filter(event::Column::CreatedAt.lt(if floor == t { t } else { floor + TimeDelta::milliseconds(1) }));
+    }
+    if let Some(id) = f.invoice_id {
+        q = q.filter(event::Column::InvoiceId.eq(id));
+    }
+    if let Some(id) = f.payout_id {
+        q = q.filter(event::Column::PayoutId.eq(id));
+    }
+    Ok(crate::db::newest_first(&state.db, q, (event::Column::CreatedAt, event::Column::Id), limit, offset).await?)
+}
+
+fn floor_ms(t: DateTime<Utc>) -> DateTime<Utc> {
+    t.duration_trunc(TimeDelta::milliseconds(1)).unwrap_or(t)
+}
+
+pub async fn get(state: &AppState, who: &Principal, id: Uuid) -> DomainResult<event::Model> {
+    event::Entity::find_by_id(id)
+        .filter(event::Column::MerchantId.eq(who.merchant_id))
+        .filter(event::Column::Environment.eq(who.environment))
+        .one(&state.db)
+        .await?
+        .ok_or_else(|| DomainError::not_found("event"))
+}
+
+/// An event as the API shows it: `id`, then exactly the fields of its webhook body.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct EventResponse {
+    pub id: Uuid,
+    /// The event type (`invoice.paid`, `balance.credited`, …).
+    #[schema(example = "invoice.paid")]
+    pub event: String,
+    /// RFC 3339, as in the webhook body.
+    pub created_at: String,
+    /// `balance.credited` only: its stable id (equal to `id`), as in the webhook body.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub event_id: Option<Uuid>,
+    /// The webhook body's `data`, unchanged.
+    #[schema(value_type = Object)]
+    pub data: Value,
+}
+
+impl EventResponse {
+    pub fn from_model(e: &event::Model) -> EventResponse {
+        EventResponse {
+            id: e.id,
+            event: e.event_type.clone(),
+            created_at: crate::invoices::types::ts(e.created_at),
+            event_id: (e.event_type == super::kind::BALANCE_CREDITED).then_some(e.id),
+            data: e.payload.clone(),
+        }
+    }
+}

@@ -1,0 +1,285 @@
+//! Live Bitcoin (`bitcoin`) over Bitcoin Core's JSON-RPC. The watch set lives in our database,
+//! not in a node wallet: the scanner reads whole blocks and matches every output's script to the
+//! invoice and static addresses through the `address_key` lookups, so the node needs no wallet
+//! (Bitcoin Core 30 has no legacy wallets; block reading runs the same everywhere) but does need
+//! `txindex=1` for the tracker's look-ups.
+//!
+//! - Blocks: `getblockhash` then `getblock <hash> 2`; each transaction's outputs are decoded from
+//!   its raw `hex` with the `bitcoin` crate (exact satoshis, never the JSON float `value`), and
+//!   matched by `scriptPubKey`: the script is turned into the mainnet address invoices store, so
+//!   the node's own address format (`addresses[]` in old nodes, `address` in new ones, another
+//!   HRP on Litecoin's regtest) does not matter. Coinbase outputs are not deposits.
+//! - Reorganisations: the adapter remembers the hash of each block it read; a scan first walks
+//!   back over the heights whose hash changed and reads them again, on top of a fixed
+//!   `rescan_blocks` window. Payments are unique per transaction and output, so nothing twice.
+//! - Mempool: each scan also reads the transactions that entered the mempool since the last one
+//!   (`getrawmempool`, then `getrawtransaction` for the new ones); a deposit among them is
+//!   recorded with 0 confirmations (the invoice shows `confirming`). The first look only takes
+//!   note of what is there (a node's mempool can hold 100k transactions); those are seen when
+//!   mined.
+//! - Confirmations: `getrawtransaction <txid> true` answers `confirmations` for a transaction on
+//!   the active chain; one back in the mempool is unconfirmed (0); one the node no longer knows,
+//!   or only knows in a block that left the active chain, is `Gone`, which the tracker turns into
+//!   a reversal only after it stayed gone over the gate's span and minimum checks.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use bitcoin::consensus::encode::deserialize_hex;
+use bitcoin::{Address, Network, Transaction};
+use rust_decimal::Decimal;
+use serde_json::{Value, json};
+
+use super::evm::Rpc;
+use super::{Chain, ChainError, Transfer, TxStatus};
+use domain::addresses::address_key;
+use domain::chain::address::AddressFamily;
+use domain::config::BitcoinConfig;
+use domain::gates::{self, Gate};
+
+/// `RPC_INVALID_ADDRESS_OR_KEY`: "No such mempool or blockchain transaction".
+const NOT_FOUND: &[i64] = &[-5];
+/// Block hashes remembered for finding where a reorganisation forked.
+const REMEMBERED_BLOCKS: usize = 200;
+
+pub struct BitcoinChain {
+    gate: &'static Gate,
+    rpc: Rpc,
+    rescan: u64,
+    mempool: bool,
+    /// Height → hash of the blocks read lately.
+    read: Mutex<BTreeMap<u64, String>>,
+    /// The mempool's transaction ids at the last look; `None` before the first.
+    in_mempool: Mutex<Option<HashSet<String>>>,
+}
+
+/// The live Bitcoin chain configured in `cfg` (`[bitcoin]`): none when no node is set.
+pub fn chains(cfg: &BitcoinConfig) -> Vec<Arc<dyn Chain>> {
+    if !cfg.configured() {
+        return Vec::new();
+    }
+    let mut rpc = Rpc::with("Bitcoin RPC", &cfg.rpc_url, cfg.request_timeout_ms, cfg.max_retries, cfg.retry_backoff_ms);
+    if let Some(user) = &cfg.rpc_user {
+        rpc = rpc.with_basic_auth(user, cfg.rpc_password.as_ref().map(|p| p.0.as_str()));
+    }
+    let Some(gate) = gates::GATES.iter().find(|g| g.family == AddressFamily::Bitcoin) else { return Vec::new() };
+    vec![Arc::new(BitcoinChain {
+        gate,
+        rpc,
+        rescan: cfg.rescan_blocks,
+        mempool: cfg.mempool,
+        read: Mutex::new(BTreeMap::new()),
+        in_mempool: Mutex::new(None),
+    })]
+}
+
+fn bad(what: &str, v: &Value) -> ChainError {
+    ChainError::Unavailable(format!("unexpected {what} in Bitcoin RPC answer: {v}"))
+}
+
+/// The deposits `tx` makes: each output whose script is a mainnet address, keyed as invoices
+/// are. `height` is the block's (or, for the mempool, the next block's).
+pub fn outputs(tx: &Transaction, height: u64) -> Vec<Transfer> {
+    if tx.is_coinbase() {
+        return Vec::new();
+    }
+    let txid = tx.compute_txid().to_string();
+    let mut out = Vec::new();
+    for (index, o) in tx.output.iter().enumerate() {
+        let sats = o.value.to_sat();
+        if sats == 0 {
+            continue;
+        }
+        let Ok(address) = Address::from_script(&o.script_pubkey, Network::Bitcoin) else { continue };
+        let (Ok(amount), Ok(output_index)) = (i64::try_from(sats), i64::try_from(index)) else { continue };
+        out.push(Transfer {
+            tx_hash: txid.clone(),
+            output_index,
+            address_key: address_key(AddressFamily::Bitcoin, &address.to_string(), None),
+            amount: Decimal::new(amount, 8).normalize(),
+            block_height: height,
+        });
+    }
+    out
+}
+
+/// The deposits of one `getblock <hash> 2` answer.
+pub fn block_outputs(block: &Value, height: u64) -> Result<Vec<Transfer>, ChainError> {
+    let txs = block["tx"].as_array().ok_or_else(|| bad("block", block))?;
+    let mut out = Vec::new();
+    for tx in txs {
+        out.extend(outputs(&decode(&tx["hex"])?, height));
+    }
+    Ok(out)
+}
+
+fn decode(hex: &Value) -> Result<Transaction, ChainError> {
+    let s = hex.as_str().ok_or_else(|| bad("transaction hex", hex))?;
+    deserialize_hex(s).map_err(|e| ChainError::Unavailable(format!("undecodable transaction from the node: {e}")))
+}
+
+impl BitcoinChain {
+    async fn block_hash(&self, height: u64) -> Result<String, ChainError> {
+        let v = self.rpc.call("getblockhash", json!([height])).await?;
+        v.as_str().map(str::to_owned).ok_or_else(|| bad("block hash", &v))
+    }
+
+    /// The first height to read for a scan from `from`: the rescan window, extended down over
+    /// every remembered block whose hash the node no longer has at its height.
+    async fn fork_point(&self, from: u64) -> Result<u64, ChainError> {
+        let mut start = from.saturating_sub(self.rescan).max(1);
+        loop {
+            let Some(below) = start.checked_sub(1).filter(|h| *h >= 1) else { return Ok(start) };
+            let remembered = self.read.lock().expect("block hashes").get(&below).cloned();
+            let Some(remembered) = remembered else { return Ok(start) };
+            if self.block_hash(below).await? == remembered {
+                return Ok(start);
+            }
+            tracing::info!(height = below, "block replaced by a reorganisation; reading it again");
+            start = below;
+        }
+    }
+
+    fn remember(&self, height: u64, hash: String) {
+        let mut read = self.read.lock().expect("block hashes");
+        read.insert(height, hash);
+        while read.len() > REMEMBERED_BLOCKS {
+            read.pop_first();
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Chain for BitcoinChain {
+    fn gate(&self) -> &'static Gate {
+        self.gate
+    }
+
+    async fn tip(&self) -> Result<u64, ChainError> {
+        let v = self.rpc.call("getblockcount", json!([])).await?;
+        v.as_u64().ok_or_else(|| bad("block count", &v))
+    }
+
+    async fn transfers(&self, from: u64, to: u64) -> Result<Vec<Transfer>, ChainError> {
+        let start = self.fork_point(from).await?.min(to);
+        let mut out = Vec::new();
+        for height in start..=to {
+            let hash = self.block_hash(height).await?;
+            let block = self.rpc.call("getblock", json!([hash, 2])).await?;
+            out.extend(block_outputs(&block, height)?);
+            self.remember(height, hash);
+        }
+        Ok(out)
+    }
+
+    async fn pending(&self) -> Result<Vec<Transfer>, ChainError> {
+        if !self.mempool {
+            return Ok(Vec::new());
+        }
+        let v = self.rpc.call("getrawmempool", json!([])).await?;
+        let now: HashSet<String> = v
+            .as_array()
+            .ok_or_else(|| bad("mempool", &v))?
+            .iter()
+            .filter_map(|t| t.as_str().map(str::to_owned))
+            .collect();
+        let before = self.in_mempool.lock().expect("mempool").clone();
+        let new: Vec<&String> = match &before {
+            Some(before) => now.difference(before).collect(),
+            None => Vec::new(),
+        };
+        let mut out = Vec::new();
+        let tip = if new.is_empty() { 0 } else { self.tip().await? };
+        for txid in new {
+            // Mined or evicted since the list was taken: the block scan (or nobody) has it.
+            let Some(hex) = self.rpc.call_or_none("getrawtransaction", json!([txid, false]), NOT_FOUND).await? else {
+                continue;
+            };
+            out.extend(outputs(&decode(&hex)?, tip + 1));
+        }
+        // Only once every new transaction was read: a failed look is taken again next time.
+        *self.in_mempool.lock().expect("mempool") = Some(now);
+        Ok(out)
+    }
+
+    async fn status(&self, tx_hash: &str, _output_index: i64) -> Result<TxStatus, ChainError> {
+        let Some(tx) = self.rpc.call_or_none("getrawtransaction", json!([tx_hash, true]), NOT_FOUND).await? else {
+            return Ok(TxStatus::Gone);
+        };
+        if tx.get("blockhash").is_none() {
+            // In the mempool (the node looks there first): unconfirmed.
+            return Ok(TxStatus::Confirmations(0));
+        }
+        // In a block: confirmations on the active chain, 0 (or none) for a block a
+        // reorganisation left behind, the transaction not in the mempool either.
+        match tx["confirmations"].as_u64() {
+            Some(n) if n > 0 => Ok(TxStatus::Confirmations(n)),
+            _ => Ok(TxStatus::Gone),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A mainnet transaction paying 0.015 BTC to a P2WPKH output and change to a P2PKH one
+    /// (built below from its parts, so the test states exactly what it holds).
+    fn tx(outputs: &[(u64, &str)]) -> Transaction {
+        use bitcoin::{Amount, OutPoint, Sequence, TxIn, TxOut, Witness, absolute::LockTime, transaction::Version};
+        Transaction {
+            version: Version::TWO,
+            lock_time: LockTime::ZERO,
+            input: vec![TxIn {
+                previous_output: OutPoint { txid: "aa".repeat(32).parse().unwrap(), vout: 0 },
+                script_sig: Default::default(),
+                sequence: Sequence::ENABLE_RBF_NO_LOCKTIME,
+                witness: Witness::default(),
+            }],
+            output: outputs
+                .iter()
+                .map(|(sats, addr)| TxOut {
+                    value: Amount::from_sat(*sats),
+                    script_pubkey: addr
+                        .parse::<Address<bitcoin::address::NetworkUnchecked>>()
+                        .unwrap()
+                        .assume_checked()
+                        .script_pubkey(),
+                })
+                .collect(),
+        }
+    }
+
+    const SEGWIT: &str = "bc1qw508d6qejxtdg4y5r3zarvary0c5xw7kv8f3t4";
+    const LEGACY: &str = "1BvBMSEYstWetqTFn5Au4m4GFg7xJaNVN2";
+
+    #[test]
+    fn every_output_is_a_deposit_keyed_by_its_mainnet_address_in_exact_satoshis() {
+        let t = tx(&[(1_500_000, SEGWIT), (2_099_999_999_999_999, LEGACY), (0, SEGWIT)]);
+        let got = outputs(&t, 7);
+        assert_eq!(got.len(), 2, "a zero-value output is no deposit");
+        assert_eq!(got[0].address_key, address_key(AddressFamily::Bitcoin, SEGWIT, None));
+        assert_eq!(got[0].amount.to_string(), "0.015");
+        assert_eq!((got[0].output_index, got[0].block_height), (0, 7));
+        assert_eq!(got[1].amount.to_string(), "20999999.99999999", "no float rounding");
+        assert_eq!(got[1].output_index, 1);
+        assert_eq!(got[0].tx_hash, t.compute_txid().to_string());
+    }
+
+    #[test]
+    fn a_block_answer_is_decoded_from_each_transactions_hex_and_coinbases_are_skipped() {
+        let paying = tx(&[(42, SEGWIT)]);
+        let mut coinbase = tx(&[(5_000_000_000, SEGWIT)]);
+        coinbase.input[0].previous_output = bitcoin::OutPoint::null();
+        let hex = |t: &Transaction| bitcoin::consensus::encode::serialize_hex(t);
+        // The float `value` the node also sends is ignored.
+        let block = json!({"tx": [
+            {"txid": coinbase.compute_txid().to_string(), "hex": hex(&coinbase), "vout": [{"value": 50.0}]},
+            {"txid": paying.compute_txid().to_string(), "hex": hex(&paying), "vout": [{"value": 0.00000041}]},
+        ]});
+        let got = block_outputs(&block, 3).unwrap();
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].amount.to_string(), "0.00000042");
+        assert!(block_outputs(&json!({"tx": [{"hex": "zz"}]}), 3).is_err());
+    }
+}

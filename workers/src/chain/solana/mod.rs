@@ -1,0 +1,264 @@
+//! Live Solana (`solana`: SOL, `solana_usdc`: SPL USDC) over the cluster's JSON-RPC: one client
+//! shared by both gates.
+//!
+//! - Deposits are read block by block (`getBlock` at `confirmed` commitment, `jsonParsed`),
+//!   whose cost does not grow with the number of watched pool addresses (one call per
+//!   slot, whatever the pool), unlike `getSignaturesForAddress` per address. A skipped slot
+//!   (no block) is passed over.
+//! - SOL: every account of a successful transaction (`meta.err` null) whose lamports grew
+//!   (`postBalances - preBalances`), so value moved by inner instructions is seen too; one
+//!   payment per account index.
+//! - USDC: every token account of the mint whose balance grew (`pre/postTokenBalances`): the
+//!   receiver is the token account's `owner`, the pool address (deposits arrive at its
+//!   associated token account); one payment per account index.
+//! - Confirmation is Solana's commitment (`getSignatureStatuses`): `confirmed` is unconfirmed
+//!   (the invoice shows `confirming`), `finalized` confirms it; a signature the cluster no
+//!   longer knows, or one that failed, is missing, reversed only after it stayed missing over
+//!   151 slots (`gone_span`): past its blockhash's 150-slot validity a dropped transaction can
+//!   never land.
+//! - Every scan re-reads `rescan_slots` slots before the cursor (payments are unique per
+//!   signature and account index, so nothing twice).
+
+use std::str::FromStr;
+use std::sync::Arc;
+
+use rust_decimal::Decimal;
+use serde_json::{Value, json};
+
+use super::evm::Rpc;
+use super::{Chain, ChainError, Transfer, TxStatus};
+use domain::addresses::address_key;
+use domain::chain::address::AddressFamily;
+use domain::config::SolanaConfig;
+use domain::gates::{self, Gate};
+
+/// A transaction's blockhash is valid for 150 slots; one missing for longer can never land.
+const BLOCKHASH_VALIDITY_SLOTS: u64 = 150;
+
+/// JSON-RPC errors meaning "no block at this slot": skipped (-32007), not in long-term storage
+/// (-32009), not available (-32004).
+const NO_BLOCK: &[i64] = &[-32007, -32009, -32004];
+
+pub struct SolanaChain {
+    gate: &'static Gate,
+    rpc: Arc<Rpc>,
+    /// The SPL mint of a token gate.
+    mint: Option<String>,
+    rescan: u64,
+}
+
+/// The live Solana chains configured in `cfg` (`[solana]`): none when no node is set.
+pub fn chains(cfg: &SolanaConfig) -> Vec<Arc<dyn Chain>> {
+    if !cfg.configured() {
+        return Vec::new();
+    }
+    let rpc =
+        Arc::new(Rpc::with("Solana RPC", &cfg.rpc_url, cfg.request_timeout_ms, cfg.max_retries, cfg.retry_backoff_ms));
+    let mut out: Vec<Arc<dyn Chain>> = Vec::new();
+    for gate in gates::GATES.iter().filter(|g| g.family == AddressFamily::Solana) {
+        let mint = gate.is_token.then(|| cfg.usdc_mint.clone().or_else(|| gates::token_contract(gate).map(Into::into)));
+        let mint = match mint {
+            Some(None) => {
+                tracing::error!(gate = gate.id, "no SPL mint; the gate is not watched");
+                continue;
+            }
+            Some(Some(m)) => Some(m),
+            None => None,
+        };
+        out.push(Arc::new(SolanaChain { gate, rpc: rpc.clone(), mint, rescan: cfg.rescan_slots }));
+    }
+    out
+}
+
+fn bad(what: &str, v: &Value) -> ChainError {
+    ChainError::Unavailable(format!("unexpected {what} in Solana RPC answer: {v}"))
+}
+
+fn key(address: &str) -> String {
+    address_key(AddressFamily::Solana, address, None)
+}
+
+/// `units` of a token (or lamports) with `decimals` places.
+fn units(units: u128, decimals: u32) -> Option<Decimal> {
+    Decimal::try_from_i128_with_scale(i128::try_from(units).ok()?, decimals).ok().map(|d| d.normalize())
+}
+
+/// The successful transactions of a `getBlock` answer with their first signature.
+fn successful(block: &Value) -> impl Iterator<Item = (&str, &Value, &Value)> {
+    block["transactions"].as_array().into_iter().flatten().filter_map(|tx| {
+        let meta = &tx["meta"];
+        if !meta["err"].is_null() || meta.is_null() {
+            return None;
+        }
+        let sig = tx["transaction"]["signatures"][0].as_str()?;
+        Some((sig, &tx["transaction"], meta))
+    })
+}
+
+/// SOL received in one block: every account whose lamports grew in a successful transaction.
+pub fn native_transfers(block: &Value, slot: u64, decimals: u32) -> Result<Vec<Transfer>, ChainError> {
+    let mut out = Vec::new();
+    for (sig, tx, meta) in successful(block) {
+        let keys = tx["message"]["accountKeys"].as_array().ok_or_else(|| bad("accountKeys", tx))?;
+        let (pre, post) = (meta["preBalances"].as_array(), meta["postBalances"].as_array());
+        let (Some(pre), Some(post)) = (pre, post) else { return Err(bad("balances", meta)) };
+        for (i, account) in keys.iter().enumerate() {
+            let (Some(before), Some(after)) = (pre.get(i).and_then(Value::as_u64), post.get(i).and_then(Value::as_u64))
+            else {
+                continue;
+            };
+            let Some(gained) = after.checked_sub(before).filter(|g| *g > 0) else { continue };
+            // jsonParsed lists keys as objects; the other encodings as strings.
+            let address =
+                account["pubkey"].as_str().or_else(|| account.as_str()).ok_or_else(|| bad("account key", account))?;
+            let Some(amount) = units(u128::from(gained), decimals) else { continue };
+            out.push(Transfer {
+                tx_hash: sig.to_owned(),
+                output_index: i as i64,
+                address_key: key(address),
+                amount,
+                block_height: slot,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Token balance entries of `mint` by account index: (owner, raw amount).
+fn token_balances<'a>(entries: &'a Value, mint: &str) -> Vec<(u64, &'a str, u128)> {
+    entries
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["mint"].as_str() == Some(mint))
+        .filter_map(|e| {
+            let index = e["accountIndex"].as_u64()?;
+            let owner = e["owner"].as_str()?;
+            let amount = u128::from_str(e["uiTokenAmount"]["amount"].as_str()?).ok()?;
+            Some((index, owner, amount))
+        })
+        .collect()
+}
+
+/// `mint` received in one block: every token account of the mint whose balance grew in a
+/// successful transaction, credited to the account's owner.
+pub fn token_transfers(block: &Value, slot: u64, mint: &str, decimals: u32) -> Vec<Transfer> {
+    let mut out = Vec::new();
+    for (sig, _, meta) in successful(block) {
+        let before = token_balances(&meta["preTokenBalances"], mint);
+        for (index, owner, after) in token_balances(&meta["postTokenBalances"], mint) {
+            let prior = before.iter().find(|(i, _, _)| *i == index).map_or(0, |(_, _, a)| *a);
+            let Some(gained) = after.checked_sub(prior).filter(|g| *g > 0) else { continue };
+            let Some(amount) = units(gained, decimals) else { continue };
+            out.push(Transfer {
+                tx_hash: sig.to_owned(),
+                output_index: index as i64,
+                address_key: key(owner),
+                amount,
+                block_height: slot,
+            });
+        }
+    }
+    out
+}
+
+#[async_trait::async_trait]
+impl Chain for SolanaChain {
+    fn gate(&self) -> &'static Gate {
+        self.gate
+    }
+
+    /// The newest slot at `confirmed` commitment.
+    async fn tip(&self) -> Result<u64, ChainError> {
+        let v = self.rpc.call("getSlot", json!([{"commitment": "confirmed"}])).await?;
+        v.as_u64().ok_or_else(|| bad("slot", &v))
+    }
+
+    async fn transfers(&self, from: u64, to: u64) -> Result<Vec<Transfer>, ChainError> {
+        let from = from.saturating_sub(self.rescan).min(to);
+        let opts = json!({"encoding": "jsonParsed", "transactionDetails": "full", "rewards": false,
+                          "maxSupportedTransactionVersion": 0, "commitment": "confirmed"});
+        let mut out = Vec::new();
+        for slot in from..=to {
+            let Some(block) = self.rpc.call_or_none("getBlock", json!([slot, opts]), NO_BLOCK).await? else {
+                continue;
+            };
+            if block.is_null() {
+                continue;
+            }
+            match &self.mint {
+                Some(mint) => out.extend(token_transfers(&block, slot, mint, self.gate.decimals)),
+                None => out.extend(native_transfers(&block, slot, self.gate.decimals)?),
+            }
+        }
+        Ok(out)
+    }
+
+    fn gone_span(&self) -> u64 {
+        BLOCKHASH_VALIDITY_SLOTS + 1
+    }
+
+    async fn status(&self, tx_hash: &str, _output_index: i64) -> Result<TxStatus, ChainError> {
+        let v = self.rpc.call("getSignatureStatuses", json!([[tx_hash], {"searchTransactionHistory": true}])).await?;
+        let s = &v["value"][0];
+        if s.is_null() || !s["err"].is_null() {
+            return Ok(TxStatus::Gone);
+        }
+        Ok(match s["confirmationStatus"].as_str() {
+            Some("finalized") => TxStatus::Confirmations(u64::from(self.gate.confirmations)),
+            _ => TxStatus::Confirmations(0),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const POOL: &str = "4vJ9JU1bJJE96FWSJKvHsmmFADCg4gpZQff4P3bkLKi";
+    const PAYER: &str = "8qbHbw2BbbTHBW1sbeqakYXVKRQM8Ne7pLK7m6CVfeR";
+    const USDC: &str = "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v";
+
+    fn tx(sig: &str, err: Value, pre: [u64; 2], post: [u64; 2], tokens: (Value, Value)) -> Value {
+        json!({
+            "transaction": {"signatures": [sig], "message": {"accountKeys": [
+                {"pubkey": PAYER, "signer": true, "writable": true},
+                {"pubkey": POOL, "signer": false, "writable": true}]}},
+            "meta": {"err": err, "fee": 5000, "preBalances": pre, "postBalances": post,
+                     "preTokenBalances": tokens.0, "postTokenBalances": tokens.1}
+        })
+    }
+
+    fn tb(index: u64, mint: &str, owner: &str, amount: &str) -> Value {
+        json!({"accountIndex": index, "mint": mint, "owner": owner,
+               "uiTokenAmount": {"amount": amount, "decimals": 6}})
+    }
+
+    #[test]
+    fn sol_received_is_every_grown_account_of_a_successful_transaction() {
+        let block = json!({"transactions": [
+            tx("s1", Value::Null, [10_000_000_000, 0], [8_499_995_000, 1_500_000_000], (json!([]), json!([]))),
+            tx("s2", json!({"InstructionError": [0, "Custom"]}), [5, 0], [4, 1], (json!([]), json!([]))),
+        ]});
+        let t = native_transfers(&block, 42, 9).unwrap();
+        assert_eq!(t.len(), 1);
+        assert_eq!((t[0].tx_hash.as_str(), t[0].output_index, t[0].block_height), ("s1", 1, 42));
+        assert_eq!(t[0].amount, Decimal::from_str("1.5").unwrap());
+        assert_eq!(t[0].address_key, key(POOL));
+    }
+
+    #[test]
+    fn usdc_received_is_credited_to_the_token_accounts_owner() {
+        let pre = json!([tb(2, USDC, POOL, "1000000"), tb(3, USDC, PAYER, "9000000")]);
+        let post = json!([tb(2, USDC, POOL, "3500000"), tb(3, USDC, PAYER, "6500000"), tb(4, PAYER, POOL, "7")]);
+        let fresh = json!([tb(5, USDC, POOL, "250000")]);
+        let block = json!({"transactions": [
+            tx("u1", Value::Null, [1, 1], [1, 1], (pre, post)),
+            tx("u2", Value::Null, [1, 1], [1, 1], (json!([]), fresh)),
+        ]});
+        let t = token_transfers(&block, 7, USDC, 6);
+        let got: Vec<_> = t.iter().map(|t| (t.tx_hash.as_str(), t.output_index, t.amount.to_string())).collect();
+        assert_eq!(got, [("u1", 2, "2.5".to_owned()), ("u2", 5, "0.25".to_owned())]);
+        assert!(t.iter().all(|t| t.address_key == key(POOL)));
+    }
+}

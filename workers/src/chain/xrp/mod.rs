@@ -1,0 +1,198 @@
+//! Live XRP (`xrp`) over rippled's JSON-RPC. Every deposit goes to the operator's one address
+//! (`addresses.live.xrp_address`) with the invoice's destination tag, so the scanner reads that
+//! one account's transactions (`account_tx` over the ledgers since its cursor, following the
+//! marker), whose cost does not grow with the number of open invoices.
+//!
+//! - Only validated ledgers are read (the tip is the newest validated ledger): "immediate"
+//!   confirmation is validation, and a validated ledger is never replaced.
+//! - A deposit is a `Payment` to the operator's address with a `DestinationTag`, in a validated
+//!   transaction whose `TransactionResult` is `tesSUCCESS`, for the XRP it actually delivered
+//!   (`meta.delivered_amount`, so a partial payment counts only what arrived; an issued-currency
+//!   amount is not XRP). A payment without a tag, or with a tag no invoice holds, is matched to
+//!   nothing (the operator refunds it by hand).
+//! - The tracker asks `tx`: validated and successful counts its depth; not validated yet is
+//!   unconfirmed; unknown (`txnNotFound`) or failed is `Gone`, which reverses nothing before the
+//!   tracker's span of missing checks (a lagging or pruned node can miss a transaction).
+
+use std::sync::Arc;
+
+use rust_decimal::Decimal;
+use serde_json::{Value, json};
+
+use super::evm::Rpc;
+use super::{Chain, ChainError, Transfer, TxStatus};
+use domain::addresses::address_key;
+use domain::chain::address::AddressFamily;
+use domain::config::XrpConfig;
+use domain::gates::{self, Gate};
+
+pub struct XrpChain {
+    gate: &'static Gate,
+    rpc: Rpc,
+    /// The operator's classic address every deposit goes to.
+    account: String,
+    page_size: u32,
+}
+
+/// The live XRP chain configured in `cfg` (`[xrp]`) for the operator's `account`: none when no
+/// node or no account is set.
+pub fn chains(cfg: &XrpConfig, account: Option<&str>) -> Vec<Arc<dyn Chain>> {
+    let (true, Some(account)) = (cfg.configured(), account) else { return Vec::new() };
+    let Some(gate) = gates::GATES.iter().find(|g| g.family == AddressFamily::Xrp) else { return Vec::new() };
+    let rpc = Rpc::with("XRP RPC", &cfg.rpc_url, cfg.request_timeout_ms, cfg.max_retries, cfg.retry_backoff_ms);
+    vec![Arc::new(XrpChain { gate, rpc, account: account.to_owned(), page_size: cfg.page_size })]
+}
+
+fn bad(what: &str, v: &Value) -> ChainError {
+    ChainError::Unavailable(format!("unexpected {what} in XRP RPC answer: {v}"))
+}
+
+/// A rippled answer: its `result`, or the error it names (`txnNotFound`, …).
+fn answer(result: Value) -> Result<Value, String> {
+    if result["status"].as_str() == Some("error") {
+        return Err(result["error"].as_str().unwrap_or("unknown error").to_owned());
+    }
+    Ok(result)
+}
+
+/// A ledger index as rippled writes it (a number, or a string in `ledger.ledger_index`).
+fn index(v: &Value) -> Option<u64> {
+    v.as_u64().or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+}
+
+/// XRP amounts are strings of drops (10^-6 XRP); issued currencies are objects (not XRP).
+fn drops(v: &Value) -> Option<Decimal> {
+    let d: i64 = v.as_str()?.parse().ok()?;
+    (d > 0).then(|| Decimal::new(d, 6).normalize())
+}
+
+/// The deposit one `account_tx` entry makes to `account`, if any. Both API versions: v1's
+/// `tx` (hash and ledger inside), v2's `tx_json` (hash and ledger beside it).
+pub fn deposit(entry: &Value, account: &str) -> Option<Transfer> {
+    let tx = entry.get("tx_json").or_else(|| entry.get("tx"))?;
+    let meta = entry.get("meta").or_else(|| entry.get("metaData"))?;
+    if entry["validated"] != true
+        || tx["TransactionType"] != "Payment"
+        || tx["Destination"].as_str() != Some(account)
+        || meta["TransactionResult"] != "tesSUCCESS"
+    {
+        return None;
+    }
+    let tag = u32::try_from(tx["DestinationTag"].as_u64()?).ok()?;
+    let amount = drops(meta.get("delivered_amount").or_else(|| meta.get("DeliveredAmount"))?)?;
+    let hash = entry.get("hash").or_else(|| tx.get("hash"))?.as_str()?;
+    let ledger = index(entry.get("ledger_index").or_else(|| tx.get("ledger_index"))?)?;
+    Some(Transfer {
+        tx_hash: hash.to_ascii_uppercase(),
+        output_index: 0,
+        address_key: address_key(AddressFamily::Xrp, account, Some(&tag.to_string())),
+        amount,
+        block_height: ledger,
+    })
+}
+
+impl XrpChain {
+    async fn call(&self, method: &str, params: Value) -> Result<Result<Value, String>, ChainError> {
+        Ok(answer(self.rpc.call(method, json!([params])).await?))
+    }
+
+    /// `call`, where any error the node names is a failure to retry later.
+    async fn fetch(&self, method: &str, params: Value) -> Result<Value, ChainError> {
+        self.call(method, params).await?.map_err(|e| ChainError::Unavailable(format!("{method}: {e}")))
+    }
+}
+
+#[async_trait::async_trait]
+impl Chain for XrpChain {
+    fn gate(&self) -> &'static Gate {
+        self.gate
+    }
+
+    /// The newest validated ledger.
+    async fn tip(&self) -> Result<u64, ChainError> {
+        let r = self.fetch("ledger", json!({"ledger_index": "validated"})).await?;
+        r.get("ledger_index")
+            .and_then(index)
+            .or_else(|| index(&r["ledger"]["ledger_index"]))
+            .ok_or_else(|| bad("ledger", &r))
+    }
+
+    async fn transfers(&self, from: u64, to: u64) -> Result<Vec<Transfer>, ChainError> {
+        let mut out = Vec::new();
+        let mut marker = Value::Null;
+        loop {
+            let mut params = json!({"account": self.account, "ledger_index_min": from, "ledger_index_max": to,
+                                    "forward": true, "limit": self.page_size});
+            if !marker.is_null() {
+                params["marker"] = marker;
+            }
+            let r = self.fetch("account_tx", params).await?;
+            let page = r["transactions"].as_array().ok_or_else(|| bad("account_tx", &r))?;
+            out.extend(page.iter().filter_map(|e| deposit(e, &self.account)));
+            marker = r.get("marker").cloned().unwrap_or(Value::Null);
+            if marker.is_null() {
+                return Ok(out);
+            }
+        }
+    }
+
+    async fn status(&self, tx_hash: &str, _output_index: i64) -> Result<TxStatus, ChainError> {
+        let tx = match self.call("tx", json!({"transaction": tx_hash})).await? {
+            Ok(tx) => tx,
+            Err(e) if e == "txnNotFound" => return Ok(TxStatus::Gone),
+            Err(e) => return Err(ChainError::Unavailable(format!("tx: {e}"))),
+        };
+        if tx["validated"] != true {
+            return Ok(TxStatus::Confirmations(0));
+        }
+        let meta = tx.get("meta").unwrap_or(&Value::Null);
+        if meta["TransactionResult"] != "tesSUCCESS" {
+            return Ok(TxStatus::Gone);
+        }
+        let ledger = tx.get("ledger_index").and_then(index).ok_or_else(|| bad("ledger_index", &tx))?;
+        let tip = self.tip().await?;
+        Ok(TxStatus::Confirmations(tip.saturating_sub(ledger) + 1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OPERATOR: &str = "rHb9CJAWyB4rj91VRWn96DkukG4bwdtyTh";
+
+    fn entry(tag: Option<u32>, amount: Value, delivered: Value, result: &str, validated: bool) -> Value {
+        let mut tx = json!({"TransactionType": "Payment", "Account": "rPT1Sjq2YGrBMTttX4GZHjKu9dyfzbpAYe",
+                            "Destination": OPERATOR, "Amount": amount, "Fee": "12", "Sequence": 7,
+                            "hash": "ab12", "ledger_index": 90});
+        if let Some(tag) = tag {
+            tx["DestinationTag"] = json!(tag);
+        }
+        json!({"tx": tx, "meta": {"TransactionResult": result, "delivered_amount": delivered}, "validated": validated})
+    }
+
+    #[test]
+    fn a_validated_tagged_payment_counts_what_it_delivered() {
+        let t = deposit(&entry(Some(42), json!("10000000"), json!("4000000"), "tesSUCCESS", true), OPERATOR).unwrap();
+        assert_eq!(t.address_key, address_key(AddressFamily::Xrp, OPERATOR, Some("42")));
+        assert_eq!((t.amount.to_string(), t.block_height, t.tx_hash.as_str()), ("4".into(), 90, "AB12"));
+    }
+
+    #[test]
+    fn untagged_failed_unvalidated_issued_and_outgoing_payments_are_no_deposits() {
+        let ok = || entry(Some(1), json!("1"), json!("1"), "tesSUCCESS", true);
+        assert!(deposit(&ok(), OPERATOR).is_some());
+        assert!(deposit(&entry(None, json!("1"), json!("1"), "tesSUCCESS", true), OPERATOR).is_none());
+        assert!(deposit(&entry(Some(1), json!("1"), json!("1"), "tecPATH_DRY", true), OPERATOR).is_none());
+        assert!(deposit(&entry(Some(1), json!("1"), json!("1"), "tesSUCCESS", false), OPERATOR).is_none());
+        let usd = json!({"currency": "USD", "issuer": "rvYAfWj5gh67oV6fW32ZzP3Aw4Eubs59B", "value": "5"});
+        assert!(deposit(&entry(Some(1), usd.clone(), usd, "tesSUCCESS", true), OPERATOR).is_none());
+        assert!(deposit(&ok(), "rPT1Sjq2YGrBMTttX4GZHjKu9dyfzbpAYe").is_none(), "sent, not received");
+        // API v2: tx_json, with hash and ledger beside it.
+        let v2 = json!({"tx_json": {"TransactionType": "Payment", "Destination": OPERATOR, "DestinationTag": 5},
+                        "meta": {"TransactionResult": "tesSUCCESS", "delivered_amount": "2500000"},
+                        "hash": "CD34", "ledger_index": 91, "validated": true});
+        let t = deposit(&v2, OPERATOR).unwrap();
+        assert_eq!((t.amount.to_string(), t.block_height), ("2.5".into(), 91));
+    }
+}

@@ -1,0 +1,231 @@
+//! The Bitcoin adapter (`bitcoin`) against real node software: Litecoin Core regtest
+//! (`support::litecoind`), which speaks Bitcoin Core's JSON-RPC and mines, reorganises and keeps
+//! a mempool for real. Payments go to the witness program of the invoice's mainnet `bc1q…`
+//! address (the same output script under Litecoin's `rltc` prefix), so the adapter's
+//! `scriptPubKey` matching is what finds them. The live pipeline (scanner and tracker rules) runs
+//! in the test against one node (two for the double spend):
+//!
+//! - a deposit in the mempool is `confirming` with 0 confirmations, follows its block, and is
+//!   credited exactly once at 3 confirmations, with the exact ledger;
+//! - an underpayment; a payment to an address that is not ours credits nothing;
+//! - a block disconnected sends its deposit back to the mempool: unconfirmed, never reversed;
+//! - a double spend mined on a longer fork reverses the deposit only after the gone span;
+//! - a deposit only in a block that replaced one the scanner had read is found by block hash;
+//! - a scanner started anew resumes at its cursor and misses no block;
+//! - `GET /v1/currencies?environment=live` shows the gate online only with `[bitcoin]` set.
+//!
+//! Selected with the `regtest-tests` feature (it needs `litecoind`; `.ci/run` installs it).
+#![cfg(feature = "regtest-tests")]
+
+mod support;
+
+use entity::{Environment, PaymentStatus};
+use serde_json::{Value, json};
+use support::litecoind::Litecoind;
+use support::live::{LiveApp, d, id};
+use testkit::TestApp;
+
+const GATES: &[&str] = &["bitcoin"];
+
+struct Live {
+    node: Litecoind,
+    l: LiveApp,
+}
+
+impl std::ops::Deref for Live {
+    type Target = LiveApp;
+    fn deref(&self) -> &LiveApp {
+        &self.l
+    }
+}
+
+async fn live_with(node: Litecoind, f: impl FnOnce(&mut domain::config::BitcoinConfig)) -> Live {
+    let (url, user, password) = (node.url.clone(), node.user, node.password);
+    let l = LiveApp::start(GATES, |c| {
+        c.bitcoin.rpc_url = url;
+        c.bitcoin.rpc_user = Some(user.into());
+        c.bitcoin.rpc_password = Some(domain::config::Redacted(password.into()));
+        c.bitcoin.max_retries = 1;
+        c.bitcoin.retry_backoff_ms = 10;
+        f(&mut c.bitcoin);
+    })
+    .await;
+    Live { node, l }
+}
+
+async fn live() -> Live {
+    live_with(Litecoind::start().await, |_| {}).await
+}
+
+fn address(inv: &Value) -> &str {
+    inv["deposit_address"].as_str().unwrap()
+}
+
+impl Live {
+    /// Mines `blocks` blocks one by one, a pipeline step after each.
+    async fn step_over(&self, blocks: u64) {
+        for _ in 0..blocks {
+            self.node.mine(1).await;
+            self.step().await;
+        }
+    }
+
+    async fn btc(&self, amount: &str) -> Value {
+        let inv = self.invoice(json!({"currency": "BTC", "amount": amount})).await;
+        assert!(address(&inv).starts_with("bc1q"), "{inv}");
+        inv
+    }
+}
+
+#[tokio::test]
+async fn a_mempool_deposit_is_confirming_then_credited_once_at_3_confirmations() {
+    let l = live().await;
+    let inv = l.btc("0.5").await;
+    let txid = l.node.pay(address(&inv), "0.5").await;
+    l.step().await;
+    let got = l.get(&inv).await;
+    assert_eq!(got["status"], "confirming", "{got}");
+    assert_eq!(got["payments"][0]["confirmations"], 0, "in the mempool: 0 confirmations");
+    assert_eq!(l.balance("bitcoin").await, (d("0"), d("0.5")));
+    let p = l.payment(&inv).await;
+    assert_eq!((p.tx_hash.as_str(), p.amount.0), (txid.as_str(), d("0.5")));
+
+    l.step_over(1).await;
+    let p = l.payment(&inv).await;
+    assert_eq!(p.block_height, Some(l.node.height().await as i64), "the payment follows its block");
+    assert_eq!(p.confirmations, 1);
+    l.step_over(1).await;
+    assert_eq!(l.status(&inv).await, "confirming");
+    l.step_over(1).await;
+    assert_eq!(l.status(&inv).await, "paid");
+    assert_eq!(l.balance("bitcoin").await, (d("0.5"), d("0")));
+    // Watched to twice its depth; nothing credited twice on the way.
+    l.step_over(4).await;
+    assert_eq!(l.credits(&inv).await, 1);
+    assert_eq!(l.payment(&inv).await.status, PaymentStatus::Confirmed);
+    l.assert_ledger_sums().await;
+}
+
+#[tokio::test]
+async fn an_underpayment_and_outputs_that_are_not_ours_are_told_apart() {
+    let l = live().await;
+    let short = l.btc("1").await;
+    let untouched = l.btc("0.2").await;
+    l.node.pay(address(&short), "0.4").await;
+    // Someone else's address (the wallet's change is not ours either).
+    l.node.pay("bc1qw508d6qejxtdg4y5r3zarvary0c5xw7kv8f3t4", "0.2").await;
+    l.step_over(3).await;
+    let got = l.get(&short).await;
+    assert_eq!(got["status"], "underpaid", "{got}");
+    assert_eq!(got["amount_paid"], "0.4");
+    assert_eq!(l.status(&untouched).await, "pending");
+    assert_eq!(l.live_payments().await.len(), 1);
+    assert_eq!(l.balance("bitcoin").await, (d("0.4"), d("0")));
+}
+
+#[tokio::test]
+async fn a_disconnected_block_sends_its_deposit_back_to_the_mempool_unconfirmed_not_reversed() {
+    let l = live().await;
+    let inv = l.btc("0.3").await;
+    let txid = l.node.pay(address(&inv), "0.3").await;
+    let block = l.node.mine(1).await.remove(0);
+    l.step().await;
+    assert_eq!(l.payment(&inv).await.confirmations, 1);
+    // The block leaves the chain; its transaction goes back to the mempool, kept out of the
+    // next blocks (a fee too low for the miners).
+    l.node.rpc("invalidateblock", json!([block])).await;
+    l.node.rpc("prioritisetransaction", json!([txid, 0, -100_000_000])).await;
+    l.step_over(6).await;
+    let p = l.payment(&inv).await;
+    assert_eq!((p.status, p.confirmations, p.missing_since_height), (PaymentStatus::Confirming, 0, None), "{p:?}");
+    // Mined again: confirmed and credited once.
+    l.node.rpc("prioritisetransaction", json!([txid, 0, 200_000_000])).await;
+    l.step_over(3).await;
+    assert_eq!(l.status(&inv).await, "paid");
+    assert_eq!(l.credits(&inv).await, 1);
+}
+
+#[tokio::test]
+async fn a_double_spend_on_a_longer_fork_reverses_the_deposit_only_after_the_gone_span() {
+    let a = Litecoind::start().await;
+    let b = Litecoind::peer_of(&a).await;
+    let l = live_with(a, |_| {}).await;
+    let inv = l.btc("0.7").await;
+    l.node.isolate().await;
+    b.isolate().await;
+    // Paid and mined on the scanner's node…
+    let txid = l.node.pay(address(&inv), "0.7").await;
+    l.step_over(1).await;
+    assert_eq!((l.status(&inv).await.as_str(), l.payment(&inv).await.confirmations), ("confirming", 1));
+    assert_eq!(l.balance("bitcoin").await, (d("0"), d("0.7")));
+    // …while the same coins go elsewhere on a longer fork, which the node then takes.
+    let double = l.node.double_spend_of(&txid).await;
+    b.rpc("sendrawtransaction", json!([double])).await;
+    b.mine(3).await;
+    l.node.sync_with(&b).await;
+    l.step().await;
+    assert_eq!(l.status(&inv).await, "confirming", "one missing answer reverses nothing");
+    assert!(l.payment(&inv).await.missing_since_height.is_some());
+    // Missing over the gate's 3 blocks and the minimum checks: reversed, once.
+    l.step_over(4).await;
+    let p = l.payment(&inv).await;
+    assert_eq!(p.status, PaymentStatus::Reversed, "{p:?}");
+    assert_eq!(l.status(&inv).await, "pending");
+    assert_eq!(l.balance("bitcoin").await, (d("0"), d("0")));
+    let events = testkit::invoice_events(&l.app.state.db, id(&inv)).await;
+    assert_eq!(events, ["invoice.confirming", "invoice.deposit_reversed"]);
+}
+
+#[tokio::test]
+async fn a_deposit_only_in_a_replacement_block_is_found_by_block_hash() {
+    // No fixed rescan window and no mempool: only the block hashes can find it.
+    let l = live_with(Litecoind::start().await, |b| {
+        b.rescan_blocks = 0;
+        b.mempool = false;
+    })
+    .await;
+    let inv = l.btc("0.25").await;
+    let read = l.node.mine(1).await.remove(0);
+    l.step().await;
+    // The block the scanner read is replaced by one holding the deposit.
+    l.node.rpc("invalidateblock", json!([read])).await;
+    l.node.pay(address(&inv), "0.25").await;
+    let replacement = l.node.height().await + 1;
+    l.step_over(1).await;
+    assert!(l.live_payments().await.is_empty(), "the cursor is past that height");
+    l.step_over(1).await;
+    let p = l.payment(&inv).await;
+    assert_eq!((p.amount.0, p.block_height), (d("0.25"), Some(replacement as i64)));
+}
+
+#[tokio::test]
+async fn a_scanner_started_anew_resumes_at_its_cursor_and_misses_no_block() {
+    let l = live().await;
+    let inv = l.btc("0.1").await;
+    // The scanner is down while 60 blocks pass, the deposit among them.
+    l.node.mine(30).await;
+    l.node.pay(address(&inv), "0.1").await;
+    let at = l.node.mine(1).await;
+    assert_eq!(at.len(), 1);
+    let height = l.node.height().await;
+    l.node.mine(29).await;
+    // A new process: new chains, the cursor from the database, bounded batches of 10 blocks.
+    l.scan(&l.new_chains(), 10).await;
+    let p = l.payment(&inv).await;
+    assert_eq!((p.amount.0, p.block_height), (d("0.1"), Some(height as i64)));
+    l.step().await;
+    assert_eq!(l.status(&inv).await, "paid", "30 blocks deep: confirmed at once");
+    assert_eq!(l.credits(&inv).await, 1);
+}
+
+#[tokio::test]
+async fn the_live_bitcoin_gate_is_online_only_with_a_node() {
+    let l = live().await;
+    assert_eq!(l.live_statuses(&l.app).await, ["online"]);
+    let without = TestApp::spawn().await;
+    assert_eq!(l.live_statuses(&without).await, ["offline"]);
+    let m = without.merchant().await;
+    let key = without.key(m, Environment::Live, &[]).await;
+    let refused = without.post("/v1/invoices", Some(&key), &json!({"currency": "BTC", "amount": "1"})).await;
+    refused.assert_error(503, "gate_offline", None);
+}
