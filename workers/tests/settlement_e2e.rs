@@ -143,16 +143,19 @@ impl Setup {
             .collect()
     }
 
-    /// The webhooks the receiver got for `invoice`, in arrival order: (event, data). Waits for
-    /// `n` of them.
+    /// The deliveries the receiver got for `invoice`, in arrival order: (event, data), each
+    /// delivery once (delivery is at least once: a merchant dedupes on the delivery id, and so
+    /// does this). Waits for `n` of them.
     async fn hooks(&self, invoice: &str, n: usize) -> Vec<(String, Value)> {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
+            let mut seen = std::collections::HashSet::new();
             let got: Vec<(String, Value)> = self
                 .receiver
                 .received()
                 .into_iter()
                 .filter(|r| r.body["data"]["invoice_id"] == invoice)
+                .filter(|r| seen.insert(r.delivery_id.clone()))
                 .map(|r| {
                     assert!(r.verified, "unverified webhook {}", r.body);
                     (r.event, r.body["data"].clone())
