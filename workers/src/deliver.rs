@@ -97,9 +97,20 @@ impl Deliverer {
 
     /// Runs the attempt that is due for `delivery_id`, if one is.
     pub async fn attempt(&self, delivery_id: Uuid) -> Result<Outcome, WebhookError> {
-        let now = Utc::now();
-        let Some(d) = self.claim(delivery_id, now).await? else {
-            return self.unclaimed(delivery_id).await;
+        // A claim refused because an earlier sibling was open can find it closed a moment
+        // later: then the delivery is claimable at once and is tried again here, not left to the
+        // sweeper.
+        let mut tries = 0;
+        let d = loop {
+            if let Some(d) = self.claim(delivery_id, Utc::now()).await? {
+                break d;
+            }
+            tries += 1;
+            match self.unclaimed(delivery_id).await? {
+                Unclaimed::Done(outcome) => return Ok(outcome),
+                Unclaimed::ClaimAgain if tries < 3 => continue,
+                Unclaimed::ClaimAgain => return Ok(Outcome::NotDue(ORDER_RECHECK)),
+            }
         };
         let started = Instant::now();
         let started_at = Utc::now();
@@ -159,23 +170,22 @@ impl Deliverer {
             .await
     }
 
-    /// Why the claim failed: early (reschedule) or nothing to do.
-    async fn unclaimed(&self, id: Uuid) -> Result<Outcome, WebhookError> {
+    /// Why the claim failed: early or held back (reschedule), claimable after all (its earlier
+    /// sibling closed meanwhile), or nothing to do.
+    async fn unclaimed(&self, id: Uuid) -> Result<Unclaimed, WebhookError> {
         let Some(d) = webhook_delivery::Entity::find_by_id(id).one(&self.db).await? else {
-            return Ok(Outcome::Skipped);
+            return Ok(Unclaimed::Done(Outcome::Skipped));
         };
         let now = Utc::now();
-        let leased = d.lease_until.is_some_and(|t| t >= now);
-        if d.status.is_open() && !leased && d.next_attempt_at > now {
-            return Ok(Outcome::NotDue((d.next_attempt_at - now).to_std().unwrap_or_default()));
-        }
-        if d.status.is_open()
-            && !leased
-            && let Some(earlier) = self.blocker(&d).await?
+        let due_and_free = d.status.is_open() && !d.lease_until.is_some_and(|t| t >= now) && d.next_attempt_at <= now;
+        let blocker = if due_and_free { self.blocker(&d).await? } else { None };
+        let verdict = after_refused_claim(&d, blocker.as_ref(), now);
+        if let Unclaimed::Done(Outcome::NotDue(wait)) = verdict
+            && blocker.is_some()
         {
             // Held back behind an earlier event about the same invoice or payout: due again
             // just after that one's next attempt.
-            let at = earlier.next_attempt_at.max(now) + chrono_delay(ORDER_RECHECK);
+            let at = now + chrono_delay(wait);
             webhook_delivery::Entity::update_many()
                 .col_expr(webhook_delivery::Column::NextAttemptAt, Expr::value(at))
                 .col_expr(webhook_delivery::Column::EnqueuedAt, Expr::value(now))
@@ -184,9 +194,8 @@ impl Deliverer {
                 .filter(webhook_delivery::Column::AttemptCount.eq(d.attempt_count))
                 .exec(&self.db)
                 .await?;
-            return Ok(Outcome::NotDue((at - now).to_std().unwrap_or_default()));
         }
-        Ok(Outcome::Skipped)
+        Ok(verdict)
     }
 
     async fn target(&self, merchant_id: Uuid, env: Environment) -> Result<Option<Arc<Target>>, WebhookError> {
@@ -310,6 +319,37 @@ impl Deliverer {
     }
 }
 
+/// What a job whose claim was refused does next.
+#[derive(Debug, PartialEq, Eq)]
+enum Unclaimed {
+    Done(Outcome),
+    /// Open, due, not leased and nothing earlier open: the claim can succeed now.
+    ClaimAgain,
+}
+
+/// The decision after a refused claim, from the delivery as it is now and the earliest open
+/// earlier sibling it waits for (if it waits for any).
+fn after_refused_claim(
+    d: &webhook_delivery::Model,
+    blocker: Option<&webhook_delivery::Model>,
+    now: DateTime<Utc>,
+) -> Unclaimed {
+    let leased = d.lease_until.is_some_and(|t| t >= now);
+    if !d.status.is_open() || leased {
+        return Unclaimed::Done(Outcome::Skipped);
+    }
+    if d.next_attempt_at > now {
+        return Unclaimed::Done(Outcome::NotDue((d.next_attempt_at - now).to_std().unwrap_or_default()));
+    }
+    match blocker {
+        Some(earlier) => {
+            let at = earlier.next_attempt_at.max(now) + chrono_delay(ORDER_RECHECK);
+            Unclaimed::Done(Outcome::NotDue((at - now).to_std().unwrap_or_default()))
+        }
+        None => Unclaimed::ClaimAgain,
+    }
+}
+
 /// Ids of open deliveries due for at least `stale_after` that no job has taken: their job was
 /// lost (flushed queue, deliverer killed between steps). Marks them enqueued now.
 pub async fn stale(db: &DatabaseConnection, stale_after: Duration, limit: u64) -> Result<Vec<Uuid>, DbErr> {
@@ -415,6 +455,44 @@ fn truncate(s: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn delivery(now: DateTime<Utc>) -> webhook_delivery::Model {
+        let e = entity::event::Model::new(
+            Uuid::now_v7(),
+            entity::Environment::Test,
+            "invoice.paid",
+            "k".into(),
+            serde_json::json!({}),
+            now,
+        );
+        domain::webhooks::dispatch::new_delivery(&e, now)
+    }
+
+    #[test]
+    fn a_refused_claim_is_retried_at_once_when_nothing_earlier_is_open_any_more() {
+        let now = Utc::now();
+        let d = delivery(now - chrono::Duration::seconds(1));
+        // The earlier sibling closed between the refused claim and this look: claim again,
+        // do not leave the delivery to the sweeper.
+        assert_eq!(after_refused_claim(&d, None, now), Unclaimed::ClaimAgain);
+        // Still open: due again just after the earlier one's next attempt.
+        let mut earlier = delivery(now - chrono::Duration::seconds(2));
+        earlier.next_attempt_at = now + chrono::Duration::seconds(5);
+        assert_eq!(
+            after_refused_claim(&d, Some(&earlier), now),
+            Unclaimed::Done(Outcome::NotDue(Duration::from_secs(5) + ORDER_RECHECK))
+        );
+        // Early, leased by another attempt, or closed.
+        let mut early = d.clone();
+        early.next_attempt_at = now + chrono::Duration::seconds(3);
+        assert_eq!(after_refused_claim(&early, None, now), Unclaimed::Done(Outcome::NotDue(Duration::from_secs(3))));
+        let mut leased = d.clone();
+        leased.lease_until = Some(now + chrono::Duration::seconds(10));
+        assert_eq!(after_refused_claim(&leased, None, now), Unclaimed::Done(Outcome::Skipped));
+        let mut done = d;
+        done.status = DeliveryStatus::Succeeded;
+        assert_eq!(after_refused_claim(&done, None, now), Unclaimed::Done(Outcome::Skipped));
+    }
 
     #[test]
     fn schedule_with_jitter_then_dead() {
