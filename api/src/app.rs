@@ -37,7 +37,7 @@ pub fn router(state: HttpState) -> Router {
         .merge(crate::checkout::router())
         .route("/health", get(health))
         .route("/ready", get(ready))
-        .merge(SwaggerUi::new("/docs").url("/openapi.json", crate::openapi::document()))
+        .merge(SwaggerUi::new("/docs").external_url_unchecked("/openapi.json", crate::openapi::document()))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)

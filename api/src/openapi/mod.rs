@@ -2,6 +2,8 @@
 //! module merges them under the document's info and tags, with the API key scheme and the
 //! responses every operation can give.
 
+mod bodies;
+
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
@@ -104,7 +106,9 @@ impl Modify for KnownValues {
 #[openapi(
     info(title = "Paygate merchant API", version = "1.0.0",
         description = "Self-hosted crypto payments: invoices, balances, payouts, refunds, static addresses, webhooks. The environment (test/live) is chosen by the API key."),
-    components(schemas(crate::error::ErrorEnvelope, crate::error::ErrorCode, crate::envelope::Pagination)),
+    // The enums query parameters refer to by name (`status`, `environment`).
+    components(schemas(crate::error::ErrorEnvelope, crate::error::ErrorCode, crate::envelope::Pagination,
+        entity::InvoiceStatus, entity::PayoutStatus, entity::RefundStatus, entity::Environment)),
     tags(
         (name = "invoices"),
         (name = "balances"),
@@ -118,8 +122,9 @@ impl Modify for KnownValues {
 )]
 struct Root;
 
-/// The whole document, served at `/openapi.json`.
-pub fn document() -> utoipa::openapi::OpenApi {
+/// The whole document, served at `/openapi.json`: the derived one, with what the types cannot
+/// say written in by [`bodies::constrain`] (JSON Schema that utoipa's model does not hold).
+pub fn document() -> serde_json::Value {
     let mut doc = Root::openapi();
     for part in [
         crate::invoices::Doc::openapi(),
@@ -136,5 +141,74 @@ pub fn document() -> utoipa::openapi::OpenApi {
     SecurityAddon.modify(&mut doc);
     CommonResponses.modify(&mut doc);
     KnownValues.modify(&mut doc);
-    doc
+    let mut v = serde_json::to_value(&doc).expect("the document serialises");
+    bodies::constrain(&mut v);
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value;
+
+    fn refs<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
+        match v {
+            Value::Object(m) => {
+                if let Some(Value::String(r)) = m.get("$ref") {
+                    out.push(r);
+                }
+                m.values().for_each(|v| refs(v, out));
+            }
+            Value::Array(a) => a.iter().for_each(|v| refs(v, out)),
+            _ => {}
+        }
+    }
+
+    fn doc() -> Value {
+        super::document()
+    }
+
+    #[test]
+    fn every_reference_resolves() {
+        let d = doc();
+        let mut all = Vec::new();
+        refs(&d, &mut all);
+        assert!(all.len() > 20);
+        for r in all {
+            let name = r.strip_prefix("#/components/schemas/").unwrap_or_else(|| panic!("unexpected $ref {r}"));
+            assert!(d["components"]["schemas"].get(name).is_some(), "{r} does not resolve");
+        }
+    }
+
+    #[test]
+    fn create_requests_require_their_fields_and_resolvable_currencies() {
+        let d = doc();
+        let s = &d["components"]["schemas"];
+        assert_eq!(s["CreatePayoutRequest"]["required"], serde_json::json!(["currency", "amount", "destination"]));
+        assert_eq!(s["CreatePayoutRequest"]["properties"]["amount"]["type"], "string");
+        assert_eq!(s["CreateStaticAddressRequest"]["properties"]["label"]["type"], serde_json::json!(["string", "null"]));
+        // An optional enum takes null as the server does.
+        let network = &s["CreateStaticAddressRequest"]["properties"]["network"]["enum"];
+        assert!(network.as_array().unwrap().contains(&serde_json::Value::Null));
+        // USDT alone is ambiguous: only with a network.
+        let pairs = s["CreateStaticAddressRequest"]["anyOf"].as_array().unwrap();
+        let alone = pairs[0]["properties"]["currency"]["enum"].as_array().unwrap();
+        assert!(alone.contains(&"BTC".into()) && alone.contains(&"tron_usdt".into()) && !alone.contains(&"USDT".into()));
+        assert!(pairs.iter().any(|p| p["properties"]["network"]["const"] == "tron"
+            && p["properties"]["currency"]["enum"].as_array().unwrap().contains(&"USDT".into())));
+        assert_eq!(s["SimulateDepositRequest"]["oneOf"].as_array().unwrap().len(), 2);
+        assert_eq!(s["MineRequest"]["properties"]["count"]["minimum"], 1);
+        let header = &d["paths"]["/v1/refunds"]["post"]["parameters"][0];
+        assert_eq!((header["name"].as_str(), &header["schema"]["minLength"]), (Some("Idempotency-Key"), &1.into()));
+    }
+
+    #[test]
+    fn positive_decimal_pattern() {
+        let re = regex::Regex::new(super::bodies::POSITIVE_DECIMAL).unwrap();
+        for ok in ["1", "0.1", "10.000", "000.5", "0.00000001", "100"] {
+            assert!(re.is_match(ok), "{ok}");
+        }
+        for bad in ["0", "0.0", "", ".5", "1.", "-1", "1e3", " 1", "00"] {
+            assert!(!re.is_match(bad), "{bad}");
+        }
+    }
 }
