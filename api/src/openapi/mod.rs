@@ -3,6 +3,7 @@
 //! responses every operation can give.
 
 mod bodies;
+mod webhooks;
 
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, SecurityScheme};
 use utoipa::{Modify, OpenApi};
@@ -143,6 +144,7 @@ pub fn document() -> serde_json::Value {
     KnownValues.modify(&mut doc);
     let mut v = serde_json::to_value(&doc).expect("the document serialises");
     bodies::constrain(&mut v);
+    webhooks::add(&mut v);
     v
 }
 
@@ -185,14 +187,19 @@ mod tests {
         let s = &d["components"]["schemas"];
         assert_eq!(s["CreatePayoutRequest"]["required"], serde_json::json!(["currency", "amount", "destination"]));
         assert_eq!(s["CreatePayoutRequest"]["properties"]["amount"]["type"], "string");
-        assert_eq!(s["CreateStaticAddressRequest"]["properties"]["label"]["type"], serde_json::json!(["string", "null"]));
+        assert_eq!(
+            s["CreateStaticAddressRequest"]["properties"]["label"]["type"],
+            serde_json::json!(["string", "null"])
+        );
         // An optional enum takes null as the server does.
         let network = &s["CreateStaticAddressRequest"]["properties"]["network"]["enum"];
         assert!(network.as_array().unwrap().contains(&serde_json::Value::Null));
         // USDT alone is ambiguous: only with a network.
         let pairs = s["CreateStaticAddressRequest"]["anyOf"].as_array().unwrap();
         let alone = pairs[0]["properties"]["currency"]["enum"].as_array().unwrap();
-        assert!(alone.contains(&"BTC".into()) && alone.contains(&"tron_usdt".into()) && !alone.contains(&"USDT".into()));
+        assert!(
+            alone.contains(&"BTC".into()) && alone.contains(&"tron_usdt".into()) && !alone.contains(&"USDT".into())
+        );
         assert!(pairs.iter().any(|p| p["properties"]["network"]["const"] == "tron"
             && p["properties"]["currency"]["enum"].as_array().unwrap().contains(&"USDT".into())));
         assert_eq!(s["SimulateDepositRequest"]["oneOf"].as_array().unwrap().len(), 2);

@@ -143,8 +143,15 @@ pub async fn emit_balance_credited<C: ConnectionTrait>(
     p: &payment::Model,
     credit: Credit<'_>,
 ) -> Result<bool, DbErr> {
+    let data = balance_credited_data(inv, p, credit);
+    let key = format!("{}:{}", kind::BALANCE_CREDITED, payment_tag(p));
+    emit(txn, inv.merchant_id, inv.environment, kind::BALANCE_CREDITED, key, data).await
+}
+
+/// `data` of `balance.credited`.
+pub fn balance_credited_data(inv: &invoice::Model, p: &payment::Model, credit: Credit<'_>) -> Value {
     let source = crate::gates::find(&p.gate_id);
-    let data = json!({
+    json!({
         "invoice_id": inv.id,
         "payment_id": p.id,
         "external_id": inv.external_id,
@@ -156,9 +163,7 @@ pub async fn emit_balance_credited<C: ConnectionTrait>(
         "credited_amount": credit.credited_amount.normalize().to_string(),
         "credited_currency": credit.credited_gate.asset,
         "credited_network": credit.credited_gate.network,
-    });
-    let key = format!("{}:{}", kind::BALANCE_CREDITED, payment_tag(p));
-    emit(txn, inv.merchant_id, inv.environment, kind::BALANCE_CREDITED, key, data).await
+    })
 }
 
 /// A payment in event keys: its id, with the revival round once it was revived after a

@@ -163,6 +163,15 @@ pub async fn failed(db: &DatabaseConnection, f: &DeliveryFilter) -> Result<Vec<U
         .await?)
 }
 
+/// `data` of the `test` event.
+pub fn test_data(env: Environment, test_id: Uuid) -> serde_json::Value {
+    json!({
+        "message": "Test delivery from paygate. Verify the signature, then answer 2xx.",
+        "environment": env.as_str(),
+        "test_id": test_id,
+    })
+}
+
 /// Writes a `test` event for the merchant's endpoint; the deliverer sends it like any other.
 /// Returns the event id.
 pub async fn send_test(db: &DatabaseConnection, merchant_id: Uuid, env: Environment) -> Result<Uuid, WebhookError> {
@@ -170,11 +179,7 @@ pub async fn send_test(db: &DatabaseConnection, merchant_id: Uuid, env: Environm
         return Err(WebhookError::NoEndpoint(merchant_id, env));
     }
     let tag = Uuid::now_v7();
-    let data = json!({
-        "message": "Test delivery from paygate. Verify the signature, then answer 2xx.",
-        "environment": env.as_str(),
-        "test_id": tag,
-    });
+    let data = test_data(env, tag);
     crate::events::emit_new(db, merchant_id, env, TEST_EVENT, format!("test:{tag}"), data)
         .await?
         .ok_or_else(|| WebhookError::Db(sea_orm::DbErr::Custom("test event key reused".into())))
