@@ -42,22 +42,33 @@ pub async fn connect(config: &Config) -> anyhow::Result<Queues> {
 pub struct Replayed {
     queue: String,
     count: u64,
-    /// The ids asked for and found (empty for `--all`).
+    /// The ids asked for and found dead (empty for `--all`).
     ids: Vec<String>,
 }
 
 pub async fn run(config: &Config, cmd: JobsCmd, actor: &str) -> anyhow::Result<()> {
     let queues = connect(config).await?;
-    let mut replayed = None;
-    let res = execute(&queues, cmd, &mut std::io::stdout(), &mut std::io::stderr(), &mut replayed).await;
-    if let Some(r) = replayed.filter(|r| r.count > 0) {
-        record_replay(&crate::connect(config).await?, actor, r).await?;
+    if let JobsCmd::Replay { queue, ids, all } = &cmd {
+        // Write-ahead: the queue is not in the database, so the audit row cannot share the
+        // replay's transaction; it is committed before any job moves. No replay happens
+        // without its row (an unreachable database stops the command first); one that fails
+        // part way leaves the row and an error saying what moved.
+        let db = crate::connect(config).await?;
+        let queue = queues.full_name(queue);
+        let dead = queues.dead_ids(&queue).await?;
+        let planned = if *all {
+            Replayed { queue, count: dead.len() as u64, ids: Vec::new() }
+        } else {
+            let found: Vec<String> = ids.iter().filter(|id| dead.binary_search(id).is_ok()).cloned().collect();
+            Replayed { queue, count: found.len() as u64, ids: found }
+        };
+        if planned.count > 0 {
+            record_replay(&db, actor, planned).await?;
+        }
     }
-    res
+    execute(&queues, cmd, &mut std::io::stdout(), &mut std::io::stderr()).await
 }
 
-/// The queue is not in the database, so this row cannot share the replay's transaction: it is
-/// written right after the replay succeeded.
 async fn record_replay(db: &sea_orm::DatabaseConnection, actor: &str, r: Replayed) -> anyhow::Result<()> {
     let after = serde_json::json!({ "replayed": r.count, "ids": r.ids });
     let entry = domain::audit::Entry::new(actor, "jobs.replay", "queue", &r.queue).change(None, Some(after));
@@ -65,13 +76,7 @@ async fn record_replay(db: &sea_orm::DatabaseConnection, actor: &str, r: Replaye
     Ok(())
 }
 
-async fn execute(
-    queues: &Queues,
-    cmd: JobsCmd,
-    out: &mut impl Write,
-    err: &mut impl Write,
-    replayed: &mut Option<Replayed>,
-) -> anyhow::Result<()> {
+async fn execute(queues: &Queues, cmd: JobsCmd, out: &mut impl Write, err: &mut impl Write) -> anyhow::Result<()> {
     match cmd {
         JobsCmd::Queues => {
             let depths = queues.depths().await?;
@@ -117,14 +122,11 @@ async fn execute(
                 .await?;
             writeln!(err)?;
             writeln!(out, "replayed {count} dead job(s) of {queue}")?;
-            *replayed = Some(Replayed { queue, count: count as u64, ids: Vec::new() });
         }
         JobsCmd::Replay { queue, ids, all: false } => {
             let queue = queues.full_name(&queue);
             let outcome = queues.replay(&queue, &ids).await?;
             writeln!(out, "replayed {} dead job(s) of {queue}", outcome.replayed)?;
-            let found = ids.iter().filter(|id| !outcome.not_found.contains(id)).cloned().collect();
-            *replayed = Some(Replayed { queue: queue.clone(), count: outcome.replayed as u64, ids: found });
             if !outcome.not_found.is_empty() {
                 bail!("not dead jobs of {queue} (unknown, or already replayed): {}", outcome.not_found.join(", "));
             }
@@ -161,7 +163,7 @@ mod tests {
     async fn run_cmd(queues: &Queues, args: &[&str]) -> (anyhow::Result<()>, String, String) {
         let cmd = Cli::try_parse_from(std::iter::once("jobs").chain(args.iter().copied())).unwrap().cmd;
         let (mut out, mut err) = (Vec::new(), Vec::new());
-        let res = execute(queues, cmd, &mut out, &mut err, &mut None).await;
+        let res = execute(queues, cmd, &mut out, &mut err).await;
         (res, String::from_utf8(out).unwrap(), String::from_utf8(err).unwrap())
     }
 

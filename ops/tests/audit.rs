@@ -328,6 +328,13 @@ async fn every_money_or_access_command_leaves_exactly_one_audit_row_and_refusals
     assert_eq!((&row["before"]["status"], &row["after"]["status"]), (&"dead".into(), &"pending".into()), "{row}");
     let jobs = dead_jobs(&ops).await;
     ops.unaudited(&["jobs", "replay", "doomed", "01UNKNOWN"], false);
+    // The audit row is written before any job moves: with the database unreachable the
+    // replay is refused and the job stays dead.
+    ops.set_env(&[("PAYGATE_DATABASE_URL", "sqlite:///nonexistent-dir/ops.db?mode=ro")]);
+    let out = ops.run(&["jobs", "replay", "doomed", &jobs[0]]);
+    assert!(!out.status.success(), "replayed without an audit row: {}", String::from_utf8_lossy(&out.stdout));
+    ops.set_env(&[]);
+    assert!(ops.ok(&["jobs", "dead", "doomed"]).contains(&jobs[0]), "the job moved without its audit row");
     let (row, _) = ops.audited(&["jobs", "replay", "doomed", &jobs[0]], "oscar", "jobs.replay", "paygate:doomed", None);
     assert_eq!(row["after"]["ids"], serde_json::json!([jobs[0]]), "{row}");
     ops.audited(&["--actor", "bob", "jobs", "replay", "doomed", "--all"], "bob", "jobs.replay", "paygate:doomed", None);

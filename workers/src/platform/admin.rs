@@ -160,7 +160,8 @@ impl Queues {
         Ok(replayed)
     }
 
-    async fn dead_ids(&self, queue: &str) -> anyhow::Result<Vec<String>> {
+    /// Ids of the dead jobs of `queue` (full name), sorted.
+    pub async fn dead_ids(&self, queue: &str) -> anyhow::Result<Vec<String>> {
         let mut ids: Vec<String> = match &self.conn {
             Conn::Redis(conn) => {
                 redis::cmd("SMEMBERS").arg(redis_config(queue).dead_jobs_set()).query_async(&mut conn.clone()).await?
