@@ -325,6 +325,57 @@ mod redis {
         assert!(ttl > 0, "no expiry: {ttl}");
     }
 
+    /// A limit large enough for leases (requests taken from the shared bucket in one step and
+    /// spent locally): the two processes together still never accept more than the limit, and
+    /// what leases hold back at the end is at most a twentieth of the limit per process.
+    #[tokio::test]
+    async fn leased_requests_never_let_two_processes_exceed_one_limit() {
+        let url = redis_url();
+        assert_reachable(&url).await;
+        let prefix = format!("paygate:rl:test:{}", uuid::Uuid::new_v4().simple());
+        let limit = 400;
+        // One request refills every 216 s: none while the test runs.
+        let per_day = RateLimit { limit, period_secs: 86_400 };
+        let a = TestApp::spawn_with(shared(url.clone(), prefix.clone(), per_day)).await;
+        let b = TestApp::spawn_on(a.db.clone(), shared(url.clone(), prefix.clone(), per_day)).await;
+        let (_, key) = a.test_key().await;
+        let mut accepted = [0u32; 2];
+        // Waves of concurrent requests, alternating processes, until both are refused.
+        for _ in 0..20 {
+            let mut set = tokio::task::JoinSet::new();
+            for i in 0..60 {
+                let (http, url, key) = if i % 2 == 0 {
+                    (a.http.clone(), a.url("/v1/invoices"), key.clone())
+                } else {
+                    (b.http.clone(), b.url("/v1/invoices"), key.clone())
+                };
+                set.spawn(async move {
+                    (i % 2, http.get(url).header("X-API-Key", key).send().await.unwrap().status().as_u16())
+                });
+            }
+            let mut any = false;
+            while let Some(r) = set.join_next().await {
+                let (process, status) = r.unwrap();
+                match status {
+                    200 => {
+                        accepted[process] += 1;
+                        any = true;
+                    }
+                    429 => {}
+                    s => panic!("unexpected status {s}"),
+                }
+            }
+            if !any {
+                break;
+            }
+        }
+        let total = accepted[0] + accepted[1];
+        assert!(total <= limit, "accepted {total} > limit {limit}: {accepted:?}");
+        assert!(total >= limit - 2 * (limit / 20), "leases held back too much: {accepted:?}");
+        assert!(accepted[0] > 0 && accepted[1] > 0, "{accepted:?}");
+        assert_eq!(a.state.limiter.store_failures() + b.state.limiter.store_failures(), 0);
+    }
+
     struct RedisChild(Child);
 
     impl Drop for RedisChild {
