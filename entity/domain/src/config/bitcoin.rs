@@ -51,12 +51,7 @@ impl BitcoinConfig {
         if !self.configured() {
             return Ok(());
         }
-        if url::Url::parse(&self.rpc_url).map_or(true, |u| !matches!(u.scheme(), "http" | "https")) {
-            return invalid("bitcoin.rpc_url", "must be an http(s) URL");
-        }
-        if self.request_timeout_ms == 0 {
-            return invalid("bitcoin.request_timeout_ms", "must be at least 1");
-        }
+        super::check_node("bitcoin", "rpc_url", &self.rpc_url, self.request_timeout_ms)?;
         if self.rpc_password.is_some() && self.rpc_user.is_none() {
             return invalid("bitcoin.rpc_user", "must be set with bitcoin.rpc_password");
         }

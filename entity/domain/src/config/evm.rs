@@ -42,12 +42,7 @@ impl EvmConfig {
                     "not an EVM network (ethereum, bsc, base, arbitrum, polygon)",
                 );
             }
-            if url::Url::parse(&net.rpc_url).map_or(true, |u| !matches!(u.scheme(), "http" | "https")) {
-                return invalid(&format!("evm.networks.{network}.rpc_url"), "must be an http(s) URL");
-            }
-            if net.request_timeout_ms == 0 {
-                return invalid(&format!("evm.networks.{network}.request_timeout_ms"), "must be at least 1");
-            }
+            super::check_node(&format!("evm.networks.{network}"), "rpc_url", &net.rpc_url, net.request_timeout_ms)?;
         }
         for (gate, t) in &self.tokens {
             let ok = gates::find(gate).is_some_and(|g| g.is_token && g.family == AddressFamily::Evm);

@@ -192,6 +192,18 @@ fn invalid(key: &str, message: &str) -> Result<(), ConfigError> {
     Err(ConfigError::Invalid { key: key.to_owned(), message: message.to_owned() })
 }
 
+/// A chain node's endpoint in section `section` (`bitcoin`, `evm.networks.base`): an http(s)
+/// URL in `url_key`, and a request timeout of at least 1 ms.
+fn check_node(section: &str, url_key: &str, url: &str, request_timeout_ms: u64) -> Result<(), ConfigError> {
+    if url::Url::parse(url).map_or(true, |u| !matches!(u.scheme(), "http" | "https")) {
+        return invalid(&format!("{section}.{url_key}"), "must be an http(s) URL");
+    }
+    if request_timeout_ms == 0 {
+        return invalid(&format!("{section}.request_timeout_ms"), "must be at least 1");
+    }
+    Ok(())
+}
+
 impl Config {
     /// Defaults, then the TOML file, then `PAYGATE_*` variables.
     pub fn load() -> Result<Config, ConfigError> {

@@ -46,12 +46,7 @@ impl SolanaConfig {
         if !self.configured() {
             return Ok(());
         }
-        if url::Url::parse(&self.rpc_url).map_or(true, |u| !matches!(u.scheme(), "http" | "https")) {
-            return invalid("solana.rpc_url", "must be an http(s) URL");
-        }
-        if self.request_timeout_ms == 0 {
-            return invalid("solana.request_timeout_ms", "must be at least 1");
-        }
+        super::check_node("solana", "rpc_url", &self.rpc_url, self.request_timeout_ms)?;
         if let Some(mint) = &self.usdc_mint
             && validate_address(AddressFamily::Solana, ChainNet::Mainnet, mint, None).is_err()
         {

@@ -49,12 +49,7 @@ impl TronConfig {
         if !self.configured() {
             return Ok(());
         }
-        if url::Url::parse(&self.api_url).map_or(true, |u| !matches!(u.scheme(), "http" | "https")) {
-            return invalid("tron.api_url", "must be an http(s) URL");
-        }
-        if self.request_timeout_ms == 0 {
-            return invalid("tron.request_timeout_ms", "must be at least 1");
-        }
+        super::check_node("tron", "api_url", &self.api_url, self.request_timeout_ms)?;
         if let Some(c) = &self.usdt_contract
             && crate::chain::address::tron::account_id_of(c).is_none()
         {

@@ -42,12 +42,7 @@ impl XrpConfig {
         if !self.configured() {
             return Ok(());
         }
-        if url::Url::parse(&self.rpc_url).map_or(true, |u| !matches!(u.scheme(), "http" | "https")) {
-            return invalid("xrp.rpc_url", "must be an http(s) URL");
-        }
-        if self.request_timeout_ms == 0 {
-            return invalid("xrp.request_timeout_ms", "must be at least 1");
-        }
+        super::check_node("xrp", "rpc_url", &self.rpc_url, self.request_timeout_ms)?;
         if self.page_size == 0 {
             return invalid("xrp.page_size", "must be at least 1");
         }
