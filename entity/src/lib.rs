@@ -24,6 +24,7 @@ pub mod sandbox_transfer;
 pub mod scan_cursor;
 pub mod settlement_conversion;
 pub mod static_address;
+pub mod unclaimed_deposit;
 pub mod webhook_attempt;
 pub mod webhook_delivery;
 pub mod webhook_endpoint;
@@ -31,5 +32,5 @@ pub mod webhook_endpoint;
 pub use amount::Amount;
 pub use types::{
     Bucket, ConversionState, ConversionTrigger, DeliveryStatus, DeliveryTrigger, EntryType, Environment, FeeAllocation,
-    InvoiceStatus, InvoiceTrigger, PaymentStatus, PayoutStatus, PayoutTrigger, RefundStatus,
+    InvoiceStatus, InvoiceTrigger, PaymentStatus, PayoutStatus, PayoutTrigger, RefundStatus, UnclaimedReason,
 };

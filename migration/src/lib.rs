@@ -20,6 +20,7 @@ mod m20261123_000015_audit_log;
 mod m20261125_000016_event_refs;
 mod m20261125_000017_delivery_order;
 mod m20261125_000018_invoice_email;
+mod m20261125_000019_unclaimed_deposits;
 
 pub struct Migrator;
 
@@ -45,6 +46,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261125_000016_event_refs::Migration),
             Box::new(m20261125_000017_delivery_order::Migration),
             Box::new(m20261125_000018_invoice_email::Migration),
+            Box::new(m20261125_000019_unclaimed_deposits::Migration),
         ]
     }
 }

@@ -8,6 +8,7 @@ mod bench_evm;
 mod bench_pipeline;
 mod bench_scan;
 mod bench_webhooks;
+mod deposits;
 mod jobs;
 mod keys;
 mod ledger;
@@ -64,6 +65,9 @@ enum Command {
     /// Sandbox chains of the test environment: deposits, reversals, blocks.
     #[command(subcommand)]
     Sandbox(sandbox::SandboxCmd),
+    /// Unclaimed deposits: money that reached an address of ours but credits no invoice.
+    #[command(subcommand)]
+    Deposits(deposits::DepositsCmd),
     /// Job queues: depths, dead jobs, replay.
     #[command(subcommand)]
     Jobs(jobs::JobsCmd),
@@ -101,6 +105,7 @@ async fn main() -> anyhow::Result<()> {
             domain::db::migrate(&db).await?;
             sandbox::run(&db, &config, cmd).await
         }
+        Command::Deposits(cmd) => deposits::run(&config, cmd, actor).await,
         Command::Jobs(cmd) => jobs::run(&config, cmd, actor).await,
         Command::Webhooks(cmd) => webhooks::run(&config, cmd, actor).await,
         Command::Audit(cmd) => audit::run(&connect(&config).await?, cmd, &mut std::io::stdout()).await,

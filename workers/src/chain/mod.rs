@@ -101,6 +101,13 @@ pub trait Chain: Send + Sync {
     async fn pending(&self) -> Result<Vec<Transfer>, ChainError> {
         Ok(Vec::new())
     }
+    /// Whether every transfer [`Chain::transfers`] returns was sent to an address of ours (XRP
+    /// reads only the operator's own account): one that matches no invoice is then money nobody
+    /// is credited for, recorded as an unclaimed deposit. False where a block holds everyone's
+    /// transfers.
+    fn transfers_are_ours(&self) -> bool {
+        false
+    }
     /// Confirmations of a seen transfer, or `Gone`.
     async fn status(&self, tx_hash: &str, output_index: i64) -> Result<TxStatus, ChainError>;
     /// Whether one `Gone` answer is final. False for any chain read from a remote node (a

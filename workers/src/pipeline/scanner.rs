@@ -8,8 +8,8 @@ use std::collections::{HashMap, HashSet};
 
 use chrono::{Duration, Utc};
 use entity::{
-    Amount, Bucket, EntryType, Environment, InvoiceStatus, InvoiceTrigger, PaymentStatus, invoice, payment,
-    scan_cursor, static_address,
+    Amount, Bucket, EntryType, Environment, InvoiceStatus, InvoiceTrigger, PaymentStatus, UnclaimedReason, invoice,
+    payment, scan_cursor, static_address, unclaimed_deposit,
 };
 use sea_orm::sea_query::{Expr, OnConflict};
 use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter};
@@ -92,7 +92,8 @@ pub async fn scan_gate(
         txn.rollback().await?;
         return Ok(None);
     }
-    let recorded = record_transfers(&txn, env, gate.id, to, &transfers, Seen::InBlock).await?;
+    let ours = chain.transfers_are_ours();
+    let recorded = record_transfers(&txn, env, gate.id, to, &transfers, Seen::InBlock, ours).await?;
     txn.commit().await?;
     // Keep unconfirmed payments' confirmations current for readers (one statement per scan;
     // integer arithmetic, not money). Outside the transaction: it locks nothing else.
@@ -124,7 +125,8 @@ pub async fn scan_pending(
         return Ok(Vec::new());
     };
     let txn = domain::db::begin_write(db).await?;
-    let recorded = record_transfers(&txn, env, chain.gate().id, tip, &transfers, Seen::InMempool).await?;
+    let ours = chain.transfers_are_ours();
+    let recorded = record_transfers(&txn, env, chain.gate().id, tip, &transfers, Seen::InMempool, ours).await?;
     txn.commit().await?;
     Ok(recorded)
 }
@@ -140,6 +142,10 @@ enum Seen {
 
 /// Matches the batch's transfers to watched addresses (one `IN` lookup on the unique
 /// `address_key` indexes per table, whatever the number of watched addresses) and records them.
+/// A transfer that reached an address of ours but matches no invoice of its gate (another
+/// asset or network sent to a deposit address; with `ours`, every transfer the chain returned
+/// was sent to us, so one matching nothing is money nobody is credited for) is recorded as an
+/// unclaimed deposit for the operator.
 async fn record_transfers<C: ConnectionTrait>(
     txn: &C,
     env: Environment,
@@ -147,6 +153,7 @@ async fn record_transfers<C: ConnectionTrait>(
     tip: u64,
     transfers: &[Transfer],
     seen: Seen,
+    ours: bool,
 ) -> Result<Vec<Uuid>, PipelineError> {
     let keys: Vec<&str> =
         transfers.iter().map(|t| t.address_key.as_str()).collect::<HashSet<_>>().into_iter().collect();
@@ -177,8 +184,17 @@ async fn record_transfers<C: ConnectionTrait>(
         let target = match (invoices.get(&t.address_key), statics.get(&t.address_key)) {
             (Some(inv), _) if inv.gate_id.as_deref() == Some(gate_id) => inv.clone(),
             (None, Some(a)) if a.gate_id == gate_id => static_invoice(txn, a, t).await?,
-            // Not ours, or another asset sent to one of our addresses (not this gate's deposit).
-            _ => continue,
+            // Another asset or network sent to one of our addresses: no deposit of this gate.
+            (Some(_), _) | (None, Some(_)) => {
+                unclaimed(txn, env, gate_id, t, UnclaimedReason::OtherGate).await?;
+                continue;
+            }
+            (None, None) if ours => {
+                unclaimed(txn, env, gate_id, t, UnclaimedReason::NoInvoice).await?;
+                continue;
+            }
+            // Not ours.
+            (None, None) => continue,
         };
         if let Some(new) = record_payment(txn, &target, t, tip, seen).await? {
             recorded.push(new);
@@ -190,6 +206,52 @@ async fn record_transfers<C: ConnectionTrait>(
         post_seen(txn, env, gate_id, s).await?;
     }
     Ok(recorded.into_iter().map(|s| s.payment_id).collect())
+}
+
+/// Records money that reached us but credits nobody, once per transfer (rescans and replays
+/// find the row already there), and tells the operator the first time.
+async fn unclaimed<C: ConnectionTrait>(
+    txn: &C,
+    env: Environment,
+    gate_id: &str,
+    t: &Transfer,
+    reason: UnclaimedReason,
+) -> Result<(), PipelineError> {
+    let row = unclaimed_deposit::Model {
+        id: Uuid::now_v7(),
+        environment: env,
+        gate_id: gate_id.to_owned(),
+        tx_hash: t.tx_hash.clone(),
+        output_index: t.output_index,
+        address_key: t.address_key.clone(),
+        amount: Amount(t.amount),
+        block_height: i64::try_from(t.block_height).unwrap_or(i64::MAX),
+        reason,
+        seen_at: Utc::now(),
+        resolved_at: None,
+        resolution: None,
+    };
+    let inserted = unclaimed_deposit::Entity::insert(unclaimed_deposit::ActiveModel::from(row))
+        .on_conflict(
+            OnConflict::columns([
+                unclaimed_deposit::Column::Environment,
+                unclaimed_deposit::Column::GateId,
+                unclaimed_deposit::Column::TxHash,
+                unclaimed_deposit::Column::OutputIndex,
+            ])
+            .do_nothing()
+            .to_owned(),
+        )
+        .exec_without_returning(txn)
+        .await?;
+    if inserted > 0 {
+        metrics::counter!("paygate_unclaimed_deposits_total", "gate" => gate_id.to_owned(), "reason" => reason.as_str())
+            .increment(1);
+        tracing::warn!(%env, gate = gate_id, tx_hash = %t.tx_hash, output_index = t.output_index,
+            address_key = %t.address_key, amount = %t.amount, %reason,
+            "money reached an address of ours but credits no invoice; see `ops deposits unclaimed` and refund it by hand");
+    }
+    Ok(())
 }
 
 /// A seen deposit's amount goes to the merchant's `pending` balance.

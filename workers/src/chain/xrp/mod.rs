@@ -8,8 +8,9 @@
 //! - A deposit is a `Payment` to the operator's address with a `DestinationTag`, in a validated
 //!   transaction whose `TransactionResult` is `tesSUCCESS`, for the XRP it actually delivered
 //!   (`meta.delivered_amount`, so a partial payment counts only what arrived; an issued-currency
-//!   amount is not XRP). A payment without a tag, or with a tag no invoice holds, is matched to
-//!   nothing (the operator refunds it by hand).
+//!   amount is not XRP). A payment without a tag, or with a tag no invoice holds, credits
+//!   nobody: the scanner records it as an unclaimed deposit (`ops deposits unclaimed`, a
+//!   warning and `paygate_unclaimed_deposits_total`) for the operator to refund by hand.
 //! - The tracker asks `tx`: validated and successful counts its depth; not validated yet is
 //!   unconfirmed; unknown (`txnNotFound`) or failed is `Gone`, which reverses nothing before the
 //!   tracker's span of missing checks (a lagging or pruned node can miss a transaction).
@@ -78,14 +79,19 @@ pub fn deposit(entry: &Value, account: &str) -> Option<Transfer> {
     {
         return None;
     }
-    let tag = u32::try_from(tx["DestinationTag"].as_u64()?).ok()?;
+    // Untagged: kept (keyed with an empty tag, which no invoice holds) so the scanner records it
+    // as unclaimed for the operator.
+    let tag = match tx.get("DestinationTag") {
+        None | Some(Value::Null) => None,
+        Some(t) => Some(u32::try_from(t.as_u64()?).ok()?),
+    };
     let amount = drops(meta.get("delivered_amount").or_else(|| meta.get("DeliveredAmount"))?)?;
     let hash = entry.get("hash").or_else(|| tx.get("hash"))?.as_str()?;
     let ledger = index(entry.get("ledger_index").or_else(|| tx.get("ledger_index"))?)?;
     Some(Transfer {
         tx_hash: hash.to_ascii_uppercase(),
         output_index: 0,
-        address_key: address_key(AddressFamily::Xrp, account, Some(&tag.to_string())),
+        address_key: address_key(AddressFamily::Xrp, account, tag.map(|t| t.to_string()).as_deref()),
         amount,
         block_height: ledger,
     })
@@ -115,6 +121,11 @@ impl Chain for XrpChain {
             .and_then(index)
             .or_else(|| index(&r["ledger"]["ledger_index"]))
             .ok_or_else(|| bad("ledger", &r))
+    }
+
+    /// Only the operator's account is read: a payment matching no invoice is unclaimed money.
+    fn transfers_are_ours(&self) -> bool {
+        true
     }
 
     async fn transfers(&self, from: u64, to: u64) -> Result<Vec<Transfer>, ChainError> {
@@ -179,10 +190,11 @@ mod tests {
     }
 
     #[test]
-    fn untagged_failed_unvalidated_issued_and_outgoing_payments_are_no_deposits() {
+    fn failed_unvalidated_issued_and_outgoing_payments_are_no_deposits_and_untagged_ones_match_no_invoice() {
         let ok = || entry(Some(1), json!("1"), json!("1"), "tesSUCCESS", true);
         assert!(deposit(&ok(), OPERATOR).is_some());
-        assert!(deposit(&entry(None, json!("1"), json!("1"), "tesSUCCESS", true), OPERATOR).is_none());
+        let untagged = deposit(&entry(None, json!("1"), json!("1"), "tesSUCCESS", true), OPERATOR).unwrap();
+        assert_eq!(untagged.address_key, format!("xrp:{OPERATOR}:"), "keyed with no tag: no invoice holds it");
         assert!(deposit(&entry(Some(1), json!("1"), json!("1"), "tecPATH_DRY", true), OPERATOR).is_none());
         assert!(deposit(&entry(Some(1), json!("1"), json!("1"), "tesSUCCESS", false), OPERATOR).is_none());
         let usd = json!({"currency": "USD", "issuer": "rvYAfWj5gh67oV6fW32ZzP3Aw4Eubs59B", "value": "5"});

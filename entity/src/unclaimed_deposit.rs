@@ -1,0 +1,32 @@
+use sea_orm::entity::prelude::*;
+
+use crate::{Amount, Environment, UnclaimedReason};
+
+/// A transfer that reached an address of ours but credits no invoice, recorded once by the
+/// deposit scanner (unique per gate, tx hash and output index) so the operator can refund it
+/// by hand (`ops deposits unclaimed`, `ops deposits resolve`).
+#[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
+#[sea_orm(table_name = "unclaimed_deposits")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: Uuid,
+    pub environment: Environment,
+    pub gate_id: String,
+    pub tx_hash: String,
+    pub output_index: i64,
+    /// `<family>:<address>:<tag>` of the receiver (the tag empty when there was none).
+    pub address_key: String,
+    pub amount: Amount,
+    pub block_height: i64,
+    pub reason: UnclaimedReason,
+    pub seen_at: DateTimeUtc,
+    /// Set by the operator once the money was returned or otherwise accounted for.
+    pub resolved_at: Option<DateTimeUtc>,
+    #[sea_orm(column_type = "Text", nullable)]
+    pub resolution: Option<String>,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}
