@@ -6,11 +6,11 @@ use api::auth::Permission;
 use entity::Environment;
 use serde_json::json;
 use testkit::TestApp;
+use uuid::Uuid;
 
 #[tokio::test]
 async fn missing_malformed_unknown_and_revoked_keys_are_401() {
-    let app = TestApp::spawn().await;
-    let (_, key) = app.test_key().await;
+    let (app, _, key) = TestApp::with_test_key().await;
 
     app.get("/v1/invoices", None).await.assert_error(401, "unauthorized", None);
     for bad in ["nope", "sk_test_123", &format!("sk_prod_{}", "a".repeat(64)), &key.to_uppercase()] {
@@ -65,12 +65,21 @@ async fn warm_keys_cost_no_database_round_trip() {
     assert_eq!(app.state.keys.loads(), loads, "a warm key was looked up in the database again");
 }
 
-#[tokio::test]
-async fn missing_permission_is_403() {
+/// An app with a merchant holding one test key per permission given, in that order.
+async fn keys_holding_only<const N: usize>(permissions: [Permission; N]) -> (TestApp, Uuid, [String; N]) {
     let app = TestApp::spawn().await;
     let m = app.merchant().await;
-    let read_only = app.key(m, Environment::Test, &[Permission::InvoicesRead]).await;
-    let write_only = app.key(m, Environment::Test, &[Permission::InvoicesWrite]).await;
+    let mut keys = Vec::new();
+    for p in permissions {
+        keys.push(app.key(m, Environment::Test, &[p]).await);
+    }
+    (app, m, keys.try_into().unwrap())
+}
+
+#[tokio::test]
+async fn missing_permission_is_403() {
+    let (app, _, [read_only, write_only]) =
+        keys_holding_only([Permission::InvoicesRead, Permission::InvoicesWrite]).await;
     let body = json!({"currency": "BTC", "amount": "0.01"});
     let r = app.post("/v1/invoices", Some(&read_only), &body).await;
     r.assert_error(403, "forbidden", None);
@@ -89,8 +98,7 @@ async fn missing_permission_is_403() {
 
 #[tokio::test]
 async fn other_merchants_and_environments_see_404_never_403() {
-    let app = TestApp::spawn().await;
-    let (ma, ka) = app.test_key().await;
+    let (app, ma, ka) = TestApp::with_test_key().await;
     let (_, kb) = app.test_key().await;
     let ka_live = app.key(ma, Environment::Live, &[]).await;
     let inv = app.create_invoice(&ka, json!({"currency": "BTC", "amount": "0.01"})).await;
@@ -121,8 +129,7 @@ async fn other_merchants_and_environments_see_404_never_403() {
 
 #[tokio::test]
 async fn request_ids_are_echoed_and_honoured() {
-    let app = TestApp::spawn().await;
-    let (_, key) = app.test_key().await;
+    let (app, _, key) = TestApp::with_test_key().await;
     let r = app.get("/v1/invoices", Some(&key)).await;
     let header = r.headers["x-request-id"].to_str().unwrap().to_owned();
     assert_eq!(r.body["meta"]["request_id"], header.as_str());
@@ -149,11 +156,9 @@ async fn public_endpoints_need_no_key_and_unknown_routes_are_404_envelopes() {
 /// key learns nothing about what the route would accept.
 #[tokio::test]
 async fn permission_is_checked_before_the_body_path_or_query_is_parsed() {
-    let app = TestApp::spawn().await;
-    let m = app.merchant().await;
     // Holds only balances:read; the balances routes are checked with a key lacking it.
-    let balances_only = app.key(m, Environment::Test, &[Permission::BalancesRead]).await;
-    let no_balances = app.key(m, Environment::Test, &[Permission::InvoicesRead]).await;
+    let (app, m, [balances_only, no_balances]) =
+        keys_holding_only([Permission::BalancesRead, Permission::InvoicesRead]).await;
     let malformed = "{\"currency\": ";
     let nul_query = "limit=abc&status=%00";
     let writes = [

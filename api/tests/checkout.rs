@@ -3,7 +3,6 @@
 //! escaping, activation and re-activation of deferred invoices (once, even when raced), and the
 //! test-mode simulate buttons (absent in live).
 
-use std::str::FromStr;
 use std::time::Duration;
 
 use entity::{Environment, event, invoice, sandbox_transfer};
@@ -12,12 +11,9 @@ use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
 use serde_json::{Value, json};
 use testkit::TestApp;
+use testkit::d;
 use uuid::Uuid;
 use workers::pipeline::sweeper;
-
-fn d(s: &str) -> Decimal {
-    Decimal::from_str(s).unwrap()
-}
 
 async fn state(app: &TestApp, id: &str) -> (u16, Value) {
     let r = app.get(&format!("/checkout/{id}/state"), None).await;
@@ -26,6 +22,33 @@ async fn state(app: &TestApp, id: &str) -> (u16, Value) {
 
 async fn activate(app: &TestApp, id: &str, gate: &str) -> testkit::Resp {
     app.post(&format!("/checkout/{id}/activate"), None, &json!({"gate_id": gate})).await
+}
+
+/// `POST /checkout/{id}/test-payment` of `kind`: the payer's simulate button.
+async fn test_payment(app: &TestApp, id: &str, kind: &str) -> testkit::Resp {
+    app.post(&format!("/checkout/{id}/test-payment"), None, &json!({"kind": kind})).await
+}
+
+/// A draft of 60 USD fixed to bitcoin, which the payer only activates: its id.
+async fn bitcoin_draft(app: &TestApp, key: &str) -> String {
+    let body = json!({"is_deferred": true, "currency": "BTC", "amount_fiat": "60", "fiat_currency": "USD"});
+    app.create_invoice(key, body).await["id"].as_str().unwrap().to_owned()
+}
+
+/// Sets one column of the invoice `id` behind the API's back.
+async fn set_invoice(app: &TestApp, id: &str, column: invoice::Column, value: sea_orm::Value) {
+    invoice::Entity::update_many()
+        .col_expr(column, Expr::value(value))
+        .filter(invoice::Column::Id.eq(Uuid::parse_str(id).unwrap()))
+        .exec(&app.state.db)
+        .await
+        .unwrap();
+}
+
+/// The activation of `id` runs out unpaid: its `expires_at` is past, and the sweeper runs.
+async fn expire_activation(app: &TestApp, id: &str) -> sweeper::SweepReport {
+    set_invoice(app, id, invoice::Column::ExpiresAt, (chrono::Utc::now() - chrono::Duration::seconds(1)).into()).await;
+    sweeper::sweep(&app.state.db, Duration::from_secs(60)).await.unwrap()
 }
 
 async fn activations(app: &TestApp, id: &str) -> u64 {
@@ -39,8 +62,7 @@ async fn activations(app: &TestApp, id: &str) -> u64 {
 
 #[tokio::test]
 async fn the_payers_view_holds_what_a_payer_needs_and_nothing_internal() {
-    let app = TestApp::spawn().await;
-    let (_, key) = app.test_key().await;
+    let (app, _, key) = TestApp::with_test_key().await;
     let inv = app
         .create_invoice(
             &key,
@@ -123,8 +145,7 @@ async fn the_payers_view_holds_what_a_payer_needs_and_nothing_internal() {
 
 #[tokio::test]
 async fn a_draft_is_activated_once_on_the_chosen_gate_even_when_raced() {
-    let app = TestApp::spawn().await;
-    let (_, key) = app.test_key().await;
+    let (app, _, key) = TestApp::with_test_key().await;
     let inv = app.create_invoice(&key, json!({"is_deferred": true, "amount_fiat": "30", "fiat_currency": "USD"})).await;
     let id = inv["id"].as_str().unwrap().to_owned();
     let (_, v) = state(&app, &id).await;
@@ -139,8 +160,7 @@ async fn a_draft_is_activated_once_on_the_chosen_gate_even_when_raced() {
     assert!(options.contains(&("tron_usdt".into(), "30".into())), "{options:?}");
     assert!(options.contains(&("bitcoin".into(), "0.0005".into())), "{options:?}");
     // Nothing to simulate before a method is chosen.
-    let r = app.post(&format!("/checkout/{id}/test-payment"), None, &json!({"kind": "full"})).await;
-    r.assert_error(422, "validation_error", Some("invoice"));
+    test_payment(&app, &id, "full").await.assert_error(422, "validation_error", Some("invoice"));
     activate(&app, &id, "dogecoin").await.assert_error(422, "unsupported_currency", Some("gate_id"));
 
     // Two payers click at once: one activation.
@@ -163,16 +183,9 @@ async fn a_draft_is_activated_once_on_the_chosen_gate_even_when_raced() {
 
 #[tokio::test]
 async fn an_unpaid_activation_that_expired_can_be_activated_again_with_the_same_address() {
-    let app = TestApp::spawn().await;
-    let (_, key) = app.test_key().await;
+    let (app, merchant, key) = TestApp::with_test_key().await;
     // A draft fixed to a gate: the payer only activates it.
-    let inv = app
-        .create_invoice(
-            &key,
-            json!({"is_deferred": true, "currency": "BTC", "amount_fiat": "60", "fiat_currency": "USD"}),
-        )
-        .await;
-    let id = inv["id"].as_str().unwrap().to_owned();
+    let id = bitcoin_draft(&app, &key).await;
     activate(&app, &id, "tron_usdt").await.assert_error(422, "unsupported_currency", Some("gate_id"));
     let r = activate(&app, &id, "bitcoin").await;
     assert_eq!(r.status.as_u16(), 200, "{}", r.body);
@@ -181,13 +194,7 @@ async fn an_unpaid_activation_that_expired_can_be_activated_again_with_the_same_
     let address = first["address"].as_str().unwrap().to_owned();
 
     // The activation runs out unpaid: the sweeper expires it.
-    invoice::Entity::update_many()
-        .col_expr(invoice::Column::ExpiresAt, Expr::value(chrono::Utc::now() - chrono::Duration::seconds(1)))
-        .filter(invoice::Column::Id.eq(Uuid::parse_str(&id).unwrap()))
-        .exec(&app.state.db)
-        .await
-        .unwrap();
-    sweeper::sweep(&app.state.db, Duration::from_secs(60)).await.unwrap();
+    expire_activation(&app, &id).await;
     let (_, v) = state(&app, &id).await;
     assert_eq!((v["status"].as_str(), v["can_activate"].as_bool()), (Some("expired"), Some(true)));
     assert_eq!(v["address"], Value::Null, "an expired invoice shows no address to pay");
@@ -200,35 +207,22 @@ async fn an_unpaid_activation_that_expired_can_be_activated_again_with_the_same_
     assert_eq!(activations(&app, &id).await, 2);
 
     // Paid something, then expired: no re-activation.
-    let r = app.post(&format!("/checkout/{id}/test-payment"), None, &json!({"kind": "partial"})).await;
+    let r = test_payment(&app, &id, "partial").await;
     assert_eq!(r.status.as_u16(), 200, "{}", r.body);
-    invoice::Entity::update_many()
-        .col_expr(invoice::Column::Status, Expr::value("expired"))
-        .filter(invoice::Column::Id.eq(Uuid::parse_str(&id).unwrap()))
-        .exec(&app.state.db)
-        .await
-        .unwrap();
+    set_invoice(&app, &id, invoice::Column::Status, "expired".into()).await;
     // (The sandbox deposit is not scanned here, so it has no payment yet: record one.)
-    testkit::credit_invoice(
-        &app,
-        Uuid::parse_str(inv["merchant_id"].as_str().unwrap()).unwrap(),
-        Uuid::parse_str(&id).unwrap(),
-        "bitcoin",
-        "0.0005",
-    )
-    .await;
+    testkit::credit_invoice(&app, merchant, Uuid::parse_str(&id).unwrap(), "bitcoin", "0.0005").await;
     assert_eq!(state(&app, &id).await.1["can_activate"], false);
     activate(&app, &id, "bitcoin").await.assert_error(409, "invoice_not_activatable", None);
 }
 
 #[tokio::test]
 async fn the_simulate_buttons_send_the_remaining_half_or_one_and_a_half_in_test_only() {
-    let app = TestApp::spawn().await;
-    let (merchant, key) = app.test_key().await;
+    let (app, merchant, key) = TestApp::with_test_key().await;
     let inv = app.create_invoice(&key, json!({"currency": "BTC", "amount": "0.01"})).await;
     let id = inv["id"].as_str().unwrap();
     for kind in ["partial", "full", "excess"] {
-        let r = app.post(&format!("/checkout/{id}/test-payment"), None, &json!({"kind": kind})).await;
+        let r = test_payment(&app, id, kind).await;
         assert_eq!(r.status.as_u16(), 200, "{kind}: {}", r.body);
     }
     let mut sent: Vec<Decimal> = sandbox_transfer::Entity::find()
@@ -242,16 +236,15 @@ async fn the_simulate_buttons_send_the_remaining_half_or_one_and_a_half_in_test_
     sent.sort();
     // Nothing was scanned in between (no scanner here), so each press prices the whole amount.
     assert_eq!(sent, [d("0.005"), d("0.01"), d("0.015")]);
-    let r = app.post(&format!("/checkout/{id}/test-payment"), None, &json!({"kind": "all"})).await;
+    let r = test_payment(&app, id, "all").await;
     assert_eq!(r.status.as_u16(), 400, "{}", r.body);
     // Once the whole amount is in, "full" and "partial" have nothing to send; an excess is half
     // the amount again.
     testkit::credit_invoice(&app, merchant, Uuid::parse_str(id).unwrap(), "bitcoin", "0.01").await;
     for kind in ["full", "partial"] {
-        let r = app.post(&format!("/checkout/{id}/test-payment"), None, &json!({"kind": kind})).await;
-        r.assert_error(422, "validation_error", Some("kind"));
+        test_payment(&app, id, kind).await.assert_error(422, "validation_error", Some("kind"));
     }
-    let r = app.post(&format!("/checkout/{id}/test-payment"), None, &json!({"kind": "excess"})).await;
+    let r = test_payment(&app, id, "excess").await;
     assert_eq!(r.status.as_u16(), 200, "{}", r.body);
     let n = sandbox_transfer::Entity::find()
         .filter(sandbox_transfer::Column::Amount.eq(entity::Amount::new(d("0.005"))))
@@ -265,16 +258,14 @@ async fn the_simulate_buttons_send_the_remaining_half_or_one_and_a_half_in_test_
     let inv = app.create_invoice(&live, json!({"currency": "ETH", "network": "base", "amount": "0.01"})).await;
     let id = inv["id"].as_str().unwrap();
     assert_eq!(state(&app, id).await.1["test_mode"], false);
-    let r = app.post(&format!("/checkout/{id}/test-payment"), None, &json!({"kind": "full"})).await;
-    r.assert_error(404, "not_found", None);
+    test_payment(&app, id, "full").await.assert_error(404, "not_found", None);
 }
 
 /// The page template is filled in one pass: a description holding the template's own
 /// placeholders stays text, and the page's state and messages stay valid JSON.
 #[tokio::test]
 async fn a_description_with_the_templates_placeholders_cannot_break_the_page() {
-    let app = TestApp::spawn().await;
-    let (_, key) = app.test_key().await;
+    let (app, _, key) = TestApp::with_test_key().await;
     let description = "{{STATE}} {{MESSAGES}} {{INVOICE}} {{STATE}}";
     let inv = app
         .create_invoice(&key, json!({"currency": "USDT", "network": "tron", "amount": "5", "description": description}))
@@ -301,26 +292,13 @@ async fn a_description_with_the_templates_placeholders_cannot_break_the_page() {
 /// `activation_count` keeps all four events.
 #[tokio::test]
 async fn every_activation_and_every_expiry_of_a_draft_is_its_own_event() {
-    let app = TestApp::spawn().await;
-    let (_, key) = app.test_key().await;
-    let inv = app
-        .create_invoice(
-            &key,
-            json!({"is_deferred": true, "currency": "BTC", "amount_fiat": "60", "fiat_currency": "USD"}),
-        )
-        .await;
-    let id = inv["id"].as_str().unwrap().to_owned();
+    let (app, _, key) = TestApp::with_test_key().await;
+    let id = bitcoin_draft(&app, &key).await;
     let uuid = Uuid::parse_str(&id).unwrap();
     for _ in 0..2 {
         let r = activate(&app, &id, "bitcoin").await;
         assert_eq!(r.status.as_u16(), 200, "{}", r.body);
-        invoice::Entity::update_many()
-            .col_expr(invoice::Column::ExpiresAt, Expr::value(chrono::Utc::now() - chrono::Duration::seconds(1)))
-            .filter(invoice::Column::Id.eq(uuid))
-            .exec(&app.state.db)
-            .await
-            .unwrap();
-        assert_eq!(sweeper::sweep(&app.state.db, Duration::from_secs(60)).await.unwrap().expired, 1);
+        assert_eq!(expire_activation(&app, &id).await.expired, 1);
     }
     let events: Vec<(String, Value)> = event::Entity::find()
         .filter(event::Column::DedupeKey.contains(id.as_str()))

@@ -52,8 +52,7 @@ fn types(page: &Value) -> Vec<String> {
 
 #[tokio::test]
 async fn events_are_listed_newest_first_with_exactly_their_webhook_bodies() {
-    let app = TestApp::spawn().await;
-    let (merchant, key) = app.test_key().await;
+    let (app, merchant, key) = TestApp::with_test_key().await;
     let (inv, _) = history(&app, merchant, &key).await;
     let page = app.get("/v1/events", Some(&key)).await;
     assert_eq!(page.status, 200, "{}", page.body);
@@ -78,8 +77,7 @@ async fn events_are_listed_newest_first_with_exactly_their_webhook_bodies() {
 
 #[tokio::test]
 async fn filters_by_type_invoice_payout_and_time() {
-    let app = TestApp::spawn().await;
-    let (merchant, key) = app.test_key().await;
+    let (app, merchant, key) = TestApp::with_test_key().await;
     let (inv, payout_id) = history(&app, merchant, &key).await;
     let (other, _) = history(&app, merchant, &key).await;
     let get = |q: String| {
@@ -123,8 +121,7 @@ async fn filters_by_type_invoice_payout_and_time() {
 
 #[tokio::test]
 async fn events_stay_with_their_merchant_and_environment_and_need_events_read() {
-    let app = TestApp::spawn().await;
-    let (merchant, key) = app.test_key().await;
+    let (app, merchant, key) = TestApp::with_test_key().await;
     history(&app, merchant, &key).await;
     let mine = app.get("/v1/events", Some(&key)).await;
     let first = mine.data()[0]["id"].as_str().unwrap().to_owned();

@@ -45,8 +45,7 @@ const BAD_WRITES: &[(&str, &str, &str)] = &[
 
 /// One row in every constrained table, written by the service code paths.
 async fn populated() -> TestApp {
-    let app = TestApp::spawn().await;
-    let (merchant, key) = app.test_key().await;
+    let (app, merchant, key) = TestApp::with_test_key().await;
     let inv = app.create_invoice(&key, json!({"currency": "USDT", "network": "tron", "amount": "100"})).await;
     let invoice = Uuid::parse_str(inv["id"].as_str().unwrap()).unwrap();
     let payment = credit_invoice(&app, merchant, invoice, "tron_usdt", "100").await;
@@ -54,14 +53,12 @@ async fn populated() -> TestApp {
         json!({"invoice_id": invoice, "currency": "USDT", "network": "tron", "amount": "10", "destination": TRON_DEST});
     let r = app.post_idempotent("/v1/refunds", &key, "refund-1", &refund).await;
     assert_eq!(r.status, 201, "{}", r.body);
-    let r = app
-        .post(
-            "/v1/payouts",
-            Some(&key),
-            &json!({"currency": "USDT", "network": "tron", "amount": "20", "destination": TRON_DEST}),
-        )
-        .await;
-    assert_eq!(r.status, 201, "{}", r.body);
+    app.create(
+        "/v1/payouts",
+        &key,
+        json!({"currency": "USDT", "network": "tron", "amount": "20", "destination": TRON_DEST}),
+    )
+    .await;
     let r = app.post("/v1/addresses", Some(&key), &json!({"currency": "BTC"})).await;
     assert_eq!(r.status, 201, "{}", r.body);
     let db = &app.state.db;

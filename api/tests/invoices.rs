@@ -7,6 +7,7 @@ use domain::chain::address::{AddressFamily, ChainNet, validate_address};
 use entity::Environment;
 use serde_json::{Value, json};
 use testkit::TestApp;
+use testkit::race::{created_ids, send_all};
 
 /// Every field of spec 2.2.
 const INVOICE_FIELDS: [&str; 36] = [
@@ -56,8 +57,7 @@ fn ts(v: &Value) -> DateTime<Utc> {
 
 #[tokio::test]
 async fn create_crypto_invoice_returns_every_field() {
-    let app = TestApp::spawn().await;
-    let (m, key) = app.test_key().await;
+    let (app, m, key) = TestApp::with_test_key().await;
     let r = app
         .post(
             "/v1/invoices",
@@ -72,26 +72,17 @@ async fn create_crypto_invoice_returns_every_field() {
     for f in INVOICE_FIELDS {
         assert!(obj.contains_key(f), "missing field {f}");
     }
-    assert_eq!(inv["merchant_id"], m.to_string());
-    assert_eq!(inv["status"], "pending");
-    assert_eq!(inv["environment"], "test");
-    assert_eq!(inv["currency"], "BTC");
-    assert_eq!(inv["network"], "bitcoin");
-    assert_eq!(inv["amount_requested"], "0.0015");
-    assert_eq!(inv["amount_paid"], "0");
-    assert_eq!(inv["amount_usd"], "90.00"); // 0.0015 * 60000 (sandbox rate)
-    assert_eq!(inv["amount_in_base_currency"], "90.00");
-    assert_eq!(inv["amount_fiat"], Value::Null);
-    assert_eq!(inv["is_locked_fiat"], false);
-    assert_eq!(inv["description"], "Order 42");
-    assert_eq!(inv["external_id"], "ord-42");
-    assert_eq!(inv["metadata"], json!({"cart": "abc", "n": 3}));
-    assert_eq!(inv["redirect_url"], "https://shop.example/thanks");
-    assert_eq!(inv["source"], "api");
-    assert_eq!(inv["payments"], json!([]));
-    assert_eq!(inv["target_settlement_asset"], "passthrough");
-    assert_eq!(inv["activation_count"], 0);
-    assert_eq!(inv["is_deferred"], false);
+    testkit::assert_fields(
+        inv,
+        json!({
+            "merchant_id": m.to_string(), "status": "pending", "environment": "test", "currency": "BTC",
+            "network": "bitcoin", "amount_requested": "0.0015", "amount_paid": "0",
+            "amount_usd": "90.00", "amount_in_base_currency": "90.00", // 0.0015 * 60000 (sandbox rate)
+            "amount_fiat": null, "is_locked_fiat": false, "description": "Order 42", "external_id": "ord-42",
+            "metadata": {"cart": "abc", "n": 3}, "redirect_url": "https://shop.example/thanks", "source": "api",
+            "payments": [], "target_settlement_asset": "passthrough", "activation_count": 0, "is_deferred": false,
+        }),
+    );
     let id = inv["id"].as_str().unwrap();
     assert_eq!(inv["checkout_url"], format!("http://127.0.0.1:8080/checkout/{id}"));
     let addr = inv["deposit_address"].as_str().unwrap();
@@ -108,8 +99,7 @@ async fn create_crypto_invoice_returns_every_field() {
 
 #[tokio::test]
 async fn deposit_addresses_are_unique_and_valid_per_chain() {
-    let app = TestApp::spawn().await;
-    let (m, key) = app.test_key().await;
+    let (app, m, key) = TestApp::with_test_key().await;
     let live = app.key(m, Environment::Live, &[]).await;
     let cases = [
         ("bitcoin", "0.001", AddressFamily::Bitcoin),
@@ -148,8 +138,7 @@ async fn deposit_addresses_are_unique_and_valid_per_chain() {
 
 #[tokio::test]
 async fn fiat_priced_invoices_lock_the_crypto_amount() {
-    let app = TestApp::spawn().await;
-    let (_, key) = app.test_key().await;
+    let (app, _, key) = TestApp::with_test_key().await;
     let inv = app.create_invoice(&key, json!({"currency": "BTC", "amount_fiat": "100", "fiat_currency": "USD"})).await;
     // 100 / 60000 = 0.0016666…, rounded up to 8 decimals.
     assert_eq!(inv["amount_requested"], "0.00166667");
@@ -173,8 +162,7 @@ async fn fiat_priced_invoices_lock_the_crypto_amount() {
 
 #[tokio::test]
 async fn network_inference_and_unknown_currencies() {
-    let app = TestApp::spawn().await;
-    let (_, key) = app.test_key().await;
+    let (app, _, key) = TestApp::with_test_key().await;
     let inv = app.create_invoice(&key, json!({"currency": "SOL", "amount": "1"})).await;
     assert_eq!(inv["network"], "solana");
     let inv = app.create_invoice(&key, json!({"currency": "usdc", "network": "solana", "amount": "5"})).await;
@@ -229,15 +217,7 @@ async fn gate_minimum_and_maximum() {
 
 #[tokio::test]
 async fn offline_gates_are_503() {
-    let app = TestApp::spawn_with(|c| {
-        c.gates.test.insert(
-            "bitcoin".into(),
-            domain::config::GateOverride { status: Some(domain::config::GateStatus::Offline), ..Default::default() },
-        );
-        c.addresses.live.solana_pool.clear();
-    })
-    .await;
-    let (m, key) = app.test_key().await;
+    let (app, m, key) = TestApp::spawn_with_gates_offline().await;
     app.post("/v1/invoices", Some(&key), &json!({"currency": "BTC", "amount": "0.01"})).await.assert_error(
         503,
         "gate_offline",
@@ -251,18 +231,13 @@ async fn offline_gates_are_503() {
         "gate_offline",
         None,
     );
-    let cur = app.get("/v1/currencies?environment=live", None).await;
-    let sol = cur.data().as_array().unwrap().iter().find(|c| c["id"] == "solana").unwrap().clone();
-    assert_eq!(sol["status"], "offline");
-    let cur = app.get("/v1/currencies?environment=test", None).await;
-    let btc = cur.data().as_array().unwrap().iter().find(|c| c["id"] == "bitcoin").unwrap().clone();
-    assert_eq!(btc["status"], "offline");
+    assert_eq!(app.gate_status("live", "solana").await, "offline");
+    assert_eq!(app.gate_status("test", "bitcoin").await, "offline");
 }
 
 #[tokio::test]
 async fn malformed_requests_are_400_naming_the_field() {
-    let app = TestApp::spawn().await;
-    let (_, key) = app.test_key().await;
+    let (app, _, key) = TestApp::with_test_key().await;
     let r = app.post_raw("/v1/invoices", &key, "{\"currency\": \"BTC\",").await;
     r.assert_error(400, "validation_error", Some("body"));
     app.post_raw("/v1/invoices", &key, "[1,2]").await.assert_error(400, "validation_error", Some("body"));
@@ -313,8 +288,7 @@ async fn malformed_requests_are_400_naming_the_field() {
 
 #[tokio::test]
 async fn idempotency_replays_and_mismatches() {
-    let app = TestApp::spawn().await;
-    let (_, key) = app.test_key().await;
+    let (app, _, key) = TestApp::with_test_key().await;
     let body = json!({"currency": "BTC", "amount": "0.01", "idempotency_key": "order-1", "metadata": {"a": 1, "b": 2}});
     let first = app.create_invoice(&key, body.clone()).await;
     // Same body with keys in another order and an explicit null: a replay.
@@ -336,31 +310,17 @@ async fn idempotency_replays_and_mismatches() {
 
 #[tokio::test]
 async fn concurrent_identical_requests_create_one_invoice() {
-    let app = TestApp::spawn().await;
-    let (_, key) = app.test_key().await;
+    let (app, _, key) = TestApp::with_test_key().await;
     let body = json!({"currency": "ETH", "network": "base", "amount": "0.5", "idempotency_key": "race-1"});
-    let mut set = tokio::task::JoinSet::new();
-    for _ in 0..24 {
-        let (http, url, key, body) = (app.http.clone(), app.url("/v1/invoices"), key.clone(), body.clone());
-        set.spawn(async move {
-            let r = http.post(url).header("X-API-Key", key).json(&body).send().await.unwrap();
-            (r.status().as_u16(), r.json::<Value>().await.unwrap())
-        });
-    }
-    let mut ids = HashSet::new();
-    while let Some(res) = set.join_next().await {
-        let (status, body) = res.unwrap();
-        assert_eq!(status, 201, "{body}");
-        ids.insert(body["data"]["id"].as_str().unwrap().to_owned());
-    }
+    let answers = send_all((0..24).map(|_| app.post_request("/v1/invoices", &key, &body))).answers().await;
+    let ids = created_ids(&answers);
     assert_eq!(ids.len(), 1, "concurrent identical requests created {} invoices", ids.len());
     assert_eq!(app.get("/v1/invoices", Some(&key)).await.body["meta"]["pagination"]["total"], 1);
 }
 
 #[tokio::test]
 async fn deferred_drafts() {
-    let app = TestApp::spawn().await;
-    let (_, key) = app.test_key().await;
+    let (app, _, key) = TestApp::with_test_key().await;
     let d = app.create_invoice(&key, json!({"is_deferred": true, "amount_fiat": "49.90", "fiat_currency": "USD", "payer_email": "payer@example.com"})).await;
     assert_eq!(d["status"], "draft");
     assert_eq!(d["is_deferred"], true);
@@ -390,17 +350,13 @@ async fn deferred_drafts() {
     .await
     .assert_error(400, "validation_error", Some("draft_expires_at"));
     // Drafts are not cancellable through the API (only pending invoices are).
-    app.post(&format!("/v1/invoices/{}/cancel", d["id"].as_str().unwrap()), Some(&key), &json!({})).await.assert_error(
-        409,
-        "invoice_not_cancellable",
-        None,
-    );
+    let cancel = format!("/v1/invoices/{}/cancel", d["id"].as_str().unwrap());
+    app.post(&cancel, Some(&key), &json!({})).await.assert_error(409, "invoice_not_cancellable", None);
 }
 
 #[tokio::test]
 async fn settlement_targets() {
-    let app = TestApp::spawn().await;
-    let (_, key) = app.test_key().await;
+    let (app, _, key) = TestApp::with_test_key().await;
     let inv = app
         .create_invoice(&key, json!({"currency": "BTC", "amount": "0.01", "target_settlement_asset": "tron_usdt"}))
         .await;
@@ -420,8 +376,7 @@ async fn settlement_targets() {
 
 #[tokio::test]
 async fn list_filters_and_pagination() {
-    let app = TestApp::spawn().await;
-    let (_, key) = app.test_key().await;
+    let (app, _, key) = TestApp::with_test_key().await;
     let mut created = Vec::new();
     for i in 0..5 {
         created.push(app.create_invoice(&key, json!({"currency": "BTC", "amount": format!("0.00{}", i + 1)})).await);
@@ -431,12 +386,10 @@ async fn list_filters_and_pagination() {
     }
     app.post(&format!("/v1/invoices/{}/cancel", created[0]["id"].as_str().unwrap()), Some(&key), &json!({})).await;
 
-    let r = app.get("/v1/invoices", Some(&key)).await;
-    assert_eq!(r.body["meta"]["pagination"], json!({"total": 8, "limit": 20, "offset": 0, "has_more": false}));
+    let r = app.page("/v1/invoices", &key, [8, 20, 0], false).await;
     // Newest first.
     assert_eq!(r.data()[0]["id"], created[7]["id"]);
-    let r = app.get("/v1/invoices?limit=3&offset=3", Some(&key)).await;
-    assert_eq!(r.body["meta"]["pagination"], json!({"total": 8, "limit": 3, "offset": 3, "has_more": true}));
+    let r = app.page("/v1/invoices?limit=3&offset=3", &key, [8, 3, 3], true).await;
     assert_eq!(r.data().as_array().unwrap().len(), 3);
     let r = app.get("/v1/invoices?limit=3&offset=6", Some(&key)).await;
     assert_eq!(r.body["meta"]["pagination"]["has_more"], false);
@@ -476,8 +429,7 @@ async fn list_filters_and_pagination() {
 
 #[tokio::test]
 async fn cancel_only_pending() {
-    let app = TestApp::spawn().await;
-    let (_, key) = app.test_key().await;
+    let (app, _, key) = TestApp::with_test_key().await;
     let inv = app.create_invoice(&key, json!({"currency": "BTC", "amount": "0.01"})).await;
     let id = inv["id"].as_str().unwrap();
     let r = app.post(&format!("/v1/invoices/{id}/cancel"), Some(&key), &json!({})).await;
@@ -493,15 +445,8 @@ async fn cancel_only_pending() {
     // Concurrent cancels: exactly one succeeds.
     let inv = app.create_invoice(&key, json!({"currency": "BTC", "amount": "0.01"})).await;
     let url = app.url(&format!("/v1/invoices/{}/cancel", inv["id"].as_str().unwrap()));
-    let mut set = tokio::task::JoinSet::new();
-    for _ in 0..8 {
-        let (http, url, key) = (app.http.clone(), url.clone(), key.clone());
-        set.spawn(async move { http.post(url).header("X-API-Key", key).send().await.unwrap().status().as_u16() });
-    }
-    let mut codes = Vec::new();
-    while let Some(c) = set.join_next().await {
-        codes.push(c.unwrap());
-    }
+    let answers = send_all((0..8).map(|_| app.http.post(&url).header("X-API-Key", &key))).answers().await;
+    let mut codes: Vec<u16> = answers.iter().map(|(status, _)| *status).collect();
     codes.sort();
     assert_eq!(codes, vec![200, 409, 409, 409, 409, 409, 409, 409]);
 }
@@ -509,11 +454,9 @@ async fn cancel_only_pending() {
 #[tokio::test]
 async fn amounts_round_trip_exactly_with_all_decimals() {
     // 19 significant digits: a double would lose the tail (SQLite stores these as TEXT).
-    let app = TestApp::spawn().await;
-    let (_, key) = app.test_key().await;
-    let inv = app
-        .create_invoice(&key, json!({"currency": "ETH", "network": "ethereum", "amount": "1.123456789012345678"}))
-        .await;
+    let (app, _, key) = TestApp::with_test_key().await;
+    let exact = json!({"currency": "ETH", "network": "ethereum", "amount": "1.123456789012345678"});
+    let inv = app.create_invoice(&key, exact).await;
     assert_eq!(inv["amount_requested"], "1.123456789012345678");
     let g = app.get(&format!("/v1/invoices/{}", inv["id"].as_str().unwrap()), Some(&key)).await;
     assert_eq!(g.data()["amount_requested"], "1.123456789012345678");
@@ -541,8 +484,7 @@ async fn merchant_settings_drive_lifetime_and_base_currency() {
 #[tokio::test]
 async fn internal_errors_render_the_envelope_without_leaking_the_cause() {
     use sea_orm::ConnectionTrait;
-    let app = TestApp::spawn().await;
-    let (_, key) = app.test_key().await;
+    let (app, _, key) = TestApp::with_test_key().await;
     let inv = app.create_invoice(&key, json!({"currency": "BTC", "amount": "0.01"})).await;
     // Break the schema under the running API.
     // (A table nothing references, that reading an invoice's payments joins.)
@@ -604,8 +546,7 @@ async fn an_exhausted_solana_pool_is_503_and_wastes_no_entries() {
 /// nothing is written. Query parameters too.
 #[tokio::test]
 async fn nul_characters_are_refused_in_every_string_field_naming_it() {
-    let app = TestApp::spawn().await;
-    let (m, key) = app.test_key().await;
+    let (app, m, key) = TestApp::with_test_key().await;
     let nul = "a\u{0}b";
     let inv = json!({"currency": "BTC", "amount": "0.1"});
     let with = |base: &Value, k: &str, v: Value| {
@@ -680,8 +621,7 @@ async fn nul_characters_are_refused_in_every_string_field_naming_it() {
 #[tokio::test]
 async fn an_oversized_body_gets_the_error_envelope() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let app = TestApp::spawn().await;
-    let (_, key) = app.test_key().await;
+    let (app, _, key) = TestApp::with_test_key().await;
     let big = json!({"currency": "BTC", "amount": "0.1", "description": "d".repeat(100 * 1024)});
     let r = app.post("/v1/invoices", Some(&key), &big).await;
     r.assert_error(413, "payload_too_large", Some("body"));
@@ -710,8 +650,7 @@ async fn an_oversized_body_gets_the_error_envelope() {
 /// field, never silently rounded (`0.1000000000000000000000000000001` used to become 0.1).
 #[tokio::test]
 async fn amounts_with_more_digits_than_fit_are_refused_not_rounded() {
-    let app = TestApp::spawn().await;
-    let (_, key) = app.test_key().await;
+    let (app, _, key) = TestApp::with_test_key().await;
     let precise = "0.1000000000000000000000000000001";
     for (body, field) in [
         (json!({"currency": "BTC", "amount": precise}), "amount"),

@@ -1,37 +1,28 @@
 //! Ledger and balances: every change is an entry; balance rows equal the sum of their entries;
 //! no bucket ever goes below zero, whatever the concurrency.
 
-use std::str::FromStr;
-
 use api::auth::Permission;
 use domain::ledger::{LedgerError, Posting};
 use entity::{Bucket, EntryType, Environment};
 use rust_decimal::Decimal;
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, TransactionTrait};
-use serde_json::json;
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, Select, TransactionTrait};
 use testkit::TestApp;
+use testkit::d;
 use uuid::Uuid;
 
-fn d(s: &str) -> Decimal {
-    Decimal::from_str(s).unwrap()
+/// Rows of `E` of one merchant's balance: `columns` are E's merchant, environment and gate.
+fn of_balance<E: EntityTrait>(columns: [E::Column; 3], merchant: Uuid, env: Environment, gate: &str) -> Select<E> {
+    let [m, e, g] = columns;
+    E::find().filter(m.eq(merchant)).filter(e.eq(env)).filter(g.eq(gate))
 }
 
 /// Asserts the ledger invariants for one balance and returns (available, pending, reserved).
 async fn assert_invariants(app: &TestApp, merchant: Uuid, env: Environment, gate: &str) -> (Decimal, Decimal, Decimal) {
-    let bal = entity::balance::Entity::find()
-        .filter(entity::balance::Column::MerchantId.eq(merchant))
-        .filter(entity::balance::Column::Environment.eq(env))
-        .filter(entity::balance::Column::GateId.eq(gate))
-        .one(&app.state.db)
-        .await
-        .unwrap();
-    let entries = entity::ledger_entry::Entity::find()
-        .filter(entity::ledger_entry::Column::MerchantId.eq(merchant))
-        .filter(entity::ledger_entry::Column::Environment.eq(env))
-        .filter(entity::ledger_entry::Column::GateId.eq(gate))
-        .all(&app.state.db)
-        .await
-        .unwrap();
+    use entity::{balance, ledger_entry};
+    let columns = [balance::Column::MerchantId, balance::Column::Environment, balance::Column::GateId];
+    let bal = of_balance::<balance::Entity>(columns, merchant, env, gate).one(&app.state.db).await.unwrap();
+    let columns = [ledger_entry::Column::MerchantId, ledger_entry::Column::Environment, ledger_entry::Column::GateId];
+    let entries = of_balance::<ledger_entry::Entity>(columns, merchant, env, gate).all(&app.state.db).await.unwrap();
     let sum = |b: Bucket| entries.iter().filter(|e| e.bucket == b).map(|e| e.amount.0).sum::<Decimal>();
     for e in &entries {
         assert!(e.balance_after.0 >= Decimal::ZERO, "entry {} left {:?} at {}", e.id, e.bucket, e.balance_after);
@@ -49,8 +40,7 @@ async fn assert_invariants(app: &TestApp, merchant: Uuid, env: Environment, gate
 
 #[tokio::test]
 async fn balances_list_every_gate_with_zeros() {
-    let app = TestApp::spawn().await;
-    let (m, key) = app.test_key().await;
+    let (app, m, key) = TestApp::with_test_key().await;
     let r = app.get("/v1/balances", Some(&key)).await;
     assert_eq!(r.status, 200, "{}", r.body);
     let rows = r.data().as_array().unwrap();
@@ -64,7 +54,7 @@ async fn balances_list_every_gate_with_zeros() {
         assert_eq!((row["available"].as_str(), row["total"].as_str()), (Some("0"), Some("0")));
         assert_eq!(row["environment"], "test");
     }
-    assert_eq!(r.body["meta"]["pagination"], json!({"total": 18, "limit": 18, "offset": 0, "has_more": false}));
+    r.assert_page(18, 18, 0, false);
 
     let btc = domain::gates::find("bitcoin").unwrap();
     domain::ledger::adjust(&app.state.db, m, Environment::Test, btc, d("1.25"), "funding").await.unwrap();
@@ -93,8 +83,7 @@ async fn balances_list_every_gate_with_zeros() {
 
 #[tokio::test]
 async fn ledger_history_paging_and_filters() {
-    let app = TestApp::spawn().await;
-    let (m, key) = app.test_key().await;
+    let (app, m, key) = TestApp::with_test_key().await;
     let btc = domain::gates::find("bitcoin").unwrap();
     for i in 1..=5 {
         domain::ledger::adjust(&app.state.db, m, Environment::Test, btc, Decimal::from(i), &format!("credit {i}"))
@@ -123,8 +112,7 @@ async fn ledger_history_paging_and_filters() {
     }
     // The asset code works when it names one gate.
     assert_eq!(app.get("/v1/balances/BTC/ledger", Some(&key)).await.body["meta"]["pagination"]["total"], 6);
-    let p = app.get("/v1/balances/bitcoin/ledger?limit=2&offset=2", Some(&key)).await;
-    assert_eq!(p.body["meta"]["pagination"], json!({"total": 6, "limit": 2, "offset": 2, "has_more": true}));
+    let p = app.page("/v1/balances/bitcoin/ledger?limit=2&offset=2", &key, [6, 2, 2], true).await;
     assert_eq!(p.data()[0]["balance_after"], "10"); // newest first: 12.5, 15, 10, 6, 3, 1
     let since = app
         .get(&format!("/v1/balances/bitcoin/ledger?from={}", mid.to_rfc3339().replace('+', "%2B")), Some(&key))

@@ -1,22 +1,19 @@
 //! Spec 4.5-4.8 and 3.2: payouts, their reservation and release.
 
-use std::str::FromStr;
+use std::collections::HashSet;
 
 use api::auth::Permission;
-use domain::config::{GateFees, GateOverride, GateStatus};
+use domain::config::GateFees;
 use entity::{Environment, FeeAllocation};
 use rust_decimal::Decimal;
 use serde_json::{Value, json};
 use testkit::TestApp;
+use testkit::race::{created_ids, send_all, tally};
+use testkit::{TRON_DEST, d};
 use uuid::Uuid;
 
-const TRON_DEST: &str = "TTxSA9fmLZbSEfkEejjU2vDqE8GyS5nCJP";
 const BTC_TESTNET: &str = "tb1qw508d6qejxtdg4y5r3zarvary0c5xw7kxpjzsx";
 const XRP_DEST: &str = "rHb9CJAWyB4rj91VRWn96DkukG4bwdtyTh";
-
-fn d(s: &str) -> Decimal {
-    Decimal::from_str(s).unwrap()
-}
 
 /// A merchant with a test key and `fund` USDT (tron) available; tron_usdt fees 1 + 2.
 async fn setup(fund: &str) -> (TestApp, Uuid, String) {
@@ -29,24 +26,9 @@ async fn setup(fund: &str) -> (TestApp, Uuid, String) {
     .await;
     let (m, key) = app.test_key().await;
     if fund != "0" {
-        domain::ledger::adjust(
-            &app.state.db,
-            m,
-            Environment::Test,
-            domain::gates::find("tron_usdt").unwrap(),
-            d(fund),
-            "fund",
-        )
-        .await
-        .unwrap();
+        testkit::fund(&app.state.db, m, Environment::Test, "tron_usdt", fund).await;
     }
     (app, m, key)
-}
-
-async fn balance(app: &TestApp, key: &str, gate: &str) -> (String, String) {
-    let rows = app.get("/v1/balances", Some(key)).await.body["data"].clone();
-    let row = rows.as_array().unwrap().iter().find(|r| r["gate_id"] == gate).unwrap().clone();
-    (row["available"].as_str().unwrap().to_owned(), row["reserved"].as_str().unwrap().to_owned())
 }
 
 fn payout(amount: &str) -> Value {
@@ -106,7 +88,7 @@ async fn create_reserves_and_returns_the_short_set() {
     );
     assert_eq!(f["configured_network_fee_amount"], "2");
     assert_eq!(f["metadata"], json!({"po": "7"}));
-    assert_eq!(balance(&app, &key, "tron_usdt").await, ("90".into(), "10".into()));
+    assert_eq!(app.available_reserved(&key, "tron_usdt").await, ("90".into(), "10".into()));
     let ledger = app.get("/v1/balances/tron_usdt/ledger?type=payout_reserve", Some(&key)).await;
     let entries = ledger.data().as_array().unwrap();
     assert_eq!(entries.len(), 2);
@@ -116,17 +98,18 @@ async fn create_reserves_and_returns_the_short_set() {
 #[tokio::test]
 async fn merchant_allocation_adds_fees_to_the_debit() {
     let (app, m, key) = setup("100").await;
-    let mut s = domain::payouts::service::settings(&app.state.db, m, Environment::Test).await.unwrap();
-    s.payout_fee_allocation = FeeAllocation::Merchant;
-    s.network_fee_allocation = FeeAllocation::Merchant;
-    domain::payouts::service::save_settings(&app.state.db, s).await.unwrap();
+    testkit::set_payout_settings(&app.state.db, m, Environment::Test, |s| {
+        s.payout_fee_allocation = FeeAllocation::Merchant;
+        s.network_fee_allocation = FeeAllocation::Merchant;
+    })
+    .await;
     let p = app.post("/v1/payouts", Some(&key), &payout("10")).await;
     let full = app.get(&format!("/v1/payouts/{}", p.data()["id"].as_str().unwrap()), Some(&key)).await;
     assert_eq!(
         (full.data()["recipient_amount"].as_str(), full.data()["merchant_debit_amount"].as_str()),
         (Some("10"), Some("13"))
     );
-    assert_eq!(balance(&app, &key, "tron_usdt").await, ("87".into(), "13".into()));
+    assert_eq!(app.available_reserved(&key, "tron_usdt").await, ("87".into(), "13".into()));
     // A customer-allocated fee larger than the amount leaves nothing to send.
     let (app2, _, key2) = setup("100").await;
     app2.post("/v1/payouts", Some(&key2), &payout("3")).await.assert_error(422, "amount_out_of_range", Some("amount"));
@@ -182,17 +165,14 @@ async fn every_bound_of_section_8() {
         Some("extra"),
     );
     // Nothing was reserved by the refused requests: four payouts of 5.
-    assert_eq!(balance(&app, &key, "tron_usdt").await, ("980".into(), "20".into()));
+    assert_eq!(app.available_reserved(&key, "tron_usdt").await, ("980".into(), "20".into()));
 }
 
 #[tokio::test]
 async fn destinations_follow_the_chain_rules() {
-    let app = TestApp::spawn().await;
-    let (m, key) = app.test_key().await;
+    let (app, m, key) = TestApp::with_test_key().await;
     for (gate, amt) in [("bitcoin", "1"), ("xrp", "100"), ("tron_usdt", "100"), ("ethereum", "1")] {
-        domain::ledger::adjust(&app.state.db, m, Environment::Test, domain::gates::find(gate).unwrap(), d(amt), "fund")
-            .await
-            .unwrap();
+        testkit::fund(&app.state.db, m, Environment::Test, gate, amt).await;
     }
     let post = |b: Value| app.post_owned("/v1/payouts", &key, b);
     assert_eq!(post(json!({"currency": "BTC", "amount": "0.01", "destination": BTC_TESTNET})).await.status, 201);
@@ -229,21 +209,9 @@ async fn destinations_follow_the_chain_rules() {
 
 #[tokio::test]
 async fn limits_balance_and_gate_status() {
-    let app = TestApp::spawn_with(|c| {
-        c.gates.test.insert("tron".into(), GateOverride { status: Some(GateStatus::Offline), ..Default::default() });
-    })
-    .await;
+    let app = TestApp::spawn_with(|c| testkit::take_test_gate_offline(c, "tron")).await;
     let (m, key) = app.test_key().await;
-    domain::ledger::adjust(
-        &app.state.db,
-        m,
-        Environment::Test,
-        domain::gates::find("tron_usdt").unwrap(),
-        d("200000"),
-        "fund",
-    )
-    .await
-    .unwrap();
+    testkit::fund(&app.state.db, m, Environment::Test, "tron_usdt", "200000").await;
     app.post("/v1/payouts", Some(&key), &payout("0.99")).await.assert_error(422, "amount_out_of_range", Some("amount"));
     app.post("/v1/payouts", Some(&key), &payout("100000.01")).await.assert_error(
         422,
@@ -256,7 +224,7 @@ async fn limits_balance_and_gate_status() {
     // More than the balance: refused, nothing reserved.
     let (_, poor) = app.test_key().await;
     app.post("/v1/payouts", Some(&poor), &payout("5")).await.assert_error(422, "insufficient_balance", Some("amount"));
-    assert_eq!(balance(&app, &poor, "tron_usdt").await, ("0".into(), "0".into()));
+    assert_eq!(app.available_reserved(&poor, "tron_usdt").await, ("0".into(), "0".into()));
     // Auth and permissions.
     app.post("/v1/payouts", None, &payout("5")).await.assert_error(401, "unauthorized", None);
     let read_only = app.key(m, Environment::Test, &[Permission::PayoutsRead]).await;
@@ -270,27 +238,17 @@ async fn repeated_idempotency_key_returns_the_existing_payout() {
     let (app, _, key) = setup("100").await;
     let mut body = payout("10");
     body["idempotency_key"] = json!("po-1");
-    let first = app.post("/v1/payouts", Some(&key), &body).await;
-    assert_eq!(first.status, 201);
+    let first = app.create("/v1/payouts", &key, body.clone()).await;
     let again = app.post("/v1/payouts", Some(&key), &body).await;
     assert_eq!(again.status, 201);
     assert_eq!(again.headers["idempotent-replayed"], "true");
-    assert_eq!(again.data()["id"], first.data()["id"]);
+    assert_eq!(again.data()["id"], first["id"]);
     // Concurrent repeats: still one payout and one reservation.
     body["idempotency_key"] = json!("po-2");
-    let mut set = tokio::task::JoinSet::new();
-    for _ in 0..16 {
-        let (http, url, key, body) = (app.http.clone(), app.url("/v1/payouts"), key.clone(), body.clone());
-        set.spawn(async move {
-            http.post(url).header("X-API-Key", key).json(&body).send().await.unwrap().json::<Value>().await.unwrap()
-        });
-    }
-    let mut ids = std::collections::HashSet::new();
-    while let Some(r) = set.join_next().await {
-        ids.insert(r.unwrap()["data"]["id"].as_str().unwrap().to_owned());
-    }
+    let answers = send_all((0..16).map(|_| app.post_request("/v1/payouts", &key, &body))).answers().await;
+    let ids: HashSet<&str> = answers.iter().map(|(_, b)| b["data"]["id"].as_str().unwrap()).collect();
     assert_eq!(ids.len(), 1);
-    assert_eq!(balance(&app, &key, "tron_usdt").await, ("80".into(), "20".into()));
+    assert_eq!(app.available_reserved(&key, "tron_usdt").await, ("80".into(), "20".into()));
 }
 
 #[tokio::test]
@@ -302,7 +260,7 @@ async fn cancel_approve_reject_and_auto_approval() {
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.data()["status"], "cancelled");
     assert!(r.data().get("recipient_amount").is_none(), "cancel returns the short set");
-    assert_eq!(balance(&app, &key, "tron_usdt").await, ("100".into(), "0".into()));
+    assert_eq!(app.available_reserved(&key, "tron_usdt").await, ("100".into(), "0".into()));
     app.post(&format!("/v1/payouts/{a}/cancel"), Some(&key), &json!({})).await.assert_error(
         409,
         "payout_not_cancellable",
@@ -322,11 +280,11 @@ async fn cancel_approve_reject_and_auto_approval() {
 
     // Operator rejection: failed with the reason, funds released.
     let c: Uuid = create("30").await.data()["id"].as_str().unwrap().parse().unwrap();
-    assert_eq!(balance(&app, &key, "tron_usdt").await, ("70".into(), "30".into()));
+    assert_eq!(app.available_reserved(&key, "tron_usdt").await, ("70".into(), "30".into()));
     let rejected = domain::payouts::operator::reject(&app.state.db, c, "unknown supplier").await.unwrap();
     assert_eq!(rejected.status, entity::PayoutStatus::Failed);
     assert_eq!(rejected.failure_reason.as_deref(), Some("rejected by operator: unknown supplier"));
-    assert_eq!(balance(&app, &key, "tron_usdt").await, ("100".into(), "0".into()));
+    assert_eq!(app.available_reserved(&key, "tron_usdt").await, ("100".into(), "0".into()));
     let got = app.get(&format!("/v1/payouts/{c}"), Some(&key)).await;
     assert_eq!(got.data()["status"], "failed");
     assert_eq!(got.data()["failure_reason"], "rejected by operator: unknown supplier");
@@ -349,7 +307,7 @@ async fn cancel_approve_reject_and_auto_approval() {
         "payout_not_cancellable",
         None,
     );
-    assert_eq!(balance(&app, &key, "tron_usdt").await, ("95".into(), "5".into()));
+    assert_eq!(app.available_reserved(&key, "tron_usdt").await, ("95".into(), "5".into()));
 
     // Another merchant and the live environment: 404.
     let (_, other) = app.test_key().await;
@@ -361,10 +319,11 @@ async fn cancel_approve_reject_and_auto_approval() {
     app.get("/v1/payouts/nope", Some(&key)).await.assert_error(400, "validation_error", Some("payout_id"));
 
     // Auto-approval with a delay.
-    let mut s = domain::payouts::service::settings(&app.state.db, m, Environment::Test).await.unwrap();
-    s.payout_auto_approve = true;
-    s.payout_delay_secs = 600;
-    domain::payouts::service::save_settings(&app.state.db, s).await.unwrap();
+    testkit::set_payout_settings(&app.state.db, m, Environment::Test, |s| {
+        s.payout_auto_approve = true;
+        s.payout_delay_secs = 600;
+    })
+    .await;
     let auto = create("5").await;
     assert_eq!(auto.data()["status"], "approved");
     let exec = chrono::DateTime::parse_from_rfc3339(auto.data()["executable_at"].as_str().unwrap()).unwrap();
@@ -388,45 +347,11 @@ async fn cancel_approve_reject_and_auto_approval() {
 /// 200 simultaneous payout requests against a balance that covers exactly 100 of them.
 #[tokio::test]
 async fn two_hundred_racing_payouts_exactly_one_hundred_succeed() {
-    let app = TestApp::spawn_with(|c| {
-        c.fees.insert("tron_usdt".into(), GateFees::default());
-        c.db.max_connections = 16;
-    })
-    .await;
-    let (m, key) = app.test_key().await;
-    domain::ledger::adjust(
-        &app.state.db,
-        m,
-        Environment::Test,
-        domain::gates::find("tron_usdt").unwrap(),
-        d("100"),
-        "fund",
-    )
-    .await
-    .unwrap();
-    let mut set = tokio::task::JoinSet::new();
-    for _ in 0..200 {
-        let (http, url, key) = (app.http.clone(), app.url("/v1/payouts"), key.clone());
-        set.spawn(async move {
-            let r = http.post(url).header("X-API-Key", key).json(&payout("1")).send().await.unwrap();
-            let status = r.status().as_u16();
-            (status, r.json::<Value>().await.unwrap())
-        });
-    }
-    let (mut created, mut refused) = (0, 0);
-    while let Some(r) = set.join_next().await {
-        let (status, body) = r.unwrap();
-        match status {
-            201 => created += 1,
-            422 => {
-                assert_eq!(body["error"]["code"], "insufficient_balance", "{body}");
-                refused += 1;
-            }
-            other => panic!("unexpected {other}: {body}"),
-        }
-    }
-    assert_eq!((created, refused), (100, 100));
-    assert_eq!(balance(&app, &key, "tron_usdt").await, ("0".into(), "100".into()));
+    let (app, m, key) = TestApp::spawn_for_races().await;
+    testkit::fund(&app.state.db, m, Environment::Test, "tron_usdt", "100").await;
+    let answers = send_all((0..200).map(|_| app.post_request("/v1/payouts", &key, &payout("1")))).answers().await;
+    assert_eq!(tally(&answers, 422, "insufficient_balance"), (100, 100));
+    assert_eq!(app.available_reserved(&key, "tron_usdt").await, ("0".into(), "100".into()));
     // The ledger sums match the balance row.
     let entries = app.get("/v1/balances/tron_usdt/ledger?limit=100&type=payout_reserve", Some(&key)).await;
     assert_eq!(entries.body["meta"]["pagination"]["total"], 200);
@@ -442,26 +367,11 @@ async fn in_flight_retries_of_one_payout_all_replay_it() {
     body["idempotency_key"] = json!("in-flight");
     // Hold the balance so the requests are provably in flight together (each past its replay
     // lookup), then let them go.
-    let block = app.block_balance_writes(m).await;
-    let mut set = tokio::task::JoinSet::new();
-    for _ in 0..50 {
-        let (http, url, key, body) = (app.http.clone(), app.url("/v1/payouts"), key.clone(), body.clone());
-        set.spawn(async move {
-            let r = http.post(url).header("X-API-Key", key).json(&body).send().await.unwrap();
-            (r.status().as_u16(), r.json::<Value>().await.unwrap())
-        });
-    }
-    app.wait_blocked_writers(4).await;
-    block.release().await;
-    let mut ids = std::collections::HashSet::new();
-    while let Some(r) = set.join_next().await {
-        let (status, body) = r.unwrap();
-        assert_eq!(status, 201, "{body}");
-        ids.insert(body["data"]["id"].as_str().unwrap().to_owned());
-    }
+    let requests = (0..50).map(|_| app.post_request("/v1/payouts", &key, &body));
+    let ids = created_ids(&app.send_all_held(m, 4, requests).await);
     assert_eq!(ids.len(), 1, "every retry answers with the one payout");
     assert_eq!(app.get("/v1/payouts", Some(&key)).await.body["meta"]["pagination"]["total"], 1);
-    assert_eq!(balance(&app, &key, "tron_usdt").await, ("0".into(), "10".into()), "reserved once");
+    assert_eq!(app.available_reserved(&key, "tron_usdt").await, ("0".into(), "10".into()), "reserved once");
     let entries = app.get("/v1/balances/tron_usdt/ledger?type=payout_reserve", Some(&key)).await;
     assert_eq!(entries.body["meta"]["pagination"]["total"], 2, "one reservation: two entries");
 }
@@ -477,7 +387,7 @@ async fn an_amount_with_more_digits_than_fit_is_refused_not_rounded() {
         assert!(r.details()[0].contains("significant digits"), "{}", r.body);
     }
     assert_eq!(app.get("/v1/payouts", Some(&key)).await.body["meta"]["pagination"]["total"], 0);
-    assert_eq!(balance(&app, &key, "tron_usdt").await, ("100".into(), "0".into()));
+    assert_eq!(app.available_reserved(&key, "tron_usdt").await, ("100".into(), "0".into()));
 }
 
 /// `destination_tag: ""` is no tag: accepted on a chain without tags and stored as null; on a

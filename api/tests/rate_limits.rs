@@ -257,8 +257,11 @@ mod redis {
     //! The shared store: a real Redis (127.0.0.1:6379, or `PAYGATE_TEST_REDIS`), a fresh key
     //! prefix per test; and a `redis-server` child process stopped mid-test.
 
-    use std::process::{Child, Command, Stdio};
+    use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
+
+    use testkit::fleet::free_port;
+    use testkit::serve::KillOnDrop;
 
     use super::*;
 
@@ -284,6 +287,27 @@ mod redis {
         }
     }
 
+    /// `n` concurrent `GET /v1/invoices` with `key`, alternating between `a` (even) and `b`
+    /// (odd): how many each process accepted (200). Anything but 200 or 429 fails the test.
+    async fn alternate(a: &TestApp, b: &TestApp, key: &str, n: usize) -> [u32; 2] {
+        let mut set = tokio::task::JoinSet::new();
+        for i in 0..n {
+            let app = if i % 2 == 0 { a } else { b };
+            let request = app.http.get(app.url("/v1/invoices")).header("X-API-Key", key);
+            set.spawn(async move { (i % 2, request.send().await.unwrap().status().as_u16()) });
+        }
+        let mut accepted = [0u32; 2];
+        while let Some(r) = set.join_next().await {
+            let (process, status) = r.unwrap();
+            match status {
+                200 => accepted[process] += 1,
+                429 => {}
+                s => panic!("unexpected status {s}"),
+            }
+        }
+        accepted
+    }
+
     #[tokio::test]
     async fn two_api_processes_on_one_redis_share_one_keys_limit() {
         let url = redis_url();
@@ -293,26 +317,7 @@ mod redis {
         let b = TestApp::spawn_on(a.db.clone(), shared(url.clone(), prefix.clone(), per_hour(10))).await;
         assert!(a.state.limiter.shared() && b.state.limiter.shared());
         let (_, key) = a.test_key().await;
-        let mut accepted = [0u32; 2];
-        let mut set = tokio::task::JoinSet::new();
-        for i in 0..40 {
-            let (http, url, key) = if i % 2 == 0 {
-                (a.http.clone(), a.url("/v1/invoices"), key.clone())
-            } else {
-                (b.http.clone(), b.url("/v1/invoices"), key.clone())
-            };
-            set.spawn(async move {
-                (i % 2, http.get(url).header("X-API-Key", key).send().await.unwrap().status().as_u16())
-            });
-        }
-        while let Some(r) = set.join_next().await {
-            let (process, status) = r.unwrap();
-            match status {
-                200 => accepted[process] += 1,
-                429 => {}
-                s => panic!("unexpected status {s}"),
-            }
-        }
+        let accepted = alternate(&a, &b, &key, 40).await;
         assert_eq!(accepted[0] + accepted[1], 10, "accepted per process: {accepted:?}");
         assert_eq!(a.state.limiter.store_failures() + b.state.limiter.store_failures(), 0);
         // The bucket lives under the configured prefix with an expiry, keyed by the key id.
@@ -342,30 +347,9 @@ mod redis {
         let mut accepted = [0u32; 2];
         // Waves of concurrent requests, alternating processes, until both are refused.
         for _ in 0..20 {
-            let mut set = tokio::task::JoinSet::new();
-            for i in 0..60 {
-                let (http, url, key) = if i % 2 == 0 {
-                    (a.http.clone(), a.url("/v1/invoices"), key.clone())
-                } else {
-                    (b.http.clone(), b.url("/v1/invoices"), key.clone())
-                };
-                set.spawn(async move {
-                    (i % 2, http.get(url).header("X-API-Key", key).send().await.unwrap().status().as_u16())
-                });
-            }
-            let mut any = false;
-            while let Some(r) = set.join_next().await {
-                let (process, status) = r.unwrap();
-                match status {
-                    200 => {
-                        accepted[process] += 1;
-                        any = true;
-                    }
-                    429 => {}
-                    s => panic!("unexpected status {s}"),
-                }
-            }
-            if !any {
+            let wave = alternate(&a, &b, &key, 60).await;
+            accepted = [accepted[0] + wave[0], accepted[1] + wave[1]];
+            if wave == [0, 0] {
                 break;
             }
         }
@@ -376,19 +360,6 @@ mod redis {
         assert_eq!(a.state.limiter.store_failures() + b.state.limiter.store_failures(), 0);
     }
 
-    struct RedisChild(Child);
-
-    impl Drop for RedisChild {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-
-    fn free_port() -> u16 {
-        std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-    }
-
     #[tokio::test]
     async fn redis_stopped_mid_test_keeps_the_api_answering() {
         let port = free_port();
@@ -397,7 +368,7 @@ mod redis {
             .stdout(Stdio::null())
             .spawn()
             .expect("redis-server (redis-tests need it on PATH)");
-        let mut child = RedisChild(child);
+        let mut child = KillOnDrop(child);
         let url = format!("redis://127.0.0.1:{port}");
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {

@@ -1,20 +1,14 @@
 //! Spec 4.9 and 2.6: refunds of an invoice's credit, carried out by linked payouts.
 
-use std::str::FromStr;
-
 use api::auth::Permission;
 use domain::config::GateFees;
 use entity::{Environment, FeeAllocation};
 use rust_decimal::Decimal;
 use serde_json::{Value, json};
-use testkit::{TestApp, credit_invoice};
+use testkit::race::{created_ids, send_all, tally};
+use testkit::{TRON_DEST, d};
+use testkit::{TestApp, assert_fields, credit_invoice};
 use uuid::Uuid;
-
-const TRON_DEST: &str = "TTxSA9fmLZbSEfkEejjU2vDqE8GyS5nCJP";
-
-fn d(s: &str) -> Decimal {
-    Decimal::from_str(s).unwrap()
-}
 
 struct Setup {
     app: TestApp,
@@ -31,8 +25,7 @@ async fn setup(credited: &str) -> Setup {
     })
     .await;
     let (merchant, key) = app.test_key().await;
-    let inv = app.create_invoice(&key, json!({"currency": "USDT", "network": "tron", "amount": "100"})).await;
-    let invoice = Uuid::parse_str(inv["id"].as_str().unwrap()).unwrap();
+    let invoice = app.create_invoice_id(&key, json!({"currency": "USDT", "network": "tron", "amount": "100"})).await;
     if credited != "0" {
         credit_invoice(&app, merchant, invoice, "tron_usdt", credited).await;
     }
@@ -57,17 +50,20 @@ impl Setup {
     }
 
     async fn balance(&self) -> (String, String) {
-        let rows = self.app.get("/v1/balances", Some(&self.key)).await.body["data"].clone();
-        let row = rows.as_array().unwrap().iter().find(|r| r["gate_id"] == "tron_usdt").unwrap().clone();
-        (row["available"].as_str().unwrap().to_owned(), row["reserved"].as_str().unwrap().to_owned())
+        self.app.available_reserved(&self.key, "tron_usdt").await
     }
 
     /// The merchant's refund fee allocation (it covers the refund's network fee too).
     async fn allocate(&self, a: FeeAllocation) {
-        let db = &self.app.state.db;
-        let mut st = domain::payouts::service::settings(db, self.merchant, Environment::Test).await.unwrap();
-        st.refund_fee_allocation = a;
-        domain::payouts::service::save_settings(db, st).await.unwrap();
+        testkit::set_payout_settings(&self.app.state.db, self.merchant, Environment::Test, |s| {
+            s.refund_fee_allocation = a;
+        })
+        .await;
+    }
+
+    /// A ledger adjustment of the merchant's tron USDT balance.
+    async fn adjust(&self, amount: &str, reason: &str) {
+        testkit::adjust(&self.app.state.db, self.merchant, Environment::Test, "tron_usdt", amount, reason).await;
     }
 
     async fn refund_count(&self) -> u64 {
@@ -83,22 +79,18 @@ async fn create_links_a_reserved_payout_and_mirrors_its_status() {
     let r = s.refund("r-1", &s.body("40")).await;
     assert_eq!(r.status.as_u16(), 201, "{}", r.body);
     let data = r.data().clone();
-    assert_eq!(data["status"], "pending");
-    assert_eq!(data["environment"], "test");
-    assert_eq!(data["invoice_id"], s.invoice.to_string());
-    assert_eq!(data["currency"], "USDT");
-    assert_eq!(data["network"], "tron");
-    assert_eq!(data["amount"], "40");
-    // Customer allocation (the operator's choice): the refund fee and network fee come out of
-    // what the payer gets.
-    assert_eq!(data["refund_fee"], "1");
-    assert_eq!(data["refund_fee_allocation"], "customer");
-    assert_eq!(data["network_fee"], "2");
-    assert_eq!(data["configured_network_fee_amount"], "2");
-    assert_eq!(data["network_fee_allocation"], "customer");
-    assert_eq!(data["recipient_amount"], "37");
-    assert_eq!(data["merchant_debit_amount"], "40");
-    assert_eq!(data["destination"], TRON_DEST);
+    assert_fields(
+        &data,
+        json!({
+            "status": "pending", "environment": "test", "invoice_id": s.invoice.to_string(), "currency": "USDT",
+            "network": "tron", "amount": "40",
+            // Customer allocation (the operator's choice): the refund fee and network fee come out
+            // of what the payer gets.
+            "refund_fee": "1", "refund_fee_allocation": "customer", "network_fee": "2",
+            "configured_network_fee_amount": "2", "network_fee_allocation": "customer", "recipient_amount": "37",
+            "merchant_debit_amount": "40", "destination": TRON_DEST,
+        }),
+    );
     for k in ["tx_hash", "failure_reason", "completed_at", "destination_tag"] {
         assert!(data[k].is_null(), "{k}: {data}");
     }
@@ -146,10 +138,11 @@ async fn create_links_a_reserved_payout_and_mirrors_its_status() {
 #[tokio::test]
 async fn merchant_allocation_charges_the_fees_to_the_balance() {
     let s = setup("100").await;
-    let mut st = domain::payouts::service::settings(&s.app.state.db, s.merchant, Environment::Test).await.unwrap();
-    st.refund_fee_allocation = FeeAllocation::Merchant;
-    st.network_fee_allocation = FeeAllocation::Merchant;
-    domain::payouts::service::save_settings(&s.app.state.db, st).await.unwrap();
+    testkit::set_payout_settings(&s.app.state.db, s.merchant, Environment::Test, |st| {
+        st.refund_fee_allocation = FeeAllocation::Merchant;
+        st.network_fee_allocation = FeeAllocation::Merchant;
+    })
+    .await;
     let r = s.refund("m-1", &s.body("40")).await;
     assert_eq!(r.status.as_u16(), 201, "{}", r.body);
     assert_eq!(r.data()["refund_fee_allocation"], "merchant");
@@ -207,22 +200,9 @@ async fn replay_returns_the_recorded_refund_and_another_body_conflicts() {
     s.refund_with(&other_key, Some("same"), &s.body("10")).await.assert_error(404, "not_found", None);
 
     // Concurrent first uses of one key: one refund, one reservation.
-    let mut set = tokio::task::JoinSet::new();
-    for _ in 0..16 {
-        let (http, url, key, body) = (s.app.http.clone(), s.app.url("/v1/refunds"), s.key.clone(), s.body("5"));
-        set.spawn(async move {
-            let r = http.post(url).header("X-API-Key", key).header("Idempotency-Key", "burst").json(&body);
-            let r = r.send().await.unwrap();
-            (r.status().as_u16(), r.json::<Value>().await.unwrap()["data"]["id"].clone())
-        });
-    }
-    let mut ids = std::collections::HashSet::new();
-    while let Some(r) = set.join_next().await {
-        let (status, id) = r.unwrap();
-        assert_eq!(status, 201);
-        ids.insert(id.to_string());
-    }
-    assert_eq!(ids.len(), 1);
+    let burst =
+        (0..16).map(|_| s.app.post_request("/v1/refunds", &s.key, &s.body("5")).header("Idempotency-Key", "burst"));
+    assert_eq!(created_ids(&send_all(burst).answers().await).len(), 1);
     assert_eq!(s.balance().await, ("79".into(), "21".into()));
 }
 
@@ -279,16 +259,7 @@ async fn currency_and_network_must_be_the_credited_asset() {
 async fn amount_is_capped_by_the_credit_minus_refunds() {
     let s = setup("100").await;
     // Extra funds on the balance do not raise the cap: it is what this invoice credited.
-    domain::ledger::adjust(
-        &s.app.state.db,
-        s.merchant,
-        Environment::Test,
-        domain::gates::find("tron_usdt").unwrap(),
-        d("500"),
-        "f",
-    )
-    .await
-    .unwrap();
+    s.adjust("500", "f").await;
     // Below the gate minimum / not covering the fees: amount_out_of_range.
     s.refund("0", &s.body("0.5")).await.assert_error(422, "amount_out_of_range", Some("amount"));
     let r = s.refund("1", &s.body("100.000001")).await;
@@ -381,7 +352,7 @@ async fn permissions_list_and_filters() {
     s.app.post(&format!("/v1/payouts/{}/cancel", first["payout_id"].as_str().unwrap()), Some(&s.key), &json!({})).await;
 
     let page = s.app.get("/v1/refunds?limit=2&offset=2", Some(&read_only)).await;
-    assert_eq!(page.body["meta"]["pagination"], json!({"total": 5, "limit": 2, "offset": 2, "has_more": true}));
+    page.assert_page(5, 2, 2, true);
     let all = s.app.get("/v1/refunds?limit=100", Some(&read_only)).await;
     let created: Vec<&str> = all.data().as_array().unwrap().iter().map(|r| r["created_at"].as_str().unwrap()).collect();
     assert!(created.windows(2).all(|w| w[0] >= w[1]), "newest first: {created:?}");
@@ -406,100 +377,40 @@ async fn permissions_list_and_filters() {
 /// requests, the credit caps refunds, nothing goes below zero and the ledger matches.
 #[tokio::test]
 async fn refunds_racing_payouts_on_one_invoice_credit() {
-    let app = TestApp::spawn_with(|c| {
-        c.fees.insert("tron_usdt".into(), GateFees::default());
-        c.db.max_connections = 16;
-    })
-    .await;
-    let (m, key) = app.test_key().await;
-    let inv = app.create_invoice(&key, json!({"currency": "USDT", "network": "tron", "amount": "100"})).await;
-    let invoice = Uuid::parse_str(inv["id"].as_str().unwrap()).unwrap();
+    let (app, m, key) = TestApp::spawn_for_races().await;
+    let invoice = app.create_invoice_id(&key, json!({"currency": "USDT", "network": "tron", "amount": "100"})).await;
     credit_invoice(&app, m, invoice, "tron_usdt", "100").await;
 
-    let mut set = tokio::task::JoinSet::new();
-    for i in 0..200 {
-        let (http, key) = (app.http.clone(), key.clone());
-        let (url, body, idem) = if i % 2 == 0 {
-            let body = json!({"invoice_id": invoice, "currency": "USDT", "network": "tron", "amount": "1", "destination": TRON_DEST});
-            (app.url("/v1/refunds"), body, Some(format!("race-{i}")))
-        } else {
-            let body = json!({"currency": "USDT", "network": "tron", "amount": "1", "destination": TRON_DEST});
-            (app.url("/v1/payouts"), body, None)
-        };
-        set.spawn(async move {
-            let mut rb = http.post(url).header("X-API-Key", key).json(&body);
-            if let Some(k) = idem {
-                rb = rb.header("Idempotency-Key", k);
-            }
-            let r = rb.send().await.unwrap();
-            (i % 2 == 0, r.status().as_u16(), r.json::<Value>().await.unwrap())
-        });
-    }
-    let (mut refunds, mut payouts, mut refused) = (0, 0, 0);
-    while let Some(r) = set.join_next().await {
-        let (is_refund, status, body) = r.unwrap();
-        match (status, is_refund) {
-            (201, true) => refunds += 1,
-            (201, false) => payouts += 1,
-            (422, _) => {
-                assert_eq!(body["error"]["code"], "insufficient_balance", "{body}");
-                refused += 1;
-            }
-            (other, _) => panic!("unexpected {other}: {body}"),
-        }
-    }
+    // Refunds (even) and payouts (odd), all at once.
+    let payout = json!({"currency": "USDT", "network": "tron", "amount": "1", "destination": TRON_DEST});
+    let mut refund = payout.clone();
+    refund["invoice_id"] = json!(invoice);
+    let requests = (0..200).map(|i| match i % 2 {
+        0 => app.post_request("/v1/refunds", &key, &refund).header("Idempotency-Key", format!("race-{i}")),
+        _ => app.post_request("/v1/payouts", &key, &payout),
+    });
+    let answers = send_all(requests).answers().await;
+    let (refunds, refused_refunds) = tally(answers.iter().step_by(2), 422, "insufficient_balance");
+    let (payouts, refused_payouts) = tally(answers.iter().skip(1).step_by(2), 422, "insufficient_balance");
     assert_eq!(refunds + payouts, 100, "{refunds} refunds, {payouts} payouts");
-    assert_eq!(refused, 100);
+    assert_eq!(refused_refunds + refused_payouts, 100);
     assert_ledger_consistent(&app, m, "0", "100").await;
     assert_eq!(refunded(&app, invoice).await, Decimal::from(refunds));
 
     // Now the balance is not the limit but the credit is: fund 1000 more and race 150 refunds
     // of 1 for the invoice's remaining credit.
     let left = 100 - refunds;
-    domain::ledger::adjust(
-        &app.state.db,
-        m,
-        Environment::Test,
-        domain::gates::find("tron_usdt").unwrap(),
-        d("1000"),
-        "f",
-    )
-    .await
-    .unwrap();
-    let mut set = tokio::task::JoinSet::new();
-    for i in 0..150 {
-        let (http, url, key) = (app.http.clone(), app.url("/v1/refunds"), key.clone());
-        let body = json!({"invoice_id": invoice, "currency": "USDT", "network": "tron", "amount": "1", "destination": TRON_DEST});
-        set.spawn(async move {
-            let r = http.post(url).header("X-API-Key", key).header("Idempotency-Key", format!("cap-{i}")).json(&body);
-            let r = r.send().await.unwrap();
-            (r.status().as_u16(), r.json::<Value>().await.unwrap())
-        });
-    }
-    let (mut ok, mut capped) = (0, 0);
-    while let Some(r) = set.join_next().await {
-        let (status, body) = r.unwrap();
-        match status {
-            201 => ok += 1,
-            422 => {
-                assert_eq!(body["error"]["code"], "refund_exceeds_credit", "{body}");
-                capped += 1;
-            }
-            other => panic!("unexpected {other}: {body}"),
-        }
-    }
-    assert_eq!((ok, capped), (left, 150 - left));
+    testkit::adjust(&app.state.db, m, Environment::Test, "tron_usdt", "1000", "f").await;
+    let requests =
+        (0..150).map(|i| app.post_request("/v1/refunds", &key, &refund).header("Idempotency-Key", format!("cap-{i}")));
+    let answers = send_all(requests).answers().await;
+    assert_eq!(tally(&answers, 422, "refund_exceeds_credit"), (left, 150 - left));
     assert_eq!(refunded(&app, invoice).await, d("100"));
     assert_ledger_consistent(&app, m, &(1000 - left).to_string(), &(100 + left).to_string()).await;
 }
 
 async fn refunded(app: &TestApp, invoice: Uuid) -> Decimal {
-    use sea_orm::EntityTrait;
-    let row = entity::invoice_credit::Entity::find_by_id((invoice, "tron_usdt".to_owned()))
-        .one(&app.state.db)
-        .await
-        .unwrap()
-        .unwrap();
+    let row = testkit::invoice_credit(&app.state.db, invoice, "tron_usdt").await;
     assert_eq!(row.credited.0, d("100"));
     row.refunded.0
 }
@@ -578,45 +489,16 @@ async fn refund_fees_default_to_the_merchant_so_the_payer_gets_the_full_amount()
 async fn in_flight_retries_of_one_refund_all_replay_it() {
     let s = setup("10").await;
     // The credit covers exactly one refund of 10; the balance exactly its debit (10 + 3 of fees).
-    domain::ledger::adjust(
-        &s.app.state.db,
-        s.merchant,
-        Environment::Test,
-        domain::gates::find("tron_usdt").unwrap(),
-        d("3"),
-        "fees",
-    )
-    .await
-    .unwrap();
+    s.adjust("3", "fees").await;
     // Hold the balance so the requests are provably in flight together, then let them go.
-    let block = s.app.block_balance_writes(s.merchant).await;
-    let mut set = tokio::task::JoinSet::new();
-    for _ in 0..50 {
-        let (http, url, key, body) = (s.app.http.clone(), s.app.url("/v1/refunds"), s.key.clone(), s.body("10"));
-        set.spawn(async move {
-            let r = http.post(url).header("X-API-Key", key).header("Idempotency-Key", "in-flight").json(&body);
-            let r = r.send().await.unwrap();
-            (r.status().as_u16(), r.json::<Value>().await.unwrap())
-        });
-    }
-    s.app.wait_blocked_writers(4).await;
-    block.release().await;
-    let mut ids = std::collections::HashSet::new();
-    while let Some(r) = set.join_next().await {
-        let (status, body) = r.unwrap();
-        assert_eq!(status, 201, "{body}");
-        ids.insert(body["data"]["id"].as_str().unwrap().to_owned());
-    }
+    let requests = (0..50)
+        .map(|_| s.app.post_request("/v1/refunds", &s.key, &s.body("10")).header("Idempotency-Key", "in-flight"));
+    let ids = created_ids(&s.app.send_all_held(s.merchant, 4, requests).await);
     assert_eq!(ids.len(), 1, "every retry answers with the one refund");
     assert_eq!(s.refund_count().await, 1);
     assert_eq!(s.app.get("/v1/payouts", Some(&s.key)).await.body["meta"]["pagination"]["total"], 1);
     assert_eq!(s.balance().await, ("0".into(), "13".into()), "reserved once");
-    use sea_orm::EntityTrait;
-    let credit = entity::invoice_credit::Entity::find_by_id((s.invoice, "tron_usdt".to_owned()))
-        .one(&s.app.state.db)
-        .await
-        .unwrap()
-        .unwrap();
+    let credit = testkit::invoice_credit(&s.app.state.db, s.invoice, "tron_usdt").await;
     assert_eq!(credit.refunded.0, d("10"), "the credit is taken once");
 }
 

@@ -44,8 +44,7 @@ fn id_of(v: &Value) -> &str {
 
 #[tokio::test]
 async fn create_for_several_gates_returns_every_field() {
-    let app = TestApp::spawn().await;
-    let (m, key) = app.test_key().await;
+    let (app, m, key) = TestApp::with_test_key().await;
     let cases = [
         (json!({"currency": "BTC", "label": "customer 42"}), "bitcoin", "BTC", "bitcoin", AddressFamily::Bitcoin),
         (json!({"currency": "xrp"}), "xrp", "XRP", "xrp", AddressFamily::Xrp),
@@ -151,8 +150,7 @@ async fn addresses_never_collide_with_each_other_or_with_invoice_addresses() {
 
 #[tokio::test]
 async fn keys_need_the_address_permissions() {
-    let app = TestApp::spawn().await;
-    let (m, full) = app.test_key().await;
+    let (app, m, full) = TestApp::with_test_key().await;
     let read_only = app.key(m, Environment::Test, &[Permission::AddressesRead]).await;
     let write_only = app.key(m, Environment::Test, &[Permission::AddressesWrite]).await;
     let invoices_only = app.key(m, Environment::Test, &[Permission::InvoicesRead, Permission::InvoicesWrite]).await;
@@ -199,8 +197,7 @@ async fn keys_need_the_address_permissions() {
 
 #[tokio::test]
 async fn malformed_requests_are_400_naming_the_field() {
-    let app = TestApp::spawn().await;
-    let (_, key) = app.test_key().await;
+    let (app, _, key) = TestApp::with_test_key().await;
     app.post_raw("/v1/addresses", &key, "{\"currency\": \"BTC\",").await.assert_error(
         400,
         "validation_error",
@@ -260,8 +257,7 @@ async fn malformed_requests_are_400_naming_the_field() {
 
 #[tokio::test]
 async fn unknown_and_ambiguous_currencies_are_422() {
-    let app = TestApp::spawn().await;
-    let (_, key) = app.test_key().await;
+    let (app, _, key) = TestApp::with_test_key().await;
     for (body, field) in [
         (json!({"currency": "USDT"}), "network"),
         (json!({"currency": "ETH"}), "network"),
@@ -284,15 +280,7 @@ async fn unknown_and_ambiguous_currencies_are_422() {
 
 #[tokio::test]
 async fn offline_gates_are_503() {
-    let app = TestApp::spawn_with(|c| {
-        c.gates.test.insert(
-            "bitcoin".into(),
-            domain::config::GateOverride { status: Some(domain::config::GateStatus::Offline), ..Default::default() },
-        );
-        c.addresses.live.solana_pool.clear();
-    })
-    .await;
-    let (m, key) = app.test_key().await;
+    let (app, m, key) = TestApp::spawn_with_gates_offline().await;
     for body in [json!({"currency": "BTC"}), json!({"currency": "bitcoin", "label": "x"})] {
         let r = app.post("/v1/addresses", Some(&key), &body).await;
         r.assert_error(503, "gate_offline", None);
@@ -312,8 +300,7 @@ async fn offline_gates_are_503() {
 
 #[tokio::test]
 async fn other_merchants_and_environments_get_404() {
-    let app = TestApp::spawn().await;
-    let (m, key) = app.test_key().await;
+    let (app, m, key) = TestApp::with_test_key().await;
     let (_, other) = app.test_key().await;
     let live = app.key(m, Environment::Live, &[]).await;
     let a = create_address(&app, &key, json!({"currency": "BTC", "label": "mine"})).await;
@@ -344,8 +331,7 @@ async fn other_merchants_and_environments_get_404() {
 
 #[tokio::test]
 async fn list_pagination_and_filters() {
-    let app = TestApp::spawn().await;
-    let (_, key) = app.test_key().await;
+    let (app, _, key) = TestApp::with_test_key().await;
     let mut created = Vec::new();
     for i in 0..5 {
         created.push(create_address(&app, &key, json!({"currency": "BTC", "label": format!("btc {i}")})).await);
@@ -362,16 +348,14 @@ async fn list_pagination_and_filters() {
 
     let r = app.get("/v1/addresses", Some(&key)).await;
     assert_eq!(r.status, 200);
-    assert_eq!(r.body["meta"]["pagination"], json!({"total": 10, "limit": 20, "offset": 0, "has_more": false}));
+    r.assert_page(10, 20, 0, false);
     // Newest first, and list rows equal the created objects.
     let newest_first: Vec<&Value> = created.iter().rev().collect();
     assert_eq!(r.data().as_array().unwrap().iter().collect::<Vec<_>>(), newest_first);
 
-    let r = app.get("/v1/addresses?limit=3&offset=3", Some(&key)).await;
-    assert_eq!(r.body["meta"]["pagination"], json!({"total": 10, "limit": 3, "offset": 3, "has_more": true}));
+    let r = app.page("/v1/addresses?limit=3&offset=3", &key, [10, 3, 3], true).await;
     assert_eq!(r.data()[0]["id"], created[6]["id"]);
-    let r = app.get("/v1/addresses?limit=3&offset=9", Some(&key)).await;
-    assert_eq!(r.body["meta"]["pagination"], json!({"total": 10, "limit": 3, "offset": 9, "has_more": false}));
+    let r = app.page("/v1/addresses?limit=3&offset=9", &key, [10, 3, 9], false).await;
     assert_eq!(r.data().as_array().unwrap().len(), 1);
     assert_eq!(r.data()[0]["id"], created[0]["id"]);
     let r = app.get("/v1/addresses?offset=100", Some(&key)).await;
@@ -411,8 +395,7 @@ async fn list_pagination_and_filters() {
         assert_eq!(total(&r), expected, "{query}");
         assert_eq!(r.data().as_array().unwrap().len() as u64, expected, "{query}");
     }
-    let r = app.get("/v1/addresses?currency=USDT&limit=2", Some(&key)).await;
-    assert_eq!(r.body["meta"]["pagination"], json!({"total": 3, "limit": 2, "offset": 0, "has_more": true}));
+    let r = app.page("/v1/addresses?currency=USDT&limit=2", &key, [3, 2, 0], true).await;
     assert!(r.data().as_array().unwrap().iter().all(|a| a["gate_id"] == "tron_usdt"));
     assert_eq!(app.get("/v1/addresses?limit=1", Some(&key)).await.data().as_array().unwrap().len(), 1);
     assert_eq!(app.get("/v1/addresses?limit=100", Some(&key)).await.status, 200);
@@ -420,8 +403,7 @@ async fn list_pagination_and_filters() {
 
 #[tokio::test]
 async fn address_invoices_are_listed_per_address() {
-    let app = TestApp::spawn().await;
-    let (m, key) = app.test_key().await;
+    let (app, m, key) = TestApp::with_test_key().await;
     let (_, other) = app.test_key().await;
     let live = app.key(m, Environment::Live, &[]).await;
     let a = create_address(&app, &key, json!({"currency": "BTC"})).await;
@@ -434,9 +416,8 @@ async fn address_invoices_are_listed_per_address() {
     let r = app.get(&path_a, Some(&key)).await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.data(), &json!([]));
-    assert_eq!(r.body["meta"]["pagination"], json!({"total": 0, "limit": 20, "offset": 0, "has_more": false}));
-    let r = app.get(&format!("{path_a}?limit=5&offset=10"), Some(&key)).await;
-    assert_eq!(r.body["meta"]["pagination"], json!({"total": 0, "limit": 5, "offset": 10, "has_more": false}));
+    r.assert_page(0, 20, 0, false);
+    app.page(&format!("{path_a}?limit=5&offset=10"), &key, [0, 5, 10], false).await;
 
     // Foreign and unknown addresses are 404, never an empty list.
     app.get(&path_a, Some(&other)).await.assert_error(404, "not_found", None);
@@ -465,8 +446,7 @@ async fn address_invoices_are_listed_per_address() {
         .exec(&app.state.db)
         .await
         .unwrap();
-    let r = app.get(&format!("{path_a}?limit=2"), Some(&key)).await;
-    assert_eq!(r.body["meta"]["pagination"], json!({"total": 3, "limit": 2, "offset": 0, "has_more": true}));
+    let r = app.page(&format!("{path_a}?limit=2"), &key, [3, 2, 0], true).await;
     assert_eq!(r.data()[0]["id"], linked[2]["id"]);
     assert_eq!(r.data()[0]["static_address_id"], a["id"]);
     assert_eq!(r.data()[0]["source"], "static_address");

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
 use testkit::fleet::free_port;
-use testkit::serve::{KillOnDrop, start_with_demo_key};
+use testkit::serve::{KillOnDrop, ops_serve, start_with_demo_key};
 
 fn screenshots_dir() -> PathBuf {
     let dir = std::env::var_os("CHECKOUT_SCREENSHOTS")
@@ -126,18 +126,12 @@ impl Serve {
     async fn start() -> Serve {
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ops"));
-        cmd.arg("serve")
-            .current_dir(dir.path())
-            .env("PAYGATE_LISTEN", format!("127.0.0.1:{port}"))
-            .env("PAYGATE_PUBLIC_BASE_URL", format!("http://127.0.0.1:{port}"))
-            .env("PAYGATE_SANDBOX__BLOCK_INTERVAL_MS", "300")
+        let mut cmd = ops_serve(env!("CARGO_BIN_EXE_ops"), dir.path(), port, "300");
+        cmd.env("PAYGATE_PUBLIC_BASE_URL", format!("http://127.0.0.1:{port}"))
             // Bitcoin blocks only when the test mines them: the page (polling every 2 s) shows
             // the "seen" state for as long as the test waits, whatever the machine's speed.
             .env("PAYGATE_SANDBOX__GATE_BLOCK_INTERVAL_MS__BITCOIN", "0")
-            .env("PAYGATE_PIPELINE__SCAN_INTERVAL_MS", "100")
-            .env("PAYGATE_PIPELINE__TRACK_INTERVAL_MS", "200")
-            .env("RUST_LOG", "warn");
+            .env("PAYGATE_PIPELINE__TRACK_INTERVAL_MS", "200");
         let (child, key) = start_with_demo_key(cmd).await;
         let s = Serve {
             base: format!("http://127.0.0.1:{port}"),

@@ -24,9 +24,45 @@ impl Ops {
     #[track_caller]
     fn ok(&self, args: &[&str]) -> String {
         let out = self.run_env(args, &[]);
-        assert!(out.status.success(), "ops {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "ops {args:?} failed: {}", stderr(&out));
         String::from_utf8(out.stdout).unwrap()
     }
+
+    /// [`Ops::ok`] of a command line whose arguments hold no white space.
+    #[track_caller]
+    fn ok_line(&self, line: &str) -> String {
+        self.ok(&line.split_whitespace().collect::<Vec<_>>())
+    }
+
+    /// Runs `args`, which must fail: what it printed on stderr.
+    #[track_caller]
+    fn fails(&self, args: &[&str], env: &[(&str, &str)]) -> String {
+        let out = self.run_env(args, env);
+        assert!(!out.status.success(), "ops {args:?} should fail");
+        stderr(&out)
+    }
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// `ops ledger adjust` of the merchant's test `gate` balance.
+fn adjust<'a>(merchant: &'a str, gate: &'a str, amount: &'a str, reason: &'a str) -> [&'a str; 12] {
+    [
+        "ledger",
+        "adjust",
+        "--merchant",
+        merchant,
+        "--env",
+        "test",
+        "--gate",
+        gate,
+        "--amount",
+        amount,
+        "--reason",
+        reason,
+    ]
 }
 
 #[test]
@@ -35,31 +71,16 @@ fn merchants_keys_and_settings() {
     assert!(ops.ok(&["migrate"]).contains("migrations applied"));
     let merchant = ops.ok(&["merchants", "create", "--name", "Acme", "--base-currency", "EUR"]).trim().to_owned();
     uuid::Uuid::parse_str(&merchant).expect("merchant id");
-    let out = ops.ok(&[
-        "merchants",
-        "settings",
-        &merchant,
-        "--invoice-lifetime-secs",
-        "900",
-        "--underpayment-tolerance-percent",
-        "0.5",
-    ]);
+    let out = ops.ok_line(&format!(
+        "merchants settings {merchant} --invoice-lifetime-secs 900 --underpayment-tolerance-percent 0.5"
+    ));
     assert!(out.contains("base=EUR lifetime=900s tolerance=0.5%"), "{out}");
     let listed = ops.ok(&["merchants", "list"]);
     assert!(listed.contains("Acme") && listed.contains("lifetime=900s"), "{listed}");
 
-    let key = ops.ok(&[
-        "keys",
-        "create",
-        "--merchant",
-        &merchant,
-        "--env",
-        "live",
-        "--permissions",
-        "invoices:read,balances:read",
-        "--label",
-        "erp",
-    ]);
+    let key = ops.ok_line(&format!(
+        "keys create --merchant {merchant} --env live --permissions invoices:read,balances:read --label erp"
+    ));
     let key = key.trim();
     assert!(key.starts_with("sk_live_") && key.len() == 72 && key[8..].bytes().all(|b| b.is_ascii_hexdigit()), "{key}");
     let test_key = ops.ok(&["keys", "create", "--merchant", &merchant, "--env", "test", "--permissions", "all"]);
@@ -74,95 +95,22 @@ fn merchants_keys_and_settings() {
     assert!(ops.ok(&["keys", "list"]).lines().next().unwrap().contains("revoked"));
 
     // Operator adjustments: credit, debit, and a refused overdraft that changes nothing.
-    let out = ops.ok(&[
-        "ledger",
-        "adjust",
-        "--merchant",
-        &merchant,
-        "--env",
-        "test",
-        "--gate",
-        "bitcoin",
-        "--amount",
-        "0.5",
-        "--reason",
-        "funding",
-    ]);
+    let out = ops.ok(&adjust(&merchant, "bitcoin", "0.5", "funding"));
     assert!(out.contains("available=0.5"), "{out}");
-    let out = ops.ok(&[
-        "ledger",
-        "adjust",
-        "--merchant",
-        &merchant,
-        "--env",
-        "test",
-        "--gate",
-        "bitcoin",
-        "--amount",
-        "-0.2",
-        "--reason",
-        "correction",
-    ]);
+    let out = ops.ok(&adjust(&merchant, "bitcoin", "-0.2", "correction"));
     assert!(out.contains("available=0.3"), "{out}");
-    let refused = ops.run_env(
-        &[
-            "ledger",
-            "adjust",
-            "--merchant",
-            &merchant,
-            "--env",
-            "test",
-            "--gate",
-            "bitcoin",
-            "--amount",
-            "-1",
-            "--reason",
-            "x",
-        ],
-        &[],
-    );
-    assert!(!refused.status.success());
-    assert!(
-        String::from_utf8_lossy(&refused.stderr).contains("insufficient"),
-        "{}",
-        String::from_utf8_lossy(&refused.stderr)
-    );
-    let bad_gate = ops.run_env(
-        &[
-            "ledger",
-            "adjust",
-            "--merchant",
-            &merchant,
-            "--env",
-            "test",
-            "--gate",
-            "doge",
-            "--amount",
-            "1",
-            "--reason",
-            "x",
-        ],
-        &[],
-    );
-    assert!(String::from_utf8_lossy(&bad_gate.stderr).contains("unknown gate"));
+    let refused = ops.fails(&adjust(&merchant, "bitcoin", "-1", "x"), &[]);
+    assert!(refused.contains("insufficient"), "{refused}");
+    let bad_gate = ops.run_env(&adjust(&merchant, "doge", "1", "x"), &[]);
+    assert!(stderr(&bad_gate).contains("unknown gate"));
     let balances = ops.ok(&["ledger", "balances", "--merchant", &merchant, "--env", "test"]);
     assert!(balances.contains("bitcoin") && balances.contains("available=0.3"), "{balances}");
 
     // Payout settings and operator approval.
-    let out = ops.ok(&[
-        "payouts",
-        "settings",
-        "--merchant",
-        &merchant,
-        "--env",
-        "test",
-        "--auto-approve",
-        "false",
-        "--delay-secs",
-        "60",
-        "--payout-fee-allocation",
-        "merchant",
-    ]);
+    let out = ops.ok_line(&format!(
+        "payouts settings --merchant {merchant} --env test \
+         --auto-approve false --delay-secs 60 --payout-fee-allocation merchant"
+    ));
     assert!(out.contains("auto_approve=false delay_secs=60 payout_fee_allocation=Merchant"), "{out}");
     let bad = ops.run_env(
         &["payouts", "settings", "--merchant", &merchant, "--env", "test", "--network-fee-allocation", "nobody"],

@@ -8,22 +8,15 @@ use std::time::{Duration, Instant};
 
 use api::webhooks::receiver::{Behaviour, Receiver};
 use serde_json::{Value, json};
-use testkit::serve::start_with_demo_key;
+use testkit::serve::{ops_serve, start_with_demo_key};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ops_serve_pays_an_invoice_end_to_end() {
     let dir = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ops"));
-    cmd.arg("serve")
-        .current_dir(dir.path())
-        .env("PAYGATE_LISTEN", format!("127.0.0.1:{port}"))
-        .env("PAYGATE_SANDBOX__BLOCK_INTERVAL_MS", "200")
-        .env("PAYGATE_PIPELINE__SCAN_INTERVAL_MS", "100")
-        // Rotation takes effect at once (by default within `webhooks.endpoint_cache_ms`).
-        .env("PAYGATE_WEBHOOKS__ENDPOINT_CACHE_MS", "0")
-        .env("PAYGATE_WEBHOOKS__ALLOW_INSECURE_TARGETS", "true")
-        .env("RUST_LOG", "warn");
+    let port = testkit::fleet::free_port();
+    let mut cmd = ops_serve(env!("CARGO_BIN_EXE_ops"), dir.path(), port, "200");
+    // Rotation takes effect at once (by default within `webhooks.endpoint_cache_ms`).
+    cmd.env("PAYGATE_WEBHOOKS__ENDPOINT_CACHE_MS", "0").env("PAYGATE_WEBHOOKS__ALLOW_INSECURE_TARGETS", "true");
     // The first start prints the demo merchant's test key once.
     let (mut child, key) = start_with_demo_key(cmd).await;
 

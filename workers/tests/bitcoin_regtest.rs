@@ -19,38 +19,23 @@
 
 mod support;
 
-use entity::{Environment, PaymentStatus};
+use entity::PaymentStatus;
 use serde_json::{Value, json};
 use support::litecoind::Litecoind;
-use support::live::{LiveApp, d, id};
+use support::live::d;
 use testkit::TestApp;
 
-const GATES: &[&str] = &["bitcoin"];
-
-struct Live {
-    node: Litecoind,
-    l: LiveApp,
-}
-
-impl std::ops::Deref for Live {
-    type Target = LiveApp;
-    fn deref(&self) -> &LiveApp {
-        &self.l
-    }
-}
+type Live = support::live::Live<Litecoind>;
 
 async fn live_with(node: Litecoind, f: impl FnOnce(&mut domain::config::BitcoinConfig)) -> Live {
-    let (url, user, password) = (node.url.clone(), node.user, node.password);
-    let l = LiveApp::start(GATES, |c| {
-        c.bitcoin.rpc_url = url;
+    let (user, password) = (node.user, node.password);
+    Live::start(node, &["bitcoin"], |c, url| {
         c.bitcoin.rpc_user = Some(user.into());
         c.bitcoin.rpc_password = Some(domain::config::Redacted(password.into()));
-        c.bitcoin.max_retries = 1;
-        c.bitcoin.retry_backoff_ms = 10;
+        (c.bitcoin.rpc_url, c.bitcoin.max_retries, c.bitcoin.retry_backoff_ms) = (url, 1, 10);
         f(&mut c.bitcoin);
     })
-    .await;
-    Live { node, l }
+    .await
 }
 
 async fn live() -> Live {
@@ -62,14 +47,6 @@ fn address(inv: &Value) -> &str {
 }
 
 impl Live {
-    /// Mines `blocks` blocks one by one, a pipeline step after each.
-    async fn step_over(&self, blocks: u64) {
-        for _ in 0..blocks {
-            self.node.mine(1).await;
-            self.step().await;
-        }
-    }
-
     async fn btc(&self, amount: &str) -> Value {
         let inv = self.invoice(json!({"currency": "BTC", "amount": amount})).await;
         assert!(address(&inv).starts_with("bc1q"), "{inv}");
@@ -101,9 +78,7 @@ async fn a_mempool_deposit_is_confirming_then_credited_once_at_3_confirmations()
     assert_eq!(l.balance("bitcoin").await, (d("0.5"), d("0")));
     // Watched to twice its depth; nothing credited twice on the way.
     l.step_over(4).await;
-    assert_eq!(l.credits(&inv).await, 1);
-    assert_eq!(l.payment(&inv).await.status, PaymentStatus::Confirmed);
-    l.assert_ledger_sums().await;
+    l.assert_credited_once(&inv).await;
 }
 
 #[tokio::test]
@@ -114,13 +89,7 @@ async fn an_underpayment_and_outputs_that_are_not_ours_are_told_apart() {
     l.node.pay(address(&short), "0.4").await;
     // Someone else's address (the wallet's change is not ours either).
     l.node.pay("bc1qw508d6qejxtdg4y5r3zarvary0c5xw7kv8f3t4", "0.2").await;
-    l.step_over(3).await;
-    let got = l.get(&short).await;
-    assert_eq!(got["status"], "underpaid", "{got}");
-    assert_eq!(got["amount_paid"], "0.4");
-    assert_eq!(l.status(&untouched).await, "pending");
-    assert_eq!(l.live_payments().await.len(), 1);
-    assert_eq!(l.balance("bitcoin").await, (d("0.4"), d("0")));
+    l.assert_only_underpaid_after(3, (&short, "0.4"), (&untouched, ""), "bitcoin").await;
 }
 
 #[tokio::test]
@@ -168,12 +137,7 @@ async fn a_double_spend_on_a_longer_fork_reverses_the_deposit_only_after_the_gon
     assert!(l.payment(&inv).await.missing_since_height.is_some());
     // Missing over the gate's 3 blocks and the minimum checks: reversed, once.
     l.step_over(4).await;
-    let p = l.payment(&inv).await;
-    assert_eq!(p.status, PaymentStatus::Reversed, "{p:?}");
-    assert_eq!(l.status(&inv).await, "pending");
-    assert_eq!(l.balance("bitcoin").await, (d("0"), d("0")));
-    let events = testkit::invoice_events(&l.app.state.db, id(&inv)).await;
-    assert_eq!(events, ["invoice.confirming", "invoice.deposit_reversed"]);
+    l.assert_reversed_unconfirmed(&inv, "bitcoin").await;
 }
 
 #[tokio::test]
@@ -209,23 +173,12 @@ async fn a_scanner_started_anew_resumes_at_its_cursor_and_misses_no_block() {
     assert_eq!(at.len(), 1);
     let height = l.node.height().await;
     l.node.mine(29).await;
-    // A new process: new chains, the cursor from the database, bounded batches of 10 blocks.
-    l.scan(&l.new_chains(), 10).await;
-    let p = l.payment(&inv).await;
-    assert_eq!((p.amount.0, p.block_height), (d("0.1"), Some(height as i64)));
-    l.step().await;
-    assert_eq!(l.status(&inv).await, "paid", "30 blocks deep: confirmed at once");
+    l.scan_as_a_new_process().await;
+    l.assert_recorded_at_then_paid(&inv, "0.1", height, "30 blocks deep: confirmed at once").await;
     assert_eq!(l.credits(&inv).await, 1);
 }
 
 #[tokio::test]
 async fn the_live_bitcoin_gate_is_online_only_with_a_node() {
-    let l = live().await;
-    assert_eq!(l.live_statuses(&l.app).await, ["online"]);
-    let without = TestApp::spawn().await;
-    assert_eq!(l.live_statuses(&without).await, ["offline"]);
-    let m = without.merchant().await;
-    let key = without.key(m, Environment::Live, &[]).await;
-    let refused = without.post("/v1/invoices", Some(&key), &json!({"currency": "BTC", "amount": "1"})).await;
-    refused.assert_error(503, "gate_offline", None);
+    live().await.assert_online_only_with_a_node(TestApp::spawn().await, Some("BTC")).await;
 }

@@ -44,13 +44,13 @@ async fn two_executor_processes_pay_out_on_anvil_without_reusing_a_nonce() {
     .await;
     // `_db` keeps the database until the test ends.
     let Deployment { db: _db, conn, fleet, api, merchant, key, http } = dep;
-    let mut s = domain::payouts::service::settings(&conn, merchant, Environment::Live).await.unwrap();
-    s.payout_auto_approve = true;
-    s.payout_delay_secs = 0;
-    s.network_fee_allocation = FeeAllocation::Merchant;
-    domain::payouts::service::save_settings(&conn, s).await.unwrap();
-    let gate = domain::gates::find("ethereum").unwrap();
-    domain::ledger::adjust(&conn, merchant, Environment::Live, gate, Decimal::from(5), "fund").await.unwrap();
+    testkit::set_payout_settings(&conn, merchant, Environment::Live, |s| {
+        s.payout_auto_approve = true;
+        s.payout_delay_secs = 0;
+        s.network_fee_allocation = FeeAllocation::Merchant;
+    })
+    .await;
+    testkit::fund(&conn, merchant, Environment::Live, "ethereum", "5").await;
 
     let mut recipients = Vec::new();
     for i in 0..PAYOUTS {

@@ -4,27 +4,21 @@
 //! the refund fee and the real network fee, crashes between storing, broadcasting and
 //! recording never make a second transaction, and concurrent executors apply every step once.
 
-use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use domain::chain::sandbox::{SandboxChain, failure_destination};
 use domain::config::GateFees;
-use entity::{EntryType, Environment, FeeAllocation, PayoutStatus, event, payout, sandbox_broadcast};
+use entity::{EntryType, Environment, FeeAllocation, PayoutStatus, payout, sandbox_broadcast};
 use rust_decimal::Decimal;
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
 use serde_json::{Value, json};
+use testkit::{TRON_DEST, d};
 use testkit::{TestApp, assert_ledger_sums, credit_invoice};
 use uuid::Uuid;
 use workers::chain::Chains;
 use workers::chain::signer::{PayoutTx, Signer, Signers};
 use workers::executor::{Executor, Next};
-
-const TRON_DEST: &str = "TTxSA9fmLZbSEfkEejjU2vDqE8GyS5nCJP";
-
-fn d(s: &str) -> Decimal {
-    Decimal::from_str(s).unwrap()
-}
 
 struct Exec {
     app: TestApp,
@@ -42,28 +36,47 @@ async fn setup(fund: &str, network_alloc: FeeAllocation) -> Exec {
     })
     .await;
     let (merchant, key) = app.test_key().await;
-    let mut s = domain::payouts::service::settings(&app.state.db, merchant, Environment::Test).await.unwrap();
-    s.payout_auto_approve = true;
-    s.payout_delay_secs = 0;
-    s.network_fee_allocation = network_alloc;
-    s.payout_fee_allocation = FeeAllocation::Merchant;
-    s.refund_fee_allocation = FeeAllocation::Merchant;
-    domain::payouts::service::save_settings(&app.state.db, s).await.unwrap();
+    testkit::set_payout_settings(&app.state.db, merchant, Environment::Test, |s| {
+        s.payout_auto_approve = true;
+        s.payout_delay_secs = 0;
+        s.network_fee_allocation = network_alloc;
+        s.payout_fee_allocation = FeeAllocation::Merchant;
+        s.refund_fee_allocation = FeeAllocation::Merchant;
+    })
+    .await;
     if fund != "0" {
-        let gate = domain::gates::find("tron_usdt").unwrap();
-        domain::ledger::adjust(&app.state.db, merchant, Environment::Test, gate, d(fund), "fund").await.unwrap();
+        testkit::fund(&app.state.db, merchant, Environment::Test, "tron_usdt", fund).await;
     }
-    let db = app.state.db.clone();
-    let executor = Arc::new(Executor {
-        chains: Chains::new(&db, &app.state.config.sandbox),
-        signers: Signers::sandbox(),
-        recheck: Duration::from_millis(10),
-        db,
-    });
+    let executor = Arc::new(executor(&app, Signers::sandbox()));
     Exec { app, merchant, key, executor }
 }
 
+/// An executor on `app`'s sandbox chains with `signers`, rechecking every 10 ms.
+fn executor(app: &TestApp, signers: Signers) -> Executor {
+    let db = app.state.db.clone();
+    Executor { chains: Chains::new(&db, &app.state.config.sandbox), signers, recheck: Duration::from_millis(10), db }
+}
+
+/// `signer` alone, for the test environment's tron USDT.
+fn only(signer: Arc<dyn Signer>) -> Signers {
+    let mut signers = Signers::default();
+    signers.insert(Environment::Test, domain::gates::find("tron_usdt").unwrap(), signer);
+    signers
+}
+
 impl Exec {
+    /// Runs `ids` on the shared executor all at once, each on its own task.
+    async fn execute_all(&self, ids: &[Uuid]) {
+        let mut tasks = Vec::new();
+        for &id in ids {
+            let e = self.executor.clone();
+            tasks.push(tokio::spawn(async move { e.execute(id).await.unwrap() }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+    }
+
     async fn payout(&self, amount: &str, destination: &str) -> Uuid {
         let body = json!({"currency": "USDT", "network": "tron", "amount": amount, "destination": destination});
         let r = self.app.post("/v1/payouts", Some(&self.key), &body).await;
@@ -110,14 +123,7 @@ impl Exec {
     }
 
     async fn events(&self, kind: &str) -> Vec<Value> {
-        event::Entity::find()
-            .filter(event::Column::EventType.eq(kind))
-            .all(&self.app.state.db)
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|e| e.payload)
-            .collect()
+        testkit::event_payloads(&self.app.state.db, kind).await
     }
 }
 
@@ -222,19 +228,11 @@ async fn a_payout_to_the_failure_address_fails_and_releases_its_reservation() {
 #[tokio::test]
 async fn a_refund_completes_with_its_fee_and_the_real_network_fee() {
     let x = setup("0", FeeAllocation::Merchant).await;
-    let inv = x.app.create_invoice(&x.key, json!({"currency": "USDT", "network": "tron", "amount": "50"})).await;
-    let invoice = Uuid::parse_str(inv["id"].as_str().unwrap()).unwrap();
+    let invoice = x.app.create_invoice_id(&x.key, json!({"currency": "USDT", "network": "tron", "amount": "50"})).await;
     credit_invoice(&x.app, x.merchant, invoice, "tron_usdt", "50").await;
     let body =
         json!({"invoice_id": invoice, "currency": "USDT", "network": "tron", "amount": "20", "destination": TRON_DEST});
-    let rb = x
-        .app
-        .http
-        .post(x.app.url("/v1/refunds"))
-        .header("X-API-Key", &x.key)
-        .header("Idempotency-Key", "r1")
-        .json(&body);
-    let r = x.app.send(rb).await;
+    let r = x.app.post_idempotent("/v1/refunds", &x.key, "r1", &body).await;
     assert_eq!(r.status, 201, "{}", r.body);
     let refund_id = r.data()["id"].as_str().unwrap().to_owned();
     let payout_id = Uuid::parse_str(r.data()["payout_id"].as_str().unwrap()).unwrap();
@@ -303,14 +301,7 @@ async fn crashes_at_any_step_never_make_a_second_transaction() {
     );
     // 3. Many executors at once on a fresh one.
     let c = x.payout("12", TRON_DEST).await;
-    let mut tasks = Vec::new();
-    for id in [a, b, c, c, c, c, c, c, a, b] {
-        let e = x.executor.clone();
-        tasks.push(tokio::spawn(async move { e.execute(id).await.unwrap() }));
-    }
-    for t in tasks {
-        t.await.unwrap();
-    }
+    x.execute_all(&[a, b, c, c, c, c, c, c, a, b]).await;
     for (id, tx) in [(a, Some(&tx_a)), (b, Some(&tx_b)), (c, None)] {
         let p = x.row(id).await;
         assert_eq!(p.status, PayoutStatus::Processing, "{id}");
@@ -320,14 +311,7 @@ async fn crashes_at_any_step_never_make_a_second_transaction() {
         assert_eq!(x.broadcasts(id).await.len(), 1, "exactly one transaction for {id}");
     }
     x.mine(19).await;
-    let mut tasks = Vec::new();
-    for id in [a, b, c, a, b, c, a, b, c] {
-        let e = x.executor.clone();
-        tasks.push(tokio::spawn(async move { e.execute(id).await.unwrap() }));
-    }
-    for t in tasks {
-        t.await.unwrap();
-    }
+    x.execute_all(&[a, b, c, a, b, c, a, b, c]).await;
     for id in [a, b, c] {
         assert_eq!(x.row(id).await.status, PayoutStatus::Completed);
         assert_eq!(x.broadcasts(id).await.len(), 1);
@@ -343,16 +327,14 @@ async fn crashes_at_any_step_never_make_a_second_transaction() {
 #[tokio::test]
 async fn a_payout_waits_for_approval_and_its_executable_time() {
     let x = setup("100", FeeAllocation::Merchant).await;
-    let mut s = domain::payouts::service::settings(&x.app.state.db, x.merchant, Environment::Test).await.unwrap();
-    s.payout_auto_approve = false;
-    domain::payouts::service::save_settings(&x.app.state.db, s.clone()).await.unwrap();
+    let db = &x.app.state.db;
+    testkit::set_payout_settings(db, x.merchant, Environment::Test, |s| s.payout_auto_approve = false).await;
     let body = json!({"currency": "USDT", "network": "tron", "amount": "5", "destination": TRON_DEST});
     let r = x.app.post("/v1/payouts", Some(&x.key), &body).await;
     let id = Uuid::parse_str(r.data()["id"].as_str().unwrap()).unwrap();
     assert_eq!(x.executor.execute(id).await.unwrap(), Next::Done, "pending approval: not the executor's");
     assert!(workers::executor::due(&x.app.state.db, Duration::from_secs(30), 10).await.unwrap().is_empty());
-    s.payout_delay_secs = 3600;
-    domain::payouts::service::save_settings(&x.app.state.db, s).await.unwrap();
+    testkit::set_payout_settings(db, x.merchant, Environment::Test, |s| s.payout_delay_secs = 3600).await;
     domain::payouts::operator::approve(&x.app.state.db, id).await.unwrap();
     assert!(workers::executor::due(&x.app.state.db, Duration::from_secs(30), 10).await.unwrap().is_empty());
     assert!(matches!(x.executor.execute(id).await.unwrap(), Next::After(d) if d > Duration::from_secs(3500)));
@@ -364,13 +346,7 @@ async fn a_payout_waits_for_approval_and_its_executable_time() {
 async fn a_payout_on_a_gate_without_a_signer_stays_approved_instead_of_queued() {
     let x = setup("100", FeeAllocation::Merchant).await;
     let id = x.payout("10", TRON_DEST).await;
-    let db = x.app.state.db.clone();
-    let unsigned = Executor {
-        chains: Chains::new(&db, &x.app.state.config.sandbox),
-        signers: Signers::default(),
-        recheck: Duration::from_millis(10),
-        db,
-    };
+    let unsigned = executor(&x.app, Signers::default());
     for _ in 0..3 {
         assert!(matches!(unsigned.execute(id).await.unwrap(), Next::After(_)));
     }
@@ -433,14 +409,7 @@ async fn no_network_read_runs_inside_the_transaction_that_stores_the_signed_payo
     let x = setup("100", FeeAllocation::Merchant).await;
     let db = x.app.state.db.clone();
     let signer = Arc::new(ProbingSigner { db: db.clone(), probes: Default::default() });
-    let mut signers = Signers::default();
-    signers.insert(Environment::Test, domain::gates::find("tron_usdt").unwrap(), signer.clone());
-    let executor = Executor {
-        chains: Chains::new(&db, &x.app.state.config.sandbox),
-        signers,
-        recheck: Duration::from_millis(10),
-        db: db.clone(),
-    };
+    let executor = executor(&x.app, only(signer.clone()));
     // Two payouts: the second finds the nonce counter's row (created by the first) to lock.
     for amount in ["10", "11"] {
         let id = x.payout(amount, TRON_DEST).await;
@@ -568,14 +537,7 @@ async fn a_transaction_refused_for_good_has_its_nonce_filled_before_its_payout_f
     let x = setup("100", FeeAllocation::Merchant).await;
     let db = x.app.state.db.clone();
     let signer = Arc::new(NoncedSigner::default());
-    let mut signers = Signers::default();
-    signers.insert(Environment::Test, domain::gates::find("tron_usdt").unwrap(), signer.clone());
-    let executor = Executor {
-        chains: Chains::new(&db, &x.app.state.config.sandbox),
-        signers,
-        recheck: Duration::from_millis(10),
-        db: db.clone(),
-    };
+    let executor = executor(&x.app, only(signer.clone()));
     // The sandbox refuses this one for good (forced failure address) after it took nonce 0.
     let refused = x.payout("10", &failure_destination(domain::gates::find("tron_usdt").unwrap().family)).await;
     assert!(matches!(executor.execute(refused).await.unwrap(), Next::After(_)));

@@ -10,21 +10,15 @@
 use testkit::fleet;
 
 use std::collections::HashMap;
-use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-use entity::{Environment, FeeAllocation, PayoutStatus, event, payout, refund, sandbox_broadcast};
+use entity::{Environment, PayoutStatus, event, payout, refund, sandbox_broadcast};
 use fleet::{Deployment, Proc, wait_ready};
 use rust_decimal::Decimal;
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
 use serde_json::json;
+use testkit::{TRON_DEST, d};
 use uuid::Uuid;
-
-const TRON_DEST: &str = "TTxSA9fmLZbSEfkEejjU2vDqE8GyS5nCJP";
-
-fn d(s: &str) -> Decimal {
-    Decimal::from_str(s).unwrap()
-}
 
 struct Setup(Deployment);
 
@@ -48,14 +42,8 @@ async fn setup(fund: &str, extra: &[(&str, &str)]) -> Setup {
     env.extend_from_slice(extra);
     let dep = Deployment::start("Payouts", Environment::Test, &env).await;
     let (conn, m) = (&dep.conn, dep.merchant);
-    let mut s = domain::payouts::service::settings(conn, m, Environment::Test).await.unwrap();
-    s.payout_auto_approve = true;
-    s.payout_delay_secs = 0;
-    s.network_fee_allocation = FeeAllocation::Merchant;
-    s.payout_fee_allocation = FeeAllocation::Merchant;
-    domain::payouts::service::save_settings(conn, s).await.unwrap();
-    let gate = domain::gates::find("tron_usdt").unwrap();
-    domain::ledger::adjust(conn, m, Environment::Test, gate, d(fund), "fund").await.unwrap();
+    testkit::auto_approve_payouts_merchant_pays(conn, m, Environment::Test).await;
+    testkit::fund(conn, m, Environment::Test, "tron_usdt", fund).await;
     Setup(dep)
 }
 

@@ -2,22 +2,18 @@
 //! mined: scanning, confirmations, crediting exactly once, every invoice transition and event of
 //! the PRODUCT.md table, reversals, static address deposits, and the sweeper.
 
-use std::str::FromStr;
 use std::time::Duration;
 
 use entity::{Environment, event};
 use rust_decimal::Decimal;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde_json::{Value, json};
+use testkit::{TRON_DEST, d};
 use uuid::Uuid;
 use workers::pipeline::tracker::Next;
 use workers::pipeline::{scanner, sweeper, tracker};
 
 mod support;
-
-fn d(s: &str) -> Decimal {
-    Decimal::from_str(s).unwrap()
-}
 
 /// The shared step-by-step pipeline (`support::pipe`) with this suite's own steps.
 struct Pipe(support::pipe::Pipe);
@@ -45,14 +41,19 @@ async fn pipe() -> Pipe {
 
 impl Pipe {
     async fn invoice(&self, currency: &str, network: &str, amount: &str) -> Uuid {
-        let inv = self
-            .app
-            .create_invoice(&self.key, json!({"currency": currency, "network": network, "amount": amount}))
-            .await;
-        inv["id"].as_str().unwrap().parse().unwrap()
+        let body = json!({"currency": currency, "network": network, "amount": amount});
+        self.app.create_invoice_id(&self.key, body).await
     }
 
-    async fn reverse(&self, deposit: &Value) {
+    /// A new invoice of `amount` and a sandbox payment of all of it: the invoice and the deposit.
+    async fn paid_invoice(&self, currency: &str, network: &str, amount: &str) -> (Uuid, Value) {
+        let inv = self.invoice(currency, network, amount).await;
+        let deposit = self.pay(inv, amount).await;
+        (inv, deposit)
+    }
+
+    /// Reverses a sandbox deposit, then a pipeline step.
+    async fn reverse_and_step(&self, deposit: &Value) {
         let r = self
             .app
             .post(
@@ -63,6 +64,7 @@ impl Pipe {
             .await;
         assert_eq!(r.status.as_u16(), 200, "{}", r.body);
         assert_eq!(r.data()["reversed"], true);
+        self.step().await;
     }
 
     /// One pass of the pipeline: scan every test gate to its tip, then track every payment.
@@ -70,24 +72,63 @@ impl Pipe {
         self.scan_and_track().await
     }
 
+    /// Mines `blocks` blocks on `gate`'s sandbox chain, then one scan of it (at most `batch`
+    /// blocks) without tracking: the payments it recorded.
+    async fn mine_and_scan(&self, gate: &str, blocks: u64, batch: u64) -> Vec<Uuid> {
+        self.mine(gate, blocks).await;
+        let chain = self.chains.get(Environment::Test, gate).unwrap();
+        let db = &self.app.state.db;
+        scanner::scan_gate(db, chain.as_ref(), Environment::Test, batch).await.unwrap().expect("a scan").recorded
+    }
+
+    /// One sweep, taking payments unchecked for `stale_after` as stale.
+    async fn sweep(&self, stale_after: Duration) -> sweeper::SweepReport {
+        sweeper::sweep(&self.app.state.db, stale_after).await.unwrap()
+    }
+
+    /// Mines `blocks` blocks on `gate`'s sandbox chain, then a pipeline step.
+    async fn mine_and_step(&self, gate: &str, blocks: u64) {
+        self.mine(gate, blocks).await;
+        self.step().await;
+    }
+
     async fn status(&self, id: Uuid) -> String {
         self.get_invoice(id).await["status"].as_str().unwrap().to_owned()
+    }
+
+    /// The invoice's status, and `gate`'s (available, pending) balance.
+    async fn assert_state(&self, inv: Uuid, status: &str, gate: &str, (available, pending): (&str, &str)) {
+        assert_eq!(self.status(inv).await, status);
+        assert_eq!(self.balance(gate).await, (d(available), d(pending)), "{gate} balance");
     }
 
     async fn events(&self, invoice: Uuid) -> Vec<String> {
         testkit::invoice_events(&self.app.state.db, invoice).await
     }
 
+    /// The first event of type `event_type` in the outbox (any invoice).
+    async fn first_event(&self, event_type: &str) -> event::Model {
+        let found = event::Entity::find().filter(event::Column::EventType.eq(event_type)).one(&self.app.state.db);
+        found.await.unwrap().unwrap_or_else(|| panic!("no {event_type} event"))
+    }
+
     async fn assert_ledger(&self, gate: &str) {
         testkit::assert_ledger_sums(&self.app.state.db, self.merchant, gate).await;
+    }
+
+    /// Where a test ends: `gate`'s (available, pending) balance, the invoice's events in order,
+    /// and a ledger that adds up to the balance.
+    async fn assert_outcome(&self, inv: Uuid, gate: &str, (available, pending): (&str, &str), events: &[&str]) {
+        assert_eq!(self.balance(gate).await, (d(available), d(pending)), "{gate} balance");
+        assert_eq!(self.events(inv).await, events);
+        self.assert_ledger(gate).await;
     }
 }
 
 #[tokio::test]
 async fn exact_payment_confirms_and_credits_once() {
     let p = pipe().await;
-    let inv = p.invoice("USDT", "tron", "100").await;
-    let dep = p.pay(inv, "100").await;
+    let (inv, dep) = p.paid_invoice("USDT", "tron", "100").await;
     assert_eq!(dep["gate_id"], "tron_usdt");
     // The deposit is in the next block: not visible until that block exists.
     assert!(p.step().await.is_empty());
@@ -102,12 +143,10 @@ async fn exact_payment_confirms_and_credits_once() {
     assert_eq!(pay["required_confirmations"], 19);
     assert_eq!(pay["tx_hash"], dep["tx_hash"]);
     assert_eq!(p.balance("tron_usdt").await, (d("0"), d("100")));
-    p.mine("tron_usdt", 17).await;
-    p.step().await;
+    p.mine_and_step("tron_usdt", 17).await;
     assert_eq!(p.get_invoice(inv).await["payments"][0]["confirmations"], 18);
     assert_eq!(p.status(inv).await, "confirming");
-    p.mine("tron_usdt", 1).await;
-    p.step().await;
+    p.mine_and_step("tron_usdt", 1).await;
     let got = p.get_invoice(inv).await;
     assert_eq!(got["status"], "paid");
     assert_eq!(got["amount_paid"], "100");
@@ -121,12 +160,7 @@ async fn exact_payment_confirms_and_credits_once() {
     assert_eq!(p.balance("tron_usdt").await, (d("100"), d("0")));
     assert_eq!(p.events(inv).await, ["invoice.confirming", "invoice.paid", "balance.credited"].map(String::from));
     p.assert_ledger("tron_usdt").await;
-    let credited = event::Entity::find()
-        .filter(event::Column::EventType.eq("balance.credited"))
-        .one(&p.app.state.db)
-        .await
-        .unwrap()
-        .unwrap();
+    let credited = p.first_event("balance.credited").await;
     assert_eq!(credited.payload["credited_amount"], "100");
     assert_eq!(credited.payload["outcome"], "source_credited");
     assert_eq!(credited.payload["credited_currency"], "USDT");
@@ -158,12 +192,7 @@ async fn exact_payment_confirms_and_credits_once() {
             "credited_network"
         ])
     );
-    let paid = event::Entity::find()
-        .filter(event::Column::EventType.eq("invoice.paid"))
-        .one(&p.app.state.db)
-        .await
-        .unwrap()
-        .unwrap();
+    let paid = p.first_event("invoice.paid").await;
     assert_eq!(
         keys(&paid.payload),
         sorted(&[
@@ -183,23 +212,10 @@ async fn exact_payment_confirms_and_credits_once() {
     );
     assert_eq!(paid.payload["status"], "paid");
     // The credit is refundable now.
-    // The merchant pays a refund's fees by default (spec 2.6): 2 USDT of network fee, from funds
-    // beyond the credit.
-    let tron_usdt = domain::gates::find("tron_usdt").unwrap();
-    domain::ledger::adjust(&p.app.state.db, p.merchant, Environment::Test, tron_usdt, Decimal::TWO, "fees")
-        .await
-        .unwrap();
-    let r = p
-        .app
-        .send(
-            p.app
-                .http
-                .post(p.app.url("/v1/refunds"))
-                .header("X-API-Key", &p.key)
-                .header("Idempotency-Key", "after-credit")
-                .json(&json!({"invoice_id": inv, "currency": "tron_usdt", "amount": "100", "destination": "TTxSA9fmLZbSEfkEejjU2vDqE8GyS5nCJP"})),
-        )
-        .await;
+    // The merchant pays a refund's fees by default (spec 2.6).
+    p.fund_refund_fees().await;
+    let body = json!({"invoice_id": inv, "currency": "tron_usdt", "amount": "100", "destination": TRON_DEST});
+    let r = p.refund("after-credit", &body).await;
     assert_eq!(r.status.as_u16(), 201, "{}", r.body);
 }
 
@@ -208,15 +224,12 @@ async fn underpaid_topped_up_overpaid_and_tolerance() {
     let p = pipe().await;
     let inv = p.invoice("BTC", "bitcoin", "1").await;
     p.pay(inv, "0.6").await;
-    p.mine("bitcoin", 3).await;
-    p.step().await;
+    p.mine_and_step("bitcoin", 3).await;
     assert_eq!(p.status(inv).await, "underpaid");
     p.pay(inv, "0.4").await;
-    p.mine("bitcoin", 1).await;
-    p.step().await;
+    p.mine_and_step("bitcoin", 1).await;
     assert_eq!(p.status(inv).await, "underpaid", "an unconfirmed top-up does not move it");
-    p.mine("bitcoin", 2).await;
-    p.step().await;
+    p.mine_and_step("bitcoin", 2).await;
     assert_eq!(p.status(inv).await, "paid");
     assert_eq!(p.get_invoice(inv).await["amount_paid"], "1");
     assert_eq!(
@@ -227,8 +240,7 @@ async fn underpaid_topped_up_overpaid_and_tolerance() {
 
     let over = p.invoice("BTC", "bitcoin", "1").await;
     p.pay(over, "1.5").await;
-    p.mine("bitcoin", 3).await;
-    p.step().await;
+    p.mine_and_step("bitcoin", 3).await;
     assert_eq!(p.status(over).await, "overpaid");
     assert_eq!(p.balance("bitcoin").await, (d("2.5"), d("0")));
     p.assert_ledger("bitcoin").await;
@@ -246,8 +258,7 @@ async fn underpaid_topped_up_overpaid_and_tolerance() {
     let inv = p.app.create_invoice(&key, json!({"currency": "BTC", "amount": "1"})).await;
     let r = p.app.post("/v1/test/deposits", Some(&key), &json!({"invoice_id": inv["id"], "amount": "0.995"})).await;
     assert_eq!(r.status.as_u16(), 201);
-    p.mine("bitcoin", 3).await;
-    p.step().await;
+    p.mine_and_step("bitcoin", 3).await;
     let got = p.app.get(&format!("/v1/invoices/{}", inv["id"].as_str().unwrap()), Some(&key)).await;
     assert_eq!(got.data()["status"], "paid");
 }
@@ -257,24 +268,20 @@ async fn expiry_late_deposits_and_draft_expiry() {
     let p = pipe().await;
     let inv = p.invoice("USDT", "tron", "10").await;
     force_expired(&p, inv).await;
-    let report = sweeper::sweep(&p.app.state.db, Duration::from_secs(30)).await.unwrap();
+    let report = p.sweep(Duration::from_secs(30)).await;
     assert_eq!(report.expired, 1);
     assert_eq!(p.status(inv).await, "expired");
-    assert_eq!(sweeper::sweep(&p.app.state.db, Duration::from_secs(30)).await.unwrap().expired, 0);
+    assert_eq!(p.sweep(Duration::from_secs(30)).await.expired, 0);
     // A deposit after expiry: recorded and credited, status unchanged, late_deposit.
     p.pay(inv, "10").await;
-    p.mine("tron_usdt", 19).await;
-    p.step().await;
-    assert_eq!(p.status(inv).await, "expired");
-    assert_eq!(p.balance("tron_usdt").await, (d("10"), d("0")));
+    p.mine_and_step("tron_usdt", 19).await;
+    p.assert_state(inv, "expired", "tron_usdt", ("10", "0")).await;
     assert_eq!(p.events(inv).await, ["invoice.expired", "invoice.late_deposit", "balance.credited"].map(String::from));
 
     // A deposit seen after expires_at but before the sweeper ran: expired first, then late.
-    let inv = p.invoice("USDT", "tron", "10").await;
-    p.pay(inv, "10").await;
+    let (inv, _) = p.paid_invoice("USDT", "tron", "10").await;
     force_expired(&p, inv).await;
-    p.mine("tron_usdt", 19).await;
-    p.step().await;
+    p.mine_and_step("tron_usdt", 19).await;
     assert_eq!(p.status(inv).await, "expired");
     assert_eq!(p.events(inv).await, ["invoice.expired", "invoice.late_deposit", "balance.credited"].map(String::from));
 
@@ -283,7 +290,7 @@ async fn expiry_late_deposits_and_draft_expiry() {
         p.app.create_invoice(&p.key, json!({"amount_fiat": "10", "fiat_currency": "USD", "is_deferred": true})).await;
     let draft: Uuid = draft["id"].as_str().unwrap().parse().unwrap();
     set_time(&p, draft, entity::invoice::Column::DraftExpiresAt).await;
-    assert_eq!(sweeper::sweep(&p.app.state.db, Duration::from_secs(30)).await.unwrap().drafts_expired, 1);
+    assert_eq!(p.sweep(Duration::from_secs(30)).await.drafts_expired, 1);
     assert_eq!(p.status(draft).await, "expired");
     assert_eq!(p.events(draft).await, ["invoice.draft_expired"]);
     p.assert_ledger("tron_usdt").await;
@@ -307,50 +314,35 @@ async fn force_expired(p: &Pipe, id: Uuid) {
 async fn reversals_before_and_after_credit() {
     let p = pipe().await;
     // Before confirmation: back to pending, the pending amount disappears.
-    let inv = p.invoice("ETH", "ethereum", "1").await;
-    let dep = p.pay(inv, "1").await;
-    p.mine("ethereum", 1).await;
-    p.step().await;
-    assert_eq!(p.status(inv).await, "confirming");
-    assert_eq!(p.balance("ethereum").await, (d("0"), d("1")));
-    p.reverse(&dep).await;
-    p.step().await;
-    assert_eq!(p.status(inv).await, "pending");
-    assert_eq!(p.balance("ethereum").await, (d("0"), d("0")));
+    let (inv, dep) = p.paid_invoice("ETH", "ethereum", "1").await;
+    p.mine_and_step("ethereum", 1).await;
+    p.assert_state(inv, "confirming", "ethereum", ("0", "1")).await;
+    p.reverse_and_step(&dep).await;
+    p.assert_state(inv, "pending", "ethereum", ("0", "0")).await;
     assert_eq!(p.get_invoice(inv).await["payments"][0]["status"], "reversed");
     assert_eq!(p.events(inv).await, ["invoice.confirming", "invoice.deposit_reversed"]);
 
     // After credit: the credit is taken back and the invoice becomes invalid.
-    let inv = p.invoice("ETH", "ethereum", "1").await;
-    let dep = p.pay(inv, "1").await;
-    p.mine("ethereum", 12).await;
-    p.step().await;
-    assert_eq!(p.status(inv).await, "paid");
-    assert_eq!(p.balance("ethereum").await, (d("1"), d("0")));
-    p.reverse(&dep).await;
-    p.step().await;
-    assert_eq!(p.status(inv).await, "invalid");
-    assert_eq!(p.balance("ethereum").await, (d("0"), d("0")));
+    let (inv, dep) = p.paid_invoice("ETH", "ethereum", "1").await;
+    p.mine_and_step("ethereum", 12).await;
+    p.assert_state(inv, "paid", "ethereum", ("1", "0")).await;
+    p.reverse_and_step(&dep).await;
+    p.assert_state(inv, "invalid", "ethereum", ("0", "0")).await;
     assert_eq!(
         p.events(inv).await,
         ["invoice.confirming", "invoice.paid", "balance.credited", "invoice.deposit_reversed", "invoice.invalid"]
             .map(String::from)
     );
     // Nothing is left to refund.
-    let c =
-        entity::invoice_credit::Entity::find_by_id((inv, "ethereum".to_owned())).one(&p.app.state.db).await.unwrap();
-    assert_eq!(c.unwrap().credited.0, Decimal::ZERO);
+    assert_eq!(testkit::invoice_credit(&p.app.state.db, inv, "ethereum").await.credited.0, Decimal::ZERO);
 
     // After credit and a payout of the funds: the merchant owes the reversed amount.
-    let inv = p.invoice("ETH", "ethereum", "1").await;
-    let dep = p.pay(inv, "1").await;
-    p.mine("ethereum", 12).await;
-    p.step().await;
+    let (_, dep) = p.paid_invoice("ETH", "ethereum", "1").await;
+    p.mine_and_step("ethereum", 12).await;
     let payout = json!({"currency": "ETH", "network": "ethereum", "amount": "0.9995", "destination": "0x52908400098527886E0F7030069857D2E4169EE7"});
     let r = p.app.post("/v1/payouts", Some(&p.key), &payout).await;
     assert_eq!(r.status.as_u16(), 201, "{}", r.body);
-    p.reverse(&dep).await;
-    p.step().await;
+    p.reverse_and_step(&dep).await;
     assert_eq!(p.balance("ethereum").await, (d("-0.9995"), d("0")));
     p.assert_ledger("ethereum").await;
     // A reversal seen twice is applied once.
@@ -361,17 +353,13 @@ async fn reversals_before_and_after_credit() {
 #[tokio::test]
 async fn unconfirmed_past_the_monitoring_window_is_invalid_but_still_credited_later() {
     let p = pipe_with(|c| c.pipeline.monitor_window_secs = 0).await;
-    let inv = p.invoice("BTC", "bitcoin", "0.5").await;
-    p.pay(inv, "0.5").await;
-    p.mine("bitcoin", 1).await;
-    p.step().await;
+    let (inv, _) = p.paid_invoice("BTC", "bitcoin", "0.5").await;
+    p.mine_and_step("bitcoin", 1).await;
     tokio::time::sleep(Duration::from_millis(1100)).await;
     p.step().await;
     assert_eq!(p.status(inv).await, "invalid");
-    p.mine("bitcoin", 2).await;
-    p.step().await;
-    assert_eq!(p.status(inv).await, "invalid");
-    assert_eq!(p.balance("bitcoin").await, (d("0.5"), d("0")));
+    p.mine_and_step("bitcoin", 2).await;
+    p.assert_state(inv, "invalid", "bitcoin", ("0.5", "0")).await;
     assert_eq!(
         p.events(inv).await,
         ["invoice.confirming", "invoice.invalid", "invoice.late_deposit", "balance.credited"].map(String::from)
@@ -441,8 +429,7 @@ async fn concurrent_scanners_and_trackers_record_and_credit_once() {
     while let Some(r) = set.join_next().await {
         r.unwrap();
     }
-    assert_eq!(p.status(inv).await, "paid");
-    assert_eq!(p.balance("tron_usdt").await, (d("100"), d("0")));
+    p.assert_state(inv, "paid", "tron_usdt", ("100", "0")).await;
     let credited =
         event::Entity::find().filter(event::Column::EventType.eq("balance.credited")).all(&db).await.unwrap();
     assert_eq!(credited.len(), 5);
@@ -454,21 +441,18 @@ async fn concurrent_scanners_and_trackers_record_and_credit_once() {
 #[tokio::test]
 async fn sweeper_finds_payments_nobody_tracks() {
     let p = pipe().await;
-    let inv = p.invoice("USDT", "tron", "1").await;
-    p.pay(inv, "1").await;
-    p.mine("tron_usdt", 1).await;
+    p.paid_invoice("USDT", "tron", "1").await;
     // Scanned, but the hand-over to tracking was lost (a crash between commit and enqueue).
-    let chain = p.chains.get(Environment::Test, "tron_usdt").unwrap();
-    let r = scanner::scan_gate(&p.app.state.db, chain.as_ref(), Environment::Test, 100).await.unwrap().unwrap();
+    let recorded = p.mine_and_scan("tron_usdt", 1, 100).await;
     // Seen just now: not stale yet; once `stale_after` passed without a check, it is.
-    assert!(sweeper::sweep(&p.app.state.db, Duration::from_secs(30)).await.unwrap().stale_payments.is_empty());
-    let report = sweeper::sweep(&p.app.state.db, Duration::ZERO).await.unwrap();
-    assert_eq!(report.stale_payments, r.recorded);
+    assert!(p.sweep(Duration::from_secs(30)).await.stale_payments.is_empty());
+    let report = p.sweep(Duration::ZERO).await;
+    assert_eq!(report.stale_payments, recorded);
     // Once tracked, its job chain has a check scheduled: not stale until that check is overdue
     // by `stale_after` (a lost recheck); once final it is never listed.
     p.step().await;
-    assert!(sweeper::sweep(&p.app.state.db, Duration::from_secs(30)).await.unwrap().stale_payments.is_empty());
-    assert!(sweeper::sweep(&p.app.state.db, Duration::ZERO).await.unwrap().stale_payments.is_empty());
+    assert!(p.sweep(Duration::from_secs(30)).await.stale_payments.is_empty());
+    assert!(p.sweep(Duration::ZERO).await.stale_payments.is_empty());
     entity::payment::Entity::update_many()
         .col_expr(
             entity::payment::Column::NextCheckAt,
@@ -477,11 +461,10 @@ async fn sweeper_finds_payments_nobody_tracks() {
         .exec(&p.app.state.db)
         .await
         .unwrap();
-    assert!(sweeper::sweep(&p.app.state.db, Duration::from_secs(30)).await.unwrap().stale_payments.is_empty());
-    assert_eq!(sweeper::sweep(&p.app.state.db, Duration::ZERO).await.unwrap().stale_payments, r.recorded);
-    p.mine("tron_usdt", 40).await;
-    p.step().await;
-    assert!(sweeper::sweep(&p.app.state.db, Duration::ZERO).await.unwrap().stale_payments.is_empty());
+    assert!(p.sweep(Duration::from_secs(30)).await.stale_payments.is_empty());
+    assert_eq!(p.sweep(Duration::ZERO).await.stale_payments, recorded);
+    p.mine_and_step("tron_usdt", 40).await;
+    assert!(p.sweep(Duration::ZERO).await.stale_payments.is_empty());
 }
 
 /// A tracker killed after storing a payment's confirmations but before crediting it: the
@@ -491,21 +474,18 @@ async fn sweeper_finds_payments_nobody_tracks() {
 async fn sweeper_recovers_a_payment_whose_tracker_died_before_crediting() {
     use sea_orm::sea_query::Expr;
     let p = pipe().await;
-    let inv = p.invoice("USDT", "tron", "1").await;
-    p.pay(inv, "1").await;
-    p.mine("tron_usdt", 100).await;
-    let chain = p.chains.get(Environment::Test, "tron_usdt").unwrap();
-    let r = scanner::scan_gate(&p.app.state.db, chain.as_ref(), Environment::Test, 500).await.unwrap().unwrap();
+    let (inv, _) = p.paid_invoice("USDT", "tron", "1").await;
+    let recorded = p.mine_and_scan("tron_usdt", 100, 500).await;
     entity::payment::Entity::update_many()
         .col_expr(entity::payment::Column::Confirmations, Expr::value(95))
         .col_expr(entity::payment::Column::CheckedAt, Expr::value(chrono::Utc::now() - chrono::Duration::hours(1)))
         .exec(&p.app.state.db)
         .await
         .unwrap();
-    let report = sweeper::sweep(&p.app.state.db, Duration::from_secs(30)).await.unwrap();
-    assert_eq!(report.stale_payments, r.recorded);
+    let report = p.sweep(Duration::from_secs(30)).await;
+    assert_eq!(report.stale_payments, recorded);
     let cfg = &p.app.state.config.pipeline;
-    tracker::track_payment(&p.app.state.db, &p.chains, cfg, r.recorded[0]).await.unwrap();
+    tracker::track_payment(&p.app.state.db, &p.chains, cfg, recorded[0]).await.unwrap();
     assert_eq!(p.status(inv).await, "paid");
 }
 
@@ -671,6 +651,30 @@ impl workers::chain::Chain for ScriptedChain {
 }
 
 impl Pipe {
+    /// Installs a [`ScriptedChain`] for ethereum, creates a 1 ETH invoice and sends it 1 ETH in a
+    /// new block: the chain, the invoice and the transaction's hash.
+    async fn scripted_eth_payment(&mut self) -> (std::sync::Arc<ScriptedChain>, Uuid, String) {
+        let chain = ScriptedChain::install(self, "ethereum");
+        let inv = self.invoice("ETH", "ethereum", "1").await;
+        let tx = chain.send(&self.address_key(inv).await, "1");
+        (chain, inv, tx)
+    }
+
+    /// `blocks` new blocks on the scripted chain, then a pipeline step.
+    async fn mine_scripted_and_step(&self, chain: &ScriptedChain, blocks: u64) {
+        chain.mine(blocks);
+        self.step().await;
+    }
+
+    /// The node loses `tx`; then `rounds` times, a pipeline step and a new block.
+    async fn lose_for(&self, chain: &ScriptedChain, tx: &str, rounds: usize) {
+        chain.lose(tx);
+        for _ in 0..rounds {
+            self.step().await;
+            chain.mine(1);
+        }
+    }
+
     async fn address_key(&self, invoice: Uuid) -> String {
         let inv = entity::invoice::Entity::find_by_id(invoice).one(&self.app.state.db).await.unwrap().unwrap();
         inv.address_key.unwrap()
@@ -692,9 +696,7 @@ impl Pipe {
 #[tokio::test]
 async fn one_gone_answer_never_reverses_only_a_span_of_missing_checks_does() {
     let mut p = pipe().await;
-    let chain = ScriptedChain::install(&mut p, "ethereum");
-    let inv = p.invoice("ETH", "ethereum", "1").await;
-    let tx = chain.send(&p.address_key(inv).await, "1");
+    let (chain, inv, tx) = p.scripted_eth_payment().await;
     p.step().await;
     assert_eq!(p.status(inv).await, "confirming");
 
@@ -705,10 +707,8 @@ async fn one_gone_answer_never_reverses_only_a_span_of_missing_checks_does() {
     assert_eq!(pay.status, entity::PaymentStatus::Confirming);
     assert_eq!((pay.missing_since_height, pay.missing_checks), (Some(2), 1), "the missing check is stored");
     // Seen again: the missing state is forgotten, and it confirms normally.
-    chain.mine(11);
-    p.step().await;
-    assert_eq!(p.status(inv).await, "paid");
-    assert_eq!(p.balance("ethereum").await, (d("1"), d("0")));
+    p.mine_scripted_and_step(&chain, 11).await;
+    p.assert_state(inv, "paid", "ethereum", ("1", "0")).await;
     let pay = p.payment_of(inv).await;
     assert_eq!((pay.missing_since_height, pay.missing_last_height, pay.missing_checks), (None, None, 0));
 
@@ -721,24 +721,18 @@ async fn one_gone_answer_never_reverses_only_a_span_of_missing_checks_does() {
     assert_eq!((pay.missing_since_height, pay.missing_checks), (Some(13), 1));
     // Missing over 11 new blocks (12 checks): still not reversed.
     for _ in 0..11 {
-        chain.mine(1);
-        p.step().await;
+        p.mine_scripted_and_step(&chain, 1).await;
         assert_eq!(p.status(inv).await, "paid");
     }
     assert_eq!(p.balance("ethereum").await, (d("1"), d("0")));
     // The 12th block completes the span: reversed, once.
-    chain.mine(1);
-    p.step().await;
+    p.mine_scripted_and_step(&chain, 1).await;
     assert_eq!(p.status(inv).await, "invalid");
     assert_eq!(p.payment_of(inv).await.status, entity::PaymentStatus::Reversed);
-    chain.mine(1);
-    p.step().await;
-    assert_eq!(p.balance("ethereum").await, (d("0"), d("0")));
-    assert_eq!(
-        p.events(inv).await,
-        ["invoice.confirming", "invoice.paid", "balance.credited", "invoice.deposit_reversed", "invoice.invalid"]
-    );
-    p.assert_ledger("ethereum").await;
+    p.mine_scripted_and_step(&chain, 1).await;
+    let events =
+        ["invoice.confirming", "invoice.paid", "balance.credited", "invoice.deposit_reversed", "invoice.invalid"];
+    p.assert_outcome(inv, "ethereum", ("0", "0"), &events).await;
 }
 
 /// The span and the number of checks are configurable (`[pipeline] gone_after_blocks`,
@@ -750,17 +744,13 @@ async fn the_gone_span_is_configurable() {
         c.pipeline.gone_min_checks = 3;
     })
     .await;
-    let chain = ScriptedChain::install(&mut p, "ethereum");
-    let inv = p.invoice("ETH", "ethereum", "1").await;
-    let tx = chain.send(&p.address_key(inv).await, "1");
+    let (chain, inv, tx) = p.scripted_eth_payment().await;
     p.step().await;
     chain.lose(&tx);
     p.step().await;
-    chain.mine(1);
-    p.step().await;
+    p.mine_scripted_and_step(&chain, 1).await;
     assert_eq!(p.status(inv).await, "confirming", "two checks, one block");
-    chain.mine(1);
-    p.step().await;
+    p.mine_scripted_and_step(&chain, 1).await;
     assert_eq!(p.status(inv).await, "pending", "three checks over two blocks: reversed before confirmation");
     assert_eq!(p.events(inv).await, ["invoice.confirming", "invoice.deposit_reversed"]);
     assert_eq!(p.balance("ethereum").await, (d("0"), d("0")));
@@ -772,17 +762,10 @@ async fn the_gone_span_is_configurable() {
 #[tokio::test]
 async fn a_reversed_deposit_mined_again_is_revived_and_credited_once() {
     let mut p = pipe().await;
-    let chain = ScriptedChain::install(&mut p, "ethereum");
-    let inv = p.invoice("ETH", "ethereum", "1").await;
-    let tx = chain.send(&p.address_key(inv).await, "1");
-    chain.mine(11);
-    p.step().await;
+    let (chain, inv, tx) = p.scripted_eth_payment().await;
+    p.mine_scripted_and_step(&chain, 11).await;
     assert_eq!(p.status(inv).await, "paid");
-    chain.lose(&tx);
-    for _ in 0..=12 {
-        p.step().await;
-        chain.mine(1);
-    }
+    p.lose_for(&chain, &tx, 13).await;
     p.step().await;
     assert_eq!(p.payment_of(inv).await.status, entity::PaymentStatus::Reversed);
     assert_eq!(p.balance("ethereum").await, (d("0"), d("0")));
@@ -793,27 +776,14 @@ async fn a_reversed_deposit_mined_again_is_revived_and_credited_once() {
     assert_eq!(pay.status, entity::PaymentStatus::Confirming, "revived");
     assert_eq!((pay.credited_at, pay.reversed_at, pay.missing_checks), (None, None, 0));
     assert_eq!(p.balance("ethereum").await, (d("0"), d("1")), "back in pending");
-    chain.mine(11);
-    p.step().await;
+    p.mine_scripted_and_step(&chain, 11).await;
     p.step().await;
     assert_eq!(p.payment_of(inv).await.status, entity::PaymentStatus::Confirmed);
     assert_eq!(p.balance("ethereum").await, (d("1"), d("0")), "credited once more, once");
     assert_eq!(p.status(inv).await, "invalid");
-    assert_eq!(
-        p.events(inv).await,
-        [
-            "invoice.confirming",
-            "invoice.paid",
-            "balance.credited",
-            "invoice.deposit_reversed",
-            "invoice.invalid",
-            "invoice.late_deposit",
-            "balance.credited"
-        ]
-    );
+    assert_eq!(p.events(inv).await, testkit::REVIVED_DEPOSIT_EVENTS);
     // Seen again by a rescan, or tracked again: nothing changes.
-    chain.mine(20);
-    p.step().await;
+    p.mine_scripted_and_step(&chain, 20).await;
     assert_eq!(p.balance("ethereum").await, (d("1"), d("0")));
     assert_eq!(entity::payment::Entity::find().all(&p.app.state.db).await.unwrap().len(), 1);
     p.assert_ledger("ethereum").await;
@@ -824,28 +794,18 @@ async fn a_reversed_deposit_mined_again_is_revived_and_credited_once() {
 #[tokio::test]
 async fn an_unconfirmed_reversed_deposit_mined_again_pays_its_invoice() {
     let mut p = pipe_with(|c| c.pipeline.gone_after_blocks = Some(2)).await;
-    let chain = ScriptedChain::install(&mut p, "ethereum");
-    let inv = p.invoice("ETH", "ethereum", "1").await;
-    let tx = chain.send(&p.address_key(inv).await, "1");
+    let (chain, inv, tx) = p.scripted_eth_payment().await;
     p.step().await;
-    chain.lose(&tx);
-    for _ in 0..3 {
-        p.step().await;
-        chain.mine(1);
-    }
+    p.lose_for(&chain, &tx, 3).await;
     assert_eq!(p.status(inv).await, "pending");
     chain.mine_again(&tx);
     p.step().await;
     assert_eq!(p.status(inv).await, "confirming");
-    chain.mine(11);
-    p.step().await;
+    p.mine_scripted_and_step(&chain, 11).await;
     assert_eq!(p.status(inv).await, "paid");
-    assert_eq!(p.balance("ethereum").await, (d("1"), d("0")));
-    assert_eq!(
-        p.events(inv).await,
-        ["invoice.confirming", "invoice.deposit_reversed", "invoice.confirming", "invoice.paid", "balance.credited"]
-    );
-    p.assert_ledger("ethereum").await;
+    let events =
+        ["invoice.confirming", "invoice.deposit_reversed", "invoice.confirming", "invoice.paid", "balance.credited"];
+    p.assert_outcome(inv, "ethereum", ("1", "0"), &events).await;
 }
 
 /// Issue 14 item 4: the tracker's rechecks and the sweeper agree, so a slow-confirming payment
@@ -860,12 +820,8 @@ async fn a_slow_confirming_payment_keeps_one_tracker_job_chain_over_many_sweeps(
     let p = pipe_with(|c| c.pipeline.track_interval_ms = 20).await;
     let db = &p.app.state.db;
     let cfg = &p.app.state.config.pipeline;
-    let inv = p.invoice("POL", "polygon", "1").await;
-    p.pay(inv, "1").await;
-    p.mine("polygon", 1).await;
-    let chain = p.chains.get(Environment::Test, "polygon").unwrap();
-    let r = scanner::scan_gate(db, chain.as_ref(), Environment::Test, 100).await.unwrap().unwrap();
-    let id = r.recorded[0];
+    let (inv, _) = p.paid_invoice("POL", "polygon", "1").await;
+    let id = p.mine_and_scan("polygon", 1, 100).await[0];
     let margin = Duration::from_millis(200);
     // (due, token): the scan's hand-over starts the chain.
     let mut queue: Vec<(Instant, Option<Uuid>)> = vec![(Instant::now(), None)];
@@ -931,44 +887,27 @@ async fn a_revived_payment_of_a_converting_invoice_is_quoted_and_credited_again(
         }
     };
     let body = json!({"currency": "BTC", "amount_fiat": "600", "fiat_currency": "USD", "target_settlement_asset": "tron_usdt"});
-    let inv: Uuid = p.app.create_invoice(&p.key, body).await["id"].as_str().unwrap().parse().unwrap();
+    let inv = p.app.create_invoice_id(&p.key, body).await;
     let tx = chain.send(&p.address_key(inv).await, "0.01");
     p.step().await;
     convert().await;
-    chain.mine(2);
-    p.step().await;
+    p.mine_scripted_and_step(&chain, 2).await;
     convert().await;
     // 0.01 BTC at 59 700 less the 0.25 % fee (sandbox venue).
     assert_eq!(p.balance("tron_usdt").await, (d("595.5075"), d("0")));
-    chain.lose(&tx);
-    for _ in 0..4 {
-        p.step().await;
-        chain.mine(1);
-    }
+    p.lose_for(&chain, &tx, 4).await;
     assert_eq!(p.payment_of(inv).await.status, entity::PaymentStatus::Reversed);
     assert_eq!(p.balance("tron_usdt").await, (d("0"), d("0")));
 
     chain.mine_again(&tx);
     p.step().await;
     convert().await;
-    chain.mine(2);
-    p.step().await;
+    p.mine_scripted_and_step(&chain, 2).await;
     convert().await;
     assert_eq!(p.payment_of(inv).await.credited_gate_id.as_deref(), Some("tron_usdt"));
     assert_eq!(p.balance("tron_usdt").await, (d("595.5075"), d("0")));
     assert_eq!(p.balance("bitcoin").await, (d("0"), d("0")));
-    assert_eq!(
-        p.events(inv).await,
-        [
-            "invoice.confirming",
-            "invoice.paid",
-            "balance.credited",
-            "invoice.deposit_reversed",
-            "invoice.invalid",
-            "invoice.late_deposit",
-            "balance.credited"
-        ]
-    );
+    assert_eq!(p.events(inv).await, testkit::REVIVED_DEPOSIT_EVENTS);
     p.assert_ledger("tron_usdt").await;
     p.assert_ledger("bitcoin").await;
 }
@@ -986,16 +925,9 @@ impl ScriptedChain {
 #[tokio::test]
 async fn a_reversed_deposit_back_at_its_old_height_is_revived_by_the_tracker() {
     let mut p = pipe().await;
-    let chain = ScriptedChain::install(&mut p, "ethereum");
-    let inv = p.invoice("ETH", "ethereum", "1").await;
-    let tx = chain.send(&p.address_key(inv).await, "1");
-    chain.mine(11);
-    p.step().await;
-    chain.lose(&tx);
-    for _ in 0..=12 {
-        p.step().await;
-        chain.mine(1);
-    }
+    let (chain, inv, tx) = p.scripted_eth_payment().await;
+    p.mine_scripted_and_step(&chain, 11).await;
+    p.lose_for(&chain, &tx, 13).await;
     p.step().await;
     assert_eq!(p.payment_of(inv).await.status, entity::PaymentStatus::Reversed);
     assert_eq!(p.balance("ethereum").await, (d("0"), d("0")));
@@ -1005,32 +937,16 @@ async fn a_reversed_deposit_back_at_its_old_height_is_revived_by_the_tracker() {
     assert!(matches!(next, Next::Recheck { .. }), "{next:?}");
 
     chain.restore(&tx);
-    chain.mine(1);
-    p.step().await;
+    p.mine_scripted_and_step(&chain, 1).await;
     let pay = p.payment_of(inv).await;
     assert_eq!((pay.status, pay.block_height), (entity::PaymentStatus::Confirming, Some(2)), "revived at its height");
     p.step().await;
     assert_eq!(p.payment_of(inv).await.status, entity::PaymentStatus::Confirmed);
     assert_eq!(p.balance("ethereum").await, (d("1"), d("0")));
-    assert_eq!(
-        p.events(inv).await,
-        [
-            "invoice.confirming",
-            "invoice.paid",
-            "balance.credited",
-            "invoice.deposit_reversed",
-            "invoice.invalid",
-            "invoice.late_deposit",
-            "balance.credited"
-        ]
-    );
+    assert_eq!(p.events(inv).await, testkit::REVIVED_DEPOSIT_EVENTS);
     p.assert_ledger("ethereum").await;
     // Once final depth past its last missing check, a reversed payment is no longer watched.
-    chain.lose(&tx);
-    for _ in 0..=12 {
-        p.step().await;
-        chain.mine(1);
-    }
+    p.lose_for(&chain, &tx, 13).await;
     p.step().await;
     let pay = p.payment_of(inv).await;
     assert_eq!(pay.status, entity::PaymentStatus::Reversed);

@@ -36,6 +36,44 @@ async fn recv<T>(rx: &mut mpsc::UnboundedReceiver<T>) -> T {
     tokio::time::timeout(WAIT, rx.recv()).await.expect("timed out waiting for a job").expect("channel open")
 }
 
+/// Stops the runtime gracefully, then removes the test's queues.
+async fn stop_and_clean_up(running: Running, t: TestQueues) {
+    running.stop().await;
+    t.cleanup().await;
+}
+
+/// Waits until every `(counter, queue, value)` of `prom`'s rendering has its value.
+async fn wait_for_counters(
+    prom: &metrics_exporter_prometheus::PrometheusHandle,
+    what: &str,
+    counters: &[(&str, &String, f64)],
+) {
+    eventually(WAIT, what, || {
+        let rendered = prom.render();
+        let done = counters.iter().all(|(name, queue, value)| metric(&rendered, name, queue) == Some(*value));
+        async move { done.then_some(()) }
+    })
+    .await;
+}
+
+/// A runtime of one `Ping` stage (3 attempts) whose jobs report `report(&ctx)` as they run, and
+/// the receiving end of the reports.
+fn reporting<T: Send + 'static>(
+    t: &TestQueues,
+    report: impl Fn(&JobCtx) -> T + Send + Sync + 'static,
+) -> (Running, mpsc::UnboundedReceiver<T>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let report = Arc::new(report);
+    let running = Running::start(Runtime::new(t.queues.clone()).stage(stage(3), move |_job: Ping, ctx: JobCtx| {
+        let (tx, report) = (tx.clone(), report.clone());
+        async move {
+            tx.send(report(&ctx)).unwrap();
+            Ok(())
+        }
+    }));
+    (running, rx)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_runs_once_and_can_enqueue_follow_ups() {
     let t = TestQueues::new().await;
@@ -72,13 +110,8 @@ async fn a_job_runs_once_and_can_enqueue_follow_ups() {
     let ping = t.queues.queue_name::<Ping>();
     assert_eq!(ping, format!("{}:ping", t.queues.prefix()));
     let pong = t.queues.queue_name::<Pong>();
-    eventually(WAIT, "processed counters", || {
-        let rendered = prom.render();
-        let done = metric(&rendered, metrics::JOBS_PROCESSED, &ping) == Some(1.0)
-            && metric(&rendered, metrics::JOBS_PROCESSED, &pong) == Some(1.0);
-        async move { done.then_some(()) }
-    })
-    .await;
+    let counters = [(metrics::JOBS_PROCESSED, &ping, 1.0), (metrics::JOBS_PROCESSED, &pong, 1.0)];
+    wait_for_counters(&prom, "processed counters", &counters).await;
     running.stop().await;
     // Nothing ran twice.
     assert!(rx.try_recv().is_err());
@@ -115,13 +148,8 @@ async fn retries_with_backoff_until_success() {
     t.queues.push(Ping { invoice_id: 7 }).await.unwrap();
     assert_eq!(recv(&mut rx).await, Ping { invoice_id: 7 });
     let queue = t.queues.queue_name::<Ping>();
-    eventually(WAIT, "retried and processed counters", || {
-        let rendered = prom.render();
-        let done = metric(&rendered, metrics::JOBS_RETRIED, &queue) == Some(2.0)
-            && metric(&rendered, metrics::JOBS_PROCESSED, &queue) == Some(1.0);
-        async move { done.then_some(()) }
-    })
-    .await;
+    let counters = [(metrics::JOBS_RETRIED, &queue, 2.0), (metrics::JOBS_PROCESSED, &queue, 1.0)];
+    wait_for_counters(&prom, "retried and processed counters", &counters).await;
     running.stop().await;
     assert_eq!(calls.load(Ordering::SeqCst), 3);
     assert!(rx.try_recv().is_err(), "processed once");
@@ -177,8 +205,7 @@ async fn exhausted_retries_dead_letter_then_replay() {
     assert!(t.queues.dead("ping", 10).await.unwrap().is_empty());
     // A second replay of the same id finds nothing.
     assert_eq!(t.queues.replay("ping", std::slice::from_ref(&dead.id)).await.unwrap().replayed, 0);
-    running.stop().await;
-    t.cleanup().await;
+    stop_and_clean_up(running, t).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -220,14 +247,7 @@ async fn permanent_failure_is_dead_at_once_and_replay_all_counts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delayed_job_waits_for_its_delay() {
     let t = TestQueues::new().await;
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let running = Running::start(Runtime::new(t.queues.clone()).stage(stage(3), move |_job: Ping, _ctx: JobCtx| {
-        let tx = tx.clone();
-        async move {
-            tx.send(Instant::now()).unwrap();
-            Ok(())
-        }
-    }));
+    let (running, mut rx) = reporting(&t, |_| Instant::now());
     let delay = Duration::from_millis(1500);
     let pushed = Instant::now();
     t.queues.push_after(Ping { invoice_id: 1 }, delay).await.unwrap();
@@ -235,8 +255,7 @@ async fn delayed_job_waits_for_its_delay() {
     assert_eq!(depth.scheduled, 1, "{depth:?}");
     let started = recv(&mut rx).await;
     assert!(started.duration_since(pushed) >= delay, "ran after {:?}", started.duration_since(pushed));
-    running.stop().await;
-    t.cleanup().await;
+    stop_and_clean_up(running, t).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -272,8 +291,7 @@ async fn graceful_shutdown_lets_the_in_flight_job_finish() {
         async move { done.then_some(()) }
     })
     .await;
-    running.stop().await;
-    t.cleanup().await;
+    stop_and_clean_up(running, t).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -318,14 +336,7 @@ async fn jobs_survive_a_killed_runtime() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_worker_is_replaced_under_a_new_name() {
     let t = TestQueues::new().await;
-    let (tx, mut rx) = mpsc::unbounded_channel::<String>();
-    let running = Running::start(Runtime::new(t.queues.clone()).stage(stage(3), move |_job: Ping, ctx: JobCtx| {
-        let tx = tx.clone();
-        async move {
-            tx.send(ctx.worker().to_owned()).unwrap();
-            Ok(())
-        }
-    }));
+    let (running, mut rx) = reporting(&t, |ctx| ctx.worker().to_owned());
     t.queues.push(Ping { invoice_id: 1 }).await.unwrap();
     let first = recv(&mut rx).await;
     t.unregister_worker(&t.queues.queue_name::<Ping>(), &first).await;
@@ -334,21 +345,13 @@ async fn a_failed_worker_is_replaced_under_a_new_name() {
     assert_ne!(first, second);
     // <stage>-<host>-<pid>-<random>
     assert!(second.starts_with("ping-") && second.contains(&format!("-{}-", std::process::id())), "{second}");
-    running.stop().await;
-    t.cleanup().await;
+    stop_and_clean_up(running, t).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ops_endpoints_report_health_readiness_and_metrics() {
     let t = TestQueues::new().await;
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let running = Running::start(Runtime::new(t.queues.clone()).stage(stage(3), move |_job: Ping, _ctx: JobCtx| {
-        let tx = tx.clone();
-        async move {
-            tx.send(()).unwrap();
-            Ok(())
-        }
-    }));
+    let (running, mut rx) = reporting(&t, |_| ());
     t.queues.push(Ping { invoice_id: 1 }).await.unwrap();
     recv(&mut rx).await;
 
@@ -393,6 +396,5 @@ async fn ops_endpoints_report_health_readiness_and_metrics() {
 
     stop.cancel();
     server.wait().await.unwrap();
-    running.stop().await;
-    t.cleanup().await;
+    stop_and_clean_up(running, t).await;
 }

@@ -3,20 +3,15 @@
 //! asset, expired, refused and failed quotes crediting the paid asset, a reversal before the
 //! credit, a converter that was down at detection, racing converters, and the exact ledger.
 
-use std::str::FromStr;
-
-use entity::{Bucket, ConversionState, EntryType, Environment, event, ledger_entry, settlement_conversion};
+use entity::{Bucket, ConversionState, EntryType, Environment, ledger_entry, settlement_conversion};
 use rust_decimal::Decimal;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 use serde_json::{Value, json};
+use testkit::{TRON_DEST, d};
 use uuid::Uuid;
 use workers::settlement::{self, Converter, Step, venue::Venues};
 
 mod support;
-
-fn d(s: &str) -> Decimal {
-    Decimal::from_str(s).unwrap()
-}
 
 /// The shared step-by-step pipeline (`support::pipe`) with the settlement converter.
 struct Pipe {
@@ -49,7 +44,7 @@ async fn pipe() -> Pipe {
 
 impl Pipe {
     async fn invoice(&self, body: Value) -> Uuid {
-        self.app.create_invoice(&self.key, body).await["id"].as_str().unwrap().parse().unwrap()
+        self.app.create_invoice_id(&self.key, body).await
     }
 
     /// Scan every test gate and track every payment (no conversion).
@@ -86,14 +81,7 @@ impl Pipe {
     }
 
     async fn credited_events(&self) -> Vec<Value> {
-        event::Entity::find()
-            .filter(event::Column::EventType.eq("balance.credited"))
-            .all(&self.app.state.db)
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|e| e.payload)
-            .collect()
+        testkit::event_payloads(&self.app.state.db, "balance.credited").await
     }
 
     /// A BTC invoice priced at 600 USD (0.01 BTC at the sandbox's 60 000) settling into USDT on
@@ -172,15 +160,7 @@ async fn a_fiat_priced_invoice_is_settled_into_another_asset() {
         p.track().await;
     }
     assert_eq!(p.balance("tron_usdt").await, (d(NET), d("0")));
-    assert_eq!(
-        p.ledger("bitcoin").await,
-        [
-            (EntryType::InvoiceCredit, Bucket::Pending, d("0.01")),
-            (EntryType::InvoiceCredit, Bucket::Pending, d("-0.01")),
-            (EntryType::InvoiceCredit, Bucket::Available, d("0.01")),
-            (EntryType::ConversionDebit, Bucket::Available, d("-0.01")),
-        ]
-    );
+    assert_eq!(p.ledger("bitcoin").await, testkit::converted_source_entries("0.01"));
     assert_eq!(p.ledger("tron_usdt").await, [(EntryType::ConversionCredit, Bucket::Available, d(NET))]);
     assert_eq!(
         testkit::invoice_events(&p.app.state.db, inv).await,
@@ -194,27 +174,16 @@ async fn a_fiat_priced_invoice_is_settled_into_another_asset() {
     assert_eq!((ev["credited_amount"].as_str(), ev["credited_currency"].as_str()), (Some(NET), Some("USDT")));
     assert_eq!(ev["credited_network"], "tron");
     // The credit is refundable in the asset it landed in, up to the net amount.
-    let refund = |amount: &str| {
-        json!({"invoice_id": inv, "currency": "USDT", "network": "tron", "amount": amount,
-               "destination": "TTxSA9fmLZbSEfkEejjU2vDqE8GyS5nCJP"})
-    };
-    let post_refund = |body: Value, key: &'static str| {
-        let rb = p.app.http.post(p.app.url("/v1/refunds")).header("X-API-Key", &p.key).header("Idempotency-Key", key);
-        p.app.send(rb.json(&body))
-    };
-    let over = post_refund(refund("595.5076"), "r1").await;
+    let refund = |amount: &str| json!({"invoice_id": inv, "currency": "USDT", "network": "tron", "amount": amount, "destination": TRON_DEST});
+    let over = p.refund("r1", &refund("595.5076")).await;
     assert_eq!(over.status.as_u16(), 422, "{}", over.body);
     let btc = json!({"invoice_id": inv, "currency": "BTC", "amount": "0.001",
                      "destination": "bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq"});
-    let r = post_refund(btc, "r2").await;
+    let r = p.refund("r2", &btc).await;
     assert_eq!(r.status.as_u16(), 422, "{}", r.body);
-    // The merchant pays a refund's fees by default (spec 2.6): 2 USDT of network fee, from funds
-    // beyond the credit.
-    let tron_usdt = domain::gates::find("tron_usdt").unwrap();
-    domain::ledger::adjust(&p.app.state.db, p.merchant, Environment::Test, tron_usdt, Decimal::TWO, "fees")
-        .await
-        .unwrap();
-    let ok = post_refund(refund(NET), "r3").await;
+    // The merchant pays a refund's fees by default (spec 2.6).
+    p.fund_refund_fees().await;
+    let ok = p.refund("r3", &refund(NET)).await;
     assert_eq!(ok.status.as_u16(), 201, "{}", ok.body);
 }
 

@@ -13,7 +13,6 @@
 
 use testkit::fleet;
 
-use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use api::webhooks::receiver::{Behaviour, Receiver};
@@ -25,13 +24,10 @@ use fleet::{Deployment, Proc, wait_ready};
 use rust_decimal::Decimal;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 use serde_json::{Value, json};
+use testkit::d;
 use uuid::Uuid;
 
 const KEY_HEX: &str = "5c1e8d6f0b2a4c7e9d3f1a8b6c4e2d0f5c1e8d6f0b2a4c7e9d3f1a8b6c4e2d0f";
-
-fn d(s: &str) -> Decimal {
-    Decimal::from_str(s).unwrap()
-}
 
 struct Setup {
     dep: Deployment,
@@ -228,15 +224,7 @@ async fn payments_settle_into_the_target_asset_or_the_paid_one_through_the_conve
     let inv = s.invoice(&btc_id).await;
     let c = &inv["payments"][0]["settlement_conversion"];
     assert_eq!((c["quote_status"].as_str(), c["execution_status"].as_str()), (Some("quoted"), Some("executed")));
-    assert_eq!(
-        s.ledger("bitcoin").await,
-        [
-            (EntryType::InvoiceCredit, Bucket::Pending, d("0.01")),
-            (EntryType::InvoiceCredit, Bucket::Pending, d("-0.01")),
-            (EntryType::InvoiceCredit, Bucket::Available, d("0.01")),
-            (EntryType::ConversionDebit, Bucket::Available, d("-0.01")),
-        ]
-    );
+    assert_eq!(s.ledger("bitcoin").await, testkit::converted_source_entries("0.01"));
     // Each event once; their order is not asserted: a delivery whose job the Redis flush dropped
     // is re-enqueued by the sweeper and may arrive after later ones (per-invoice ordering is
     // not built yet).

@@ -15,7 +15,7 @@ mod support;
 
 use entity::PaymentStatus;
 use serde_json::{Value, json};
-use support::live::{LiveApp, d};
+use support::live::{Live, d};
 use support::solana_node::{FakeSolana, Tx};
 use testkit::TestApp;
 
@@ -29,35 +29,16 @@ const POOL: [&str; 4] = [
     "LbUiWL3xVV8hTFYBVdbTNrpDo41NKS6o3LHHuDzjfcY",
 ];
 
-struct Live {
-    node: FakeSolana,
-    l: LiveApp,
-}
-
-impl std::ops::Deref for Live {
-    type Target = LiveApp;
-    fn deref(&self) -> &LiveApp {
-        &self.l
-    }
-}
-
-const GATES: &[&str] = &["solana", "solana_usdc"];
-
 fn pool() -> Vec<String> {
     POOL.iter().map(|a| (*a).to_owned()).collect()
 }
 
-async fn live() -> Live {
-    let node = FakeSolana::start(5).await;
-    let url = node.url.clone();
-    let l = LiveApp::start(GATES, |c| {
-        c.solana.rpc_url = url;
-        c.solana.max_retries = 1;
-        c.solana.retry_backoff_ms = 10;
+async fn live() -> Live<FakeSolana> {
+    Live::start(FakeSolana::start(5).await, &["solana", "solana_usdc"], |c, url| {
+        (c.solana.rpc_url, c.solana.max_retries, c.solana.retry_backoff_ms) = (url, 1, 10);
         c.addresses.live.solana_pool = pool();
     })
-    .await;
-    Live { node, l }
+    .await
 }
 
 fn address(inv: &Value) -> String {
@@ -70,16 +51,6 @@ fn sol(sig: &str, inv: &Value, lamports: u64, ok: bool) -> Tx {
 
 fn usdc(sig: &str, inv: &Value, units: u64, ok: bool) -> Tx {
     Tx::Spl { sig: sig.into(), mint: USDC.into(), owner: address(inv), units, ok }
-}
-
-impl Live {
-    /// Produces `slots` empty slots one by one, a pipeline step after each.
-    async fn step_over(&self, slots: usize) {
-        for _ in 0..slots {
-            self.node.produce(1);
-            self.step().await;
-        }
-    }
 }
 
 #[tokio::test]
@@ -163,17 +134,12 @@ async fn a_scanner_started_anew_resumes_at_its_cursor_and_misses_no_slot() {
     let at = l.node.include(vec![usdc("sigR", &inv, 3_000_000, true)]);
     l.node.produce(30);
     l.node.finalize();
-    l.scan(&l.new_chains(), 10).await;
-    let p = l.payment(&inv).await;
-    assert_eq!((p.amount.0, p.block_height), (d("3"), Some(at as i64)));
-    l.step().await;
-    assert_eq!(l.status(&inv).await, "paid");
+    l.scan_as_a_new_process().await;
+    l.assert_recorded_at_then_paid(&inv, "3", at, "").await;
 }
 
 #[tokio::test]
 async fn live_solana_gates_are_online_only_with_a_node() {
-    let l = live().await;
-    assert_eq!(l.live_statuses(&l.app).await, ["online", "online"]);
     let without = TestApp::spawn_with(|c| c.addresses.live.solana_pool = pool()).await;
-    assert_eq!(l.live_statuses(&without).await, ["offline", "offline"]);
+    live().await.assert_online_only_with_a_node(without, None).await;
 }

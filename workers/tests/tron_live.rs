@@ -14,48 +14,19 @@
 mod support;
 
 use domain::chain::address::tron::account_id_of;
-use entity::{Environment, PaymentStatus};
+use entity::PaymentStatus;
 use serde_json::{Value, json};
-use support::live::{LiveApp, d, id};
+use support::live::{Live, d};
 use support::tron_node::{FakeTron, Tx};
 use testkit::TestApp;
 
 const USDT: &str = "TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t";
 
-struct Live {
-    node: FakeTron,
-    l: LiveApp,
-}
-
-impl std::ops::Deref for Live {
-    type Target = LiveApp;
-    fn deref(&self) -> &LiveApp {
-        &self.l
-    }
-}
-
-const GATES: &[&str] = &["tron", "tron_usdt"];
-
-async fn live() -> Live {
-    let node = FakeTron::start(10).await;
-    let url = node.url.clone();
-    let l = LiveApp::start(GATES, |c| {
-        c.tron.api_url = url;
-        c.tron.max_retries = 1;
-        c.tron.retry_backoff_ms = 10;
+async fn live() -> Live<FakeTron> {
+    Live::start(FakeTron::start(10).await, &["tron", "tron_usdt"], |c, url| {
+        (c.tron.api_url, c.tron.max_retries, c.tron.retry_backoff_ms) = (url, 1, 10);
     })
-    .await;
-    Live { node, l }
-}
-
-impl Live {
-    /// Mines `blocks` empty blocks one by one, a pipeline step after each.
-    async fn step_over(&self, blocks: usize) {
-        for _ in 0..blocks {
-            self.node.mine(1);
-            self.step().await;
-        }
-    }
+    .await
 }
 
 fn to(inv: &Value) -> [u8; 20] {
@@ -64,6 +35,15 @@ fn to(inv: &Value) -> [u8; 20] {
 
 fn trx(tx: &str, inv: &Value, trx: u64) -> Tx {
     Tx::Trx { id: tx.into(), to: to(inv), sun: trx * 1_000_000 }
+}
+
+/// An invoice of `trx` TRX and a transfer `tx` of it in a new block, then a pipeline step: the
+/// invoice and the block's height.
+async fn trx_deposit(l: &Live<FakeTron>, tx: &str, trx_amount: u64) -> (Value, u64) {
+    let inv = l.invoice(json!({"currency": "TRX", "amount": trx_amount.to_string()})).await;
+    let at = l.node.include(vec![trx(tx, &inv, trx_amount)]);
+    l.step().await;
+    (inv, at)
 }
 
 fn usdt(tx: &str, inv: &Value, units: u64, ok: bool) -> Tx {
@@ -122,21 +102,14 @@ async fn underpaid_reverted_and_foreign_transfers_are_told_apart() {
         stranger,
     ]);
     l.step().await;
-    l.step_over(18).await;
-    let got = l.get(&short).await;
-    assert_eq!(got["status"], "underpaid", "{got}");
-    assert_eq!(got["amount_paid"], "20");
-    assert_eq!(l.get(&untouched).await["status"], "pending", "a reverted call and another token pay nothing");
-    assert_eq!(l.live_payments().await.len(), 1);
-    assert_eq!(l.balance("tron_usdt").await, (d("20"), d("0")));
+    let why = "a reverted call and another token pay nothing";
+    l.assert_only_underpaid_after(18, (&short, "20"), (&untouched, why), "tron_usdt").await;
 }
 
 #[tokio::test]
 async fn a_deposit_forked_away_is_reversed_only_after_a_span_of_missing_checks() {
     let l = live().await;
-    let inv = l.invoice(json!({"currency": "TRX", "amount": "3"})).await;
-    let at = l.node.include(vec![trx("f1", &inv, 3)]);
-    l.step().await;
+    let (inv, at) = trx_deposit(&l, "f1", 3).await;
     l.step_over(2).await;
     assert_eq!(l.get(&inv).await["status"], "confirming");
     assert_eq!(l.balance("tron").await, (d("0"), d("3")));
@@ -148,20 +121,13 @@ async fn a_deposit_forked_away_is_reversed_only_after_a_span_of_missing_checks()
     assert!(l.payment(&inv).await.missing_since_height.is_some());
     // Missing over the gate's 19 blocks and 3 checks: reversed, once.
     l.step_over(19).await;
-    let p = l.payment(&inv).await;
-    assert_eq!(p.status, PaymentStatus::Reversed, "{p:?}");
-    assert_eq!(l.get(&inv).await["status"], "pending");
-    assert_eq!(l.balance("tron").await, (d("0"), d("0")));
-    let events = testkit::invoice_events(&l.app.state.db, id(&inv)).await;
-    assert_eq!(events, ["invoice.confirming", "invoice.deposit_reversed"]);
+    l.assert_reversed_unconfirmed(&inv, "tron").await;
 }
 
 #[tokio::test]
 async fn a_forked_transaction_back_in_the_mempool_is_unconfirmed_not_reversed() {
     let l = live().await;
-    let inv = l.invoice(json!({"currency": "TRX", "amount": "4"})).await;
-    let at = l.node.include(vec![trx("m1", &inv, 4)]);
-    l.step().await;
+    let (inv, at) = trx_deposit(&l, "m1", 4).await;
     l.node.fork_from(at, true);
     l.step_over(25).await;
     let p = l.payment(&inv).await;
@@ -185,26 +151,13 @@ async fn a_scanner_started_anew_resumes_at_its_cursor_and_misses_no_block() {
     l.node.mine(29);
     // A new process: new chains, the cursor from the database, bounded batches of 10 blocks.
     let calls = l.node.calls();
-    l.scan(&l.new_chains(), 10).await;
+    l.scan_as_a_new_process().await;
     assert!(l.node.calls() > calls);
-    let p = l.payment(&inv).await;
-    assert_eq!(p.amount.0, d("7"));
-    assert_eq!(p.block_height, Some(i64::try_from(l.node.height()).unwrap() - 29));
-    l.step().await;
-    assert_eq!(l.get(&inv).await["status"], "paid", "60 blocks deep: confirmed at once");
+    let height = l.node.height() - 29;
+    l.assert_recorded_at_then_paid(&inv, "7", height, "60 blocks deep: confirmed at once").await;
 }
 
 #[tokio::test]
 async fn live_tron_gates_are_online_only_with_a_node() {
-    let l = live().await;
-    assert_eq!(l.live_statuses(&l.app).await, ["online", "online"]);
-    let without = TestApp::spawn().await;
-    assert_eq!(l.live_statuses(&without).await, ["offline", "offline"]);
-    let m = without.merchant().await;
-    let key = without.key(m, Environment::Live, &[]).await;
-    without.post("/v1/invoices", Some(&key), &json!({"currency": "TRX", "amount": "1"})).await.assert_error(
-        503,
-        "gate_offline",
-        None,
-    );
+    live().await.assert_online_only_with_a_node(TestApp::spawn().await, Some("TRX")).await;
 }

@@ -1,33 +1,32 @@
 //! anvil (npm `@foundry-rs/anvil-linux-amd64`, binary in `$ANVIL_BIN` or on `PATH`) on a free
 //! loopback port, for the EVM tests: JSON-RPC calls, mining, reorganisations, the test ERC-20.
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+
+/// A JSON-RPC quantity (`"0x…"`) as a number.
+pub fn quantity(v: &Value) -> u128 {
+    let hex = v.as_str().unwrap_or_else(|| panic!("not a quantity: {v}"));
+    u128::from_str_radix(hex.trim_start_matches("0x"), 16).unwrap_or_else(|e| panic!("{hex}: {e}"))
+}
 
 pub fn anvil_bin() -> String {
     std::env::var("ANVIL_BIN").unwrap_or_else(|_| "anvil".into())
 }
 
 pub struct Anvil {
-    child: Child,
+    _child: crate::serve::KillOnDrop,
     pub url: String,
     http: reqwest::Client,
     /// The first dev account (unlocked): sends deposits and deploys.
     pub from: String,
 }
 
-impl Drop for Anvil {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 impl Anvil {
     pub async fn start() -> Anvil {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = crate::fleet::free_port();
         let child = Command::new(anvil_bin())
             .args(["--host", "127.0.0.1", "--port", &port.to_string(), "--silent"])
             .stdout(Stdio::null())
@@ -39,8 +38,8 @@ impl Anvil {
                     anvil_bin()
                 )
             });
-        let mut a =
-            Anvil { child, url: format!("http://127.0.0.1:{port}"), http: reqwest::Client::new(), from: String::new() };
+        let (url, http) = (format!("http://127.0.0.1:{port}"), reqwest::Client::new());
+        let mut a = Anvil { _child: crate::serve::KillOnDrop(child), url, http, from: String::new() };
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Ok(v) = a.try_rpc("eth_accounts", json!([])).await {
@@ -67,8 +66,28 @@ impl Anvil {
     }
 
     pub async fn tip(&self) -> u64 {
-        let v = self.rpc("eth_blockNumber", json!([])).await;
-        u64::from_str_radix(v.as_str().unwrap().trim_start_matches("0x"), 16).unwrap()
+        quantity(&self.rpc("eth_blockNumber", json!([])).await) as u64
+    }
+
+    /// The nonce of the transaction `hash` (known to the node).
+    pub async fn nonce_of(&self, hash: &str) -> u64 {
+        quantity(&self.rpc("eth_getTransactionByHash", json!([hash])).await["nonce"]) as u64
+    }
+
+    /// Transactions `address` sent (its next nonce), in the latest block.
+    pub async fn tx_count(&self, address: &str) -> u64 {
+        quantity(&self.rpc("eth_getTransactionCount", json!([address, "latest"])).await) as u64
+    }
+
+    /// `address`'s balance in wei.
+    pub async fn balance_of(&self, address: &str) -> u128 {
+        quantity(&self.rpc("eth_getBalance", json!([address, "latest"])).await)
+    }
+
+    /// `holder`'s balance of the ERC-20 `token`, in base units.
+    pub async fn token_balance_of(&self, token: &str, holder: &str) -> u128 {
+        let data = format!("0x70a08231{:0>64}", holder.trim_start_matches("0x").to_ascii_lowercase());
+        quantity(&self.rpc("eth_call", json!([{"to": token, "data": data}, "latest"])).await)
     }
 
     pub async fn mine(&self, n: u64) {

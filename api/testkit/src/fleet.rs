@@ -5,20 +5,13 @@
 #![allow(dead_code)]
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub struct Proc {
-    pub child: Child,
+    pub child: crate::serve::KillOnDrop,
     /// Base URL of its HTTP port (the API, or a worker's /health, /ready, /metrics).
     pub url: String,
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 impl Proc {
@@ -110,7 +103,7 @@ impl Fleet {
             cmd.env(k, v);
         }
         let child = cmd.spawn().unwrap_or_else(|e| panic!("start {}: {e}", program.display()));
-        Proc { child, url: format!("http://127.0.0.1:{port}") }
+        Proc { child: crate::serve::KillOnDrop(child), url: format!("http://127.0.0.1:{port}") }
     }
 
     pub fn api(&self) -> Proc {

@@ -14,6 +14,32 @@ impl Drop for KillOnDrop {
     }
 }
 
+impl std::ops::Deref for KillOnDrop {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for KillOnDrop {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+/// `ops serve` (the binary at `ops`) in `dir`, listening on `port`, with sandbox blocks every
+/// `block_interval_ms` and scans every 100 ms; the caller adds its own settings.
+pub fn ops_serve(ops: &str, dir: &std::path::Path, port: u16, block_interval_ms: &str) -> Command {
+    let mut cmd = Command::new(ops);
+    cmd.arg("serve")
+        .current_dir(dir)
+        .env("PAYGATE_LISTEN", format!("127.0.0.1:{port}"))
+        .env("PAYGATE_SANDBOX__BLOCK_INTERVAL_MS", block_interval_ms)
+        .env("PAYGATE_PIPELINE__SCAN_INTERVAL_MS", "100")
+        .env("RUST_LOG", "warn");
+    cmd
+}
+
 /// Spawns `cmd` (an `ops serve` the caller configured: directory, `PAYGATE_*` settings) and
 /// waits up to 60 s for the demo merchant's test key that its first start prints once. Its
 /// stdout is read to the end, so the server never writes into a closed pipe.

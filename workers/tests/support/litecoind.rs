@@ -9,7 +9,7 @@
 //! for the test's payments (the adapter itself uses no wallet).
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use bitcoin::bech32::{Hrp, segwit};
@@ -21,7 +21,7 @@ pub struct Litecoind {
     pub user: &'static str,
     pub password: &'static str,
     pub p2p_port: u16,
-    child: Child,
+    _child: testkit::serve::KillOnDrop,
     http: reqwest::Client,
     _dir: tempfile::TempDir,
 }
@@ -43,6 +43,16 @@ fn binary() -> PathBuf {
 pub fn regtest_address(bitcoin_address: &str) -> String {
     let (_, version, program) = segwit::decode(bitcoin_address).expect("a SegWit address");
     segwit::encode(Hrp::parse("rltc").unwrap(), version, &program).unwrap()
+}
+
+impl super::live::Node for Litecoind {
+    fn url(&self) -> String {
+        self.url.clone()
+    }
+
+    async fn advance(&self, n: usize) {
+        self.mine(n as u64).await;
+    }
 }
 
 impl Litecoind {
@@ -79,7 +89,7 @@ impl Litecoind {
             user: "paygate",
             password: "regtest",
             p2p_port,
-            child,
+            _child: testkit::serve::KillOnDrop(child),
             http: reqwest::Client::new(),
             _dir: dir,
         };
@@ -188,12 +198,5 @@ impl Litecoind {
             assert!(tries < 600, "peers did not disconnect");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-    }
-}
-
-impl Drop for Litecoind {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }

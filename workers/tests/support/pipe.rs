@@ -55,6 +55,17 @@ impl Pipe {
         assert_eq!(r.status.as_u16(), 200, "{}", r.body);
     }
 
+    /// Funds the merchant's tron USDT with the 2 USDT of network fee a refund costs it by default
+    /// (spec 2.6): funds beyond an invoice's credit.
+    pub async fn fund_refund_fees(&self) {
+        testkit::adjust(&self.app.state.db, self.merchant, Environment::Test, "tron_usdt", "2", "fees").await;
+    }
+
+    /// `POST /v1/refunds` of `body` with an `Idempotency-Key`.
+    pub async fn refund(&self, idempotency_key: &str, body: &Value) -> testkit::Resp {
+        self.app.post_idempotent("/v1/refunds", &self.key, idempotency_key, body).await
+    }
+
     /// `GET /v1/invoices/{id}`'s data.
     pub async fn get_invoice(&self, id: Uuid) -> Value {
         self.app.get(&format!("/v1/invoices/{id}"), Some(&self.key)).await.data().clone()

@@ -4,13 +4,12 @@
 //! issue's LiteSVM shim is not built yet (docs/operations.md says which chains run against
 //! real node software).
 
-use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
-
+use axum::Json;
 use axum::extract::State;
 use axum::routing::post;
-use axum::{Json, Router};
 use serde_json::{Value, json};
+
+use super::fake_node::{Chain, FakeNode, Shared};
 
 /// What a transaction does to one watched address.
 #[derive(Debug, Clone)]
@@ -77,43 +76,26 @@ impl Tx {
 }
 
 #[derive(Default)]
-struct Cluster {
+pub struct Cluster {
     /// `slots[s]`: `None` skipped, else its transactions. Slot 0 is the first.
     slots: Vec<Option<Vec<Tx>>>,
     /// Slots up to here are finalized.
     finalized: u64,
 }
 
-pub struct FakeSolana {
-    pub url: String,
-    state: Arc<Mutex<Cluster>>,
-    task: tokio::task::JoinHandle<()>,
-}
+pub type FakeSolana = FakeNode<Cluster>;
 
-impl Drop for FakeSolana {
-    fn drop(&mut self) {
-        self.task.abort();
+impl Chain for Cluster {
+    fn extend_empty(&mut self, n: usize) {
+        self.slots.extend(std::iter::repeat_with(|| Some(Vec::new())).take(n));
     }
 }
 
 impl FakeSolana {
     /// Serves on 127.0.0.1:0 with `slots` empty, finalized slots.
     pub async fn start(slots: usize) -> FakeSolana {
-        let state = Arc::new(Mutex::new(Cluster {
-            slots: vec![Some(Vec::new()); slots],
-            finalized: slots.saturating_sub(1) as u64,
-        }));
-        let app = Router::new().route("/", post(call)).with_state(state.clone());
-        let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let task = tokio::spawn(async move {
-            axum::serve(listener, app).await.unwrap();
-        });
-        FakeSolana { url, state, task }
-    }
-
-    fn with<T>(&self, f: impl FnOnce(&mut Cluster) -> T) -> T {
-        f(&mut self.state.lock().unwrap())
+        let cluster = Cluster { slots: vec![Some(Vec::new()); slots], finalized: slots.saturating_sub(1) as u64 };
+        FakeNode::serve(cluster, "/", post(call)).await
     }
 
     /// The newest slot.
@@ -123,7 +105,7 @@ impl FakeSolana {
 
     /// Appends `n` empty slots.
     pub fn produce(&self, n: usize) {
-        self.with(|c| c.slots.extend(std::iter::repeat_with(|| Some(Vec::new())).take(n)));
+        self.with(|c| c.extend_empty(n));
     }
 
     /// Appends `n` skipped slots (no block).
@@ -159,7 +141,7 @@ fn rpc_error(code: i64, message: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": 1, "error": {"code": code, "message": message}})
 }
 
-async fn call(State(state): State<Arc<Mutex<Cluster>>>, Json(req): Json<Value>) -> Json<Value> {
+async fn call(State(state): State<Shared<Cluster>>, Json(req): Json<Value>) -> Json<Value> {
     let c = state.lock().unwrap();
     let params = &req["params"];
     let result = match req["method"].as_str().unwrap_or("") {

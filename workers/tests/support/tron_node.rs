@@ -5,13 +5,12 @@
 //! by block, with forks. No registry here ships java-tron, so the adapter's tests run against
 //! this (docs/operations.md says which chains run against real node software).
 
-use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
-
+use axum::Json;
 use axum::extract::{Path, State};
 use axum::routing::post;
-use axum::{Json, Router};
 use serde_json::{Value, json};
+
+use super::fake_node::{Chain, FakeNode, Shared};
 
 /// keccak256("Transfer(address,address,uint256)"), as java-tron prints topics: bare hex.
 const TRANSFER_TOPIC: &str = "ddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef";
@@ -80,43 +79,28 @@ impl Tx {
 }
 
 #[derive(Default)]
-struct Ledger {
+pub struct Ledger {
     /// `blocks[h - 1]` is block `h`; block 1 is the first.
     blocks: Vec<Vec<Tx>>,
     /// Broadcast but in no block.
     pending: Vec<Tx>,
     /// Fork generation, mixed into block ids so a replaced block has another id.
     fork: u64,
-    calls: u64,
 }
 
-pub struct FakeTron {
-    pub url: String,
-    state: Arc<Mutex<Ledger>>,
-    task: tokio::task::JoinHandle<()>,
-}
+pub type FakeTron = FakeNode<Ledger>;
 
-impl Drop for FakeTron {
-    fn drop(&mut self) {
-        self.task.abort();
+impl Chain for Ledger {
+    fn extend_empty(&mut self, n: usize) {
+        self.blocks.extend(std::iter::repeat_with(Vec::new).take(n));
     }
 }
 
 impl FakeTron {
     /// Serves on 127.0.0.1:0 with `blocks` empty blocks.
     pub async fn start(blocks: usize) -> FakeTron {
-        let state = Arc::new(Mutex::new(Ledger { blocks: vec![Vec::new(); blocks], ..Default::default() }));
-        let app = Router::new().route("/wallet/{method}", post(call)).with_state(state.clone());
-        let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let task = tokio::spawn(async move {
-            axum::serve(listener, app).await.unwrap();
-        });
-        FakeTron { url, state, task }
-    }
-
-    fn with<T>(&self, f: impl FnOnce(&mut Ledger) -> T) -> T {
-        f(&mut self.state.lock().unwrap())
+        let ledger = Ledger { blocks: vec![Vec::new(); blocks], ..Default::default() };
+        FakeNode::serve(ledger, "/wallet/{method}", post(call)).await
     }
 
     pub fn height(&self) -> u64 {
@@ -125,7 +109,7 @@ impl FakeTron {
 
     /// Appends `n` empty blocks.
     pub fn mine(&self, n: usize) {
-        self.with(|l| l.blocks.extend(std::iter::repeat_with(Vec::new).take(n)));
+        self.with(|l| l.extend_empty(n));
     }
 
     /// Appends one block holding `txs`; returns its height.
@@ -150,11 +134,6 @@ impl FakeTron {
             }
         });
     }
-
-    /// API calls answered so far.
-    pub fn calls(&self) -> u64 {
-        self.with(|l| l.calls)
-    }
 }
 
 fn block_json(l: &Ledger, height: u64) -> Value {
@@ -173,13 +152,8 @@ fn find(l: &Ledger, id: &str) -> Option<(u64, Tx)> {
         .find_map(|(i, txs)| txs.iter().find(|t| t.id() == id).map(|t| (i as u64 + 1, t.clone())))
 }
 
-async fn call(
-    State(state): State<Arc<Mutex<Ledger>>>,
-    Path(method): Path<String>,
-    Json(body): Json<Value>,
-) -> Json<Value> {
-    let mut l = state.lock().unwrap();
-    l.calls += 1;
+async fn call(State(state): State<Shared<Ledger>>, Path(method): Path<String>, Json(body): Json<Value>) -> Json<Value> {
+    let l = state.lock().unwrap();
     let num = body["num"].as_u64().unwrap_or(0);
     let id = body["value"].as_str().unwrap_or("").to_owned();
     Json(match method.as_str() {

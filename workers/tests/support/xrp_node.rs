@@ -5,13 +5,13 @@
 //! which chains run against real node software).
 
 use std::collections::HashSet;
-use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
 
+use axum::Json;
 use axum::extract::State;
 use axum::routing::post;
-use axum::{Json, Router};
 use serde_json::{Value, json};
+
+use super::fake_node::{Chain, FakeNode, Shared};
 
 /// The first ledger the fake holds.
 pub const FIRST_LEDGER: u64 = 90_000_000;
@@ -65,41 +65,26 @@ impl Pay {
 }
 
 #[derive(Default)]
-struct Ledgers {
+pub struct Ledgers {
     /// `ledgers[i]`: the payments of validated ledger `FIRST_LEDGER + i`.
     ledgers: Vec<Vec<Pay>>,
     /// Hashes `tx` answers `txnNotFound` for (a lagging node).
     forgotten: HashSet<String>,
-    calls: u64,
 }
 
-pub struct FakeRippled {
-    pub url: String,
-    state: Arc<Mutex<Ledgers>>,
-    task: tokio::task::JoinHandle<()>,
-}
+pub type FakeRippled = FakeNode<Ledgers>;
 
-impl Drop for FakeRippled {
-    fn drop(&mut self) {
-        self.task.abort();
+impl Chain for Ledgers {
+    fn extend_empty(&mut self, n: usize) {
+        self.ledgers.extend(std::iter::repeat_with(Vec::new).take(n));
     }
 }
 
 impl FakeRippled {
     /// Serves on 127.0.0.1:0 with `ledgers` empty validated ledgers.
     pub async fn start(ledgers: usize) -> FakeRippled {
-        let state = Arc::new(Mutex::new(Ledgers { ledgers: vec![Vec::new(); ledgers.max(1)], ..Default::default() }));
-        let app = Router::new().route("/", post(call)).with_state(state.clone());
-        let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let task = tokio::spawn(async move {
-            axum::serve(listener, app).await.unwrap();
-        });
-        FakeRippled { url, state, task }
-    }
-
-    fn with<T>(&self, f: impl FnOnce(&mut Ledgers) -> T) -> T {
-        f(&mut self.state.lock().unwrap())
+        let state = Ledgers { ledgers: vec![Vec::new(); ledgers.max(1)], ..Default::default() };
+        FakeNode::serve(state, "/", post(call)).await
     }
 
     /// The newest validated ledger.
@@ -109,7 +94,7 @@ impl FakeRippled {
 
     /// Closes `n` empty ledgers.
     pub fn close(&self, n: usize) {
-        self.with(|l| l.ledgers.extend(std::iter::repeat_with(Vec::new).take(n)));
+        self.with(|l| l.extend_empty(n));
     }
 
     /// Closes a ledger holding `pays`; returns its index.
@@ -128,19 +113,14 @@ impl FakeRippled {
     pub fn recall(&self, hash: &str) {
         self.with(|l| l.forgotten.remove(hash));
     }
-
-    pub fn calls(&self) -> u64 {
-        self.with(|l| l.calls)
-    }
 }
 
 fn error(name: &str, request: &Value) -> Value {
     json!({"result": {"error": name, "status": "error", "request": request}})
 }
 
-async fn call(State(state): State<Arc<Mutex<Ledgers>>>, Json(req): Json<Value>) -> Json<Value> {
-    let mut l = state.lock().unwrap();
-    l.calls += 1;
+async fn call(State(state): State<Shared<Ledgers>>, Json(req): Json<Value>) -> Json<Value> {
+    let l = state.lock().unwrap();
     let p = &req["params"][0];
     let validated = FIRST_LEDGER + l.ledgers.len() as u64 - 1;
     let result = match req["method"].as_str().unwrap_or("") {
