@@ -266,23 +266,16 @@ async fn every_money_or_access_command_leaves_exactly_one_audit_row_and_refusals
     // The approved payout was never signed: an operator may fail it (funds released); a
     // replacement needs a signed transaction, so it is refused and leaves no row.
     ops.unaudited(&["payouts", "replace", &p1], false);
-    let (row, _) = ops.audited(
-        &["payouts", "fail", &p1, "--reason", "recipient closed the account"],
-        "oscar",
-        "payout.fail",
-        &p1,
-        Some("recipient closed the account"),
-    );
+    // `ops payouts <verb> <payout> --reason <reason>`, audited as `payout.<verb>` with the reason.
+    let with_reason = |verb: &str, payout: &str, reason: &str| {
+        let args = ["payouts", verb, payout, "--reason", reason];
+        ops.audited(&args, "oscar", &format!("payout.{verb}"), payout, Some(reason)).0
+    };
+    let row = with_reason("fail", &p1, "recipient closed the account");
     assert_eq!((&row["before"]["status"], &row["after"]["status"]), (&"approved".into(), &"failed".into()), "{row}");
     ops.unaudited(&["payouts", "fail", &p1, "--reason", "again"], false);
     ops.unaudited(&["payouts", "reject", &p2, "--reason", "  "], false);
-    let (row, _) = ops.audited(
-        &["payouts", "reject", &p2, "--reason", "destination on a sanctions list"],
-        "oscar",
-        "payout.reject",
-        &p2,
-        Some("destination on a sanctions list"),
-    );
+    let row = with_reason("reject", &p2, "destination on a sanctions list");
     assert_eq!(row["after"]["status"], "failed", "{row}");
 
     // Webhook endpoint: set, rotate, remove (the secrets are never recorded).
@@ -442,4 +435,56 @@ async fn rotate_key_reencrypts_every_endpoint_secret_under_the_new_key() {
         }
         assert!(domain::webhooks::endpoints::signing_secrets(&old_box, &e, now).is_err(), "the old key is done");
     }
+}
+
+/// Unclaimed deposits (money that reached us but credits no invoice): listed until resolved;
+/// resolving leaves one audit row, resolving again is refused and leaves none.
+#[tokio::test]
+async fn an_unclaimed_deposit_is_listed_until_resolved_once_with_its_audit_row() {
+    use sea_orm::{ActiveModelTrait, IntoActiveModel};
+    let ops = Ops::new();
+    ops.ok(&["migrate"]);
+    let db = sea_orm::Database::connect(ops.database_url()).await.unwrap();
+    let id = entity::unclaimed_deposit::Model {
+        id: Uuid::now_v7(),
+        environment: entity::Environment::Live,
+        gate_id: "xrp".into(),
+        tx_hash: "C0FFEE".into(),
+        output_index: 0,
+        address_key: "xrp:rHb9CJAWyB4rj91VRWn96DkukG4bwdtyTh:".into(),
+        amount: entity::Amount(testkit::d("12.5")),
+        block_height: 90,
+        reason: entity::UnclaimedReason::NoInvoice,
+        seen_at: chrono::Utc::now(),
+        resolved_at: None,
+        resolution: None,
+    }
+    .into_active_model()
+    .insert(&db)
+    .await
+    .unwrap()
+    .id
+    .to_string();
+    let listed = |args: &[&str]| -> Vec<Value> {
+        let args = [&["deposits", "unclaimed", "--json"][..], args].concat();
+        ops.ok(&args).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    };
+    let open = listed(&["--env", "live"]);
+    assert_eq!(open.len(), 1, "{open:?}");
+    assert_eq!((&open[0]["id"], &open[0]["amount"], &open[0]["reason"]), (&id.as_str().into(), &"12.5".into(), &"no_invoice".into()));
+    assert!(listed(&["--env", "test"]).is_empty());
+
+    ops.unaudited(&["deposits", "resolve", &id, "--reason", " "], false);
+    let (row, _) = ops.audited(
+        &["deposits", "resolve", &id, "--reason", "returned in tx 9F3A"],
+        "oscar",
+        "deposit.resolve",
+        &id,
+        Some("returned in tx 9F3A"),
+    );
+    assert_eq!((&row["before"]["resolved_at"], &row["after"]["resolution"]), (&Value::Null, &"returned in tx 9F3A".into()));
+    assert!(listed(&[]).is_empty(), "resolved: no longer listed");
+    let all = listed(&["--all"]);
+    assert_eq!((all.len(), &all[0]["resolution"]), (1, &"returned in tx 9F3A".into()));
+    ops.unaudited(&["deposits", "resolve", &id, "--reason", "again"], false);
 }

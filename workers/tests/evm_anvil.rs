@@ -11,26 +11,24 @@
 //!   again is revived and credited once;
 //! - the scanner, stopped while 100 blocks pass with a deposit among them, catches up in bounded
 //!   batches and records it;
-//! - an endpoint that fails is retried; a scan that still fails leaves the cursor where it was.
+//! - an endpoint that fails is retried; a scan that still fails leaves the cursor where it was;
+//! - the token sent to an ETH invoice's address credits nothing and is recorded once as
+//!   unclaimed.
 #![cfg(feature = "anvil-tests")]
 
-use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use domain::config::{EvmNetworkConfig, EvmTokenConfig};
-use entity::{Environment, PaymentStatus, payment, scan_cursor};
+use entity::{Environment, PaymentStatus, UnclaimedReason, payment, scan_cursor};
 use rust_decimal::Decimal;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde_json::{Value, json};
 use testkit::TestApp;
-use testkit::anvil::Anvil;
+use testkit::anvil::{Anvil, quantity};
+use testkit::d;
 use uuid::Uuid;
 use workers::chain::{Chain, Chains};
 use workers::pipeline::{scanner, tracker};
-
-fn d(s: &str) -> Decimal {
-    Decimal::from_str(s).unwrap()
-}
 
 struct Live {
     anvil: Anvil,
@@ -41,21 +39,37 @@ struct Live {
     merchant: Uuid,
 }
 
+/// The ethereum network on `anvil`, paying out from [`HOT_WALLET`] when `hot_wallet`.
+fn node(anvil: &Anvil, max_retries: u32, retry_backoff_ms: u64, hot_wallet: bool) -> EvmNetworkConfig {
+    EvmNetworkConfig {
+        rpc_url: anvil.url.clone(),
+        max_retries,
+        retry_backoff_ms,
+        hot_wallet_key: hot_wallet.then(|| domain::config::Redacted(HOT_WALLET_KEY.into())),
+        chain_id: hot_wallet.then_some(31337),
+        ..Default::default()
+    }
+}
+
+/// A test app on the ethereum network `net`, with `token` as the `ethereum_usdt` contract.
+async fn app_on(net: EvmNetworkConfig, token: Option<&str>) -> TestApp {
+    TestApp::spawn_with(|c| {
+        c.evm.networks.insert("ethereum".into(), net);
+        if let Some(token) = token {
+            let token = EvmTokenConfig { contract: token.to_owned(), decimals: Some(6) };
+            c.evm.tokens.insert("ethereum_usdt".into(), token);
+        }
+    })
+    .await
+}
+
 async fn live() -> Live {
     let anvil = Anvil::start().await;
     let token = anvil.deploy_token(1_000_000_000_000).await;
     // Deep enough that no test's reorganisation removes the contract itself.
     anvil.mine(30).await;
-    let net =
-        EvmNetworkConfig { rpc_url: anvil.url.clone(), max_retries: 2, retry_backoff_ms: 50, ..Default::default() };
-    let token_cfg = EvmTokenConfig { contract: token.clone(), decimals: Some(6) };
-    let app = TestApp::spawn_with(|c| {
-        c.evm.networks.insert("ethereum".into(), net.clone());
-        c.evm.tokens.insert("ethereum_usdt".into(), token_cfg.clone());
-    })
-    .await;
-    let merchant = app.merchant().await;
-    let key = app.key(merchant, Environment::Live, &[]).await;
+    let app = app_on(node(&anvil, 2, 50, false), Some(&token)).await;
+    let (merchant, key) = app.live_key().await;
     let chains = Chains::new(&app.state.db, &app.state.config.sandbox).with_evm(&app.state.config.evm);
     let l = Live { anvil, token, app, key, chains, merchant };
     // The live scan starts at the tip: take the cursors now, before any deposit.
@@ -106,6 +120,60 @@ impl Live {
         }
     }
 
+    /// Mines `blocks` blocks at once, then a pipeline step.
+    async fn mine_and_step(&self, blocks: u64) {
+        self.anvil.mine(blocks).await;
+        self.step().await;
+    }
+
+    /// An ETH invoice of `amount` and a deposit of `wei` to it, `blocks` mined and a pipeline
+    /// step: the invoice, the transaction's hash and its signed bytes (to broadcast it again).
+    async fn eth_deposit(&self, amount: &str, wei: u128, blocks: u64) -> (Value, String, Value) {
+        let inv = self.invoice(json!({"currency": "ETH", "network": "ethereum", "amount": amount})).await;
+        let hash = self.anvil.send_eth(inv["deposit_address"].as_str().unwrap(), wei).await;
+        let raw = self.anvil.rpc("eth_getRawTransactionByHash", json!([hash])).await;
+        self.mine_and_step(blocks).await;
+        (inv, hash, raw)
+    }
+
+    /// The invoice's status and its first payment's.
+    async fn assert_invoice(&self, invoice: &Value, status: &str, payment_status: &str) {
+        let got = self.get(&invoice["id"]).await;
+        assert_eq!(got["status"], status, "{got}");
+        assert_eq!(got["payments"][0]["status"], payment_status);
+    }
+
+    /// Every bucket of `gate`'s balance is the sum of its ledger entries: the balance and entries.
+    async fn assert_ledger(&self, gate: &str) -> (entity::balance::Model, Vec<entity::ledger_entry::Model>) {
+        testkit::assert_ledger_sums(&self.app.state.db, self.merchant, gate).await
+    }
+
+    async fn status(&self, invoice: &Value) -> Value {
+        self.get(&invoice["id"]).await["status"].clone()
+    }
+
+    /// The invoice's status, and `gate`'s (available, pending) balance.
+    async fn assert_state(&self, invoice: &Value, status: &str, gate: &str, (available, pending): (&str, &str)) {
+        assert_eq!(self.status(invoice).await, status);
+        assert_eq!(self.balance(gate).await, (d(available), d(pending)), "{gate} balance");
+    }
+
+    /// The last `depth` blocks are reorganised away and the node forgets the transaction `hash`
+    /// (dropped from its mempool too).
+    async fn reorg_and_drop(&self, depth: u64, hash: &str) {
+        self.anvil.reorg(depth).await;
+        let _ = self.anvil.try_rpc("anvil_dropTransaction", json!([hash])).await;
+    }
+
+    /// The signed transaction `raw` broadcast again.
+    async fn rebroadcast(&self, raw: &Value) {
+        self.anvil.rpc("eth_sendRawTransaction", json!([raw])).await;
+    }
+
+    async fn events(&self, invoice: &Value) -> Vec<String> {
+        testkit::invoice_events(&self.app.state.db, invoice["id"].as_str().unwrap()).await
+    }
+
     async fn payment(&self, invoice: &Value) -> payment::Model {
         let id = Uuid::parse_str(invoice["id"].as_str().unwrap()).unwrap();
         payment::Entity::find()
@@ -151,24 +219,49 @@ async fn eth_and_token_deposits_confirm_after_the_gates_depth_and_are_credited()
     assert_eq!(l.balance("ethereum_usdt").await, (d("0"), d("25")));
     // The ETH deposit is one block deeper than the token's; after 10 more blocks it has 12
     // confirmations, the token 11.
-    l.anvil.mine(10).await;
-    l.step().await;
-    assert_eq!(l.get(&eth["id"]).await["status"], "paid");
-    assert_eq!(l.get(&usdt["id"]).await["status"], "confirming");
+    l.mine_and_step(10).await;
+    assert_eq!(l.status(&eth).await, "paid");
+    assert_eq!(l.status(&usdt).await, "confirming");
     assert_eq!(l.get(&usdt["id"]).await["payments"][0]["confirmations"], 11);
-    l.anvil.mine(1).await;
-    l.step().await;
-    assert_eq!(l.get(&usdt["id"]).await["status"], "paid");
-    assert_eq!(l.balance("ethereum").await, (d("0.5"), d("0")));
+    l.mine_and_step(1).await;
+    l.assert_state(&usdt, "paid", "ethereum", ("0.5", "0")).await;
     assert_eq!(l.balance("ethereum_usdt").await, (d("25"), d("0")));
     // Re-scans and re-tracks record and credit nothing twice.
-    l.anvil.mine(3).await;
-    l.step().await;
+    l.mine_and_step(3).await;
     l.step().await;
     assert_eq!(payment::Entity::find().all(&l.app.state.db).await.unwrap().len(), 2);
     assert_eq!(l.balance("ethereum").await, (d("0.5"), d("0")));
-    testkit::assert_ledger_sums(&l.app.state.db, l.merchant, "ethereum").await;
-    testkit::assert_ledger_sums(&l.app.state.db, l.merchant, "ethereum_usdt").await;
+    l.assert_ledger("ethereum").await;
+    l.assert_ledger("ethereum_usdt").await;
+}
+
+/// Another asset sent to one of our deposit addresses (the token to an ETH invoice's address)
+/// credits nobody: the scanner records it once as unclaimed for the operator, however often its
+/// block is read again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_sent_to_an_eth_invoices_address_is_recorded_once_as_unclaimed() {
+    let l = live().await;
+    let inv = l.invoice(json!({"currency": "ETH", "network": "ethereum", "amount": "1"})).await;
+    let addr = inv["deposit_address"].as_str().unwrap();
+    let hash = l.anvil.send_token(&l.token, addr, 3_000_000).await;
+    l.step_over(13).await;
+    let block = quantity(&l.anvil.rpc("eth_getTransactionReceipt", json!([hash])).await["blockNumber"]);
+    assert_eq!(l.status(&inv).await, "pending");
+    assert_eq!(l.balance("ethereum_usdt").await, (Decimal::ZERO, Decimal::ZERO));
+    assert_eq!(l.balance("ethereum").await, (Decimal::ZERO, Decimal::ZERO));
+    let expected = vec![(
+        "ethereum_usdt".to_owned(),
+        hash.to_ascii_lowercase(),
+        d("3"),
+        UnclaimedReason::OtherGate,
+        domain::addresses::address_key(domain::chain::address::AddressFamily::Evm, addr, None),
+    )];
+    assert_eq!(testkit::unclaimed_deposits(&l.app.state.db).await, expected);
+    testkit::rescan_from(&l.app.state.db, Environment::Live, "ethereum_usdt", block as i64).await;
+    l.step().await;
+    assert_eq!(testkit::unclaimed_deposits(&l.app.state.db).await, expected, "a rescan records nothing twice");
+    let payments = payment::Entity::find().all(&l.app.state.db).await.unwrap();
+    assert!(payments.is_empty(), "{payments:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -177,69 +270,53 @@ async fn deposits_removed_by_a_reorg_before_and_after_confirmation_are_reversed(
     // Before confirmation: seen, then reorganised away.
     let early = l.invoice(json!({"currency": "ETH", "network": "ethereum", "amount": "0.1"})).await;
     l.anvil.send_eth(early["deposit_address"].as_str().unwrap(), 100_000_000_000_000_000).await;
-    l.anvil.mine(2).await;
-    l.step().await;
-    assert_eq!(l.get(&early["id"]).await["status"], "confirming");
-    assert_eq!(l.balance("ethereum").await, (d("0"), d("0.1")));
+    l.mine_and_step(2).await;
+    l.assert_state(&early, "confirming", "ethereum", ("0", "0.1")).await;
     l.anvil.reorg(4).await;
     l.step().await;
     // Missing, but not for the whole span (12 blocks, 3 checks) yet: nothing changes.
     l.step_over(11).await;
-    assert_eq!(l.get(&early["id"]).await["status"], "confirming");
+    assert_eq!(l.status(&early).await, "confirming");
     assert_eq!(l.payment(&early).await.missing_checks, 12);
     l.step_over(1).await;
-    let got = l.get(&early["id"]).await;
-    assert_eq!(got["status"], "pending", "{got}");
-    assert_eq!(got["payments"][0]["status"], "reversed");
+    l.assert_invoice(&early, "pending", "reversed").await;
     assert_eq!(l.balance("ethereum").await, (d("0"), d("0")));
 
     // After confirmation (credited): a deeper reorganisation takes the credit back.
     let late = l.invoice(json!({"currency": "USDT", "network": "ethereum", "amount": "10"})).await;
     l.anvil.send_token(&l.token, late["deposit_address"].as_str().unwrap(), 10_000_000).await;
-    l.anvil.mine(12).await;
-    l.step().await;
-    assert_eq!(l.get(&late["id"]).await["status"], "paid");
-    assert_eq!(l.balance("ethereum_usdt").await, (d("10"), d("0")));
+    l.mine_and_step(12).await;
+    l.assert_state(&late, "paid", "ethereum_usdt", ("10", "0")).await;
     l.anvil.reorg(15).await;
     l.step().await;
     l.step_over(11).await;
-    assert_eq!(l.get(&late["id"]).await["status"], "paid", "not reversed before the span");
+    assert_eq!(l.status(&late).await, "paid", "not reversed before the span");
     l.step_over(1).await;
-    let got = l.get(&late["id"]).await;
-    assert_eq!(got["status"], "invalid", "{got}");
-    assert_eq!(got["payments"][0]["status"], "reversed");
+    l.assert_invoice(&late, "invalid", "reversed").await;
     assert_eq!(l.balance("ethereum_usdt").await, (d("0"), d("0")));
-    let events = testkit::invoice_events(&l.app.state.db, late["id"].as_str().unwrap()).await;
+    let events = l.events(&late).await;
     assert!(events.ends_with(&["invoice.deposit_reversed".to_owned(), "invoice.invalid".to_owned()]), "{events:?}");
-    testkit::assert_ledger_sums(&l.app.state.db, l.merchant, "ethereum").await;
-    testkit::assert_ledger_sums(&l.app.state.db, l.merchant, "ethereum_usdt").await;
+    l.assert_ledger("ethereum").await;
+    l.assert_ledger("ethereum_usdt").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deposit_reorganised_out_and_mined_again_is_credited_once() {
     let l = live().await;
-    let inv = l.invoice(json!({"currency": "ETH", "network": "ethereum", "amount": "0.4"})).await;
-    let hash = l.anvil.send_eth(inv["deposit_address"].as_str().unwrap(), 400_000_000_000_000_000).await;
-    let raw = l.anvil.rpc("eth_getRawTransactionByHash", json!([hash])).await;
-    l.anvil.mine(2).await;
-    l.step().await;
-    assert_eq!(l.get(&inv["id"]).await["status"], "confirming");
+    let (inv, _, raw) = l.eth_deposit("0.4", 400_000_000_000_000_000, 2).await;
+    assert_eq!(l.status(&inv).await, "confirming");
     // A reorganisation drops it; the sender's node broadcasts it again and it lands in a later
     // block (same transaction, same hash).
     l.anvil.reorg(3).await;
-    l.anvil.rpc("eth_sendRawTransaction", json!([raw])).await;
-    l.anvil.mine(6).await;
-    l.step().await;
+    l.rebroadcast(&raw).await;
+    l.mine_and_step(6).await;
     let got = l.get(&inv["id"]).await;
     assert_eq!(got["status"], "confirming", "{got}");
     assert_eq!(got["payments"].as_array().unwrap().len(), 1, "the rescan records it once");
-    l.anvil.mine(6).await;
-    l.step().await;
-    let got = l.get(&inv["id"]).await;
-    assert_eq!(got["status"], "paid", "{got}");
-    assert_eq!(got["payments"][0]["status"], "confirmed");
+    l.mine_and_step(6).await;
+    l.assert_invoice(&inv, "paid", "confirmed").await;
     assert_eq!(l.balance("ethereum").await, (d("0.4"), d("0")));
-    testkit::assert_ledger_sums(&l.app.state.db, l.merchant, "ethereum").await;
+    l.assert_ledger("ethereum").await;
 }
 
 /// Issue 14 item 1 on a real node: the node answers "unknown transaction" once (a reorganisation
@@ -247,33 +324,22 @@ async fn a_deposit_reorganised_out_and_mined_again_is_credited_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_transaction_missing_once_is_not_reversed() {
     let l = live().await;
-    let inv = l.invoice(json!({"currency": "ETH", "network": "ethereum", "amount": "0.3"})).await;
-    let hash = l.anvil.send_eth(inv["deposit_address"].as_str().unwrap(), 300_000_000_000_000_000).await;
-    let raw = l.anvil.rpc("eth_getRawTransactionByHash", json!([hash])).await;
-    l.anvil.mine(2).await;
-    l.step().await;
-    l.anvil.reorg(3).await;
-    let _ = l.anvil.try_rpc("anvil_dropTransaction", json!([hash])).await;
+    let (inv, hash, raw) = l.eth_deposit("0.3", 300_000_000_000_000_000, 2).await;
+    l.reorg_and_drop(3, &hash).await;
     assert!(l.anvil.rpc("eth_getTransactionByHash", json!([hash])).await.is_null(), "the node forgot it");
     l.track().await;
-    let got = l.get(&inv["id"]).await;
-    assert_eq!(got["status"], "confirming", "{got}");
-    assert_eq!(got["payments"][0]["status"], "confirming");
+    l.assert_invoice(&inv, "confirming", "confirming").await;
     assert_eq!(l.payment(&inv).await.missing_checks, 1);
     assert_eq!(l.balance("ethereum").await, (d("0"), d("0.3")));
     // Back on chain: the missing state is cleared and it confirms.
-    l.anvil.rpc("eth_sendRawTransaction", json!([raw])).await;
-    l.anvil.mine(1).await;
-    l.step().await;
+    l.rebroadcast(&raw).await;
+    l.mine_and_step(1).await;
     let p = l.payment(&inv).await;
     assert_eq!((p.status, p.missing_since_height, p.missing_checks), (PaymentStatus::Confirming, None, 0));
-    l.anvil.mine(12).await;
-    l.step().await;
-    assert_eq!(l.get(&inv["id"]).await["status"], "paid");
-    assert_eq!(l.balance("ethereum").await, (d("0.3"), d("0")));
-    let events = testkit::invoice_events(&l.app.state.db, inv["id"].as_str().unwrap()).await;
-    assert_eq!(events, ["invoice.confirming", "invoice.paid", "balance.credited"]);
-    testkit::assert_ledger_sums(&l.app.state.db, l.merchant, "ethereum").await;
+    l.mine_and_step(12).await;
+    l.assert_state(&inv, "paid", "ethereum", ("0.3", "0")).await;
+    assert_eq!(l.events(&inv).await, ["invoice.confirming", "invoice.paid", "balance.credited"]);
+    l.assert_ledger("ethereum").await;
 }
 
 /// Issue 14 item 2 on a real node: a credited deposit vanishes (reorganised away and dropped
@@ -283,55 +349,32 @@ async fn a_transaction_missing_once_is_not_reversed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_vanished_deposit_reversed_then_mined_again_is_revived_and_credited_once() {
     let l = live().await;
-    let inv = l.invoice(json!({"currency": "ETH", "network": "ethereum", "amount": "0.4"})).await;
-    let hash = l.anvil.send_eth(inv["deposit_address"].as_str().unwrap(), 400_000_000_000_000_000).await;
-    let raw = l.anvil.rpc("eth_getRawTransactionByHash", json!([hash])).await;
-    l.anvil.mine(12).await;
-    l.step().await;
-    assert_eq!(l.get(&inv["id"]).await["status"], "paid");
-    assert_eq!(l.balance("ethereum").await, (d("0.4"), d("0")));
-    l.anvil.reorg(14).await;
-    let _ = l.anvil.try_rpc("anvil_dropTransaction", json!([hash])).await;
+    let (inv, hash, raw) = l.eth_deposit("0.4", 400_000_000_000_000_000, 12).await;
+    l.assert_state(&inv, "paid", "ethereum", ("0.4", "0")).await;
+    l.reorg_and_drop(14, &hash).await;
     l.step().await;
     l.step_over(12).await;
-    let got = l.get(&inv["id"]).await;
-    assert_eq!(got["status"], "invalid", "{got}");
-    assert_eq!(got["payments"][0]["status"], "reversed");
+    l.assert_invoice(&inv, "invalid", "reversed").await;
     assert_eq!(l.balance("ethereum").await, (d("0"), d("0")));
 
     // The same signed transaction again (same hash), mined in a new block.
-    l.anvil.rpc("eth_sendRawTransaction", json!([raw])).await;
-    l.anvil.mine(1).await;
-    l.step().await;
+    l.rebroadcast(&raw).await;
+    l.mine_and_step(1).await;
     let got = l.get(&inv["id"]).await;
     assert_eq!(got["payments"].as_array().unwrap().len(), 1, "the same payment, revived");
     assert_eq!(got["payments"][0]["status"], "confirming");
     assert_eq!(l.balance("ethereum").await, (d("0"), d("0.4")));
-    l.anvil.mine(12).await;
-    l.step().await;
+    l.mine_and_step(12).await;
     l.step().await;
     let got = l.get(&inv["id"]).await;
     assert_eq!(got["payments"][0]["status"], "confirmed");
     assert_eq!(got["status"], "invalid");
     assert_eq!(l.balance("ethereum").await, (d("0.4"), d("0")), "credited once");
-    let events = testkit::invoice_events(&l.app.state.db, inv["id"].as_str().unwrap()).await;
-    assert_eq!(
-        events,
-        [
-            "invoice.confirming",
-            "invoice.paid",
-            "balance.credited",
-            "invoice.deposit_reversed",
-            "invoice.invalid",
-            "invoice.late_deposit",
-            "balance.credited"
-        ]
-    );
-    let (bal, _) = testkit::assert_ledger_sums(&l.app.state.db, l.merchant, "ethereum").await;
+    assert_eq!(l.events(&inv).await, testkit::REVIVED_DEPOSIT_EVENTS);
+    let (bal, _) = l.assert_ledger("ethereum").await;
     assert_eq!((bal.available.0, bal.pending.0), (d("0.4"), d("0")));
     // Later scans and tracks change nothing.
-    l.anvil.mine(30).await;
-    l.step().await;
+    l.mine_and_step(30).await;
     assert_eq!(l.balance("ethereum").await, (d("0.4"), d("0")));
 }
 
@@ -412,12 +455,17 @@ async fn a_failing_endpoint_is_retried_and_never_skips_a_block() {
     assert_eq!(after.next_height, before.next_height, "the cursor did not move");
     // The endpoint is back: the deposit is found.
     l.step().await;
-    assert_eq!(l.get(&inv["id"]).await["status"], "confirming");
+    assert_eq!(l.status(&inv).await, "confirming");
 }
 
 /// anvil's second dev account (its well-known test key): the payout hot wallet.
 const HOT_WALLET_KEY: &str = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d";
 const HOT_WALLET: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
+
+/// The `id` of a created object.
+fn id_of(created: &Value) -> Uuid {
+    Uuid::parse_str(created["id"].as_str().unwrap()).unwrap()
+}
 
 fn checksummed(byte: u8) -> String {
     alloy_primitives::Address::from([byte; 20]).to_checksum(None)
@@ -425,7 +473,7 @@ fn checksummed(byte: u8) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eth_and_token_payouts_complete_with_the_real_fee_and_two_executors_never_reuse_a_nonce() {
-    use entity::{FeeAllocation, PayoutStatus, payout};
+    use entity::{PayoutStatus, payout};
     use workers::chain::signer::Signers;
     use workers::executor::{Executor, Next};
 
@@ -434,54 +482,24 @@ async fn eth_and_token_payouts_complete_with_the_real_fee_and_two_executors_neve
     // The hot wallet holds ETH (a dev account) and 1,000 tokens.
     anvil.send_token(&token, HOT_WALLET, 1_000_000_000).await;
     anvil.mine(5).await;
-    let net = EvmNetworkConfig {
-        rpc_url: anvil.url.clone(),
-        max_retries: 2,
-        retry_backoff_ms: 50,
-        hot_wallet_key: Some(domain::config::Redacted(HOT_WALLET_KEY.into())),
-        chain_id: Some(31337),
-        ..Default::default()
-    };
-    let token_cfg = EvmTokenConfig { contract: token.clone(), decimals: Some(6) };
-    let app = TestApp::spawn_with(|c| {
-        c.evm.networks.insert("ethereum".into(), net.clone());
-        c.evm.tokens.insert("ethereum_usdt".into(), token_cfg.clone());
-    })
-    .await;
+    let app = app_on(node(&anvil, 2, 50, true), Some(&token)).await;
     let db = &app.state.db;
-    let merchant = app.merchant().await;
-    let key = app.key(merchant, Environment::Live, &[]).await;
-    let mut s = domain::payouts::service::settings(db, merchant, Environment::Live).await.unwrap();
-    s.payout_auto_approve = true;
-    s.payout_delay_secs = 0;
-    s.network_fee_allocation = FeeAllocation::Merchant;
-    s.payout_fee_allocation = FeeAllocation::Merchant;
-    domain::payouts::service::save_settings(db, s).await.unwrap();
+    let (merchant, key) = app.live_key().await;
+    testkit::auto_approve_payouts_merchant_pays(db, merchant, Environment::Live).await;
     for (gate, fund) in [("ethereum", "2"), ("ethereum_usdt", "100")] {
-        domain::ledger::adjust(db, merchant, Environment::Live, domain::gates::find(gate).unwrap(), d(fund), "fund")
-            .await
-            .unwrap();
+        testkit::fund(db, merchant, Environment::Live, gate, fund).await;
     }
     let mut ids = Vec::new();
     let mut eth_to = Vec::new();
     for i in 0..5u8 {
         let to = checksummed(0x11 + i);
         let body = json!({"currency": "ETH", "network": "ethereum", "amount": format!("0.1{i}"), "destination": to});
-        let r = app.post("/v1/payouts", Some(&key), &body).await;
-        assert_eq!(r.status.as_u16(), 201, "{}", r.body);
-        ids.push(Uuid::parse_str(r.data()["id"].as_str().unwrap()).unwrap());
+        ids.push(id_of(&app.create("/v1/payouts", &key, body).await));
         eth_to.push((to, format!("0.1{i}")));
     }
     let token_to = checksummed(0x77);
-    let r = app
-        .post(
-            "/v1/payouts",
-            Some(&key),
-            &json!({"currency": "USDT", "network": "ethereum", "amount": "25", "destination": token_to}),
-        )
-        .await;
-    assert_eq!(r.status.as_u16(), 201, "{}", r.body);
-    ids.push(Uuid::parse_str(r.data()["id"].as_str().unwrap()).unwrap());
+    let body = json!({"currency": "USDT", "network": "ethereum", "amount": "25", "destination": token_to});
+    ids.push(id_of(&app.create("/v1/payouts", &key, body).await));
 
     // Two executor processes' worth of executors, racing over every payout.
     let executor = || Executor {
@@ -520,10 +538,9 @@ async fn eth_and_token_payouts_complete_with_the_real_fee_and_two_executors_neve
         let hash = p.tx_hash.clone().unwrap();
         let tx = anvil.rpc("eth_getTransactionByHash", json!([hash])).await;
         assert_eq!(tx["from"].as_str().unwrap().to_ascii_lowercase(), HOT_WALLET);
-        nonces.push(u64::from_str_radix(tx["nonce"].as_str().unwrap().trim_start_matches("0x"), 16).unwrap());
+        nonces.push(quantity(&tx["nonce"]) as u64);
         let receipt = anvil.receipt(&hash).await;
-        let hexn = |v: &Value| u128::from_str_radix(v.as_str().unwrap().trim_start_matches("0x"), 16).unwrap();
-        let wei = hexn(&receipt["gasUsed"]) * hexn(&receipt["effectiveGasPrice"]);
+        let wei = quantity(&receipt["gasUsed"]) * quantity(&receipt["effectiveGasPrice"]);
         let real = Decimal::from_i128_with_scale(wei as i128, 18).normalize();
         if p.gate_id == "ethereum" {
             assert_eq!(p.network_fee.0, real, "an ETH payout records the fee it paid");
@@ -536,13 +553,10 @@ async fn eth_and_token_payouts_complete_with_the_real_fee_and_two_executors_neve
     assert_eq!(nonces, (0..6).collect::<Vec<u64>>());
     // On chain: every recipient got its amount.
     for (to, amount) in &eth_to {
-        let bal = anvil.rpc("eth_getBalance", json!([to, "latest"])).await;
-        let wei = u128::from_str_radix(bal.as_str().unwrap().trim_start_matches("0x"), 16).unwrap();
+        let wei = anvil.balance_of(to).await;
         assert_eq!(Decimal::from_i128_with_scale(wei as i128, 18).normalize(), d(amount), "{to}");
     }
-    let data = format!("0x70a08231{:0>64}", token_to.trim_start_matches("0x").to_ascii_lowercase());
-    let bal = anvil.rpc("eth_call", json!([{"to": token, "data": data}, "latest"])).await;
-    assert_eq!(u128::from_str_radix(bal.as_str().unwrap().trim_start_matches("0x"), 16).unwrap(), 25_000_000);
+    assert_eq!(anvil.token_balance_of(&token, &token_to).await, 25_000_000);
     // The ledger: funds less amounts and the real (ETH) or configured (token) fees.
     let (eth, _) = testkit::assert_ledger_sums(db, merchant, "ethereum").await;
     assert_eq!(eth.available.0, d("2") - d("0.6") - eth_fees);
@@ -564,36 +578,16 @@ impl Payouts {
     async fn start() -> Payouts {
         let anvil = Anvil::start().await;
         anvil.mine(2).await;
-        let net = EvmNetworkConfig {
-            rpc_url: anvil.url.clone(),
-            max_retries: 1,
-            retry_backoff_ms: 20,
-            hot_wallet_key: Some(domain::config::Redacted(HOT_WALLET_KEY.into())),
-            chain_id: Some(31337),
-            ..Default::default()
-        };
-        let app = TestApp::spawn_with(|c| {
-            c.evm.networks.insert("ethereum".into(), net.clone());
+        let app = app_on(node(&anvil, 1, 20, true), None).await;
+        let db = &app.state.db;
+        let (merchant, key) = app.live_key().await;
+        testkit::set_payout_settings(db, merchant, Environment::Live, |s| {
+            s.payout_auto_approve = true;
+            s.payout_delay_secs = 0;
+            s.network_fee_allocation = entity::FeeAllocation::Merchant;
         })
         .await;
-        let db = &app.state.db;
-        let merchant = app.merchant().await;
-        let key = app.key(merchant, Environment::Live, &[]).await;
-        let mut s = domain::payouts::service::settings(db, merchant, Environment::Live).await.unwrap();
-        s.payout_auto_approve = true;
-        s.payout_delay_secs = 0;
-        s.network_fee_allocation = entity::FeeAllocation::Merchant;
-        domain::payouts::service::save_settings(db, s).await.unwrap();
-        domain::ledger::adjust(
-            db,
-            merchant,
-            Environment::Live,
-            domain::gates::find("ethereum").unwrap(),
-            d("2"),
-            "fund",
-        )
-        .await
-        .unwrap();
+        testkit::fund(db, merchant, Environment::Live, "ethereum", "2").await;
         Payouts { anvil, app, key, merchant }
     }
 
@@ -614,13 +608,27 @@ impl Payouts {
         Uuid::parse_str(r.data()["id"].as_str().unwrap()).unwrap()
     }
 
+    /// With blocks mined only by hand from now on, a payout of `amount` ETH to
+    /// `checksummed(recipient)`, signed and sent once by an executor: it sits in the mempool.
+    async fn sent_to_the_mempool(&self, recipient: u8, amount: &str) -> (Uuid, workers::executor::Executor) {
+        self.anvil.rpc("evm_setAutomine", json!([false])).await;
+        let id = self.payout(&checksummed(recipient), amount).await;
+        let executor = self.executor();
+        executor.execute(id).await.unwrap();
+        (id, executor)
+    }
+
+    /// The merchant's live ethereum balance, each bucket the sum of its ledger entries.
+    async fn balance(&self) -> entity::balance::Model {
+        testkit::assert_ledger_sums(&self.app.state.db, self.merchant, "ethereum").await.0
+    }
+
     async fn row(&self, id: Uuid) -> entity::payout::Model {
         entity::payout::Entity::find_by_id(id).one(&self.app.state.db).await.unwrap().unwrap()
     }
 
     async fn tx_count(&self) -> u64 {
-        let v = self.anvil.rpc("eth_getTransactionCount", json!([HOT_WALLET, "latest"])).await;
-        u64::from_str_radix(v.as_str().unwrap().trim_start_matches("0x"), 16).unwrap()
+        self.anvil.tx_count(HOT_WALLET).await
     }
 
     async fn set_balance(&self, wei: u128) {
@@ -685,7 +693,7 @@ async fn payouts_refused_for_lack_of_gas_wait_and_complete_after_a_refill_withou
     nonces.sort();
     assert_eq!(nonces, vec![0, 1, 2]);
     assert_eq!(x.tx_count().await, 0, "nothing mined while the wallet has no gas");
-    let (b, _) = testkit::assert_ledger_sums(&x.app.state.db, x.merchant, "ethereum").await;
+    let b = x.balance().await;
     assert!(b.reserved.0 > Decimal::ZERO, "still reserved");
 
     // Refilled: every payout goes out with its own nonce; nothing waits behind a hole.
@@ -694,13 +702,11 @@ async fn payouts_refused_for_lack_of_gas_wait_and_complete_after_a_refill_withou
     assert_eq!(x.tx_count().await, 3, "nonces 0..3 used, no gap, no extra transaction");
     let mut mined = Vec::new();
     for id in &ids {
-        let p = x.row(*id).await;
-        let tx = x.anvil.rpc("eth_getTransactionByHash", json!([p.tx_hash.unwrap()])).await;
-        mined.push(u64::from_str_radix(tx["nonce"].as_str().unwrap().trim_start_matches("0x"), 16).unwrap());
+        mined.push(x.anvil.nonce_of(&x.row(*id).await.tx_hash.unwrap()).await);
     }
     mined.sort();
     assert_eq!(mined, vec![0, 1, 2]);
-    let (b, _) = testkit::assert_ledger_sums(&x.app.state.db, x.merchant, "ethereum").await;
+    let b = x.balance().await;
     assert_eq!(b.reserved.0, Decimal::ZERO);
 }
 
@@ -710,15 +716,12 @@ async fn a_stuck_payout_replaced_by_the_operator_fails_releases_its_funds_and_it
     let x = Payouts::start().await;
     let db = &x.app.state.db;
     // Blocks only when mined by hand: the payout's transaction sits in the mempool.
-    x.anvil.rpc("evm_setAutomine", json!([false])).await;
-    let id = x.payout(&checksummed(0x31), "0.05").await;
-    let executor = x.executor();
-    executor.execute(id).await.unwrap();
+    let (id, executor) = x.sent_to_the_mempool(0x31, "0.05").await;
     let p = x.row(id).await;
     assert_eq!(p.status, PayoutStatus::Processing);
     let original = p.tx_hash.clone().unwrap();
     assert!(!x.anvil.rpc("eth_getTransactionByHash", json!([original])).await.is_null(), "in the mempool");
-    let (before, _) = testkit::assert_ledger_sums(db, x.merchant, "ethereum").await;
+    let before = x.balance().await;
 
     // `ops payouts replace`: recorded; the executor signs and sends the replacement.
     domain::payouts::operator::request_replace(db, id).await.unwrap();
@@ -740,18 +743,12 @@ async fn a_stuck_payout_replaced_by_the_operator_fails_releases_its_funds_and_it
     let p = x.row(id).await;
     assert!(p.failure_reason.as_deref().unwrap().contains("replaced by operator"), "{:?}", p.failure_reason);
     assert!(x.anvil.rpc("eth_getTransactionByHash", json!([original])).await.is_null(), "the original never lands");
-    let (after, _) = testkit::assert_ledger_sums(db, x.merchant, "ethereum").await;
+    let after = x.balance().await;
     assert_eq!(after.reserved.0, Decimal::ZERO);
     assert_eq!(after.available.0, before.available.0 + before.reserved.0, "released exactly");
     assert_eq!(after.available.0, d("2"));
-    let bal = x.anvil.rpc("eth_getBalance", json!([checksummed(0x31), "latest"])).await;
-    assert_eq!(bal.as_str().unwrap(), "0x0", "the recipient got nothing");
-    let failed = entity::event::Entity::find()
-        .filter(entity::event::Column::EventType.eq("payout.failed"))
-        .all(db)
-        .await
-        .unwrap();
-    assert_eq!(failed.len(), 1);
+    assert_eq!(x.anvil.balance_of(&checksummed(0x31)).await, 0, "the recipient got nothing");
+    assert_eq!(testkit::event_payloads(db, "payout.failed").await.len(), 1);
 
     // The next payout takes nonce 1: the replaced nonce is not reused.
     x.anvil.rpc("evm_setAutomine", json!([true])).await;
@@ -765,11 +762,7 @@ async fn a_stuck_payout_replaced_by_the_operator_fails_releases_its_funds_and_it
 async fn a_payout_whose_nonce_another_transaction_used_fails_once_that_one_is_deep_and_never_before() {
     use entity::PayoutStatus;
     let x = Payouts::start().await;
-    let db = &x.app.state.db;
-    x.anvil.rpc("evm_setAutomine", json!([false])).await;
-    let id = x.payout(&checksummed(0x41), "0.05").await;
-    let executor = x.executor();
-    executor.execute(id).await.unwrap();
+    let (id, executor) = x.sent_to_the_mempool(0x41, "0.05").await;
     let original = x.row(id).await.tx_hash.unwrap();
     // The node drops it, and someone sends another transaction from the hot wallet with nonce 0.
     x.anvil.rpc("anvil_dropTransaction", json!([original])).await;
@@ -790,6 +783,6 @@ async fn a_payout_whose_nonce_another_transaction_used_fails_once_that_one_is_de
         p.failure_reason
     );
     assert!(x.anvil.rpc("eth_getTransactionByHash", json!([original])).await.is_null());
-    let (b, _) = testkit::assert_ledger_sums(db, x.merchant, "ethereum").await;
+    let b = x.balance().await;
     assert_eq!((b.available.0, b.reserved.0), (d("2"), Decimal::ZERO), "released exactly");
 }

@@ -6,43 +6,26 @@
 //! - a tagged payment in a validated ledger is credited exactly once, found across
 //!   `account_tx` pages of other payments, with the exact ledger;
 //! - a partial payment counts only what it delivered (underpaid); an untagged payment, an
-//!   unknown tag and a `tec` result credit nothing;
+//!   unknown tag and a `tec` result credit nothing, the first two recorded once as unclaimed;
 //! - a transaction the node cannot find reverses nothing on one answer, and confirms when found;
 //! - a scanner started anew resumes at its cursor and misses no ledger;
 //! - `GET /v1/currencies?environment=live` shows the gate online only with `[xrp]` set.
 
 mod support;
 
-use entity::{Environment, PaymentStatus};
+use entity::UnclaimedReason;
 use serde_json::{Value, json};
-use support::live::{LiveApp, d};
+use support::live::d;
 use support::xrp_node::{FakeRippled, Pay};
 use testkit::TestApp;
 
-const GATES: &[&str] = &["xrp"];
-
-struct Live {
-    node: FakeRippled,
-    l: LiveApp,
-}
-
-impl std::ops::Deref for Live {
-    type Target = LiveApp;
-    fn deref(&self) -> &LiveApp {
-        &self.l
-    }
-}
+type Live = support::live::Live<FakeRippled>;
 
 async fn live() -> Live {
-    let node = FakeRippled::start(5).await;
-    let url = node.url.clone();
-    let l = LiveApp::start(GATES, |c| {
-        c.xrp.rpc_url = url;
-        c.xrp.max_retries = 1;
-        c.xrp.retry_backoff_ms = 10;
+    Live::start(FakeRippled::start(5).await, &["xrp"], |c, url| {
+        (c.xrp.rpc_url, c.xrp.max_retries, c.xrp.retry_backoff_ms) = (url, 1, 10);
     })
-    .await;
-    Live { node, l }
+    .await
 }
 
 impl Live {
@@ -59,14 +42,6 @@ impl Live {
     /// A payment of `xrp` whole XRP to the invoice's address and tag.
     fn pay(&self, hash: &str, inv: &Value, xrp: u64) -> Pay {
         Pay::new(hash, &self.operator(), Some(tag(inv)), xrp * 1_000_000)
-    }
-
-    /// Closes `ledgers` empty ledgers one by one, a pipeline step after each.
-    async fn step_over(&self, ledgers: usize) {
-        for _ in 0..ledgers {
-            self.node.close(1);
-            self.step().await;
-        }
     }
 }
 
@@ -89,10 +64,8 @@ async fn a_tagged_payment_in_a_validated_ledger_is_credited_once_across_pages() 
     assert_eq!(l.balance("xrp").await, (d("25"), d("0")));
     assert_eq!(l.status(&other).await, "pending");
     l.step_over(3).await;
-    assert_eq!(l.credits(&inv).await, 1);
-    assert_eq!(l.payment(&inv).await.status, PaymentStatus::Confirmed);
+    l.assert_credited_once(&inv).await;
     assert_eq!(l.live_payments().await.len(), 1);
-    l.assert_ledger_sums().await;
 }
 
 #[tokio::test]
@@ -107,13 +80,21 @@ async fn partial_payments_count_what_arrived_and_untagged_unknown_or_failed_ones
     let mut failed = l.pay("U3", &untouched, 5);
     failed.result = "tecPATH_PARTIAL";
     l.node.include(vec![short, untagged, unknown_tag, failed]);
-    l.step_over(1).await;
-    let got = l.get(&partial).await;
-    assert_eq!(got["status"], "underpaid", "{got}");
-    assert_eq!(got["amount_paid"], "4");
-    assert_eq!(l.status(&untouched).await, "pending");
+    l.assert_only_underpaid_after(1, (&partial, "4"), (&untouched, ""), "xrp").await;
+    // The untagged and unknown-tag payments reached the operator's account: each is recorded
+    // once as unclaimed for the operator to refund (the failed one delivered nothing), and a
+    // scan of the same ledgers again adds nothing.
+    let op = l.operator();
+    let expected = vec![
+        ("xrp".to_owned(), "U1".to_owned(), d("5"), UnclaimedReason::NoInvoice, format!("xrp:{op}:")),
+        ("xrp".to_owned(), "U2".to_owned(), d("5"), UnclaimedReason::NoInvoice, format!("xrp:{op}:4000000000")),
+    ];
+    assert_eq!(testkit::unclaimed_deposits(&l.app.state.db).await, expected);
+    let ledger = l.payment(&partial).await.block_height.expect("validated in a ledger");
+    testkit::rescan_from(&l.app.state.db, entity::Environment::Live, "xrp", ledger).await;
+    l.step().await;
+    assert_eq!(testkit::unclaimed_deposits(&l.app.state.db).await, expected);
     assert_eq!(l.live_payments().await.len(), 1);
-    assert_eq!(l.balance("xrp").await, (d("4"), d("0")));
 }
 
 #[tokio::test]
@@ -141,22 +122,12 @@ async fn a_scanner_started_anew_resumes_at_its_cursor_and_misses_no_ledger() {
     let at = l.node.include(vec![l.pay("R1", &inv, 7)]);
     l.node.close(29);
     let calls = l.node.calls();
-    l.scan(&l.new_chains(), 10).await;
+    l.scan_as_a_new_process().await;
     assert!(l.node.calls() > calls);
-    let p = l.payment(&inv).await;
-    assert_eq!((p.amount.0, p.block_height), (d("7"), Some(at as i64)));
-    l.step().await;
-    assert_eq!(l.status(&inv).await, "paid");
+    l.assert_recorded_at_then_paid(&inv, "7", at, "").await;
 }
 
 #[tokio::test]
 async fn the_live_xrp_gate_is_online_only_with_a_node() {
-    let l = live().await;
-    assert_eq!(l.live_statuses(&l.app).await, ["online"]);
-    let without = TestApp::spawn().await;
-    assert_eq!(l.live_statuses(&without).await, ["offline"]);
-    let m = without.merchant().await;
-    let key = without.key(m, Environment::Live, &[]).await;
-    let refused = without.post("/v1/invoices", Some(&key), &json!({"currency": "XRP", "amount": "1"})).await;
-    refused.assert_error(503, "gate_offline", None);
+    live().await.assert_online_only_with_a_node(TestApp::spawn().await, Some("XRP")).await;
 }

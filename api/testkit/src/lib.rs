@@ -9,6 +9,7 @@
 //! dropped afterwards. An unreachable PostgreSQL fails the test loudly; nothing is skipped.
 pub mod anvil;
 pub mod fleet;
+pub mod race;
 pub mod serve;
 
 use std::net::SocketAddr;
@@ -21,6 +22,26 @@ use entity::Environment;
 use reqwest::StatusCode;
 use serde_json::Value;
 use uuid::Uuid;
+
+/// A valid TRON address (mainnet and test alike) to pay out to.
+pub const TRON_DEST: &str = "TTxSA9fmLZbSEfkEejjU2vDqE8GyS5nCJP";
+
+/// An invoice's events when its credited deposit was reversed (the invoice then `invalid`) and
+/// later revived: taken as a late deposit and credited once more.
+pub const REVIVED_DEPOSIT_EVENTS: [&str; 7] = [
+    "invoice.confirming",
+    "invoice.paid",
+    "balance.credited",
+    "invoice.deposit_reversed",
+    "invoice.invalid",
+    "invoice.late_deposit",
+    "balance.credited",
+];
+
+/// A decimal from its text.
+pub fn d(s: &str) -> rust_decimal::Decimal {
+    s.parse().unwrap_or_else(|e| panic!("{s:?} is not a decimal: {e}"))
+}
 
 /// Public BIP32 test-vector keys (the "abandon … about" mnemonic): live-format addresses for tests.
 pub fn live_keys() -> AccountKeysConfig {
@@ -58,6 +79,13 @@ pub fn test_config() -> Config {
     let rl = &mut c.rate_limits;
     (rl.reads, rl.writes, rl.public, rl.auth_failures, rl.test_helpers) = (high, high, high, high, high);
     c
+}
+
+/// Takes the test environment's `gate` (a network: "bitcoin", "tron", …) offline in `config`.
+pub fn take_test_gate_offline(config: &mut Config, gate: &str) {
+    let offline =
+        domain::config::GateOverride { status: Some(domain::config::GateStatus::Offline), ..Default::default() };
+    config.gates.test.insert(gate.into(), offline);
 }
 
 pub struct Db {
@@ -168,6 +196,13 @@ impl Resp {
     pub fn data(&self) -> &Value {
         &self.body["data"]
     }
+
+    /// Asserts a list page's `meta.pagination`.
+    #[track_caller]
+    pub fn assert_page(&self, total: u64, limit: u64, offset: u64, has_more: bool) {
+        let want = serde_json::json!({"total": total, "limit": limit, "offset": offset, "has_more": has_more});
+        assert_eq!(self.body["meta"]["pagination"], want);
+    }
 }
 
 impl TestApp {
@@ -175,9 +210,28 @@ impl TestApp {
         Self::spawn_with(|_| {}).await
     }
 
+    /// [`TestApp::spawn`], with a merchant and its all-permission test key.
+    pub async fn with_test_key() -> (TestApp, Uuid, String) {
+        let app = Self::spawn().await;
+        let (merchant, key) = app.test_key().await;
+        (app, merchant, key)
+    }
+
     pub async fn spawn_with(f: impl FnOnce(&mut Config)) -> TestApp {
         let db = std::sync::Arc::new(Db::fresh().await);
         Self::spawn_on(db, f).await
+    }
+
+    /// An app for the `gate_offline` suites, with a merchant and its test key: the test bitcoin
+    /// gate taken offline, and no live Solana address pool (so live Solana is offline too).
+    pub async fn spawn_with_gates_offline() -> (TestApp, Uuid, String) {
+        let app = Self::spawn_with(|c| {
+            take_test_gate_offline(c, "bitcoin");
+            c.addresses.live.solana_pool.clear();
+        })
+        .await;
+        let (merchant, key) = app.test_key().await;
+        (app, merchant, key)
     }
 
     /// Another API process on the same database (for cross-process behaviour).
@@ -220,6 +274,13 @@ impl TestApp {
         (m, k)
     }
 
+    /// A merchant with an all-permission live key.
+    pub async fn live_key(&self) -> (Uuid, String) {
+        let m = self.merchant().await;
+        let k = self.key(m, Environment::Live, &[]).await;
+        (m, k)
+    }
+
     pub async fn send(&self, req: reqwest::RequestBuilder) -> Resp {
         let r = req.send().await.expect("request");
         let status = r.status();
@@ -235,6 +296,14 @@ impl TestApp {
             rb = rb.header("X-API-Key", k);
         }
         self.send(rb).await
+    }
+
+    /// `GET path` of a list page, asserting its `meta.pagination`: `[total, limit, offset]` and
+    /// `has_more`.
+    pub async fn page(&self, path: &str, key: &str, [total, limit, offset]: [u64; 3], has_more: bool) -> Resp {
+        let r = self.get(path, Some(key)).await;
+        r.assert_page(total, limit, offset, has_more);
+        r
     }
 
     pub async fn post(&self, path: &str, key: Option<&str>, body: &Value) -> Resp {
@@ -268,9 +337,121 @@ impl TestApp {
     }
 
     pub async fn create_invoice(&self, key: &str, body: Value) -> Value {
-        let r = self.post("/v1/invoices", Some(key), &body).await;
+        self.create("/v1/invoices", key, body).await
+    }
+
+    /// `POST path` of `body`, which must be `201 Created`: the created object.
+    pub async fn create(&self, path: &str, key: &str, body: Value) -> Value {
+        let r = self.post(path, Some(key), &body).await;
         assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
         r.body["data"].clone()
+    }
+
+    /// [`TestApp::create_invoice`], returning the new invoice's id.
+    pub async fn create_invoice_id(&self, key: &str, body: Value) -> Uuid {
+        let invoice = self.create_invoice(key, body).await;
+        invoice["id"].as_str().expect("an invoice id").parse().expect("a UUID")
+    }
+
+    /// The `status` of `gate` in `GET /v1/currencies?environment={env}`.
+    pub async fn gate_status(&self, env: &str, gate: &str) -> String {
+        let currencies = self.get(&format!("/v1/currencies?environment={env}"), None).await;
+        let all = currencies.data().as_array().expect("a list of currencies");
+        let found = all.iter().find(|c| c["id"] == gate).unwrap_or_else(|| panic!("no {gate} in {env}"));
+        found["status"].as_str().expect("a status").to_owned()
+    }
+
+    /// (available, reserved) of `gate` in `GET /v1/balances`, as the API writes them; the gate
+    /// must have a balance row.
+    pub async fn available_reserved(&self, key: &str, gate: &str) -> (String, String) {
+        let rows = self.get("/v1/balances", Some(key)).await.body["data"].clone();
+        let row = rows.as_array().unwrap().iter().find(|r| r["gate_id"] == gate).unwrap().clone();
+        (row["available"].as_str().unwrap().to_owned(), row["reserved"].as_str().unwrap().to_owned())
+    }
+}
+
+/// A manual ledger adjustment of `amount` (signed) on `merchant`'s `gate` balance in `env`.
+pub async fn adjust(
+    db: &impl domain::db::WriteDb,
+    merchant: Uuid,
+    env: Environment,
+    gate: &str,
+    amount: &str,
+    reason: &str,
+) {
+    let g = domain::gates::find(gate).unwrap_or_else(|| panic!("no gate {gate}"));
+    let amount: rust_decimal::Decimal = amount.parse().expect("amount");
+    domain::ledger::adjust(db, merchant, env, g, amount, reason).await.expect("ledger adjustment");
+}
+
+/// Funds `merchant`'s `gate` balance in `env` with `amount` (an [`adjust`]ment, reason "fund").
+pub async fn fund(db: &impl domain::db::WriteDb, merchant: Uuid, env: Environment, gate: &str, amount: &str) {
+    adjust(db, merchant, env, gate, amount, "fund").await;
+}
+
+/// `merchant`'s payout settings in `env` (the defaults when never saved), changed by `f` and
+/// saved; returns what was saved.
+pub async fn set_payout_settings(
+    db: &sea_orm::DatabaseConnection,
+    merchant: Uuid,
+    env: Environment,
+    f: impl FnOnce(&mut entity::merchant_env_settings::Model),
+) -> entity::merchant_env_settings::Model {
+    let mut s = domain::payouts::service::settings(db, merchant, env).await.expect("payout settings");
+    f(&mut s);
+    domain::payouts::service::save_settings(db, s.clone()).await.expect("save payout settings");
+    s
+}
+
+/// Payouts approved at once and executable without delay, with both of their fees charged to
+/// the merchant.
+pub async fn auto_approve_payouts_merchant_pays(db: &sea_orm::DatabaseConnection, merchant: Uuid, env: Environment) {
+    set_payout_settings(db, merchant, env, |s| {
+        s.payout_auto_approve = true;
+        s.payout_delay_secs = 0;
+        s.network_fee_allocation = entity::FeeAllocation::Merchant;
+        s.payout_fee_allocation = entity::FeeAllocation::Merchant;
+    })
+    .await;
+}
+
+/// The credit row of `invoice` in `gate` (what it credited, what was refunded).
+pub async fn invoice_credit(
+    db: &sea_orm::DatabaseConnection,
+    invoice: Uuid,
+    gate: &str,
+) -> entity::invoice_credit::Model {
+    use sea_orm::EntityTrait;
+    let row = entity::invoice_credit::Entity::find_by_id((invoice, gate.to_owned())).one(db).await.expect("credit");
+    row.unwrap_or_else(|| panic!("no {gate} credit for invoice {invoice}"))
+}
+
+/// Payloads of every outbox event of `event_type`.
+pub async fn event_payloads(db: &sea_orm::DatabaseConnection, event_type: &str) -> Vec<Value> {
+    use entity::event;
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+    let rows = event::Entity::find().filter(event::Column::EventType.eq(event_type)).all(db).await.expect("events");
+    rows.into_iter().map(|e| e.payload).collect()
+}
+
+/// The ledger of the gate a payment of `amount` came in on, once it confirmed and a settlement
+/// conversion took it: credited pending, moved to available, then debited by the conversion.
+pub fn converted_source_entries(amount: &str) -> [(entity::EntryType, entity::Bucket, rust_decimal::Decimal); 4] {
+    use entity::{Bucket, EntryType};
+    [
+        (EntryType::InvoiceCredit, Bucket::Pending, d(amount)),
+        (EntryType::InvoiceCredit, Bucket::Pending, -d(amount)),
+        (EntryType::InvoiceCredit, Bucket::Available, d(amount)),
+        (EntryType::ConversionDebit, Bucket::Available, -d(amount)),
+    ]
+}
+
+/// Asserts that each field of the object `expected` has that value in `actual` (which may hold
+/// more fields).
+#[track_caller]
+pub fn assert_fields(actual: &Value, expected: Value) {
+    for (field, want) in expected.as_object().expect("expected fields as an object") {
+        assert_eq!(&actual[field], want, "{field} of {actual}");
     }
 }
 
@@ -303,32 +484,23 @@ pub async fn credit_invoice_in(
     use sea_orm::{ActiveModelTrait, IntoActiveModel, TransactionTrait};
     let amount: rust_decimal::Decimal = amount.parse().expect("amount");
     let now = chrono::Utc::now();
-    let payment = entity::payment::Model {
-        id: Uuid::now_v7(),
+    let tx_hash = format!("test-{}", Uuid::new_v4().simple());
+    let detected = entity::payment::Model::detected(
         invoice_id,
         environment,
-        gate_id: gate.into(),
-        tx_hash: format!("test-{}", Uuid::new_v4().simple()),
-        output_index: 0,
-        amount: entity::Amount::new(amount),
+        gate.into(),
+        tx_hash,
+        0,
+        entity::Amount::new(amount),
+        now,
+    );
+    let payment = entity::payment::Model {
         confirmations: 1,
         required_confirmations: 1,
         status: entity::PaymentStatus::Confirmed,
         block_height: Some(1),
-        detected_at: now,
         confirmed_at: Some(now),
-        created_at: now,
-        credited_gate_id: None,
-        credited_amount: None,
-        credited_at: None,
-        reversed_at: None,
-        checked_at: None,
-        missing_since_height: None,
-        missing_last_height: None,
-        missing_checks: 0,
-        next_check_at: None,
-        track_token: None,
-        revivals: 0,
+        ..detected
     };
     let txn = db.begin().await.expect("begin");
     let payment = payment.into_active_model().insert(&txn).await.expect("payment");
@@ -453,4 +625,37 @@ impl TestApp {
         let max = self.state.config.db.max_connections.min(8) as usize;
         if pool.size() as usize == max { max - pool.num_idle() } else { 0 }
     }
+}
+
+/// Every unclaimed deposit the scanner recorded (money that reached an address of ours but
+/// credits no invoice), as (gate, tx hash, amount, reason, address key), by gate and tx hash.
+pub async fn unclaimed_deposits(
+    db: &sea_orm::DatabaseConnection,
+) -> Vec<(String, String, rust_decimal::Decimal, entity::UnclaimedReason, String)> {
+    use entity::unclaimed_deposit as u;
+    use sea_orm::{EntityTrait, QueryOrder};
+    let rows = u::Entity::find()
+        .order_by_asc(u::Column::GateId)
+        .order_by_asc(u::Column::TxHash)
+        .order_by_asc(u::Column::OutputIndex)
+        .all(db)
+        .await
+        .expect("unclaimed deposits");
+    rows.into_iter().map(|r| (r.gate_id, r.tx_hash, r.amount.0, r.reason, r.address_key)).collect()
+}
+
+/// Moves `gate`'s scan cursor back to `height`: the next scan reads those blocks again, as a
+/// scanner replaying a range would.
+pub async fn rescan_from(db: &sea_orm::DatabaseConnection, env: Environment, gate: &str, height: i64) {
+    use entity::scan_cursor as c;
+    use sea_orm::sea_query::Expr;
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+    let moved = c::Entity::update_many()
+        .col_expr(c::Column::NextHeight, Expr::value(height))
+        .filter(c::Column::Environment.eq(env))
+        .filter(c::Column::GateId.eq(gate))
+        .exec(db)
+        .await
+        .expect("scan cursor");
+    assert_eq!(moved.rows_affected, 1, "no scan cursor for {gate}");
 }
