@@ -8,7 +8,7 @@
 //! Floats here are measurements (rates, microseconds), never money.
 #![allow(clippy::float_arithmetic)]
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, ensure};
@@ -17,9 +17,11 @@ use clap::Args;
 use domain::config::{Config, EvmNetworkConfig};
 use entity::{Amount, Environment, invoice, payment, scan_cursor};
 use sea_orm::{ConnectionTrait, EntityTrait, PaginatorTrait};
-use serde_json::{Value, json};
+use serde_json::json;
 use uuid::Uuid;
 use workers::chain::evm::{EvmChain, Rpc};
+
+use crate::bench_node::NodeProcess;
 
 #[derive(Args, Debug)]
 pub struct BenchEvmScanArgs {
@@ -41,30 +43,6 @@ pub struct BenchEvmScanArgs {
     batch: u64,
 }
 
-struct Anvil {
-    child: Child,
-    url: String,
-    http: reqwest::Client,
-}
-
-impl Drop for Anvil {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Anvil {
-    async fn rpc(&self, method: &str, params: Value) -> anyhow::Result<Value> {
-        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-        let v: Value = self.http.post(&self.url).json(&body).send().await?.json().await?;
-        if let Some(e) = v.get("error") {
-            anyhow::bail!("{method}: {e}");
-        }
-        Ok(v["result"].clone())
-    }
-}
-
 fn random_address() -> String {
     format!("0x{}{}", Uuid::new_v4().simple(), &Uuid::new_v4().simple().to_string()[..8])
 }
@@ -78,7 +56,7 @@ pub async fn run(args: BenchEvmScanArgs) -> anyhow::Result<()> {
         .stdout(Stdio::null())
         .spawn()
         .with_context(|| format!("starting {}", args.anvil))?;
-    let anvil = Anvil { child, url: format!("http://127.0.0.1:{port}"), http: reqwest::Client::new() };
+    let anvil = NodeProcess::evm(child, format!("http://127.0.0.1:{port}"));
     let deadline = Instant::now() + Duration::from_secs(30);
     let accounts = loop {
         if let Ok(v) = anvil.rpc("eth_accounts", json!([])).await {

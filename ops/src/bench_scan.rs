@@ -10,13 +10,15 @@
 //! Floats here are measurements (rates, microseconds), never money.
 #![allow(clippy::float_arithmetic)]
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail, ensure};
+use anyhow::{Context, ensure};
 use bitcoin::bech32::{Hrp, segwit};
 use clap::Args;
 use serde_json::{Value, json};
+
+use crate::bench_node::NodeProcess;
 
 #[derive(Args, Debug)]
 pub struct BenchScanArgs {
@@ -40,35 +42,10 @@ pub struct BenchScanArgs {
     batch: u64,
 }
 
-struct Node {
-    child: Child,
-    url: String,
-    http: reqwest::Client,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Node {
-    async fn mine(&self, n: u64) -> anyhow::Result<Value> {
-        let to = self.rpc("getnewaddress", json!(["", "bech32"])).await?;
-        self.rpc("generatetoaddress", json!([n, to])).await
-    }
-
-    async fn rpc(&self, method: &str, params: Value) -> anyhow::Result<Value> {
-        let body = json!({"jsonrpc": "1.0", "id": 1, "method": method, "params": params});
-        let v: Value =
-            self.http.post(&self.url).basic_auth("bench", Some("bench")).json(&body).send().await?.json().await?;
-        match v.get("error") {
-            Some(e) if !e.is_null() => bail!("{method}: {e}"),
-            _ => Ok(v["result"].clone()),
-        }
-    }
+/// Mines `n` blocks to a fresh address of the node's wallet.
+async fn mine(node: &NodeProcess, n: u64) -> anyhow::Result<Value> {
+    let to = node.rpc("getnewaddress", json!(["", "bech32"])).await?;
+    node.rpc("generatetoaddress", json!([n, to])).await
 }
 
 /// A random mainnet P2WPKH address (what live invoices hold).
@@ -101,7 +78,7 @@ pub async fn run(args: BenchScanArgs) -> anyhow::Result<()> {
         .stderr(Stdio::null())
         .spawn()
         .with_context(|| format!("starting {} (apt-get install litecoind)", args.litecoind))?;
-    let node = Node { child, url: format!("http://127.0.0.1:{rpc_port}/"), http: reqwest::Client::new(), _dir: dir };
+    let node = NodeProcess::bitcoin(child, format!("http://127.0.0.1:{rpc_port}/"), ("bench", "bench"), dir);
     let deadline = Instant::now() + Duration::from_secs(60);
     while node.rpc("getblockcount", json!([])).await.is_err() {
         ensure!(Instant::now() < deadline, "litecoind never answered");
@@ -109,7 +86,7 @@ pub async fn run(args: BenchScanArgs) -> anyhow::Result<()> {
     }
     node.rpc("createwallet", json!(["bench"])).await?;
     // Spendable coins: one matured coinbase per later block.
-    node.mine(100 + args.blocks + 1).await?;
+    mine(&node, 100 + args.blocks + 1).await?;
 
     let receivers: Vec<String> = (0..args.transfers).map(|_| random_address()).collect();
     let start = node.rpc("getblockcount", json!([])).await?.as_u64().context("block count")?;
@@ -121,7 +98,7 @@ pub async fn run(args: BenchScanArgs) -> anyhow::Result<()> {
             outputs.insert(regtest(r)?, json!(format!("0.0001{:04}", i % 10_000)));
         }
         node.rpc("sendmany", json!(["", outputs])).await?;
-        node.mine(1).await?;
+        mine(&node, 1).await?;
     }
     let end = node.rpc("getblockcount", json!([])).await?.as_u64().context("block count")?;
     println!(

@@ -71,7 +71,8 @@ pub async fn run(config: &Config, cmd: DepositsCmd, actor: &str) -> anyhow::Resu
                         d.amount,
                         d.address_key,
                         d.reason,
-                        d.resolved_at.map_or_else(|| "unresolved".to_owned(), |t| format!("resolved {}", t.to_rfc3339())),
+                        d.resolved_at
+                            .map_or_else(|| "unresolved".to_owned(), |t| format!("resolved {}", t.to_rfc3339())),
                     );
                 }
             }

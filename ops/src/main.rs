@@ -5,6 +5,7 @@ mod args;
 mod audit;
 mod bench;
 mod bench_evm;
+mod bench_node;
 mod bench_pipeline;
 mod bench_scan;
 mod bench_webhooks;

@@ -471,7 +471,10 @@ async fn an_unclaimed_deposit_is_listed_until_resolved_once_with_its_audit_row()
     };
     let open = listed(&["--env", "live"]);
     assert_eq!(open.len(), 1, "{open:?}");
-    assert_eq!((&open[0]["id"], &open[0]["amount"], &open[0]["reason"]), (&id.as_str().into(), &"12.5".into(), &"no_invoice".into()));
+    assert_eq!(
+        (&open[0]["id"], &open[0]["amount"], &open[0]["reason"]),
+        (&id.as_str().into(), &"12.5".into(), &"no_invoice".into())
+    );
     assert!(listed(&["--env", "test"]).is_empty());
 
     ops.unaudited(&["deposits", "resolve", &id, "--reason", " "], false);
@@ -482,7 +485,10 @@ async fn an_unclaimed_deposit_is_listed_until_resolved_once_with_its_audit_row()
         &id,
         Some("returned in tx 9F3A"),
     );
-    assert_eq!((&row["before"]["resolved_at"], &row["after"]["resolution"]), (&Value::Null, &"returned in tx 9F3A".into()));
+    assert_eq!(
+        (&row["before"]["resolved_at"], &row["after"]["resolution"]),
+        (&Value::Null, &"returned in tx 9F3A".into())
+    );
     assert!(listed(&[]).is_empty(), "resolved: no longer listed");
     let all = listed(&["--all"]);
     assert_eq!((all.len(), &all[0]["resolution"]), (1, &"returned in tx 9F3A".into()));

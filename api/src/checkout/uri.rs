@@ -66,28 +66,39 @@ mod tests {
 
     #[test]
     fn each_family_uses_its_usual_form() {
-        assert_eq!(uri("bitcoin", "bc1qxyz", None, "0.0100"), "bitcoin:bc1qxyz?amount=0.01");
         // EIP-681: native value in wei; tokens through transfer(address, uint256) in base units.
-        assert_eq!(uri("ethereum", "0xabc", None, "1.5"), "ethereum:0xabc@1?value=1500000000000000000");
-        assert_eq!(uri("base", "0xabc", None, "0.001"), "ethereum:0xabc@8453?value=1000000000000000");
-        assert_eq!(
-            uri("polygon_usdc", "0xabc", None, "12.34"),
-            "ethereum:0x3c499c542cEF5E3811e1192ce70d8cC03d5c3359@137/transfer?address=0xabc&uint256=12340000"
-        );
-        assert_eq!(
-            uri("bsc_usdt", "0xabc", None, "1"),
-            "ethereum:0x55d398326f99059fF775485246999027B3197955@56/transfer?address=0xabc&uint256=1000000000000000000"
-        );
-        assert_eq!(uri("tron", "TAbc", None, "10"), "tron:TAbc?amount=10");
-        assert_eq!(
-            uri("tron_usdt", "TAbc", None, "10"),
-            "tron:TAbc?token=TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t&amount=10"
-        );
-        assert_eq!(
-            uri("solana_usdc", "So1", None, "5"),
-            "solana:So1?amount=5&spl-token=EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v"
-        );
-        assert_eq!(uri("xrp", "rAbc", Some("42"), "20"), "ripple:rAbc?dt=42&amount=20");
+        let cases: &[(&str, &str, Option<&str>, &str, &str)] = &[
+            ("bitcoin", "bc1qxyz", None, "0.0100", "bitcoin:bc1qxyz?amount=0.01"),
+            ("ethereum", "0xabc", None, "1.5", "ethereum:0xabc@1?value=1500000000000000000"),
+            ("base", "0xabc", None, "0.001", "ethereum:0xabc@8453?value=1000000000000000"),
+            (
+                "polygon_usdc",
+                "0xabc",
+                None,
+                "12.34",
+                "ethereum:0x3c499c542cEF5E3811e1192ce70d8cC03d5c3359@137/transfer?address=0xabc&uint256=12340000",
+            ),
+            (
+                "bsc_usdt",
+                "0xabc",
+                None,
+                "1",
+                "ethereum:0x55d398326f99059fF775485246999027B3197955@56/transfer?address=0xabc&uint256=1000000000000000000",
+            ),
+            ("tron", "TAbc", None, "10", "tron:TAbc?amount=10"),
+            ("tron_usdt", "TAbc", None, "10", "tron:TAbc?token=TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t&amount=10"),
+            (
+                "solana_usdc",
+                "So1",
+                None,
+                "5",
+                "solana:So1?amount=5&spl-token=EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v",
+            ),
+            ("xrp", "rAbc", Some("42"), "20", "ripple:rAbc?dt=42&amount=20"),
+        ];
+        for (gate, address, tag, amount, expected) in cases {
+            assert_eq!(uri(gate, address, *tag, amount), *expected, "{gate}");
+        }
     }
 
     #[test]
