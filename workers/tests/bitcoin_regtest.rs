@@ -182,3 +182,28 @@ async fn a_scanner_started_anew_resumes_at_its_cursor_and_misses_no_block() {
 async fn the_live_bitcoin_gate_is_online_only_with_a_node() {
     live().await.assert_online_only_with_a_node(TestApp::spawn().await, Some("BTC")).await;
 }
+
+/// A node without a transaction index cannot find a mined transaction outside its mempool: the
+/// adapter answers an error for it (the tracker retries), never `Gone`, so no deposit can be
+/// reversed because the operator's node lacks `txindex=1`.
+#[tokio::test]
+async fn a_node_without_a_transaction_index_never_makes_a_deposit_look_missing() {
+    use workers::chain::TxStatus;
+    let node = Litecoind::start_without_txindex().await;
+    let cfg = domain::config::BitcoinConfig {
+        rpc_url: node.url.clone(),
+        rpc_user: Some(node.user.into()),
+        rpc_password: Some(domain::config::Redacted(node.password.into())),
+        max_retries: 0,
+        retry_backoff_ms: 1,
+        ..Default::default()
+    };
+    let chain = workers::chain::bitcoin::chains(&cfg).remove(0);
+    let txid = node.pay("bc1qw508d6qejxtdg4y5r3zarvary0c5xw7kv8f3t4", "0.1").await;
+    assert_eq!(chain.status(&txid, 0).await.unwrap(), TxStatus::Confirmations(0), "in the mempool");
+    node.mine(1).await;
+    let err = chain.status(&txid, 0).await.unwrap_err();
+    assert!(err.to_string().contains("txindex=1"), "{err}");
+    let unknown = chain.status(&"00".repeat(32), 0).await;
+    assert!(unknown.is_err(), "not `Gone` without an index: {unknown:?}");
+}

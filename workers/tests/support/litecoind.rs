@@ -58,25 +58,34 @@ impl super::live::Node for Litecoind {
 impl Litecoind {
     /// A new regtest node with a wallet holding 101 mined blocks' coins (50 LTC spendable).
     pub async fn start() -> Litecoind {
-        let node = Litecoind::spawn().await;
+        let node = Litecoind::spawn(true).await;
+        node.mine(101).await;
+        node
+    }
+
+    /// [`Litecoind::start`] without a transaction index (`txindex=0`), as a misconfigured
+    /// operator node would run.
+    pub async fn start_without_txindex() -> Litecoind {
+        let node = Litecoind::spawn(false).await;
         node.mine(101).await;
         node
     }
 
     /// A second node on `other`'s chain (connected and synced), with an empty wallet.
     pub async fn peer_of(other: &Litecoind) -> Litecoind {
-        let node = Litecoind::spawn().await;
+        let node = Litecoind::spawn(true).await;
         node.sync_with(other).await;
         node
     }
 
-    async fn spawn() -> Litecoind {
+    async fn spawn(txindex: bool) -> Litecoind {
         let dir = tempfile::tempdir().unwrap();
         let (rpc_port, p2p_port) = (free_port(), free_port());
         let child = Command::new(binary())
             .arg("-regtest")
             .arg(format!("-datadir={}", dir.path().display()))
-            .args(["-txindex=1", "-vbparams=mweb:-2:0", "-server=1", "-listen=1", "-discover=0", "-dnsseed=0"])
+            .arg(if txindex { "-txindex=1" } else { "-txindex=0" })
+            .args(["-vbparams=mweb:-2:0", "-server=1", "-listen=1", "-discover=0", "-dnsseed=0"])
             .args(["-rpcuser=paygate", "-rpcpassword=regtest", "-fallbackfee=0.0002", "-printtoconsole=0"])
             .arg(format!("-rpcport={rpc_port}"))
             .arg(format!("-port={p2p_port}"))

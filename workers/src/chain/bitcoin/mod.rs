@@ -20,7 +20,10 @@
 //! - Confirmations: `getrawtransaction <txid> true` answers `confirmations` for a transaction on
 //!   the active chain; one back in the mempool is unconfirmed (0); one the node no longer knows,
 //!   or only knows in a block that left the active chain, is `Gone`, which the tracker turns into
-//!   a reversal only after it stayed gone over the gate's span and minimum checks.
+//!   a reversal only after it stayed gone over the gate's span and minimum checks. "Not found"
+//!   counts only from a node with a synced transaction index (`getindexinfo`): without one
+//!   every mined transaction is "not found", so the answer is an error instead, and nothing is
+//!   reversed.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -51,6 +54,8 @@ pub struct BitcoinChain {
     read: Mutex<BTreeMap<u64, String>>,
     /// The mempool's transaction ids at the last look; `None` before the first.
     in_mempool: Mutex<Option<HashSet<String>>>,
+    /// Set once the node showed a synced transaction index (`getindexinfo`).
+    txindex_ok: std::sync::atomic::AtomicBool,
 }
 
 /// The live Bitcoin chain configured in `cfg` (`[bitcoin]`): none when no node is set.
@@ -70,6 +75,7 @@ pub fn chains(cfg: &BitcoinConfig) -> Vec<Arc<dyn Chain>> {
         mempool: cfg.mempool,
         read: Mutex::new(BTreeMap::new()),
         in_mempool: Mutex::new(None),
+        txindex_ok: std::sync::atomic::AtomicBool::new(false),
     })]
 }
 
@@ -101,6 +107,24 @@ pub fn outputs(tx: &Transaction, height: u64) -> Vec<Transfer> {
         });
     }
     out
+}
+
+/// A `getindexinfo txindex` answer: the index exists and is synced, or why a missing
+/// transaction cannot be told from one the node cannot look up.
+pub fn check_txindex(info: &Value) -> Result<(), ChainError> {
+    match info.get("txindex") {
+        None => Err(ChainError::Unavailable(
+            "the Bitcoin node has no transaction index: restart it with txindex=1 (until then no \
+             payment is judged missing)"
+                .into(),
+        )),
+        Some(t) if t["synced"] != true => Err(ChainError::Unavailable(format!(
+            "the Bitcoin node's transaction index is still being built (at block {}); no payment is judged missing \
+             until it is synced",
+            t["best_block_height"]
+        ))),
+        Some(_) => Ok(()),
+    }
 }
 
 /// The deposits of one `getblock <hash> 2` answer.
@@ -138,6 +162,21 @@ impl BitcoinChain {
             tracing::info!(height = below, "block replaced by a reorganisation; reading it again");
             start = below;
         }
+    }
+
+    /// Whether "no such transaction" from this node means the transaction is not on the chain:
+    /// only with a synced transaction index. Without one, `getrawtransaction` cannot find any
+    /// mined transaction outside the mempool, so every deposit would look missing and be
+    /// reversed after the gone span: the answer is then an error (retried, never `Gone`).
+    async fn require_txindex(&self) -> Result<(), ChainError> {
+        use std::sync::atomic::Ordering;
+        if self.txindex_ok.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let info = self.rpc.call("getindexinfo", json!(["txindex"])).await?;
+        check_txindex(&info)?;
+        self.txindex_ok.store(true, Ordering::Relaxed);
+        Ok(())
     }
 
     fn remember(&self, height: u64, hash: String) {
@@ -204,6 +243,8 @@ impl Chain for BitcoinChain {
 
     async fn status(&self, tx_hash: &str, _output_index: i64) -> Result<TxStatus, ChainError> {
         let Some(tx) = self.rpc.call_or_none("getrawtransaction", json!([tx_hash, true]), NOT_FOUND).await? else {
+            // Missing only if the node could have found it.
+            self.require_txindex().await?;
             return Ok(TxStatus::Gone);
         };
         if tx.get("blockhash").is_none() {
@@ -281,5 +322,14 @@ mod tests {
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].amount.to_string(), "0.00000042");
         assert!(block_outputs(&json!({"tx": [{"hex": "zz"}]}), 3).is_err());
+    }
+
+    #[test]
+    fn not_found_counts_only_from_a_node_with_a_synced_transaction_index() {
+        assert!(check_txindex(&json!({"txindex": {"synced": true, "best_block_height": 7}})).is_ok());
+        let building = check_txindex(&json!({"txindex": {"synced": false, "best_block_height": 7}})).unwrap_err();
+        assert!(building.to_string().contains("still being built"), "{building}");
+        let none = check_txindex(&json!({})).unwrap_err();
+        assert!(none.to_string().contains("txindex=1"), "{none}");
     }
 }
