@@ -21,26 +21,17 @@ use serde_json::json;
 use uuid::Uuid;
 use workers::chain::evm::{EvmChain, Rpc};
 
-use crate::bench_node::NodeProcess;
+use crate::bench_node::{NodeProcess, ScanLoad};
 
 #[derive(Args, Debug)]
 pub struct BenchEvmScanArgs {
     /// The anvil binary (npm @foundry-rs/anvil-linux-amd64).
     #[arg(long, env = "ANVIL_BIN", default_value = "anvil")]
     anvil: String,
-    /// Server URL of PostgreSQL (without database); scratch databases are created on it.
-    #[arg(long, default_value = "postgres://postgres@127.0.0.1:5432")]
-    pg: String,
     #[arg(long, default_value_t = 1000)]
     blocks: u64,
-    #[arg(long, default_value_t = 10_000)]
-    transfers: usize,
-    /// Watched-address counts to compare (each at least `--transfers`).
-    #[arg(long, value_delimiter = ',', default_values_t = [10_000usize, 100_000])]
-    watched: Vec<usize>,
-    /// Blocks per scan batch.
-    #[arg(long, default_value_t = 100)]
-    batch: u64,
+    #[command(flatten)]
+    load: ScanLoad,
 }
 
 fn random_address() -> String {
@@ -48,8 +39,7 @@ fn random_address() -> String {
 }
 
 pub async fn run(args: BenchEvmScanArgs) -> anyhow::Result<()> {
-    ensure!(args.blocks > 0 && args.transfers > 0, "--blocks and --transfers must be positive");
-    ensure!(args.watched.iter().all(|w| *w >= args.transfers), "every --watched count must be at least --transfers");
+    args.load.check(args.blocks)?;
     let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     let child = Command::new(&args.anvil)
         .args(["--host", "127.0.0.1", "--port", &port.to_string(), "--silent", "--no-mining"])
@@ -68,10 +58,10 @@ pub async fn run(args: BenchEvmScanArgs) -> anyhow::Result<()> {
     ensure!(!accounts.is_empty(), "anvil has no dev accounts");
 
     // The chain: `blocks` blocks after the start, the transfers spread evenly over them.
-    let receivers: Vec<String> = (0..args.transfers).map(|_| random_address()).collect();
+    let receivers: Vec<String> = (0..args.load.transfers).map(|_| random_address()).collect();
     let start = anvil.rpc("eth_blockNumber", json!([])).await?;
     let start = u64::from_str_radix(start.as_str().unwrap_or("0x0").trim_start_matches("0x"), 16)?;
-    let per_block = args.transfers.div_ceil(args.blocks as usize);
+    let per_block = args.load.transfers.div_ceil(args.blocks as usize);
     let filling = Instant::now();
     let mut sent = 0usize;
     for _ in 0..args.blocks {
@@ -100,14 +90,14 @@ pub async fn run(args: BenchEvmScanArgs) -> anyhow::Result<()> {
         0,
     );
     compare_watched(
-        &args.pg,
+        &args.load.pg,
         "evm",
         &chain,
         &receivers[..sent],
-        &args.watched,
+        &args.load.watched,
         &random_address,
         (start, end),
-        args.batch,
+        args.load.batch,
     )
     .await?;
     Ok(())

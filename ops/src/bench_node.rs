@@ -1,9 +1,37 @@
-//! A node process a scan benchmark starts (anvil, litecoind) and talks JSON-RPC to; killed when
-//! dropped.
+//! What the scan benchmarks (`bench-evm-scan`, `bench-scan`) share: the node process they start
+//! (anvil, litecoind) and talk JSON-RPC to, killed when dropped, and the load options.
 
 use std::process::Child;
 
 use serde_json::{Value, json};
+
+/// The load of a scan benchmark, besides its block count.
+#[derive(clap::Args, Debug)]
+pub struct ScanLoad {
+    /// Server URL of PostgreSQL (without database); scratch databases are created on it.
+    #[arg(long, default_value = "postgres://postgres@127.0.0.1:5432")]
+    pub pg: String,
+    #[arg(long, default_value_t = 10_000)]
+    pub transfers: usize,
+    /// Watched-address counts to compare (each at least `--transfers`).
+    #[arg(long, value_delimiter = ',', default_values_t = [10_000usize, 100_000])]
+    pub watched: Vec<usize>,
+    /// Blocks per scan batch.
+    #[arg(long, default_value_t = 100)]
+    pub batch: u64,
+}
+
+impl ScanLoad {
+    /// Refuses a load that measures nothing or watches fewer addresses than it pays.
+    pub fn check(&self, blocks: u64) -> anyhow::Result<()> {
+        anyhow::ensure!(blocks > 0 && self.transfers > 0, "--blocks and --transfers must be positive");
+        anyhow::ensure!(
+            self.watched.iter().all(|w| *w >= self.transfers),
+            "every --watched count must be at least --transfers"
+        );
+        Ok(())
+    }
+}
 
 pub struct NodeProcess {
     pub child: Child,

@@ -18,7 +18,7 @@ use bitcoin::bech32::{Hrp, segwit};
 use clap::Args;
 use serde_json::{Value, json};
 
-use crate::bench_node::NodeProcess;
+use crate::bench_node::{NodeProcess, ScanLoad};
 
 #[derive(Args, Debug)]
 pub struct BenchScanArgs {
@@ -27,19 +27,10 @@ pub struct BenchScanArgs {
     gate: String,
     #[arg(long, env = "LITECOIND", default_value = "/usr/lib/litecoin/litecoind")]
     litecoind: String,
-    /// Server URL of PostgreSQL (without database); scratch databases are created on it.
-    #[arg(long, default_value = "postgres://postgres@127.0.0.1:5432")]
-    pg: String,
     #[arg(long, default_value_t = 20)]
     blocks: u64,
-    #[arg(long, default_value_t = 10_000)]
-    transfers: usize,
-    /// Watched-address counts to compare (each at least `--transfers`).
-    #[arg(long, value_delimiter = ',', default_values_t = [10_000usize, 100_000])]
-    watched: Vec<usize>,
-    /// Blocks per scan batch.
-    #[arg(long, default_value_t = 100)]
-    batch: u64,
+    #[command(flatten)]
+    load: ScanLoad,
 }
 
 /// Mines `n` blocks to a fresh address of the node's wallet.
@@ -62,8 +53,7 @@ fn regtest(address: &str) -> anyhow::Result<String> {
 
 pub async fn run(args: BenchScanArgs) -> anyhow::Result<()> {
     ensure!(args.gate == "bitcoin", "only --gate bitcoin has real node software here (EVM: ops bench-evm-scan)");
-    ensure!(args.blocks > 0 && args.transfers > 0, "--blocks and --transfers must be positive");
-    ensure!(args.watched.iter().all(|w| *w >= args.transfers), "every --watched count must be at least --transfers");
+    args.load.check(args.blocks)?;
     let dir = tempfile::tempdir()?;
     let free = || -> anyhow::Result<u16> { Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port()) };
     let (rpc_port, p2p_port) = (free()?, free()?);
@@ -88,9 +78,9 @@ pub async fn run(args: BenchScanArgs) -> anyhow::Result<()> {
     // Spendable coins: one matured coinbase per later block.
     mine(&node, 100 + args.blocks + 1).await?;
 
-    let receivers: Vec<String> = (0..args.transfers).map(|_| random_address()).collect();
+    let receivers: Vec<String> = (0..args.load.transfers).map(|_| random_address()).collect();
     let start = node.rpc("getblockcount", json!([])).await?.as_u64().context("block count")?;
-    let per_block = args.transfers.div_ceil(args.blocks as usize);
+    let per_block = args.load.transfers.div_ceil(args.blocks as usize);
     let filling = Instant::now();
     for chunk in receivers.chunks(per_block) {
         let mut outputs = serde_json::Map::new();
@@ -119,14 +109,14 @@ pub async fn run(args: BenchScanArgs) -> anyhow::Result<()> {
     };
     let chain = workers::chain::bitcoin::chains(&cfg).into_iter().next().context("the bitcoin chain")?;
     crate::bench_evm::compare_watched(
-        &args.pg,
+        &args.load.pg,
         "bitcoin",
         chain.as_ref(),
         &receivers,
-        &args.watched,
+        &args.load.watched,
         &random_address,
         (start, end),
-        args.batch,
+        args.load.batch,
     )
     .await
 }
