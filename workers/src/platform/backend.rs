@@ -248,26 +248,32 @@ async fn connect_sqlite(path: &Path) -> anyhow::Result<SqlitePool> {
         .journal_mode(SqliteJournalMode::Wal)
         .synchronous(SqliteSynchronous::Normal)
         .busy_timeout(Duration::from_secs(30));
-    let pool = SqlitePoolOptions::new()
-        .max_connections(4)
-        .connect_with(options)
-        .await
-        .with_context(|| format!("opening job queue file {}", path.display()))?;
-    // apalis' own `setup` also turns `synchronous` off; only its migrations are wanted here.
-    // Processes starting together race to create the tables (SQLite migrations take no lock):
-    // the loser retries once the winner's migration is visible.
+    // Processes starting together race on a new file: switching it to WAL answers "database is
+    // locked" at once (SQLite does not wait on its busy timeout for a journal-mode change), and
+    // the migrations take no lock, so one process can see the other's half-made tables. The
+    // loser of either race retries once the winner is done.
     let mut attempt = 0;
-    loop {
-        match SqliteStorage::migrations().run(&pool).await {
-            Ok(()) => break,
+    let pool = loop {
+        let opened = async {
+            let pool = SqlitePoolOptions::new()
+                .max_connections(4)
+                .connect_with(options.clone())
+                .await
+                .with_context(|| format!("opening job queue file {}", path.display()))?;
+            // apalis' own `setup` also turns `synchronous` off; only its migrations are wanted.
+            SqliteStorage::migrations().run(&pool).await.context("migrating the job queue tables")?;
+            anyhow::Ok(pool)
+        };
+        match opened.await {
+            Ok(pool) => break pool,
             Err(e) if attempt < 20 => {
                 attempt += 1;
-                tracing::debug!(error = %e, attempt, "job queue migration raced; retrying");
+                tracing::debug!(error = %format!("{e:#}"), attempt, "opening the job queue raced; retrying");
                 tokio::time::sleep(Duration::from_millis(100 * attempt)).await;
             }
-            Err(e) => return Err(e).context("migrating the job queue tables"),
+            Err(e) => return Err(e),
         }
-    }
+    };
     sqlx::query(concat!("CREATE TABLE IF NOT EXISTS ", sqlite_registry!(), " (name TEXT PRIMARY KEY NOT NULL)"))
         .execute(&pool)
         .await?;
