@@ -25,6 +25,7 @@ pub mod scan_cursor;
 pub mod settlement_conversion;
 pub mod static_address;
 pub mod unclaimed_deposit;
+pub mod wallet_spend;
 pub mod webhook_attempt;
 pub mod webhook_delivery;
 pub mod webhook_endpoint;

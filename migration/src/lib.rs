@@ -21,6 +21,7 @@ mod m20261125_000016_event_refs;
 mod m20261125_000017_delivery_order;
 mod m20261125_000018_invoice_email;
 mod m20261125_000019_unclaimed_deposits;
+mod m20261125_000020_wallet_spends;
 
 pub struct Migrator;
 
@@ -47,6 +48,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261125_000017_delivery_order::Migration),
             Box::new(m20261125_000018_invoice_email::Migration),
             Box::new(m20261125_000019_unclaimed_deposits::Migration),
+            Box::new(m20261125_000020_wallet_spends::Migration),
         ]
     }
 }

@@ -205,11 +205,13 @@ impl Executor {
             max_fee: p.configured_network_fee_amount.0,
             nonce: None,
             fees: None,
+            funding: None,
         };
         // Network reads, before any write transaction (a stale fee is fine: at worst the
         // transaction waits or is replaced).
         let account = signer.nonce_account().await?;
         unsigned.fees = signer.fees(&unsigned).await?;
+        let funding = signer.funding().await?;
         // Stored before anything is sent; of two executors only one stores. On an
         // account-based chain the nonce is taken from its counter in the same transaction,
         // under the counter's row lock: a lost race consumes no nonce.
@@ -222,6 +224,9 @@ impl Executor {
             }
             None => None,
         };
+        if let Some(f) = &funding {
+            unsigned.funding = Some(unspent(&txn, f).await?);
+        }
         let tx = signer.sign(&unsigned).await?;
         let stored = payout::Entity::update_many()
             .col_expr(payout::Column::TxHash, Expr::value(tx.tx_hash.clone()))
@@ -233,6 +238,13 @@ impl Executor {
             .exec(&txn)
             .await?;
         if stored.rows_affected == 0 {
+            txn.rollback().await?;
+            return Ok(Err(Step::Again));
+        }
+        if let Some(f) = &funding
+            && !take_outputs(&txn, &f.scope, p.id, &signer.spends(&tx.raw)).await?
+        {
+            // Another executor signed over one of these outputs first: nothing stored.
             txn.rollback().await?;
             return Ok(Err(Step::Again));
         }
@@ -535,6 +547,73 @@ pub async fn due(db: &DatabaseConnection, stale_after: Duration, limit: u64) -> 
         .into_tuple()
         .all(db)
         .await
+}
+
+/// `funding` less the outputs another payout's signed transaction spends. An output spent by a
+/// `failed` payout is free again (a payout fails only once its transaction can never be mined):
+/// its row is dropped here, in the transaction that may record the output for a new payout.
+async fn unspent<C: sea_orm::ConnectionTrait>(
+    txn: &C,
+    funding: &crate::chain::signer::Funding,
+) -> Result<crate::chain::signer::Funding, ExecError> {
+    use entity::wallet_spend;
+    let outpoints = funding.outputs.iter().map(|o| o.outpoint.as_str());
+    let taken = wallet_spend::Entity::find()
+        .filter(wallet_spend::Column::Scope.eq(funding.scope.as_str()))
+        .filter(wallet_spend::Column::Outpoint.is_in(outpoints))
+        .all(txn)
+        .await?;
+    let payouts: std::collections::HashSet<Uuid> = taken.iter().map(|t| t.payout_id).collect();
+    let failed: std::collections::HashSet<Uuid> = payout::Entity::find()
+        .filter(payout::Column::Id.is_in(payouts))
+        .filter(payout::Column::Status.eq(PayoutStatus::Failed))
+        .all(txn)
+        .await?
+        .into_iter()
+        .map(|p| p.id)
+        .collect();
+    let mut busy = std::collections::HashSet::new();
+    for t in taken {
+        if failed.contains(&t.payout_id) {
+            wallet_spend::Entity::delete_by_id((t.scope.clone(), t.outpoint.clone())).exec(txn).await?;
+        } else {
+            busy.insert(t.outpoint);
+        }
+    }
+    let mut free = funding.clone();
+    free.outputs.retain(|o| !busy.contains(&o.outpoint));
+    Ok(free)
+}
+
+/// Records that payout `id`'s signed transaction spends `outpoints` of the wallet `scope`;
+/// false if another payout recorded one of them first (the caller rolls back).
+async fn take_outputs<C: sea_orm::ConnectionTrait>(
+    txn: &C,
+    scope: &str,
+    id: Uuid,
+    outpoints: &[String],
+) -> Result<bool, ExecError> {
+    use entity::wallet_spend;
+    use sea_orm::sea_query::OnConflict;
+    if outpoints.is_empty() {
+        return Ok(true);
+    }
+    let now = Utc::now();
+    let rows = outpoints.iter().map(|o| {
+        wallet_spend::ActiveModel::from(wallet_spend::Model {
+            scope: scope.to_owned(),
+            outpoint: o.clone(),
+            payout_id: id,
+            created_at: now,
+        })
+    });
+    let inserted = wallet_spend::Entity::insert_many(rows)
+        .on_conflict(
+            OnConflict::columns([wallet_spend::Column::Scope, wallet_spend::Column::Outpoint]).do_nothing().to_owned(),
+        )
+        .exec_without_returning(txn)
+        .await?;
+    Ok(inserted == outpoints.len() as u64)
 }
 
 /// Takes the row lock of `account`'s nonce counter (creating it at the chain's next nonce) and

@@ -12,7 +12,11 @@
 //! - a double spend mined on a longer fork reverses the deposit only after the gone span;
 //! - a deposit only in a block that replaced one the scanner had read is found by block hash;
 //! - a scanner started anew resumes at its cursor and misses no block;
-//! - `GET /v1/currencies?environment=live` shows the gate online only with `[bitcoin]` set.
+//! - `GET /v1/currencies?environment=live` shows the gate online only with `[bitcoin]` set;
+//! - payouts from the hot wallet complete with the exact ledger and the real fee, two executors
+//!   racing over them never sign two payouts over one wallet output, and a payout waits for
+//!   change to confirm rather than build on an unconfirmed transaction (the crash windows around
+//!   broadcast are `bitcoin_payout_crash`).
 //!
 //! Selected with the `regtest-tests` feature (it needs `litecoind`; `.ci/run` installs it).
 #![cfg(feature = "regtest-tests")]
@@ -206,4 +210,43 @@ async fn a_node_without_a_transaction_index_never_makes_a_deposit_look_missing()
     assert!(err.to_string().contains("txindex=1"), "{err}");
     let unknown = chain.status(&"00".repeat(32), 0).await;
     assert!(unknown.is_err(), "not `Gone` without an index: {unknown:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn payouts_complete_with_the_real_fee_and_two_executors_never_spend_one_output_twice() {
+    use std::collections::HashSet;
+    use support::btc_payouts::{BtcPayouts, destination};
+    // Three wallet outputs for four payouts: the fourth is paid from the first change to confirm.
+    let s = BtcPayouts::start(&["0.4", "0.4", "0.4"], "3").await;
+    let mut ids = Vec::new();
+    let mut sent = Vec::new();
+    for i in 0..4u8 {
+        let (to, amount) = (destination(0x31 + i), format!("0.1{i}"));
+        ids.push(s.payout(&to, &amount).await);
+        sent.push((to, amount));
+    }
+    let rows = s.complete(&[s.executor(), s.executor()], &ids).await;
+
+    let mut spent = HashSet::new();
+    let mut fees = rust_decimal::Decimal::ZERO;
+    for (p, (to, amount)) in rows.iter().zip(&sent) {
+        let tx = s.tx(p.tx_hash.as_deref().unwrap()).await;
+        assert_eq!(tx.output[0].script_pubkey, to.script_pubkey());
+        assert_eq!(rust_decimal::Decimal::new(tx.output[0].value.to_sat() as i64, 8), d(amount));
+        let (fee, ours) = s.fee_of(&tx).await;
+        assert!(ours, "only the hot wallet's outputs are spent");
+        assert_eq!(p.network_fee.0, fee, "the payout records the fee its transaction paid");
+        assert!(fee > rust_decimal::Decimal::ZERO && fee <= p.configured_network_fee_amount.0);
+        fees += fee;
+        for i in &tx.input {
+            assert!(spent.insert(i.previous_output), "output {} spent by two payouts", i.previous_output);
+        }
+        assert_eq!(s.unspent_to(to).await, [tx.output[0].value.to_sat()], "paid once");
+    }
+    // The fourth payout spent a change output (of one of the first three payouts).
+    let txids: HashSet<String> = rows.iter().map(|p| p.tx_hash.clone().unwrap()).collect();
+    assert!(spent.iter().any(|o| txids.contains(&o.txid.to_string())), "{spent:?}");
+    let (balance, _) = testkit::assert_ledger_sums(&s.live.app.state.db, s.live.merchant, "bitcoin").await;
+    assert_eq!(balance.available.0, d("3") - d("0.46") - fees);
+    assert_eq!(balance.reserved.0, rust_decimal::Decimal::ZERO);
 }

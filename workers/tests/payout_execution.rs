@@ -270,6 +270,7 @@ async fn crashes_at_any_step_never_make_a_second_transaction() {
                     max_fee: p.configured_network_fee_amount.0,
                     nonce: None,
                     fees: None,
+                    funding: None,
                 })
                 .await
                 .unwrap()
@@ -525,6 +526,7 @@ impl Signer for NoncedSigner {
             max_fee: Decimal::ZERO,
             nonce: Some(nonce),
             fees: Some(fees),
+            funding: None,
         };
         let signed = workers::chain::signer::SandboxSigner.sign(&tx).await?;
         self.remember(&signed, nonce, fees);

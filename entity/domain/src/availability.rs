@@ -31,6 +31,8 @@ pub enum Offline {
     /// The network's node is not configured (no node to read): `[section] key`, e.g.
     /// `[tron] api_url`.
     NodeNotConfigured { section: &'static str, key: &'static str },
+    /// Payouts only: no hot wallet key in the chain's section (`[bitcoin] hot_wallet_key_file`).
+    NoHotWallet(&'static str),
     /// Payouts only: this network has no payout signer yet.
     NoPayoutSigner,
 }
@@ -60,6 +62,7 @@ impl std::fmt::Display for Offline {
             Offline::NodeNotConfigured { section, key } => {
                 write!(f, "no node configured: set [{section}] {key} so its deposits are scanned")
             }
+            Offline::NoHotWallet(section) => write!(f, "no payout signer: set [{section}] hot_wallet_key_file"),
             Offline::NoPayoutSigner => write!(f, "payouts are not supported on this network yet (no signer)"),
         }
     }
@@ -98,9 +101,14 @@ pub fn payouts(cfg: &Config, env: Environment, gate: &Gate) -> Result<(), Offlin
                     }
                     Ok(())
                 }
-                AddressFamily::Bitcoin | AddressFamily::Tron | AddressFamily::Solana | AddressFamily::Xrp => {
-                    Err(Offline::NoPayoutSigner)
+                AddressFamily::Bitcoin => {
+                    if cfg.bitcoin.has_hot_wallet() {
+                        Ok(())
+                    } else {
+                        Err(Offline::NoHotWallet("bitcoin"))
+                    }
                 }
+                AddressFamily::Tron | AddressFamily::Solana | AddressFamily::Xrp => Err(Offline::NoPayoutSigner),
             }
         }
     }
@@ -227,7 +235,7 @@ mod tests {
     }
 
     #[test]
-    fn bitcoin_tron_solana_and_xrp_with_a_node_take_deposits_and_have_no_payout_signer_yet() {
+    fn bitcoin_tron_solana_and_xrp_with_a_node_take_deposits_and_pay_out_only_with_a_signer() {
         let (mut cfg, _) = with_all_keys();
         cfg.bitcoin.rpc_url = "http://bitcoind:8332".into();
         cfg.xrp.rpc_url = "http://rippled:5005".into();
@@ -236,8 +244,16 @@ mod tests {
         let book = AddressBook::new(&cfg).unwrap();
         for id in ["bitcoin", "tron", "tron_usdt", "solana", "solana_usdc", "xrp"] {
             assert_eq!(status(&cfg, &book, Environment::Live, gate(id)), GateStatus::Online, "{id}");
+        }
+        for id in ["tron", "tron_usdt", "solana", "solana_usdc", "xrp"] {
             assert_eq!(payouts(&cfg, Environment::Live, gate(id)), Err(Offline::NoPayoutSigner), "{id}");
         }
+        // Bitcoin pays out once its hot wallet key is configured.
+        assert_eq!(payouts(&cfg, Environment::Live, gate("bitcoin")), Err(Offline::NoHotWallet("bitcoin")));
+        cfg.bitcoin.hot_wallet_key_file = Some("/run/secrets/btc.xprv".into());
+        assert_eq!(payouts(&cfg, Environment::Live, gate("bitcoin")), Ok(()));
+        cfg.bitcoin.rpc_url.clear();
+        assert_eq!(payouts(&cfg, Environment::Live, gate("bitcoin")), Err(Offline::BITCOIN), "a key without a node");
         // Without TRON deposit keys the node alone is not enough.
         cfg.addresses.live.tron_xpub = None;
         let book = AddressBook::new(&cfg).unwrap();

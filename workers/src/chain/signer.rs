@@ -31,6 +31,28 @@ pub struct PayoutTx<'a> {
     /// The fees to sign with, read from the network by [`Signer::fees`] before the executor
     /// opens its write transaction (`None` where the chain prices otherwise).
     pub fees: Option<Fees>,
+    /// On UTXO chains: the wallet outputs free to spend (read by [`Signer::funding`], less those
+    /// other payouts' signed transactions spend) and the fee rate.
+    pub funding: Option<Funding>,
+}
+
+/// An unspent output of a UTXO hot wallet, as the chain shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WalletOutput {
+    /// `<txid>:<vout>`.
+    pub outpoint: String,
+    pub sats: u64,
+}
+
+/// What a UTXO signer can spend, read from the network before the write transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Funding {
+    /// `<network>:<wallet address>`: the key of the wallet's spent-output rows.
+    pub scope: String,
+    /// The wallet's confirmed unspent outputs.
+    pub outputs: Vec<WalletOutput>,
+    /// Fee rate to sign with, in satoshis per virtual byte (already capped).
+    pub fee_rate_sat_vb: u64,
 }
 
 pub use domain::chain::evm_tx::Fees;
@@ -86,6 +108,20 @@ pub trait Signer: Send + Sync {
     async fn nonce_account(&self) -> Result<Option<NonceAccount>, ChainError> {
         Ok(None)
     }
+
+    /// `Some` for UTXO chains: the wallet's unspent outputs and the fee rate, read from the
+    /// network. The executor takes out the outputs other payouts already spend, and records the
+    /// ones the signed transaction spends ([`Signer::spends`]) in the transaction that stores it,
+    /// so no output is ever signed over twice, whatever concurrent executors do.
+    async fn funding(&self) -> Result<Option<Funding>, ChainError> {
+        Ok(None)
+    }
+
+    /// The wallet outputs (`<txid>:<vout>`) a signed transaction of this signer spends.
+    fn spends(&self, raw: &str) -> Vec<String> {
+        let _ = raw;
+        Vec::new()
+    }
 }
 
 /// The body of a sandbox transaction (its `raw` is this as JSON).
@@ -133,6 +169,18 @@ impl Signers {
     pub fn sandbox() -> Signers {
         let signer: Arc<dyn Signer> = Arc::new(SandboxSigner);
         Signers { by_gate: GATES.iter().map(|g| ((Environment::Test, g.id), signer.clone())).collect() }
+    }
+
+    /// Adds the live Bitcoin hot wallet when `[bitcoin]` names a node and a key.
+    pub fn with_bitcoin(mut self, cfg: &domain::config::BitcoinConfig) -> Result<Signers, ChainError> {
+        if !cfg.configured() {
+            return Ok(self);
+        }
+        let Some(signer) = super::bitcoin::wallet::BitcoinSigner::load(cfg)? else { return Ok(self) };
+        let gate = domain::gates::find("bitcoin").ok_or_else(|| ChainError::Unavailable("no bitcoin gate".into()))?;
+        tracing::info!(address = %signer.address(), "bitcoin payout hot wallet");
+        self.insert(Environment::Live, gate, Arc::new(signer));
+        Ok(self)
     }
 
     pub fn insert(&mut self, env: Environment, gate: &'static Gate, signer: Arc<dyn Signer>) {

@@ -117,7 +117,7 @@ impl StageCtx {
             Some(Arc::new(Executor {
                 db: db.clone(),
                 chains: chains.clone(),
-                signers: Signers::sandbox().with_evm(&config.evm)?,
+                signers: Signers::sandbox().with_evm(&config.evm)?.with_bitcoin(&config.bitcoin)?,
                 recheck: Duration::from_millis(config.payouts.recheck_ms),
             }))
         } else {

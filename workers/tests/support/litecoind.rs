@@ -78,39 +78,56 @@ impl Litecoind {
         node
     }
 
+    /// A node on fresh ports. Each node has its own RPC password, so a node that lost its port
+    /// to another (ports are picked free, then bound by the child) never takes that one's
+    /// answers for its own: it exits, and is started again on other ports.
     async fn spawn(txindex: bool) -> Litecoind {
+        for _ in 0..5 {
+            if let Some(node) = Litecoind::try_spawn(txindex).await {
+                node.rpc("createwallet", json!(["test"])).await;
+                return node;
+            }
+        }
+        panic!("litecoind did not start (5 tries)");
+    }
+
+    async fn try_spawn(txindex: bool) -> Option<Litecoind> {
         let dir = tempfile::tempdir().unwrap();
         let (rpc_port, p2p_port) = (free_port(), free_port());
+        let password: &'static str = Box::leak(format!("regtest-{rpc_port}-{p2p_port}").into_boxed_str());
         let child = Command::new(binary())
             .arg("-regtest")
             .arg(format!("-datadir={}", dir.path().display()))
             .arg(if txindex { "-txindex=1" } else { "-txindex=0" })
             .args(["-vbparams=mweb:-2:0", "-server=1", "-listen=1", "-discover=0", "-dnsseed=0"])
-            .args(["-rpcuser=paygate", "-rpcpassword=regtest", "-fallbackfee=0.0002", "-printtoconsole=0"])
+            .args(["-rpcuser=paygate", "-fallbackfee=0.0002", "-printtoconsole=0"])
+            .arg(format!("-rpcpassword={password}"))
             .arg(format!("-rpcport={rpc_port}"))
             .arg(format!("-port={p2p_port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("start litecoind");
-        let node = Litecoind {
+        let mut node = Litecoind {
             url: format!("http://127.0.0.1:{rpc_port}/"),
             user: "paygate",
-            password: "regtest",
+            password,
             p2p_port,
             _child: testkit::serve::KillOnDrop(child),
             http: reqwest::Client::new(),
             _dir: dir,
         };
-        // Up when its RPC answers (it refuses with -28 while warming up).
+        // Up when its RPC answers (it refuses with -28 while warming up); gone if it exited.
         let mut tries = 0;
         while node.try_rpc("getblockcount", json!([])).await.is_err() {
+            if node._child.0.try_wait().ok().flatten().is_some() {
+                return None;
+            }
             tries += 1;
             assert!(tries < 600, "litecoind did not start");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        node.rpc("createwallet", json!(["test"])).await;
-        node
+        Some(node)
     }
 
     async fn try_rpc(&self, method: &str, params: Value) -> Result<Value, Value> {

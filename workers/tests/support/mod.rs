@@ -1,10 +1,11 @@
 //! Support shared by this crate's suites: the step-by-step `pipe` of `pipeline` and
 //! `settlement`; for the live chain suites, the `live` app stepping the live pipeline, the fake
 //! TRON, Solana and XRP nodes of `tron_live`, `solana_live` and `xrp_live` (served by
-//! `fake_node`), and the Litecoin Core regtest nodes of `bitcoin_regtest`. Each test binary
+//! `fake_node`), the Litecoin Core regtest nodes of `bitcoin_regtest`, and its hot-wallet payouts (`btc_payouts`). Each test binary
 //! includes it with `mod support;` and uses what it needs.
 #![allow(dead_code)]
 
+pub mod btc_payouts;
 pub mod fake_node;
 pub mod litecoind;
 pub mod live;

@@ -1,6 +1,9 @@
 //! `[bitcoin]`: the live Bitcoin network's node (Bitcoin Core's JSON-RPC, the node operators
 //! already run for BTCPay), read by the deposit scanner and the confirmation tracker for
 //! `bitcoin`. The watch set lives in our database: the node needs no wallet, but `txindex=1`.
+//! The payout hot wallet's key is read by the payout executor only.
+
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
@@ -24,6 +27,21 @@ pub struct BitcoinConfig {
     pub rescan_blocks: u64,
     /// Whether deposits still in the mempool are shown (`confirming`, 0 confirmations).
     pub mempool: bool,
+    /// The payout hot wallet: a BIP32 extended private key (`xprv…`), or a file holding it. The
+    /// wallet is its first BIP84 address (`m/84'/0'/0'/0/0`), change included. Only the payout
+    /// executor reads it; without one, live Bitcoin payouts are refused (`gate_offline`).
+    pub hot_wallet_key: Option<Redacted>,
+    pub hot_wallet_key_file: Option<PathBuf>,
+    /// Confirmation target of `estimatesmartfee`, in blocks.
+    pub fee_target_blocks: u16,
+    /// Fee rate (sat/vB) when the node has no estimate (a new node, regtest).
+    pub fallback_fee_rate_sat_vb: u64,
+    /// The most a payout transaction pays per vbyte; each payout is further capped by its
+    /// configured network fee.
+    pub max_fee_rate_sat_vb: u64,
+    /// Timeout of `scantxoutset`, which reads the node's whole UTXO set to find the hot
+    /// wallet's outputs (minutes on mainnet).
+    pub wallet_scan_timeout_ms: u64,
 }
 
 impl Default for BitcoinConfig {
@@ -37,6 +55,12 @@ impl Default for BitcoinConfig {
             retry_backoff_ms: 200,
             rescan_blocks: 6,
             mempool: true,
+            hot_wallet_key: None,
+            hot_wallet_key_file: None,
+            fee_target_blocks: 3,
+            fallback_fee_rate_sat_vb: 10,
+            max_fee_rate_sat_vb: 500,
+            wallet_scan_timeout_ms: 600_000,
         }
     }
 }
@@ -47,9 +71,20 @@ impl BitcoinConfig {
         !self.rpc_url.is_empty()
     }
 
+    /// Whether a payout hot wallet key is configured.
+    pub fn has_hot_wallet(&self) -> bool {
+        self.hot_wallet_key.is_some() || self.hot_wallet_key_file.is_some()
+    }
+
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
         if !self.configured() {
             return Ok(());
+        }
+        if self.fallback_fee_rate_sat_vb == 0 || self.fallback_fee_rate_sat_vb > self.max_fee_rate_sat_vb {
+            return invalid(
+                "bitcoin.fallback_fee_rate_sat_vb",
+                "must be at least 1 and at most bitcoin.max_fee_rate_sat_vb",
+            );
         }
         super::check_node("bitcoin", "rpc_url", &self.rpc_url, self.request_timeout_ms)?;
         if self.rpc_password.is_some() && self.rpc_user.is_none() {
@@ -80,6 +115,10 @@ mod tests {
             assert!(cfg.bitcoin.configured());
             assert_eq!(cfg.bitcoin.rescan_blocks, 6);
             assert!(!format!("{:?}", cfg.bitcoin).contains("hunter2"));
+            assert!(!cfg.bitcoin.has_hot_wallet());
+            jail.set_env("PAYGATE_BITCOIN__FALLBACK_FEE_RATE_SAT_VB", "0");
+            let err = Config::load().unwrap_err().to_string();
+            assert!(err.contains("bitcoin.fallback_fee_rate_sat_vb"), "{err}");
             Ok(())
         });
     }

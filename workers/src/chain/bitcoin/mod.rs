@@ -25,6 +25,8 @@
 //!   every mined transaction is "not found", so the answer is an error instead, and nothing is
 //!   reversed.
 
+pub mod wallet;
+
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 
@@ -34,7 +36,7 @@ use rust_decimal::Decimal;
 use serde_json::{Value, json};
 
 use super::evm::Rpc;
-use super::{Chain, ChainError, Transfer, TxStatus};
+use super::{Broadcast, Chain, ChainError, Outgoing, SignedTx, Transfer, TxStatus};
 use domain::addresses::address_key;
 use domain::chain::address::AddressFamily;
 use domain::config::BitcoinConfig;
@@ -241,6 +243,53 @@ impl Chain for BitcoinChain {
         Ok(out)
     }
 
+    /// `testmempoolaccept` first (a refusal comes with its reason, nothing sent), then
+    /// `sendrawtransaction`.
+    async fn broadcast(&self, tx: &SignedTx) -> Result<Broadcast, ChainError> {
+        let test = self.rpc.call("testmempoolaccept", json!([[tx.raw]])).await?;
+        let verdict = test.get(0).ok_or_else(|| bad("testmempoolaccept", &test))?;
+        if verdict["allowed"] != true {
+            let reason = verdict["reject-reason"].as_str().unwrap_or("refused");
+            return Ok(classify_refusal(reason));
+        }
+        match self.rpc.once("sendrawtransaction", &json!([tx.raw])).await {
+            Ok(_) => Ok(Broadcast::Accepted),
+            // Between the test and the send something changed (the transaction arrived from
+            // elsewhere, a conflicting one did): the node's reason decides, as above.
+            Err(e) => match classify_refusal(&e) {
+                Broadcast::Rejected(_) => Err(ChainError::Unavailable(e)),
+                known => Ok(known),
+            },
+        }
+    }
+
+    /// Where a payout transaction stands: unknown to the node (never sent, dropped, or only in
+    /// a block a reorganisation left behind), in the mempool, or in a block with its
+    /// confirmations and the fee it paid (its inputs less its outputs, read exactly).
+    async fn outgoing(&self, tx_hash: &str) -> Result<Outgoing, ChainError> {
+        let Some(v) = self.rpc.call_or_none("getrawtransaction", json!([tx_hash, true]), NOT_FOUND).await? else {
+            self.require_txindex().await?;
+            return Ok(Outgoing::Unknown);
+        };
+        if v.get("blockhash").is_none() {
+            return Ok(Outgoing::Confirmations { confirmations: 0, fee: None });
+        }
+        let Some(confirmations) = v["confirmations"].as_u64().filter(|n| *n > 0) else {
+            return Ok(Outgoing::Unknown);
+        };
+        let tx = decode(&v["hex"])?;
+        let mut inputs = 0u64;
+        for i in &tx.input {
+            let prev = self.rpc.call("getrawtransaction", json!([i.previous_output.txid.to_string(), false])).await?;
+            let prev = decode(&prev)?;
+            let out = prev.output.get(i.previous_output.vout as usize).ok_or_else(|| bad("previous output", &v))?;
+            inputs = inputs.saturating_add(out.value.to_sat());
+        }
+        let outputs: u64 = tx.output.iter().map(|o| o.value.to_sat()).sum();
+        let fee = inputs.checked_sub(outputs).and_then(|f| i64::try_from(f).ok()).ok_or_else(|| bad("fee", &v))?;
+        Ok(Outgoing::Confirmations { confirmations, fee: Some(Decimal::new(fee, 8).normalize()) })
+    }
+
     async fn status(&self, tx_hash: &str, _output_index: i64) -> Result<TxStatus, ChainError> {
         let Some(tx) = self.rpc.call_or_none("getrawtransaction", json!([tx_hash, true]), NOT_FOUND).await? else {
             // Missing only if the node could have found it.
@@ -257,6 +306,40 @@ impl Chain for BitcoinChain {
             Some(n) if n > 0 => Ok(TxStatus::Confirmations(n)),
             _ => Ok(TxStatus::Gone),
         }
+    }
+}
+
+/// What a node's refusal of a transaction (`reject-reason`, or a `sendrawtransaction` error)
+/// means for a payout. `Rejected`, after which the payout fails and its funds are released, only
+/// for reasons that make this very transaction invalid for good (bad signature, dust, an amount
+/// or size out of bounds, a fee the node refuses as absurd); a missing or spent input, a
+/// conflict, a fee below the market or a full mempool can pass or need an operator: `Retry`,
+/// the signed transaction kept and sent again.
+pub fn classify_refusal(reason: &str) -> Broadcast {
+    const KNOWN: &[&str] =
+        &["txn-already-in-mempool", "txn-already-known", "already in block chain", "already in utxo set"];
+    const INVALID: &[&str] = &[
+        "mandatory-script-verify-flag",
+        "non-mandatory-script-verify-flag",
+        "dust",
+        "scriptpubkey",
+        "bad-txns-in-belowout",
+        "bad-txns-vout",
+        "bad-txns-oversize",
+        "bad-txns-nonstandard-inputs",
+        "bad-witness",
+        "tx-size",
+        "version",
+        "multi-op-return",
+        "absurdly-high-fee",
+        "max-fee-exceeded",
+    ];
+    if KNOWN.iter().any(|k| reason.contains(k)) {
+        Broadcast::AlreadyKnown
+    } else if INVALID.iter().any(|k| reason.contains(k)) {
+        Broadcast::Rejected(format!("bitcoin: {reason}"))
+    } else {
+        Broadcast::Retry(format!("bitcoin: {reason}"))
     }
 }
 
@@ -322,6 +405,29 @@ mod tests {
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].amount.to_string(), "0.00000042");
         assert!(block_outputs(&json!({"tx": [{"hex": "zz"}]}), 3).is_err());
+    }
+
+    #[test]
+    fn only_reasons_that_make_the_transaction_invalid_fail_a_payout() {
+        for known in ["txn-already-in-mempool", "txn-already-known", "Transaction already in block chain"] {
+            assert_eq!(classify_refusal(known), Broadcast::AlreadyKnown, "{known}");
+        }
+        for invalid in ["mandatory-script-verify-flag-failed (Signature must be zero)", "dust", "bad-txns-in-belowout"]
+        {
+            assert!(matches!(classify_refusal(invalid), Broadcast::Rejected(_)), "{invalid}");
+        }
+        for passing in [
+            "bad-txns-inputs-missingorspent",
+            "missing-inputs",
+            "txn-mempool-conflict",
+            "min relay fee not met",
+            "mempool min fee not met",
+            "mempool full",
+            "non-final",
+            "insufficient fee",
+        ] {
+            assert!(matches!(classify_refusal(passing), Broadcast::Retry(_)), "{passing}");
+        }
     }
 
     #[test]
