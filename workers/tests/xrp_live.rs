@@ -98,11 +98,11 @@ async fn partial_payments_count_what_arrived_and_untagged_unknown_or_failed_ones
 }
 
 #[tokio::test]
-async fn a_transaction_the_node_cannot_find_reverses_nothing_on_one_answer() {
+async fn a_transaction_missing_from_its_ledger_reverses_nothing_on_one_answer() {
     let l = live().await;
     let inv = l.xrp("3").await;
     l.node.include(vec![l.pay("F1", &inv, 3)]);
-    l.node.forget("F1");
+    l.node.lose("F1");
     l.step().await;
     assert_eq!(l.status(&inv).await, "confirming", "one missing answer reverses nothing");
     assert!(l.payment(&inv).await.missing_since_height.is_some());
@@ -111,6 +111,30 @@ async fn a_transaction_the_node_cannot_find_reverses_nothing_on_one_answer() {
     assert_eq!(l.status(&inv).await, "paid");
     assert_eq!(l.payment(&inv).await.missing_since_height, None);
     assert_eq!(l.credits(&inv).await, 1);
+}
+
+/// rippled keeps only part of the history (`online_delete`): asked within the payment's ledger,
+/// a node without it answers `txnNotFound` with `searched_all: false`. That is an error the
+/// tracker retries, never `Gone`: no deposit is reversed because the node pruned its history.
+#[tokio::test]
+async fn a_node_without_the_ledgers_history_never_makes_a_deposit_look_missing() {
+    use workers::chain::TxStatus;
+    let l = live().await;
+    let inv = l.xrp("3").await;
+    l.node.include(vec![l.pay("H1", &inv, 3)]);
+    l.step().await;
+    let ledger = l.payment(&inv).await.block_height.map(|h| h as u64);
+    let chain = l.chains.get(entity::Environment::Live, "xrp").unwrap();
+    l.node.forget("H1");
+    let err = chain.status_seen("H1", 0, ledger).await.unwrap_err();
+    assert!(err.to_string().contains("searched_all"), "{err}");
+    assert!(chain.status("H1", 0).await.is_err(), "without a ledger: not `Gone` either");
+    // A node that holds the ledger and searched it all: missing.
+    l.node.recall("H1");
+    l.node.lose("H1");
+    assert_eq!(chain.status_seen("H1", 0, ledger).await.unwrap(), TxStatus::Gone);
+    l.node.recall("H1");
+    assert!(matches!(chain.status_seen("H1", 0, ledger).await.unwrap(), TxStatus::Confirmations(n) if n > 0));
 }
 
 #[tokio::test]

@@ -110,6 +110,19 @@ pub trait Chain: Send + Sync {
     }
     /// Confirmations of a seen transfer, or `Gone`.
     async fn status(&self, tx_hash: &str, output_index: i64) -> Result<TxStatus, ChainError>;
+    /// [`Chain::status`] of a transfer recorded in block (ledger) `seen_at` (`None`: seen in the
+    /// mempool), which the tracker knows. A chain whose nodes may keep only part of the history
+    /// (XRP) asks within that block, to tell "not in the ledger" from "not stored on this
+    /// node"; by default the height is not needed.
+    async fn status_seen(
+        &self,
+        tx_hash: &str,
+        output_index: i64,
+        seen_at: Option<u64>,
+    ) -> Result<TxStatus, ChainError> {
+        let _ = seen_at;
+        self.status(tx_hash, output_index).await
+    }
     /// Whether one `Gone` answer is final. False for any chain read from a remote node (a
     /// lagging node or a reorganisation can hide a transaction for a while): the tracker then
     /// reverses only after the transaction stayed missing over a span of blocks. True only

@@ -68,8 +68,11 @@ impl Pay {
 pub struct Ledgers {
     /// `ledgers[i]`: the payments of validated ledger `FIRST_LEDGER + i`.
     ledgers: Vec<Vec<Pay>>,
-    /// Hashes `tx` answers `txnNotFound` for (a lagging node).
+    /// Hashes `tx` answers `txnNotFound` for with `searched_all: false` (a node that does not
+    /// hold that part of the history).
     forgotten: HashSet<String>,
+    /// Hashes `tx` answers `txnNotFound` for with `searched_all: true` (not in the ledger).
+    missing: HashSet<String>,
 }
 
 pub type FakeRippled = FakeNode<Ledgers>;
@@ -111,7 +114,16 @@ impl FakeRippled {
     }
 
     pub fn recall(&self, hash: &str) {
-        self.with(|l| l.forgotten.remove(hash));
+        self.with(|l| {
+            l.forgotten.remove(hash);
+            l.missing.remove(hash)
+        });
+    }
+
+    /// `tx` answers `txnNotFound` for `hash` having searched all of the ledgers asked about,
+    /// until [`FakeRippled::recall`].
+    pub fn lose(&self, hash: &str) {
+        self.with(|l| l.missing.insert(hash.to_owned()));
     }
 }
 
@@ -159,14 +171,28 @@ async fn call(State(state): State<Shared<Ledgers>>, Json(req): Json<Value>) -> J
             let found = l.ledgers.iter().enumerate().find_map(|(i, pays)| {
                 pays.iter().find(|pay| pay.hash.eq_ignore_ascii_case(hash)).map(|pay| (FIRST_LEDGER + i as u64, pay))
             });
+            // As rippled: with a ledger range, a miss says whether the node holds all of it.
+            let range = (p["min_ledger"].as_u64(), p["max_ledger"].as_u64());
             match found {
-                Some((ledger, pay)) if !l.forgotten.contains(&pay.hash) => {
+                Some((ledger, pay))
+                    if !l.forgotten.contains(&pay.hash)
+                        && !l.missing.contains(&pay.hash)
+                        && range.0.is_none_or(|min| min <= ledger)
+                        && range.1.is_none_or(|max| ledger <= max) =>
+                {
                     let mut tx = pay.tx_json(ledger);
                     tx["meta"] = pay.meta();
                     tx["validated"] = json!(true);
                     tx
                 }
-                _ => return Json(error("txnNotFound", p)),
+                Some((_, pay)) if l.forgotten.contains(&pay.hash) => return Json(error("txnNotFound", p)),
+                _ => {
+                    let mut e = error("txnNotFound", p);
+                    if let (Some(_), Some(max)) = range {
+                        e["result"]["searched_all"] = json!(max <= validated);
+                    }
+                    return Json(e);
+                }
             }
         }
         _ => return Json(error("unknownCmd", p)),

@@ -147,10 +147,40 @@ impl Chain for XrpChain {
         }
     }
 
-    async fn status(&self, tx_hash: &str, _output_index: i64) -> Result<TxStatus, ChainError> {
-        let tx = match self.call("tx", json!({"transaction": tx_hash})).await? {
+    async fn status(&self, tx_hash: &str, output_index: i64) -> Result<TxStatus, ChainError> {
+        self.status_seen(tx_hash, output_index, None).await
+    }
+
+    /// `tx`, asked within the ledger the payment was recorded in: `txnNotFound` means missing
+    /// only when rippled says it `searched_all` of that range. A node that keeps part of the
+    /// history (`online_delete`, a new node still filling its database) cannot find older
+    /// transactions and says `searched_all: false`: that answer (or a look-up without a ledger)
+    /// is an error the tracker retries, never `Gone`, so no deposit is reversed because the
+    /// node pruned its history.
+    async fn status_seen(
+        &self,
+        tx_hash: &str,
+        _output_index: i64,
+        seen_at: Option<u64>,
+    ) -> Result<TxStatus, ChainError> {
+        let mut params = json!({"transaction": tx_hash});
+        if let Some(ledger) = seen_at {
+            params["min_ledger"] = json!(ledger);
+            params["max_ledger"] = json!(ledger);
+        }
+        let r = self.rpc.call("tx", json!([params])).await?;
+        let tx = match answer(r.clone()) {
             Ok(tx) => tx,
-            Err(e) if e == "txnNotFound" => return Ok(TxStatus::Gone),
+            Err(e) if e == "txnNotFound" && seen_at.is_some() && r["searched_all"] == true => {
+                return Ok(TxStatus::Gone);
+            }
+            Err(e) if e == "txnNotFound" => {
+                return Err(ChainError::Unavailable(format!(
+                    "tx {tx_hash}: not found, and the XRP node does not hold the whole history of ledger {} \
+                     (searched_all is not true); not judged missing",
+                    seen_at.map_or_else(|| "unknown".to_owned(), |l| l.to_string())
+                )));
+            }
             Err(e) => return Err(ChainError::Unavailable(format!("tx: {e}"))),
         };
         if tx["validated"] != true {
