@@ -5,7 +5,6 @@
 
 use std::time::{Duration, Instant};
 
-use bitcoin::consensus::encode::deserialize_hex;
 use bitcoin::hashes::Hash;
 use bitcoin::{Address, Network, ScriptBuf, Transaction, WPubkeyHash};
 use entity::{Environment, PayoutStatus, payout};
@@ -122,8 +121,7 @@ impl BtcPayouts {
 
     /// The transaction `txid` as the node holds it.
     pub async fn tx(&self, txid: &str) -> Transaction {
-        let hex = self.live.node.rpc("getrawtransaction", json!([txid, false])).await;
-        deserialize_hex(hex.as_str().unwrap()).unwrap()
+        self.live.node.tx(txid).await
     }
 
     /// What `tx` paid in fees: its inputs (read from the node) less its outputs, in BTC, and
@@ -143,13 +141,6 @@ impl BtcPayouts {
 
     /// The unspent outputs paying `to` on the node's chain, in satoshis.
     pub async fn unspent_to(&self, to: &Address) -> Vec<u64> {
-        let desc = format!("raw({})", to.script_pubkey().to_hex_string());
-        let scan = self.live.node.rpc("scantxoutset", json!(["start", [{"desc": desc}]])).await;
-        scan["unspents"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|u| workers::chain::bitcoin::wallet::sats(&u["amount"]).unwrap())
-            .collect()
+        self.live.node.unspent_to(to).await
     }
 }

@@ -193,6 +193,20 @@ impl Litecoind {
         signed["hex"].as_str().unwrap().to_owned()
     }
 
+    /// The transaction `txid` as the node holds it.
+    pub async fn tx(&self, txid: &str) -> bitcoin::Transaction {
+        let hex = self.rpc("getrawtransaction", json!([txid, false])).await;
+        bitcoin::consensus::encode::deserialize_hex(hex.as_str().unwrap()).unwrap()
+    }
+
+    /// The unspent outputs paying `to`'s script on the node's chain, in satoshis.
+    pub async fn unspent_to(&self, to: &bitcoin::Address) -> Vec<u64> {
+        let desc = format!("raw({})", to.script_pubkey().to_hex_string());
+        let scan = self.rpc("scantxoutset", json!(["start", [{"desc": desc}]])).await;
+        let unspents = scan["unspents"].as_array().unwrap();
+        unspents.iter().map(|u| workers::chain::bitcoin::wallet::sats(&u["amount"]).unwrap()).collect()
+    }
+
     /// Connects to `other` and waits until both have the same best block.
     pub async fn sync_with(&self, other: &Litecoind) {
         self.rpc("setnetworkactive", json!([true])).await;

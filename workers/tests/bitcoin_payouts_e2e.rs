@@ -1,0 +1,87 @@
+//! A live Bitcoin payout as deployed: the real `api` binary and a `payout-executor` process,
+//! configured only through `PAYGATE_*` variables (the node, the deposit key, the hot wallet key),
+//! against a Litecoin Core regtest node. The payout is created over HTTP, signed and sent by the
+//! executor from the hot wallet's confirmed output, and completes at 3 confirmations with the fee
+//! its transaction paid; the recipient is paid once. Run with `--features regtest-tests`.
+#![cfg(feature = "regtest-tests")]
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use entity::{Environment, FeeAllocation, PayoutStatus, payout};
+use rust_decimal::Decimal;
+use sea_orm::EntityTrait;
+use serde_json::json;
+use support::btc_payouts::{destination, hot_wallet_key};
+use support::litecoind::Litecoind;
+use support::live::d;
+use testkit::fleet::{Deployment, wait_ready};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_payout_created_over_http_is_paid_from_the_hot_wallet_by_the_executor_process() {
+    let node = Litecoind::start().await;
+    let key = hot_wallet_key();
+    let cfg = domain::config::BitcoinConfig {
+        rpc_url: node.url.clone(),
+        hot_wallet_key: Some(domain::config::Redacted(key.clone())),
+        ..Default::default()
+    };
+    let hot_wallet = workers::chain::bitcoin::wallet::BitcoinSigner::load(&cfg).unwrap().unwrap().address();
+    node.pay(&hot_wallet.to_string(), "0.6").await;
+    node.mine(1).await;
+
+    let zpub = testkit::live_keys().bitcoin_xpub.unwrap();
+    let dep = Deployment::start(
+        "BTC",
+        Environment::Live,
+        &[
+            ("PAYGATE_ADDRESSES__LIVE__BITCOIN_XPUB", zpub.as_str()),
+            ("PAYGATE_BITCOIN__RPC_URL", node.url.as_str()),
+            ("PAYGATE_BITCOIN__RPC_USER", node.user),
+            ("PAYGATE_BITCOIN__RPC_PASSWORD", node.password),
+            ("PAYGATE_BITCOIN__HOT_WALLET_KEY", key.as_str()),
+            ("PAYGATE_PAYOUTS__POLL_INTERVAL_MS", "100"),
+            ("PAYGATE_PAYOUTS__RECHECK_MS", "100"),
+            ("PAYGATE_PAYOUTS__STALE_AFTER_SECS", "1"),
+        ],
+    )
+    .await;
+    let Deployment { db: _db, conn, fleet, api, merchant, key, http } = dep;
+    testkit::set_payout_settings(&conn, merchant, Environment::Live, |s| {
+        s.payout_auto_approve = true;
+        s.payout_delay_secs = 0;
+        s.network_fee_allocation = FeeAllocation::Merchant;
+    })
+    .await;
+    testkit::fund(&conn, merchant, Environment::Live, "bitcoin", "1").await;
+
+    let to = destination(0x61);
+    let body = json!({"currency": "BTC", "amount": "0.25", "destination": to.to_string()});
+    let r = http.post(format!("{}/v1/payouts", api.url)).header("X-API-Key", &key).json(&body).send().await.unwrap();
+    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+    let executor = fleet.worker(env!("CARGO_BIN_EXE_payout-executor"));
+    wait_ready(&http, &executor).await;
+
+    // Blocks keep coming while the executor works (3 confirmations).
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let p = loop {
+        let rows = payout::Entity::find().all(&conn).await.unwrap();
+        if rows[0].status == PayoutStatus::Completed {
+            break rows[0].clone();
+        }
+        assert!(Instant::now() < deadline, "payout stuck: {:?}", rows[0].status);
+        if rows[0].tx_hash.is_some() {
+            node.mine(1).await;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+
+    assert_eq!(node.unspent_to(&to).await, [25_000_000], "the recipient is paid once");
+    let tx = node.tx(p.tx_hash.as_deref().unwrap()).await;
+    let outputs: u64 = tx.output.iter().map(|o| o.value.to_sat()).sum();
+    let fee = Decimal::new((60_000_000 - outputs) as i64, 8).normalize();
+    assert_eq!(p.network_fee.0, fee, "the fee its transaction paid (its one input held 0.6)");
+    let (balance, _) = testkit::assert_ledger_sums(&conn, merchant, "bitcoin").await;
+    assert_eq!(balance.available.0, d("1") - d("0.25") - fee);
+}
