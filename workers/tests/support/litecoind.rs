@@ -183,7 +183,7 @@ impl Litecoind {
             spent.push(json!({"txid": i["txid"], "vout": i["vout"], "scriptPubKey": out["scriptPubKey"]["hex"],
                               "amount": out["value"]}));
             // Test amounts have at most 8 decimals and stay far below 2^53 satoshis: exact.
-            total += (out["value"].as_f64().unwrap() * 1e8).round() as u64;
+            total += workers::chain::bitcoin::wallet::sats(&out["value"]).unwrap();
         }
         let to = self.rpc("getnewaddress", json!(["", "bech32"])).await;
         let amount = format!("{}.{:08}", (total - 10_000) / 100_000_000, (total - 10_000) % 100_000_000);
