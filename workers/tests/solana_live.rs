@@ -125,6 +125,28 @@ async fn a_confirmed_deposit_forked_away_before_finalization_is_reversed_after_t
     assert_eq!(l.balance("solana").await, (d("0"), d("0")));
 }
 
+/// An RPC node keeps a bounded ledger: a signature from a slot it no longer holds is unknown to
+/// it. That is an error the tracker retries, never `Gone`, so no deposit is reversed because the
+/// node pruned its ledger or restarted from a snapshot.
+#[tokio::test]
+async fn a_node_whose_ledger_no_longer_holds_the_slot_never_makes_a_deposit_look_missing() {
+    use workers::chain::TxStatus;
+    let l = live().await;
+    let inv = l.invoice(json!({"currency": "SOL", "amount": "1"})).await;
+    let at = l.node.include(vec![sol("sigP", &inv, 1_000_000_000, true)]);
+    l.node.finalize();
+    l.step().await;
+    assert_eq!(l.payment(&inv).await.block_height, Some(at as i64));
+    let chain = l.chains.get(entity::Environment::Live, "solana").unwrap();
+    l.node.prune_before(at + 1);
+    let err = chain.status_seen("sigP", 1, Some(at)).await.unwrap_err();
+    assert!(err.to_string().contains("ledger starts at slot"), "{err}");
+    // The node that holds the slot and does not know the signature: missing.
+    l.node.prune_before(0);
+    assert!(matches!(chain.status_seen("sigP", 1, Some(at)).await.unwrap(), TxStatus::Confirmations(_)));
+    assert_eq!(chain.status_seen("sigNone", 1, Some(at)).await.unwrap(), TxStatus::Gone);
+}
+
 #[tokio::test]
 async fn a_scanner_started_anew_resumes_at_its_cursor_and_misses_no_slot() {
     let l = live().await;

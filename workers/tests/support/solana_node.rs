@@ -81,6 +81,8 @@ pub struct Cluster {
     slots: Vec<Option<Vec<Tx>>>,
     /// Slots up to here are finalized.
     finalized: u64,
+    /// The first slot the node's ledger holds (`minimumLedgerSlot`): older ones were pruned.
+    first_held: u64,
 }
 
 pub type FakeSolana = FakeNode<Cluster>;
@@ -94,7 +96,8 @@ impl Chain for Cluster {
 impl FakeSolana {
     /// Serves on 127.0.0.1:0 with `slots` empty, finalized slots.
     pub async fn start(slots: usize) -> FakeSolana {
-        let cluster = Cluster { slots: vec![Some(Vec::new()); slots], finalized: slots.saturating_sub(1) as u64 };
+        let cluster =
+            Cluster { slots: vec![Some(Vec::new()); slots], finalized: slots.saturating_sub(1) as u64, first_held: 0 };
         FakeNode::serve(cluster, "/", post(call)).await
     }
 
@@ -119,6 +122,12 @@ impl FakeSolana {
             c.slots.push(Some(txs));
             c.slots.len() as u64 - 1
         })
+    }
+
+    /// The node's ledger drops every slot before `slot` (`--limit-ledger-size`, or a restart
+    /// from a snapshot): their signatures are unknown to it.
+    pub fn prune_before(&self, slot: u64) {
+        self.with(|c| c.first_held = slot);
     }
 
     /// Finalizes every slot produced so far.
@@ -146,6 +155,7 @@ async fn call(State(state): State<Shared<Cluster>>, Json(req): Json<Value>) -> J
     let params = &req["params"];
     let result = match req["method"].as_str().unwrap_or("") {
         "getSlot" => json!(c.slots.len() as u64 - 1),
+        "minimumLedgerSlot" => json!(c.first_held),
         "getBlock" => {
             let slot = params[0].as_u64().unwrap_or(u64::MAX);
             match c.slots.get(slot as usize) {
@@ -171,7 +181,7 @@ async fn call(State(state): State<Shared<Cluster>>, Json(req): Json<Value>) -> J
                 .flatten()
                 .map(|sig| {
                     let sig = sig.as_str().unwrap_or("");
-                    let found = c.slots.iter().enumerate().find_map(|(s, txs)| {
+                    let found = c.slots.iter().enumerate().skip(c.first_held as usize).find_map(|(s, txs)| {
                         txs.as_ref().and_then(|txs| txs.iter().find(|t| t.sig() == sig)).map(|t| (s as u64, t.clone()))
                     });
                     match found {
