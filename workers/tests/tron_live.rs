@@ -141,6 +141,24 @@ async fn a_forked_transaction_back_in_the_mempool_is_unconfirmed_not_reversed() 
     assert_eq!(l.credits(&inv).await, 1);
 }
 
+/// A lite full node keeps only recent blocks: a transaction in a block it no longer holds is
+/// unknown to it. That is an error the tracker retries, never `Gone`.
+#[tokio::test]
+async fn a_node_without_the_payments_block_never_makes_a_deposit_look_missing() {
+    use workers::chain::TxStatus;
+    let l = live().await;
+    let (inv, at) = trx_deposit(&l, "p1", 5).await;
+    assert_eq!(l.payment(&inv).await.block_height, Some(at as i64));
+    let chain = l.chains.get(entity::Environment::Live, "tron").unwrap();
+    l.node.prune_before(at + 1);
+    let err = chain.status_seen("p1", 0, Some(at)).await.unwrap_err();
+    assert!(err.to_string().contains("does not hold block"), "{err}");
+    // A node that holds the block and knows no such transaction: missing.
+    l.node.prune_before(0);
+    assert!(matches!(chain.status_seen("p1", 0, Some(at)).await.unwrap(), TxStatus::Confirmations(_)));
+    assert_eq!(chain.status_seen("nope", 0, Some(at)).await.unwrap(), TxStatus::Gone);
+}
+
 #[tokio::test]
 async fn a_scanner_started_anew_resumes_at_its_cursor_and_misses_no_block() {
     let l = live().await;

@@ -86,6 +86,9 @@ pub struct Ledger {
     pending: Vec<Tx>,
     /// Fork generation, mixed into block ids so a replaced block has another id.
     fork: u64,
+    /// The first block the node holds (a lite full node): older blocks and their
+    /// transactions are unknown to it.
+    first_held: u64,
 }
 
 pub type FakeTron = FakeNode<Ledger>;
@@ -121,6 +124,11 @@ impl FakeTron {
         })
     }
 
+    /// The node drops every block before `height` (a lite full node's pruning).
+    pub fn prune_before(&self, height: u64) {
+        self.with(|l| l.first_held = height);
+    }
+
     /// A fork from `height` on: block `height` and every later one are replaced by empty
     /// blocks, one more than were dropped (the heavier chain wins). Their transactions are
     /// forgotten (a double spend), or back in the mempool with `to_mempool`.
@@ -137,7 +145,10 @@ impl FakeTron {
 }
 
 fn block_json(l: &Ledger, height: u64) -> Value {
-    let Some(txs) = height.checked_sub(1).and_then(|i| l.blocks.get(i as usize)) else { return json!({}) };
+    let held = height >= l.first_held;
+    let Some(txs) = height.checked_sub(1).and_then(|i| l.blocks.get(i as usize)).filter(|_| held) else {
+        return json!({});
+    };
     json!({
         "blockID": format!("{height:016x}{:048x}", l.fork),
         "block_header": {"raw_data": {"number": height, "timestamp": 1_700_000_000_000u64 + height * 3000}},
@@ -150,6 +161,7 @@ fn find(l: &Ledger, id: &str) -> Option<(u64, Tx)> {
         .iter()
         .enumerate()
         .find_map(|(i, txs)| txs.iter().find(|t| t.id() == id).map(|t| (i as u64 + 1, t.clone())))
+        .filter(|(h, _)| *h >= l.first_held)
 }
 
 async fn call(State(state): State<Shared<Ledger>>, Path(method): Path<String>, Json(body): Json<Value>) -> Json<Value> {

@@ -194,11 +194,36 @@ impl Chain for TronChain {
     }
 
     async fn status(&self, tx_hash: &str, output_index: i64) -> Result<TxStatus, ChainError> {
+        self.status_seen(tx_hash, output_index, None).await
+    }
+
+    /// A transaction the node knows in no block and not pending counts as missing only when the
+    /// node holds the block the payment was recorded in (`/wallet/getblockbynum` answers it): a
+    /// lite full node keeps only recent blocks and knows nothing older, so for a block it lacks
+    /// the answer is an error the tracker retries, never a reversal.
+    async fn status_seen(
+        &self,
+        tx_hash: &str,
+        output_index: i64,
+        seen_at: Option<u64>,
+    ) -> Result<TxStatus, ChainError> {
         let info = self.api.call("/wallet/gettransactioninfobyid", json!({"value": tx_hash})).await?;
         let Some(height) = info["blockNumber"].as_u64() else {
             // Not in a block: still pending (after a fork it may be included again), or gone.
             let tx = self.api.call("/wallet/gettransactionbyid", json!({"value": tx_hash})).await?;
-            return Ok(if tx.get("txID").is_some() { TxStatus::Confirmations(0) } else { TxStatus::Gone });
+            if tx.get("txID").is_some() {
+                return Ok(TxStatus::Confirmations(0));
+            }
+            if let Some(h) = seen_at {
+                let block = self.api.call("/wallet/getblockbynum", json!({"num": h})).await?;
+                if block.get("blockID").is_none() {
+                    return Err(ChainError::Unavailable(format!(
+                        "transaction {tx_hash} unknown to a TRON node that does not hold block {h} (a lite full \
+                         node keeps only recent blocks); not judged missing"
+                    )));
+                }
+            }
+            return Ok(TxStatus::Gone);
         };
         if let Some(result) = info["receipt"]["result"].as_str()
             && result != "SUCCESS"
