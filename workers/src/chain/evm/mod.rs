@@ -180,11 +180,31 @@ impl Chain for EvmChain {
     }
 
     async fn status(&self, tx_hash: &str, output_index: i64) -> Result<TxStatus, ChainError> {
+        self.status_seen(tx_hash, output_index, None).await
+    }
+
+    /// A transaction with no receipt and not in the mempool counts as missing only when the
+    /// block the payment was recorded in is there without it (a reorganisation): a node whose
+    /// transaction index does not reach that block (geth `--history.transactions`, an index
+    /// still being built) finds no receipt for a transaction its block holds, and a node without
+    /// the block cannot tell; both answers are errors the tracker retries, never a reversal.
+    async fn status_seen(
+        &self,
+        tx_hash: &str,
+        output_index: i64,
+        seen_at: Option<u64>,
+    ) -> Result<TxStatus, ChainError> {
         let receipt = self.rpc.call("eth_getTransactionReceipt", json!([tx_hash])).await?;
         if receipt.is_null() {
             // Back in the mempool after a reorganisation (it may be mined again), or gone.
             let tx = self.rpc.call("eth_getTransactionByHash", json!([tx_hash])).await?;
-            return Ok(if tx.is_null() { TxStatus::Gone } else { TxStatus::Confirmations(0) });
+            if !tx.is_null() {
+                return Ok(TxStatus::Confirmations(0));
+            }
+            if let Some(height) = seen_at {
+                self.require_block_without(tx_hash, height).await?;
+            }
+            return Ok(TxStatus::Gone);
         }
         if receipt.get("status").and_then(Value::as_str) == Some("0x0") {
             return Ok(TxStatus::Gone);
@@ -226,6 +246,25 @@ async fn in_mempool(rpc: &Rpc, tx_hash: &str) -> Result<bool, ChainError> {
 /// What a node's refusal of `eth_sendRawTransaction` means for the transaction.
 
 impl EvmChain {
+    /// Ok when block `height` is on the node without `tx_hash`: the transaction is not where
+    /// it was seen. An error when the node lacks the block, or holds the transaction in it but
+    /// has no receipt for it (its transaction index does not reach that far).
+    async fn require_block_without(&self, tx_hash: &str, height: u64) -> Result<(), ChainError> {
+        let block = self.rpc.call("eth_getBlockByNumber", json!([block_param(height), false])).await?;
+        let Some(txs) = block["transactions"].as_array() else {
+            return Err(ChainError::Unavailable(format!(
+                "transaction {tx_hash} unknown to an EVM node that does not hold block {height}; not judged missing"
+            )));
+        };
+        if txs.iter().any(|t| t.as_str().is_some_and(|h| h.eq_ignore_ascii_case(tx_hash))) {
+            return Err(ChainError::Unavailable(format!(
+                "block {height} holds transaction {tx_hash} but the EVM node finds no receipt for it: its \
+                 transaction index does not reach that block (geth --history.transactions); not judged missing"
+            )));
+        }
+        Ok(())
+    }
+
     /// `Some(nonce)` when the sender of `raw` has a transaction with that nonce in a block at
     /// least the gate's confirmation count deep (so `raw` can never be mined).
     async fn nonce_used_at_depth(&self, raw: &str) -> Result<Option<u64>, ChainError> {
