@@ -250,3 +250,25 @@ async fn payouts_complete_with_the_real_fee_and_two_executors_never_spend_one_ou
     assert_eq!(balance.available.0, d("3") - d("0.46") - fees);
     assert_eq!(balance.reserved.0, rust_decimal::Decimal::ZERO);
 }
+
+/// `scantxoutset` reads the node's whole UTXO set (minutes on mainnet): the hot wallet scans once
+/// per best block, and a new block (which may confirm new outputs) makes it scan again.
+#[tokio::test]
+async fn the_hot_wallet_scans_the_utxo_set_once_per_block() {
+    use support::btc_payouts::BtcPayouts;
+    use workers::chain::signer::Signer;
+    let s = BtcPayouts::start(&["0.3"], "1").await;
+    let signer =
+        workers::chain::bitcoin::wallet::BitcoinSigner::load(&s.live.app.state.config.bitcoin).unwrap().unwrap();
+    let first = signer.funding().await.unwrap().unwrap();
+    assert_eq!(first.outputs.iter().map(|o| o.sats).collect::<Vec<_>>(), [30_000_000]);
+    assert_eq!(signer.funding().await.unwrap().unwrap(), first);
+    assert_eq!(signer.scans(), 1, "the same best block: no second scan");
+    s.live.node.pay(&s.hot_wallet.to_string(), "0.2").await;
+    assert_eq!(signer.funding().await.unwrap().unwrap().outputs.len(), 1, "unconfirmed: not listed");
+    s.live.node.mine(1).await;
+    let mut sats: Vec<u64> = signer.funding().await.unwrap().unwrap().outputs.iter().map(|o| o.sats).collect();
+    sats.sort();
+    assert_eq!(sats, [20_000_000, 30_000_000]);
+    assert_eq!(signer.scans(), 2);
+}

@@ -8,7 +8,7 @@
 //!   node needs no wallet), and the fee rate from `estimatesmartfee` (the configured fallback
 //!   when the node has no estimate), capped by `max_fee_rate_sat_vb`. Unconfirmed change is not
 //!   spent: a payout waits for a confirmed output rather than build on a transaction that could
-//!   still leave the chain.
+//!   still leave the chain. The scan is kept until the best block changes.
 //! - Signing ([`Signer::sign`], local): largest outputs first until the amount and the fee are
 //!   covered; the fee is the rate times the transaction's virtual size, capped by the payout's
 //!   configured network fee (so the merchant is never charged more than was reserved); change
@@ -51,6 +51,9 @@ pub struct BitcoinSigner {
     fallback_rate: u64,
     max_rate: u64,
     secp: Secp256k1<All>,
+    /// The confirmed outputs at a best block hash (see [`BitcoinSigner::confirmed_outputs`]).
+    scanned: std::sync::Mutex<Option<(String, Vec<WalletOutput>)>>,
+    scans: std::sync::atomic::AtomicU64,
 }
 
 fn unavailable(e: impl std::fmt::Display) -> ChainError {
@@ -94,7 +97,48 @@ impl BitcoinSigner {
             fallback_rate: cfg.fallback_fee_rate_sat_vb,
             max_rate: cfg.max_fee_rate_sat_vb,
             secp,
+            scanned: std::sync::Mutex::new(None),
+            scans: std::sync::atomic::AtomicU64::new(0),
         })
+    }
+
+    /// The wallet's confirmed unspent outputs. They change only with a new block (unconfirmed
+    /// ones are not listed), so one `scantxoutset` (minutes on mainnet) serves every payout
+    /// signed at the same best block.
+    async fn confirmed_outputs(&self) -> Result<Vec<WalletOutput>, ChainError> {
+        let best = self.rpc.call("getbestblockhash", json!([])).await?;
+        let best = best.as_str().ok_or_else(|| unavailable(format!("bitcoin: best block hash {best}")))?.to_owned();
+        if let Some((at, outputs)) = &*self.scanned.lock().expect("scan cache")
+            && *at == best
+        {
+            return Ok(outputs.clone());
+        }
+        let desc = format!("raw({})", self.script.to_hex_string());
+        let scan = self.rpc.call("scantxoutset", json!(["start", [{"desc": desc}]])).await?;
+        self.scans.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if scan["success"] != true {
+            return Err(unavailable(format!("bitcoin: scantxoutset did not complete: {scan}")));
+        }
+        let unspents =
+            scan["unspents"].as_array().ok_or_else(|| unavailable(format!("bitcoin: scantxoutset: {scan}")))?;
+        let mut outputs = Vec::new();
+        for u in unspents {
+            let (Some(txid), Some(vout), Some(sats)) = (u["txid"].as_str(), u["vout"].as_u64(), sats(&u["amount"]))
+            else {
+                return Err(unavailable(format!("bitcoin: unexpected unspent output {u}")));
+            };
+            outputs.push(WalletOutput { outpoint: format!("{txid}:{vout}"), sats });
+        }
+        // Kept only when the scan read the block asked about (a block may have come meanwhile).
+        if scan["bestblock"].as_str() == Some(best.as_str()) {
+            *self.scanned.lock().expect("scan cache") = Some((best, outputs.clone()));
+        }
+        Ok(outputs)
+    }
+
+    /// `scantxoutset` calls made so far.
+    pub fn scans(&self) -> u64 {
+        self.scans.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The wallet's address (mainnet `bc1q…`): where the operator sends the float.
@@ -284,21 +328,7 @@ impl Signer for BitcoinSigner {
     }
 
     async fn funding(&self) -> Result<Option<Funding>, ChainError> {
-        let desc = format!("raw({})", self.script.to_hex_string());
-        let scan = self.rpc.call("scantxoutset", json!(["start", [{"desc": desc}]])).await?;
-        if scan["success"] != true {
-            return Err(unavailable(format!("bitcoin: scantxoutset did not complete: {scan}")));
-        }
-        let unspents =
-            scan["unspents"].as_array().ok_or_else(|| unavailable(format!("bitcoin: scantxoutset: {scan}")))?;
-        let mut outputs = Vec::new();
-        for u in unspents {
-            let (Some(txid), Some(vout), Some(sats)) = (u["txid"].as_str(), u["vout"].as_u64(), sats(&u["amount"]))
-            else {
-                return Err(unavailable(format!("bitcoin: unexpected unspent output {u}")));
-            };
-            outputs.push(WalletOutput { outpoint: format!("{txid}:{vout}"), sats });
-        }
+        let outputs = self.confirmed_outputs().await?;
         let estimate = self.rpc.call("estimatesmartfee", json!([self.target_blocks])).await?;
         Ok(Some(Funding { scope: self.scope.clone(), outputs, fee_rate_sat_vb: self.fee_rate(&estimate) }))
     }

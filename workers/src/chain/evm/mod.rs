@@ -243,8 +243,6 @@ async fn in_mempool(rpc: &Rpc, tx_hash: &str) -> Result<bool, ChainError> {
     Ok(!rpc.call("eth_getTransactionByHash", json!([tx_hash])).await?.is_null())
 }
 
-/// What a node's refusal of `eth_sendRawTransaction` means for the transaction.
-
 impl EvmChain {
     /// Ok when block `height` is on the node without `tx_hash`: the transaction is not where
     /// it was seen. An error when the node lacks the block, or holds the transaction in it but
