@@ -3,6 +3,7 @@
 //! missing only when its block is there without it; a node whose transaction index does not
 //! reach the block (geth `--history.transactions`), or that lacks the block, answers an error
 //! the tracker retries, never `Gone`, so no deposit is reversed because of the node's settings.
+//! And a block the node does not serve yet (`null`) fails the scan instead of passing for empty.
 
 mod support;
 
@@ -26,6 +27,7 @@ async fn call(State(node): State<Shared<Node>>, Json(req): Json<Value>) -> Json<
     let node = node.lock().unwrap();
     let result = match req["method"].as_str().unwrap_or("") {
         "eth_blockNumber" => json!("0x64"),
+        "eth_getLogs" => json!([]),
         "eth_getBlockByNumber" if req["params"][0] == "0x32" => match &node.block_50 {
             Some(txs) => json!({"number": "0x32", "hash": format!("0x{}", "5".repeat(64)), "transactions": txs}),
             None => Value::Null,
@@ -55,4 +57,23 @@ async fn a_transaction_without_a_receipt_is_missing_only_when_its_block_is_there
     // The block is there without it (a reorganisation replaced it): missing.
     let other = "0xbbbb000000000000000000000000000000000000000000000000000000000002";
     assert_eq!(status_with(Some(vec![other])).await.unwrap(), TxStatus::Gone);
+}
+
+#[tokio::test]
+async fn a_block_the_node_does_not_serve_yet_fails_the_scan() {
+    let node = FakeNode::serve(Node { block_50: None }, "/", post(call)).await;
+    let mut cfg = EvmConfig::default();
+    let net =
+        EvmNetworkConfig { rpc_url: node.url.clone(), max_retries: 0, rescan_blocks: Some(0), ..Default::default() };
+    cfg.networks.insert("ethereum".into(), net);
+    let chain = workers::chain::evm::chains(&cfg).into_iter().find(|c| c.gate().id == "ethereum").unwrap();
+    let err = chain.transfers(50, 50).await.unwrap_err();
+    assert!(err.to_string().contains("block 50 is not available"), "{err}");
+    // The token gate reads logs over the range: `[]` counts only once the range's last block is there.
+    let token = workers::chain::evm::chains(&cfg).into_iter().find(|c| c.gate().id == "ethereum_usdt").unwrap();
+    let err = token.transfers(50, 50).await.unwrap_err();
+    assert!(err.to_string().contains("block 50 is not available"), "{err}");
+    node.with(|n| n.block_50 = Some(vec![]));
+    assert!(chain.transfers(50, 50).await.unwrap().is_empty(), "an empty block is fine");
+    assert!(token.transfers(50, 50).await.unwrap().is_empty());
 }

@@ -147,6 +147,23 @@ async fn a_node_whose_ledger_no_longer_holds_the_slot_never_makes_a_deposit_look
     assert_eq!(chain.status_seen("sigNone", 1, Some(at)).await.unwrap(), TxStatus::Gone);
 }
 
+/// A slot `getBlocks` lists but whose block the node cannot serve yet (a node behind a load
+/// balancer) fails the scan instead of passing for empty; skipped slots are passed over.
+#[tokio::test]
+async fn a_listed_block_the_node_cannot_serve_yet_fails_the_scan_and_is_read_later() {
+    let l = live().await;
+    let inv = l.invoice(json!({"currency": "SOL", "amount": "1"})).await;
+    l.node.skip(2);
+    let at = l.node.include(vec![sol("sigU", &inv, 1_000_000_000, true)]);
+    let chain = l.chains.get(entity::Environment::Live, "solana").unwrap();
+    l.node.set_unavailable(at, true);
+    let err = chain.transfers(at - 2, at).await.unwrap_err();
+    assert!(err.to_string().contains("not available"), "{err}");
+    l.node.set_unavailable(at, false);
+    let got = chain.transfers(at - 2, at).await.unwrap();
+    assert_eq!(got.iter().map(|t| (t.tx_hash.as_str(), t.block_height)).collect::<Vec<_>>(), [("sigU", at)]);
+}
+
 #[tokio::test]
 async fn a_scanner_started_anew_resumes_at_its_cursor_and_misses_no_slot() {
     let l = live().await;

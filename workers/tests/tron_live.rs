@@ -159,6 +159,20 @@ async fn a_node_without_the_payments_block_never_makes_a_deposit_look_missing() 
     assert_eq!(chain.status_seen("nope", 0, Some(at)).await.unwrap(), TxStatus::Gone);
 }
 
+/// A node that does not serve a block yet (`{}`, or no transaction infos: a node behind a load
+/// balancer) fails the scan on both gates instead of passing for an empty block.
+#[tokio::test]
+async fn a_block_the_node_does_not_serve_yet_fails_the_scan() {
+    let l = live().await;
+    let next = l.node.height() + 1;
+    for gate in ["tron", "tron_usdt"] {
+        let chain = l.chains.get(entity::Environment::Live, gate).unwrap();
+        let err = chain.transfers(next, next).await.unwrap_err();
+        assert!(err.to_string().contains(&format!("block {next} is not available")), "{gate}: {err}");
+        assert!(chain.transfers(next - 1, next - 1).await.unwrap().is_empty(), "{gate}: an empty block is fine");
+    }
+}
+
 #[tokio::test]
 async fn a_scanner_started_anew_resumes_at_its_cursor_and_misses_no_block() {
     let l = live().await;

@@ -83,6 +83,8 @@ pub struct Cluster {
     finalized: u64,
     /// The first slot the node's ledger holds (`minimumLedgerSlot`): older ones were pruned.
     first_held: u64,
+    /// Slots `getBlocks` lists but whose `getBlock` answers "not available" (a node behind).
+    unavailable: std::collections::HashSet<u64>,
 }
 
 pub type FakeSolana = FakeNode<Cluster>;
@@ -96,8 +98,11 @@ impl Chain for Cluster {
 impl FakeSolana {
     /// Serves on 127.0.0.1:0 with `slots` empty, finalized slots.
     pub async fn start(slots: usize) -> FakeSolana {
-        let cluster =
-            Cluster { slots: vec![Some(Vec::new()); slots], finalized: slots.saturating_sub(1) as u64, first_held: 0 };
+        let cluster = Cluster {
+            slots: vec![Some(Vec::new()); slots],
+            finalized: slots.saturating_sub(1) as u64,
+            ..Default::default()
+        };
         FakeNode::serve(cluster, "/", post(call)).await
     }
 
@@ -130,6 +135,12 @@ impl FakeSolana {
         self.with(|c| c.first_held = slot);
     }
 
+    /// `getBlock` answers "Block not available" for `slot` while `unavailable` (the node has not
+    /// got it yet; `getBlocks` lists it).
+    pub fn set_unavailable(&self, slot: u64, unavailable: bool) {
+        self.with(|c| if unavailable { c.unavailable.insert(slot) } else { c.unavailable.remove(&slot) });
+    }
+
     /// Finalizes every slot produced so far.
     pub fn finalize(&self) {
         self.with(|c| c.finalized = c.slots.len() as u64 - 1);
@@ -156,6 +167,14 @@ async fn call(State(state): State<Shared<Cluster>>, Json(req): Json<Value>) -> J
     let result = match req["method"].as_str().unwrap_or("") {
         "getSlot" => json!(c.slots.len() as u64 - 1),
         "minimumLedgerSlot" => json!(c.first_held),
+        "getBlocks" => {
+            let (from, to) = (params[0].as_u64().unwrap_or(0), params[1].as_u64().unwrap_or(0));
+            let to = to.min(c.slots.len() as u64 - 1);
+            json!((from..=to).filter(|s| c.slots[*s as usize].is_some()).collect::<Vec<u64>>())
+        }
+        "getBlock" if c.unavailable.contains(&params[0].as_u64().unwrap_or(u64::MAX)) => {
+            return Json(rpc_error(-32004, &format!("Block not available for slot {}", params[0])));
+        }
         "getBlock" => {
             let slot = params[0].as_u64().unwrap_or(u64::MAX);
             match c.slots.get(slot as usize) {

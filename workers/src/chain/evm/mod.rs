@@ -69,7 +69,12 @@ impl EvmChain {
         let mut out = Vec::new();
         for n in from..=to {
             let block = self.rpc.call("eth_getBlockByNumber", json!([block_param(n), true])).await?;
-            let Some(txs) = block.get("transactions").and_then(Value::as_array) else { continue };
+            // `null`: this node does not have the block yet (one behind a load balancer whose
+            // other node gave the tip). An error, so the scan is retried from its cursor: a
+            // block is never taken for an empty one.
+            let txs = block.get("transactions").and_then(Value::as_array).ok_or_else(|| {
+                ChainError::Unavailable(format!("block {n} is not available from the EVM node yet ({block})"))
+            })?;
             for tx in txs {
                 let Some(receiver) = tx.get("to").and_then(Value::as_str) else { continue };
                 let value = hex_u256(&tx["value"], "value")?;
@@ -101,6 +106,12 @@ impl EvmChain {
         });
         let logs = self.rpc.call("eth_getLogs", json!([filter])).await?;
         let logs = logs.as_array().ok_or_else(|| bad("logs", &logs))?;
+        // Some nodes answer `[]` for a range past their head: the range's last block must be
+        // there for "no transfers" to be believed.
+        let last = self.rpc.call("eth_getBlockByNumber", json!([block_param(to), false])).await?;
+        if last.is_null() {
+            return Err(ChainError::Unavailable(format!("block {to} is not available from the EVM node yet")));
+        }
         let mut out = Vec::with_capacity(logs.len());
         for log in logs {
             if log.get("removed").and_then(Value::as_bool) == Some(true) {

@@ -3,8 +3,10 @@
 //!
 //! - Deposits are read block by block (`getBlock` at `confirmed` commitment, `jsonParsed`),
 //!   whose cost does not grow with the number of watched pool addresses (one call per
-//!   slot, whatever the pool), unlike `getSignaturesForAddress` per address. A skipped slot
-//!   (no block) is passed over.
+//!   slot, whatever the pool), unlike `getSignaturesForAddress` per address. `getBlocks` lists
+//!   the slots of a range that have a block: the others were skipped and are passed over, while
+//!   a listed block the node cannot serve yet is an error (the scan is retried from its
+//!   cursor), never an empty slot.
 //! - SOL: every account of a successful transaction (`meta.err` null) whose lamports grew
 //!   (`postBalances - preBalances`), so value moved by inner instructions is seen too; one
 //!   payment per account index.
@@ -34,10 +36,6 @@ use domain::gates::{self, Gate};
 
 /// A transaction's blockhash is valid for 150 slots; one missing for longer can never land.
 const BLOCKHASH_VALIDITY_SLOTS: u64 = 150;
-
-/// JSON-RPC errors meaning "no block at this slot": skipped (-32007), not in long-term storage
-/// (-32009), not available (-32004).
-const NO_BLOCK: &[i64] = &[-32007, -32009, -32004];
 
 pub struct SolanaChain {
     gate: &'static Gate,
@@ -178,13 +176,19 @@ impl Chain for SolanaChain {
         let from = from.saturating_sub(self.rescan).min(to);
         let opts = json!({"encoding": "jsonParsed", "transactionDetails": "full", "rewards": false,
                           "maxSupportedTransactionVersion": 0, "commitment": "confirmed"});
+        // The slots that have a block (`getBlocks`); the others were skipped by the cluster.
+        // Each listed block must then be read: "not available" for one of them is an error (a
+        // node behind), never an empty slot, so no block is passed over.
+        let listed = self.rpc.call("getBlocks", json!([from, to, {"commitment": "confirmed"}])).await?;
+        let listed = listed.as_array().ok_or_else(|| bad("getBlocks", &listed))?;
         let mut out = Vec::new();
-        for slot in from..=to {
-            let Some(block) = self.rpc.call_or_none("getBlock", json!([slot, opts]), NO_BLOCK).await? else {
-                continue;
-            };
+        for slot in listed {
+            let slot = slot.as_u64().ok_or_else(|| bad("slot", slot))?;
+            let block = self.rpc.call("getBlock", json!([slot, opts])).await?;
             if block.is_null() {
-                continue;
+                return Err(ChainError::Unavailable(format!(
+                    "block of slot {slot} is not available from the node yet"
+                )));
             }
             match &self.mint {
                 Some(mint) => out.extend(token_transfers(&block, slot, mint, self.gate.decimals)),

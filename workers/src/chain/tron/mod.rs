@@ -164,6 +164,22 @@ pub fn token_transfers(infos: &Value, token: Trc20, height: u64) -> Result<Vec<T
     Ok(out)
 }
 
+/// A block the node does not serve (`{}`: a node behind a load balancer whose other node gave
+/// the tip): an error, so the scan is retried from its cursor and no block is taken for empty.
+fn unavailable_block(n: u64) -> ChainError {
+    ChainError::Unavailable(format!("block {n} is not available from the TRON node yet"))
+}
+
+impl TronChain {
+    async fn require_block(&self, n: u64) -> Result<(), ChainError> {
+        let block = self.api.call("/wallet/getblockbynum", json!({"num": n})).await?;
+        if block.get("blockID").is_none() {
+            return Err(unavailable_block(n));
+        }
+        Ok(())
+    }
+}
+
 #[async_trait::async_trait]
 impl Chain for TronChain {
     fn gate(&self) -> &'static Gate {
@@ -182,10 +198,19 @@ impl Chain for TronChain {
             match self.token {
                 Some(token) => {
                     let infos = self.api.call("/wallet/gettransactioninfobyblocknum", json!({"num": n})).await?;
-                    out.extend(token_transfers(&infos, token, n)?);
+                    let transfers = token_transfers(&infos, token, n)?;
+                    // An empty answer is also what a node without the block gives: the block
+                    // must be there for "no transfers" to be believed.
+                    if infos.as_array().is_none_or(Vec::is_empty) {
+                        self.require_block(n).await?;
+                    }
+                    out.extend(transfers);
                 }
                 None => {
                     let block = self.api.call("/wallet/getblockbynum", json!({"num": n})).await?;
+                    if block.get("blockID").is_none() {
+                        return Err(unavailable_block(n));
+                    }
                     out.extend(native_transfers(&block, n, self.gate.decimals)?);
                 }
             }
