@@ -137,6 +137,24 @@ async fn a_node_without_the_ledgers_history_never_makes_a_deposit_look_missing()
     assert!(matches!(chain.status_seen("H1", 0, ledger).await.unwrap(), TxStatus::Confirmations(n) if n > 0));
 }
 
+/// `account_tx` searches only the ledgers the node holds and says which: a range it does not
+/// cover fails the scan instead of passing for ledgers without payments.
+#[tokio::test]
+async fn ledgers_the_node_does_not_hold_fail_the_scan() {
+    let l = live().await;
+    let inv = l.xrp("2").await;
+    let at = l.node.include(vec![l.pay("G1", &inv, 2)]);
+    let chain = l.chains.get(entity::Environment::Live, "xrp").unwrap();
+    l.node.prune_before(at + 1);
+    let err = chain.transfers(at, at).await.unwrap_err();
+    assert!(err.to_string().contains("does not hold them all"), "{err}");
+    l.node.prune_before(0);
+    let behind = chain.transfers(at, at + 1).await.unwrap_err();
+    assert!(behind.to_string().contains("does not hold them all"), "a ledger not validated on this node: {behind}");
+    let got = chain.transfers(at, at).await.unwrap();
+    assert_eq!(got.iter().map(|t| t.block_height).collect::<Vec<_>>(), [at]);
+}
+
 #[tokio::test]
 async fn a_scanner_started_anew_resumes_at_its_cursor_and_misses_no_ledger() {
     let l = live().await;

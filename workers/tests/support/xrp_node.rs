@@ -73,6 +73,8 @@ pub struct Ledgers {
     forgotten: HashSet<String>,
     /// Hashes `tx` answers `txnNotFound` for with `searched_all: true` (not in the ledger).
     missing: HashSet<String>,
+    /// The first ledger the node holds (`online_delete`): older ones are not searched.
+    first_held: u64,
 }
 
 pub type FakeRippled = FakeNode<Ledgers>;
@@ -120,6 +122,11 @@ impl FakeRippled {
         });
     }
 
+    /// The node keeps no ledger before `ledger` (`online_delete`).
+    pub fn prune_before(&self, ledger: u64) {
+        self.with(|l| l.first_held = ledger);
+    }
+
     /// `tx` answers `txnNotFound` for `hash` having searched all of the ledgers asked about,
     /// until [`FakeRippled::recall`].
     pub fn lose(&self, hash: &str) {
@@ -145,7 +152,7 @@ async fn call(State(state): State<Shared<Ledgers>>, Json(req): Json<Value>) -> J
         }
         "account_tx" => {
             let account = p["account"].as_str().unwrap_or("");
-            let min = p["ledger_index_min"].as_u64().unwrap_or(FIRST_LEDGER).max(FIRST_LEDGER);
+            let min = p["ledger_index_min"].as_u64().unwrap_or(FIRST_LEDGER).max(FIRST_LEDGER).max(l.first_held);
             let max = p["ledger_index_max"].as_u64().unwrap_or(validated).min(validated);
             let limit = (p["limit"].as_u64().unwrap_or(200) as usize).clamp(1, MAX_PAGE);
             let skip = p["marker"]["seq"].as_u64().unwrap_or(0) as usize;

@@ -138,6 +138,16 @@ impl Chain for XrpChain {
                 params["marker"] = marker;
             }
             let r = self.fetch("account_tx", params).await?;
+            // rippled searches only the validated ledgers it holds and says which: a range it
+            // does not cover (a node with part of the history, or behind) fails the scan, which
+            // is retried from its cursor, instead of passing for ledgers without payments.
+            let searched = (r.get("ledger_index_min").and_then(index), r.get("ledger_index_max").and_then(index));
+            if !matches!(searched, (Some(min), Some(max)) if min <= from && max >= to) {
+                return Err(ChainError::Unavailable(format!(
+                    "account_tx searched ledgers {:?}..={:?} of {from}..={to}: the XRP node does not hold them all",
+                    searched.0, searched.1
+                )));
+            }
             let page = r["transactions"].as_array().ok_or_else(|| bad("account_tx", &r))?;
             out.extend(page.iter().filter_map(|e| deposit(e, &self.account)));
             marker = r.get("marker").cloned().unwrap_or(Value::Null);
