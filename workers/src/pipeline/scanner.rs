@@ -92,8 +92,7 @@ pub async fn scan_gate(
         txn.rollback().await?;
         return Ok(None);
     }
-    let ours = chain.transfers_are_ours();
-    let recorded = record_transfers(&txn, env, gate.id, to, &transfers, Seen::InBlock, ours).await?;
+    let recorded = record_transfers(&txn, env, chain, to, &transfers, Seen::InBlock).await?;
     txn.commit().await?;
     // Keep unconfirmed payments' confirmations current for readers (one statement per scan;
     // integer arithmetic, not money). Outside the transaction: it locks nothing else.
@@ -125,8 +124,7 @@ pub async fn scan_pending(
         return Ok(Vec::new());
     };
     let txn = domain::db::begin_write(db).await?;
-    let ours = chain.transfers_are_ours();
-    let recorded = record_transfers(&txn, env, chain.gate().id, tip, &transfers, Seen::InMempool, ours).await?;
+    let recorded = record_transfers(&txn, env, chain, tip, &transfers, Seen::InMempool).await?;
     txn.commit().await?;
     Ok(recorded)
 }
@@ -143,18 +141,18 @@ enum Seen {
 /// Matches the batch's transfers to watched addresses (one `IN` lookup on the unique
 /// `address_key` indexes per table, whatever the number of watched addresses) and records them.
 /// A transfer that reached an address of ours but matches no invoice of its gate (another
-/// asset or network sent to a deposit address; with `ours`, every transfer the chain returned
-/// was sent to us, so one matching nothing is money nobody is credited for) is recorded as an
-/// unclaimed deposit for the operator.
+/// asset or network sent to a deposit address; where [`Chain::transfers_are_ours`], every
+/// transfer the chain returned was sent to us, so one matching nothing is money nobody is
+/// credited for) is recorded as an unclaimed deposit for the operator.
 async fn record_transfers<C: ConnectionTrait>(
     txn: &C,
     env: Environment,
-    gate_id: &str,
+    chain: &dyn Chain,
     tip: u64,
     transfers: &[Transfer],
     seen: Seen,
-    ours: bool,
 ) -> Result<Vec<Uuid>, PipelineError> {
+    let (gate_id, ours) = (chain.gate().id, chain.transfers_are_ours());
     let keys: Vec<&str> =
         transfers.iter().map(|t| t.address_key.as_str()).collect::<HashSet<_>>().into_iter().collect();
     let mut invoices: HashMap<String, invoice::Model> = HashMap::new();
