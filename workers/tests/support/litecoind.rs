@@ -182,7 +182,7 @@ impl Litecoind {
             let out = &prev["vout"][i["vout"].as_u64().unwrap() as usize];
             spent.push(json!({"txid": i["txid"], "vout": i["vout"], "scriptPubKey": out["scriptPubKey"]["hex"],
                               "amount": out["value"]}));
-            // Test amounts have at most 8 decimals and stay far below 2^53 satoshis: exact.
+            // Read from the amount's decimal text: exact satoshis.
             total += workers::chain::bitcoin::wallet::sats(&out["value"]).unwrap();
         }
         let to = self.rpc("getnewaddress", json!(["", "bech32"])).await;
