@@ -165,22 +165,10 @@ pub struct Signers {
 
 impl Signers {
     /// The sandbox signer on every test gate; live gates get theirs from their adapters
-    /// (`Signers::with_evm` in `evm`).
+    /// (`Signers::with_evm` in `evm`, `Signers::with_bitcoin` in `bitcoin::wallet`).
     pub fn sandbox() -> Signers {
         let signer: Arc<dyn Signer> = Arc::new(SandboxSigner);
         Signers { by_gate: GATES.iter().map(|g| ((Environment::Test, g.id), signer.clone())).collect() }
-    }
-
-    /// Adds the live Bitcoin hot wallet when `[bitcoin]` names a node and a key.
-    pub fn with_bitcoin(mut self, cfg: &domain::config::BitcoinConfig) -> Result<Signers, ChainError> {
-        if !cfg.configured() {
-            return Ok(self);
-        }
-        let Some(signer) = super::bitcoin::wallet::BitcoinSigner::load(cfg)? else { return Ok(self) };
-        let gate = domain::gates::find("bitcoin").ok_or_else(|| ChainError::Unavailable("no bitcoin gate".into()))?;
-        tracing::info!(address = %signer.address(), "bitcoin payout hot wallet");
-        self.insert(Environment::Live, gate, Arc::new(signer));
-        Ok(self)
     }
 
     pub fn insert(&mut self, env: Environment, gate: &'static Gate, signer: Arc<dyn Signer>) {

@@ -31,7 +31,7 @@ use rust_decimal::Decimal;
 use serde_json::{Value, json};
 
 use super::super::evm::Rpc;
-use super::super::signer::{Funding, PayoutTx, Signer, WalletOutput};
+use super::super::signer::{Funding, PayoutTx, Signer, Signers, WalletOutput};
 use super::super::{ChainError, SignedTx};
 use domain::config::BitcoinConfig;
 
@@ -201,6 +201,20 @@ impl BitcoinSigner {
         }
         let tx = psbt.extract_tx().map_err(|e| unavailable(format!("bitcoin: {e}")))?;
         Ok(SignedTx { tx_hash: tx.compute_txid().to_string(), raw: serialize_hex(&tx) })
+    }
+}
+
+impl Signers {
+    /// Adds the live Bitcoin hot wallet when `[bitcoin]` names a node and a key.
+    pub fn with_bitcoin(mut self, cfg: &BitcoinConfig) -> Result<Signers, ChainError> {
+        if !cfg.configured() {
+            return Ok(self);
+        }
+        let Some(signer) = BitcoinSigner::load(cfg)? else { return Ok(self) };
+        let gate = domain::gates::find("bitcoin").ok_or_else(|| unavailable("no bitcoin gate"))?;
+        tracing::info!(address = %signer.address(), "bitcoin payout hot wallet");
+        self.insert(entity::Environment::Live, gate, std::sync::Arc::new(signer));
+        Ok(self)
     }
 }
 
