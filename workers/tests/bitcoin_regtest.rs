@@ -204,11 +204,11 @@ async fn a_node_without_a_transaction_index_never_makes_a_deposit_look_missing()
     };
     let chain = workers::chain::bitcoin::chains(&cfg).remove(0);
     let txid = node.pay("bc1qw508d6qejxtdg4y5r3zarvary0c5xw7kv8f3t4", "0.1").await;
-    assert_eq!(chain.status(&txid, 0).await.unwrap(), TxStatus::Confirmations(0), "in the mempool");
+    assert_eq!(chain.status(&txid, 0, None).await.unwrap(), TxStatus::Confirmations(0), "in the mempool");
     node.mine(1).await;
-    let err = chain.status(&txid, 0).await.unwrap_err();
+    let err = chain.status(&txid, 0, None).await.unwrap_err();
     assert!(err.to_string().contains("txindex=1"), "{err}");
-    let unknown = chain.status(&"00".repeat(32), 0).await;
+    let unknown = chain.status(&"00".repeat(32), 0, None).await;
     assert!(unknown.is_err(), "not `Gone` without an index: {unknown:?}");
 }
 

@@ -43,7 +43,7 @@ async fn status_with(block_50: Option<Vec<&'static str>>) -> Result<TxStatus, wo
     let net = EvmNetworkConfig { rpc_url: node.url.clone(), max_retries: 0, ..Default::default() };
     cfg.networks.insert("ethereum".into(), net);
     let chain = workers::chain::evm::chains(&cfg).into_iter().find(|c| c.gate().id == "ethereum").unwrap();
-    chain.status_seen(TX, 0, Some(50)).await
+    chain.status(TX, 0, Some(50)).await
 }
 
 #[tokio::test]

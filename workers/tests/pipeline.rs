@@ -640,7 +640,12 @@ impl workers::chain::Chain for ScriptedChain {
             .collect())
     }
 
-    async fn status(&self, tx_hash: &str, _: i64) -> Result<workers::chain::TxStatus, workers::chain::ChainError> {
+    async fn status(
+        &self,
+        tx_hash: &str,
+        _: i64,
+        _: Option<u64>,
+    ) -> Result<workers::chain::TxStatus, workers::chain::ChainError> {
         let mut s = self.state.lock().unwrap();
         if s.gone_once.remove(tx_hash) || s.missing.contains(tx_hash) {
             return Ok(workers::chain::TxStatus::Gone);

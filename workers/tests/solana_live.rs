@@ -139,12 +139,12 @@ async fn a_node_whose_ledger_no_longer_holds_the_slot_never_makes_a_deposit_look
     assert_eq!(l.payment(&inv).await.block_height, Some(at as i64));
     let chain = l.chains.get(entity::Environment::Live, "solana").unwrap();
     l.node.prune_before(at + 1);
-    let err = chain.status_seen("sigP", 1, Some(at)).await.unwrap_err();
+    let err = chain.status("sigP", 1, Some(at)).await.unwrap_err();
     assert!(err.to_string().contains("ledger starts at slot"), "{err}");
     // The node that holds the slot and does not know the signature: missing.
     l.node.prune_before(0);
-    assert!(matches!(chain.status_seen("sigP", 1, Some(at)).await.unwrap(), TxStatus::Confirmations(_)));
-    assert_eq!(chain.status_seen("sigNone", 1, Some(at)).await.unwrap(), TxStatus::Gone);
+    assert!(matches!(chain.status("sigP", 1, Some(at)).await.unwrap(), TxStatus::Confirmations(_)));
+    assert_eq!(chain.status("sigNone", 1, Some(at)).await.unwrap(), TxStatus::Gone);
 }
 
 /// A slot `getBlocks` lists but whose block the node cannot serve yet (a node behind a load

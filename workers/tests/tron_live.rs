@@ -151,12 +151,12 @@ async fn a_node_without_the_payments_block_never_makes_a_deposit_look_missing() 
     assert_eq!(l.payment(&inv).await.block_height, Some(at as i64));
     let chain = l.chains.get(entity::Environment::Live, "tron").unwrap();
     l.node.prune_before(at + 1);
-    let err = chain.status_seen("p1", 0, Some(at)).await.unwrap_err();
+    let err = chain.status("p1", 0, Some(at)).await.unwrap_err();
     assert!(err.to_string().contains("does not hold block"), "{err}");
     // A node that holds the block and knows no such transaction: missing.
     l.node.prune_before(0);
-    assert!(matches!(chain.status_seen("p1", 0, Some(at)).await.unwrap(), TxStatus::Confirmations(_)));
-    assert_eq!(chain.status_seen("nope", 0, Some(at)).await.unwrap(), TxStatus::Gone);
+    assert!(matches!(chain.status("p1", 0, Some(at)).await.unwrap(), TxStatus::Confirmations(_)));
+    assert_eq!(chain.status("nope", 0, Some(at)).await.unwrap(), TxStatus::Gone);
 }
 
 /// A node that does not serve a block yet (`{}`, or no transaction infos: a node behind a load

@@ -126,15 +126,15 @@ async fn a_node_without_the_ledgers_history_never_makes_a_deposit_look_missing()
     let ledger = l.payment(&inv).await.block_height.map(|h| h as u64);
     let chain = l.chains.get(entity::Environment::Live, "xrp").unwrap();
     l.node.forget("H1");
-    let err = chain.status_seen("H1", 0, ledger).await.unwrap_err();
+    let err = chain.status("H1", 0, ledger).await.unwrap_err();
     assert!(err.to_string().contains("searched_all"), "{err}");
-    assert!(chain.status("H1", 0).await.is_err(), "without a ledger: not `Gone` either");
+    assert!(chain.status("H1", 0, None).await.is_err(), "without a ledger: not `Gone` either");
     // A node that holds the ledger and searched it all: missing.
     l.node.recall("H1");
     l.node.lose("H1");
-    assert_eq!(chain.status_seen("H1", 0, ledger).await.unwrap(), TxStatus::Gone);
+    assert_eq!(chain.status("H1", 0, ledger).await.unwrap(), TxStatus::Gone);
     l.node.recall("H1");
-    assert!(matches!(chain.status_seen("H1", 0, ledger).await.unwrap(), TxStatus::Confirmations(n) if n > 0));
+    assert!(matches!(chain.status("H1", 0, ledger).await.unwrap(), TxStatus::Confirmations(n) if n > 0));
 }
 
 /// `account_tx` searches only the ledgers the node holds and says which: a range it does not

@@ -108,21 +108,11 @@ pub trait Chain: Send + Sync {
     fn transfers_are_ours(&self) -> bool {
         false
     }
-    /// Confirmations of a seen transfer, or `Gone`.
-    async fn status(&self, tx_hash: &str, output_index: i64) -> Result<TxStatus, ChainError>;
-    /// [`Chain::status`] of a transfer recorded in block (ledger) `seen_at` (`None`: seen in the
-    /// mempool), which the tracker knows. A chain whose nodes may keep only part of the history
-    /// (XRP) asks within that block, to tell "not in the ledger" from "not stored on this
-    /// node"; by default the height is not needed.
-    async fn status_seen(
-        &self,
-        tx_hash: &str,
-        output_index: i64,
-        seen_at: Option<u64>,
-    ) -> Result<TxStatus, ChainError> {
-        let _ = seen_at;
-        self.status(tx_hash, output_index).await
-    }
+    /// Confirmations of a transfer recorded in block (ledger, slot) `seen_at` (`None`: not in
+    /// a block when seen), or `Gone`. "Unknown to the node" is `Gone` only from a node that
+    /// holds that block's history (a pruned or lagging node answers an error, retried): an
+    /// adapter whose nodes may keep part of the history asks within `seen_at`.
+    async fn status(&self, tx_hash: &str, output_index: i64, seen_at: Option<u64>) -> Result<TxStatus, ChainError>;
     /// Whether one `Gone` answer is final. False for any chain read from a remote node (a
     /// lagging node or a reorganisation can hide a transaction for a while): the tracker then
     /// reverses only after the transaction stayed missing over a span of blocks. True only

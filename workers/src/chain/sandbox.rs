@@ -77,7 +77,7 @@ impl Chain for SandboxChain {
             .collect())
     }
 
-    async fn status(&self, tx_hash: &str, output_index: i64) -> Result<TxStatus, ChainError> {
+    async fn status(&self, tx_hash: &str, output_index: i64, _seen_at: Option<u64>) -> Result<TxStatus, ChainError> {
         let t = sandbox_transfer::Entity::find()
             .filter(sandbox_transfer::Column::GateId.eq(self.gate().id))
             .filter(sandbox_transfer::Column::TxHash.eq(tx_hash))

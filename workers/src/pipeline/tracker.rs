@@ -106,7 +106,7 @@ async fn track(
     if p.status == PaymentStatus::Reversed {
         return watch_reversed(db, chain.as_ref(), p, interval).await;
     }
-    let confirmations = match chain.status_seen(&p.tx_hash, p.output_index, seen_at(p)).await? {
+    let confirmations = match chain.status(&p.tx_hash, p.output_index, seen_at(p)).await? {
         TxStatus::Gone => {
             let reversed = on_missing(db, chain.as_ref(), cfg, p).await?;
             // Missing but not long enough, or reversed on a chain where it may come back: look
@@ -199,7 +199,7 @@ async fn watch_reversed(
     interval: Duration,
 ) -> Result<Option<Duration>, PipelineError> {
     let Some(last) = p.missing_last_height.filter(|_| !chain.gone_is_final()) else { return Ok(None) };
-    let status = chain.status_seen(&p.tx_hash, p.output_index, seen_at(p)).await?;
+    let status = chain.status(&p.tx_hash, p.output_index, seen_at(p)).await?;
     let tip = chain.tip().await?;
     if let TxStatus::Confirmations(n) = status
         && n > 0
@@ -531,7 +531,7 @@ async fn shrink_invoice_credit<C: ConnectionTrait>(
     Ok(())
 }
 
-/// The block (ledger) a payment was recorded in, for [`Chain::status_seen`].
+/// The block (ledger) a payment was recorded in, for [`Chain::status`].
 fn seen_at(p: &payment::Model) -> Option<u64> {
     p.block_height.and_then(|h| u64::try_from(h).ok())
 }

@@ -290,7 +290,7 @@ impl Chain for BitcoinChain {
         Ok(Outgoing::Confirmations { confirmations, fee: Some(Decimal::new(fee, 8).normalize()) })
     }
 
-    async fn status(&self, tx_hash: &str, _output_index: i64) -> Result<TxStatus, ChainError> {
+    async fn status(&self, tx_hash: &str, _output_index: i64, _seen_at: Option<u64>) -> Result<TxStatus, ChainError> {
         let Some(tx) = self.rpc.call_or_none("getrawtransaction", json!([tx_hash, true]), NOT_FOUND).await? else {
             // Missing only if the node could have found it.
             self.require_txindex().await?;

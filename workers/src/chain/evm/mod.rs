@@ -190,21 +190,12 @@ impl Chain for EvmChain {
         Ok(Outgoing::Confirmations { confirmations: tip.saturating_sub(height) + 1, fee })
     }
 
-    async fn status(&self, tx_hash: &str, output_index: i64) -> Result<TxStatus, ChainError> {
-        self.status_seen(tx_hash, output_index, None).await
-    }
-
     /// A transaction with no receipt and not in the mempool counts as missing only when the
     /// block the payment was recorded in is there without it (a reorganisation): a node whose
     /// transaction index does not reach that block (geth `--history.transactions`, an index
     /// still being built) finds no receipt for a transaction its block holds, and a node without
     /// the block cannot tell; both answers are errors the tracker retries, never a reversal.
-    async fn status_seen(
-        &self,
-        tx_hash: &str,
-        output_index: i64,
-        seen_at: Option<u64>,
-    ) -> Result<TxStatus, ChainError> {
+    async fn status(&self, tx_hash: &str, output_index: i64, seen_at: Option<u64>) -> Result<TxStatus, ChainError> {
         let receipt = self.rpc.call("eth_getTransactionReceipt", json!([tx_hash])).await?;
         if receipt.is_null() {
             // Back in the mempool after a reorganisation (it may be mined again), or gone.

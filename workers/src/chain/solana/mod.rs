@@ -202,22 +202,13 @@ impl Chain for SolanaChain {
         BLOCKHASH_VALIDITY_SLOTS + 1
     }
 
-    async fn status(&self, tx_hash: &str, output_index: i64) -> Result<TxStatus, ChainError> {
-        self.status_seen(tx_hash, output_index, None).await
-    }
-
     /// `getSignatureStatuses` with `searchTransactionHistory`. A signature the node does not
     /// know counts as missing only when the node's ledger still holds the payment's slot
     /// (`minimumLedgerSlot` at or below it): an RPC node keeps a bounded ledger
     /// (`--limit-ledger-size`) and one restarted from a snapshot has none before it, so for an
     /// older slot "unknown" says nothing and the answer is an error the tracker retries, never a
     /// reversal.
-    async fn status_seen(
-        &self,
-        tx_hash: &str,
-        _output_index: i64,
-        seen_at: Option<u64>,
-    ) -> Result<TxStatus, ChainError> {
+    async fn status(&self, tx_hash: &str, _output_index: i64, seen_at: Option<u64>) -> Result<TxStatus, ChainError> {
         let v = self.rpc.call("getSignatureStatuses", json!([[tx_hash], {"searchTransactionHistory": true}])).await?;
         let s = &v["value"][0];
         if s.is_null()

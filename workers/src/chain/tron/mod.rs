@@ -218,20 +218,11 @@ impl Chain for TronChain {
         Ok(out)
     }
 
-    async fn status(&self, tx_hash: &str, output_index: i64) -> Result<TxStatus, ChainError> {
-        self.status_seen(tx_hash, output_index, None).await
-    }
-
     /// A transaction the node knows in no block and not pending counts as missing only when the
     /// node holds the block the payment was recorded in (`/wallet/getblockbynum` answers it): a
     /// lite full node keeps only recent blocks and knows nothing older, so for a block it lacks
     /// the answer is an error the tracker retries, never a reversal.
-    async fn status_seen(
-        &self,
-        tx_hash: &str,
-        output_index: i64,
-        seen_at: Option<u64>,
-    ) -> Result<TxStatus, ChainError> {
+    async fn status(&self, tx_hash: &str, output_index: i64, seen_at: Option<u64>) -> Result<TxStatus, ChainError> {
         let info = self.api.call("/wallet/gettransactioninfobyid", json!({"value": tx_hash})).await?;
         let Some(height) = info["blockNumber"].as_u64() else {
             // Not in a block: still pending (after a fork it may be included again), or gone.

@@ -157,22 +157,13 @@ impl Chain for XrpChain {
         }
     }
 
-    async fn status(&self, tx_hash: &str, output_index: i64) -> Result<TxStatus, ChainError> {
-        self.status_seen(tx_hash, output_index, None).await
-    }
-
     /// `tx`, asked within the ledger the payment was recorded in: `txnNotFound` means missing
     /// only when rippled says it `searched_all` of that range. A node that keeps part of the
     /// history (`online_delete`, a new node still filling its database) cannot find older
     /// transactions and says `searched_all: false`: that answer (or a look-up without a ledger)
     /// is an error the tracker retries, never `Gone`, so no deposit is reversed because the
     /// node pruned its history.
-    async fn status_seen(
-        &self,
-        tx_hash: &str,
-        _output_index: i64,
-        seen_at: Option<u64>,
-    ) -> Result<TxStatus, ChainError> {
+    async fn status(&self, tx_hash: &str, _output_index: i64, seen_at: Option<u64>) -> Result<TxStatus, ChainError> {
         let mut params = json!({"transaction": tx_hash});
         if let Some(ledger) = seen_at {
             params["min_ledger"] = json!(ledger);
