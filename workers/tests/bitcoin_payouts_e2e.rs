@@ -9,7 +9,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use entity::{Environment, FeeAllocation, PayoutStatus, payout};
+use entity::{Environment, PayoutStatus, payout};
 use rust_decimal::Decimal;
 use sea_orm::EntityTrait;
 use serde_json::json;
@@ -48,12 +48,7 @@ async fn a_payout_created_over_http_is_paid_from_the_hot_wallet_by_the_executor_
     )
     .await;
     let Deployment { db: _db, conn, fleet, api, merchant, key, http } = dep;
-    testkit::set_payout_settings(&conn, merchant, Environment::Live, |s| {
-        s.payout_auto_approve = true;
-        s.payout_delay_secs = 0;
-        s.network_fee_allocation = FeeAllocation::Merchant;
-    })
-    .await;
+    testkit::auto_approve_payouts_merchant_pays(&conn, merchant, Environment::Live).await;
     testkit::fund(&conn, merchant, Environment::Live, "bitcoin", "1").await;
 
     let to = destination(0x61);

@@ -65,10 +65,7 @@ pub fn chains(cfg: &BitcoinConfig) -> Vec<Arc<dyn Chain>> {
     if !cfg.configured() {
         return Vec::new();
     }
-    let mut rpc = Rpc::with("Bitcoin RPC", &cfg.rpc_url, cfg.request_timeout_ms, cfg.max_retries, cfg.retry_backoff_ms);
-    if let Some(user) = &cfg.rpc_user {
-        rpc = rpc.with_basic_auth(user, cfg.rpc_password.as_ref().map(|p| p.0.as_str()));
-    }
+    let rpc = rpc(cfg, cfg.request_timeout_ms);
     let Some(gate) = gates::GATES.iter().find(|g| g.family == AddressFamily::Bitcoin) else { return Vec::new() };
     vec![Arc::new(BitcoinChain {
         gate,
@@ -79,6 +76,15 @@ pub fn chains(cfg: &BitcoinConfig) -> Vec<Arc<dyn Chain>> {
         in_mempool: Mutex::new(None),
         txindex_ok: std::sync::atomic::AtomicBool::new(false),
     })]
+}
+
+/// The node's JSON-RPC endpoint with `cfg`'s credentials, retries and this call timeout.
+fn rpc(cfg: &BitcoinConfig, timeout_ms: u64) -> Rpc {
+    let rpc = Rpc::with("Bitcoin RPC", &cfg.rpc_url, timeout_ms, cfg.max_retries, cfg.retry_backoff_ms);
+    match &cfg.rpc_user {
+        Some(user) => rpc.with_basic_auth(user, cfg.rpc_password.as_ref().map(|p| p.0.as_str())),
+        None => rpc,
+    }
 }
 
 fn bad(what: &str, v: &Value) -> ChainError {
@@ -265,7 +271,8 @@ impl Chain for BitcoinChain {
 
     /// Where a payout transaction stands: unknown to the node (never sent, dropped, or only in
     /// a block a reorganisation left behind), in the mempool, or in a block with its
-    /// confirmations and the fee it paid (its inputs less its outputs, read exactly).
+    /// confirmations; at the gate's depth also the fee it paid (its inputs less its outputs,
+    /// read exactly: one look-up per input, made only when the payout can complete).
     async fn outgoing(&self, tx_hash: &str) -> Result<Outgoing, ChainError> {
         let Some(v) = self.rpc.call_or_none("getrawtransaction", json!([tx_hash, true]), NOT_FOUND).await? else {
             self.require_txindex().await?;
@@ -277,6 +284,9 @@ impl Chain for BitcoinChain {
         let Some(confirmations) = v["confirmations"].as_u64().filter(|n| *n > 0) else {
             return Ok(Outgoing::Unknown);
         };
+        if confirmations < u64::from(self.gate.confirmations) {
+            return Ok(Outgoing::Confirmations { confirmations, fee: None });
+        }
         let tx = decode(&v["hex"])?;
         let mut inputs = 0u64;
         for i in &tx.input {

@@ -72,12 +72,7 @@ impl BitcoinSigner {
             (None, None) => return Ok(None),
         };
         let master = parse_xprv(text.trim())?;
-        let mut rpc =
-            Rpc::with("Bitcoin RPC", &cfg.rpc_url, cfg.wallet_scan_timeout_ms, cfg.max_retries, cfg.retry_backoff_ms);
-        if let Some(user) = &cfg.rpc_user {
-            rpc = rpc.with_basic_auth(user, cfg.rpc_password.as_ref().map(|p| p.0.as_str()));
-        }
-        BitcoinSigner::new(master, rpc, cfg).map(Some)
+        BitcoinSigner::new(master, super::rpc(cfg, cfg.wallet_scan_timeout_ms), cfg).map(Some)
     }
 
     fn new(master: Xpriv, rpc: Rpc, cfg: &BitcoinConfig) -> Result<BitcoinSigner, ChainError> {
@@ -309,12 +304,7 @@ fn outpoint(s: &str) -> Result<OutPoint, ChainError> {
 
 /// Satoshis of a JSON amount in BTC (`0.5`), read from its decimal text: exact, no float.
 pub fn sats(v: &Value) -> Option<u64> {
-    let d = Decimal::from_str(&v.to_string()).ok()?;
-    let s = d.checked_mul(Decimal::from(100_000_000u64))?;
-    if !s.fract().is_zero() || s.is_sign_negative() {
-        return None;
-    }
-    u64::try_from(s).ok()
+    to_sats(Decimal::from_str(&v.to_string()).ok()?)
 }
 
 /// Whole satoshis of a decimal BTC amount; `None` with more than 8 decimals.

@@ -164,19 +164,16 @@ pub fn token_transfers(infos: &Value, token: Trc20, height: u64) -> Result<Vec<T
     Ok(out)
 }
 
-/// A block the node does not serve (`{}`: a node behind a load balancer whose other node gave
-/// the tip): an error, so the scan is retried from its cursor and no block is taken for empty.
-fn unavailable_block(n: u64) -> ChainError {
-    ChainError::Unavailable(format!("block {n} is not available from the TRON node yet"))
-}
-
 impl TronChain {
-    async fn require_block(&self, n: u64) -> Result<(), ChainError> {
+    /// Block `n`. One the node does not serve (`{}`: a node behind a load balancer whose other
+    /// node gave the tip) is an error, so the scan is retried from its cursor and no block is
+    /// taken for empty.
+    async fn block(&self, n: u64) -> Result<Value, ChainError> {
         let block = self.api.call("/wallet/getblockbynum", json!({"num": n})).await?;
         if block.get("blockID").is_none() {
-            return Err(unavailable_block(n));
+            return Err(ChainError::Unavailable(format!("block {n} is not available from the TRON node yet")));
         }
-        Ok(())
+        Ok(block)
     }
 }
 
@@ -202,16 +199,12 @@ impl Chain for TronChain {
                     // An empty answer is also what a node without the block gives: the block
                     // must be there for "no transfers" to be believed.
                     if infos.as_array().is_none_or(Vec::is_empty) {
-                        self.require_block(n).await?;
+                        self.block(n).await?;
                     }
                     out.extend(transfers);
                 }
                 None => {
-                    let block = self.api.call("/wallet/getblockbynum", json!({"num": n})).await?;
-                    if block.get("blockID").is_none() {
-                        return Err(unavailable_block(n));
-                    }
-                    out.extend(native_transfers(&block, n, self.gate.decimals)?);
+                    out.extend(native_transfers(&self.block(n).await?, n, self.gate.decimals)?);
                 }
             }
         }
