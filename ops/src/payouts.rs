@@ -85,18 +85,19 @@ async fn stuck_payouts(
     config: &Config,
     older_than: chrono::Duration,
 ) -> anyhow::Result<()> {
-    use workers::chain::Outgoing;
+    use workers::chain::{Outgoing, SignedTx};
     let chains = workers::chain::Chains::new(db, &config.sandbox).with_live(config);
     let now = chrono::Utc::now();
     let mut listed = 0;
     for p in domain::payouts::operator::stuck_candidates(db, older_than).await? {
         let hash = p.tx_hash.clone().unwrap_or_default();
         let chain = match chains.get(p.environment, &p.gate_id) {
-            Some(c) => match c.outgoing(&hash).await {
+            Some(c) => match c.outgoing(&SignedTx { tx_hash: hash.clone(), raw: p.signed_tx.clone().unwrap_or_default() }).await {
                 Ok(Outgoing::Confirmations { confirmations, .. }) if confirmations > 0 => continue,
                 Ok(Outgoing::Failed(_)) => continue,
                 Ok(Outgoing::Confirmations { .. }) => "in the mempool".to_owned(),
                 Ok(Outgoing::Unknown) => "unknown to the node".to_owned(),
+                Ok(Outgoing::Expired) => "expired unseen: the executor signs it again".to_owned(),
                 // The error may name the endpoint (and a provider key in its URL): not printed.
                 Err(_) => "the node did not answer".to_owned(),
             },

@@ -172,7 +172,7 @@ impl Executor {
             },
         };
         // Reconcile before sending: a transaction the chain knows is not sent again.
-        match chain.outgoing(&tx.tx_hash).await? {
+        match chain.outgoing(&tx).await? {
             Outgoing::Unknown => match chain.broadcast(&tx).await? {
                 Broadcast::Accepted | Broadcast::AlreadyKnown => {}
                 Broadcast::Retry(reason) => return Ok(self.retry_later(p, &reason)),
@@ -181,6 +181,7 @@ impl Executor {
             },
             Outgoing::Confirmations { .. } => {}
             Outgoing::Failed(reason) => return self.fail(p, &reason).await,
+            Outgoing::Expired => return self.sign_again(p, &tx).await,
         }
         fail::fail_point!("payout-after-broadcast");
         self.transition(p, PayoutTrigger::Broadcast, payout::Column::BroadcastAt).await?;
@@ -195,18 +196,7 @@ impl Executor {
             tracing::warn!(payout = %p.id, gate = %p.gate_id, env = %p.environment, "no signer for this gate; the payout waits");
             return Ok(Err(Step::Stop(Next::After(self.recheck.max(Duration::from_secs(60))))));
         };
-        let gate = domain::gates::find(&p.gate_id).ok_or_else(|| ExecError::Other("unknown gate".into()))?;
-        let mut unsigned = PayoutTx {
-            gate,
-            payout_id: p.id,
-            destination: &p.destination,
-            destination_tag: p.destination_tag.as_deref(),
-            amount: p.recipient_amount.0,
-            max_fee: p.configured_network_fee_amount.0,
-            nonce: None,
-            fees: None,
-            funding: None,
-        };
+        let mut unsigned = unsigned(p)?;
         // Network reads, before any write transaction (a stale fee is fine: at worst the
         // transaction waits or is replaced).
         let account = signer.nonce_account().await?;
@@ -277,7 +267,8 @@ impl Executor {
             return Err(ExecError::Other(format!("processing payout {} has no transaction", p.id)));
         };
         let gate = chain.gate();
-        match chain.outgoing(&tx_hash).await? {
+        let tx = SignedTx { tx_hash, raw };
+        match chain.outgoing(&tx).await? {
             Outgoing::Confirmations { confirmations, fee } if confirmations >= u64::from(gate.confirmations) => {
                 self.complete(p, fee.unwrap_or(p.configured_network_fee_amount.0)).await?;
                 Ok(Step::Stop(Next::Done))
@@ -287,21 +278,51 @@ impl Executor {
                 // market, a nonce gap before it) so an operator can act.
                 let waited = p.broadcast_at.map(|t| Utc::now() - t);
                 if let Some(w) = waited.filter(|w| *w > chrono::Duration::minutes(STUCK_AFTER_MINUTES)) {
-                    tracing::warn!(payout = %p.id, tx = %tx_hash, gate = gate.id, minutes = w.num_minutes(),
+                    tracing::warn!(payout = %p.id, tx = %tx.tx_hash, gate = gate.id, minutes = w.num_minutes(),
                         "payout transaction still not in a block (stuck: fee too low or a nonce gap before it; see `ops payouts stuck`)");
                 }
                 Ok(Step::Stop(Next::After(self.recheck)))
             }
             Outgoing::Confirmations { .. } => Ok(Step::Stop(Next::After(self.recheck))),
             // Dropped from the mempool: the same signed transaction goes out again (never a new one).
-            Outgoing::Unknown => match chain.broadcast(&SignedTx { tx_hash, raw: raw.clone() }).await? {
+            Outgoing::Unknown => match chain.broadcast(&tx).await? {
                 Broadcast::Accepted | Broadcast::AlreadyKnown => Ok(Step::Stop(Next::After(self.recheck))),
                 Broadcast::Retry(reason) => Ok(self.retry_later(p, &reason)),
-                Broadcast::Rejected(reason) => self.refused(p, &raw, &reason).await,
+                Broadcast::Rejected(reason) => self.refused(p, &tx.raw, &reason).await,
                 Broadcast::Displaced(reason) => self.fail(p, &reason).await,
             },
             Outgoing::Failed(reason) => self.fail(p, &reason).await,
+            Outgoing::Expired => self.sign_again(p, &tx).await,
         }
+    }
+
+    /// The payout's transaction `old` expired unseen: the chain checked that it is in no block
+    /// of its validity window (which has passed) and that its nonce is unused. The payout is
+    /// signed again with the same nonce and fresh terms, and the new transaction replaces the
+    /// stored one (guarded on the old hash: of two executors one stores). The old one can never
+    /// enter the chain, so this sends the payout at most once; its status does not change.
+    async fn sign_again(&self, p: &payout::Model, old: &SignedTx) -> Result<Step, ExecError> {
+        let Some(signer) = self.signers.get(p.environment, &p.gate_id) else {
+            return Err(ExecError::Other(format!("payout {}: no signer to sign its expired transaction again", p.id)));
+        };
+        let mut unsigned = unsigned(p)?;
+        unsigned.nonce = signer.signed_terms(&old.raw).map(|(nonce, _)| nonce);
+        unsigned.fees = signer.fees(&unsigned).await?;
+        let tx = signer.sign(&unsigned).await?;
+        let stored = payout::Entity::update_many()
+            .col_expr(payout::Column::TxHash, Expr::value(tx.tx_hash.clone()))
+            .col_expr(payout::Column::SignedTx, Expr::value(tx.raw.clone()))
+            .col_expr(payout::Column::UpdatedAt, Expr::value(Utc::now()))
+            .filter(payout::Column::Id.eq(p.id))
+            .filter(payout::Column::Status.eq(p.status))
+            .filter(payout::Column::TxHash.eq(old.tx_hash.as_str()))
+            .exec(&self.db)
+            .await?;
+        if stored.rows_affected == 1 {
+            tracing::warn!(payout = %p.id, expired = %old.tx_hash, tx = %tx.tx_hash, nonce = ?unsigned.nonce,
+                "payout transaction expired unseen; signed again with the same nonce");
+        }
+        Ok(Step::Again)
     }
 
     /// The node refused the transaction before its mempool for a reason that can pass: the
@@ -348,8 +369,8 @@ impl Executor {
         r: payout_replacement::Model,
     ) -> Result<Step, ExecError> {
         let gate = chain.gate();
-        if let Some(hash) = &p.tx_hash {
-            match chain.outgoing(hash).await? {
+        if let (Some(tx_hash), Some(raw)) = (&p.tx_hash, &p.signed_tx) {
+            match chain.outgoing(&SignedTx { tx_hash: tx_hash.clone(), raw: raw.clone() }).await? {
                 Outgoing::Confirmations { confirmations, .. } if confirmations > 0 => {
                     tracing::info!(payout = %p.id, "the original payout transaction was mined; its replacement cannot be");
                     if p.status == PayoutStatus::Queued {
@@ -359,7 +380,7 @@ impl Executor {
                     return self.follow(p, chain).await;
                 }
                 Outgoing::Failed(reason) => return self.fail(p, &reason).await,
-                Outgoing::Confirmations { .. } | Outgoing::Unknown => {}
+                Outgoing::Confirmations { .. } | Outgoing::Unknown | Outgoing::Expired => {}
             }
         }
         let rtx = match (r.tx_hash, r.signed_tx) {
@@ -388,12 +409,11 @@ impl Executor {
                 if stored.rows_affected == 0 {
                     return Ok(Step::Again);
                 }
-                tracing::info!(payout = %p.id, nonce, replacement = %rtx.tx_hash, max_fee_per_gas = fees.max_fee_per_gas,
-                    "replacement transaction signed");
+                tracing::info!(payout = %p.id, nonce, replacement = %rtx.tx_hash, ?fees, "replacement transaction signed");
                 rtx
             }
         };
-        match chain.outgoing(&rtx.tx_hash).await? {
+        match chain.outgoing(&rtx).await? {
             Outgoing::Confirmations { confirmations, .. } if confirmations >= u64::from(gate.confirmations) => {
                 let reason = format!("{} (replaced by {})", r.reason, rtx.tx_hash);
                 self.fail(p, &reason).await
@@ -420,6 +440,19 @@ impl Executor {
             Outgoing::Failed(reason) => {
                 tracing::error!(payout = %p.id, reason, "the replacement transaction failed on chain; the payout waits for an operator");
                 Ok(Step::Stop(Next::After(self.recheck.max(Duration::from_secs(60)))))
+            }
+            // Expired unseen, its nonce unused: cleared (guarded), so it is signed again with
+            // the same nonce and fresh terms on the next step.
+            Outgoing::Expired => {
+                payout_replacement::Entity::update_many()
+                    .col_expr(payout_replacement::Column::TxHash, Expr::value(Option::<String>::None))
+                    .col_expr(payout_replacement::Column::SignedTx, Expr::value(Option::<String>::None))
+                    .col_expr(payout_replacement::Column::BroadcastAt, Expr::value(Option::<chrono::DateTime<Utc>>::None))
+                    .filter(payout_replacement::Column::PayoutId.eq(p.id))
+                    .filter(payout_replacement::Column::TxHash.eq(rtx.tx_hash.as_str()))
+                    .exec(&self.db)
+                    .await?;
+                Ok(Step::Again)
             }
         }
     }
@@ -508,6 +541,22 @@ impl Executor {
 enum Step {
     Again,
     Stop(Next),
+}
+
+/// What to sign for payout `p`, before the network's terms (nonce, fees, funding) are known.
+fn unsigned(p: &payout::Model) -> Result<PayoutTx<'_>, ExecError> {
+    let gate = domain::gates::find(&p.gate_id).ok_or_else(|| ExecError::Other("unknown gate".into()))?;
+    Ok(PayoutTx {
+        gate,
+        payout_id: p.id,
+        destination: &p.destination,
+        destination_tag: p.destination_tag.as_deref(),
+        amount: p.recipient_amount.0,
+        max_fee: p.configured_network_fee_amount.0,
+        nonce: None,
+        fees: None,
+        funding: None,
+    })
 }
 
 /// Whether this process has not mentioned payout `id` yet (for messages said once per payout).

@@ -396,7 +396,7 @@ impl Signer for ProbingSigner {
 
     async fn fees(&self, _: &PayoutTx<'_>) -> Result<Option<workers::chain::signer::Fees>, workers::chain::ChainError> {
         self.probe().await;
-        Ok(Some(workers::chain::signer::Fees { max_fee_per_gas: 2, priority_fee_per_gas: 1 }))
+        Ok(Some(gas(2, 1)))
     }
 
     async fn nonce_account(&self) -> Result<Option<workers::chain::signer::NonceAccount>, workers::chain::ChainError> {
@@ -466,6 +466,11 @@ async fn an_operator_fails_an_unsigned_payout_releasing_its_funds_but_never_a_si
     assert_eq!(x.events("payout.failed").await.len(), 2);
 }
 
+/// EIP-1559 fees of `max_fee_per_gas` and `priority_fee_per_gas`.
+const fn gas(max_fee_per_gas: u128, priority_fee_per_gas: u128) -> workers::chain::signer::Fees {
+    workers::chain::signer::Fees::Gas(workers::chain::signer::GasFees { max_fee_per_gas, priority_fee_per_gas })
+}
+
 /// The sandbox signer as if on an account-based chain: nonces from the counter, fees, and
 /// replacements (a zero-amount sandbox transaction standing for the hot wallet's self-transfer).
 #[derive(Default)]
@@ -474,8 +479,7 @@ struct NoncedSigner {
 }
 
 impl NoncedSigner {
-    const FEES: workers::chain::signer::Fees =
-        workers::chain::signer::Fees { max_fee_per_gas: 10, priority_fee_per_gas: 2 };
+    const FEES: workers::chain::signer::Fees = gas(10, 2);
 
     fn remember(&self, tx: &workers::chain::SignedTx, nonce: u64, fees: workers::chain::signer::Fees) {
         self.nonces.lock().unwrap().insert(tx.raw.clone(), (nonce, fees));
@@ -506,10 +510,8 @@ impl Signer for NoncedSigner {
         &self,
         f: workers::chain::signer::Fees,
     ) -> Result<workers::chain::signer::Fees, workers::chain::ChainError> {
-        Ok(workers::chain::signer::Fees {
-            max_fee_per_gas: f.max_fee_per_gas * 2,
-            priority_fee_per_gas: f.priority_fee_per_gas * 2,
-        })
+        let f = f.gas()?;
+        Ok(gas(f.max_fee_per_gas * 2, f.priority_fee_per_gas * 2))
     }
 
     async fn sign_replacement(
@@ -548,7 +550,7 @@ async fn a_transaction_refused_for_good_has_its_nonce_filled_before_its_payout_f
     assert_eq!(signer.signed_terms(p.signed_tx.as_deref().unwrap()).unwrap().0, 0);
     let filler = entity::payout_replacement::Entity::find_by_id(refused).one(&db).await.unwrap().unwrap();
     let (nonce, fees) = signer.signed_terms(filler.signed_tx.as_deref().unwrap()).unwrap();
-    assert_eq!((nonce, fees.max_fee_per_gas), (0, 20), "the same nonce, a higher fee");
+    assert_eq!((nonce, fees.gas().unwrap().max_fee_per_gas), (0, 20), "the same nonce, a higher fee");
     assert!(filler.broadcast_at.is_some());
 
     // The next payout takes nonce 1 and is not stuck behind a hole: nonce 0 is being filled.

@@ -108,7 +108,14 @@ pub fn payouts(cfg: &Config, env: Environment, gate: &Gate) -> Result<(), Offlin
                         Err(Offline::NoHotWallet("bitcoin"))
                     }
                 }
-                AddressFamily::Tron | AddressFamily::Solana | AddressFamily::Xrp => Err(Offline::NoPayoutSigner),
+                AddressFamily::Xrp => {
+                    if cfg.xrp.has_hot_wallet() {
+                        Ok(())
+                    } else {
+                        Err(Offline::NoHotWallet("xrp"))
+                    }
+                }
+                AddressFamily::Tron | AddressFamily::Solana => Err(Offline::NoPayoutSigner),
             }
         }
     }
@@ -245,13 +252,16 @@ mod tests {
         for id in ["bitcoin", "tron", "tron_usdt", "solana", "solana_usdc", "xrp"] {
             assert_eq!(status(&cfg, &book, Environment::Live, gate(id)), GateStatus::Online, "{id}");
         }
-        for id in ["tron", "tron_usdt", "solana", "solana_usdc", "xrp"] {
+        for id in ["tron", "tron_usdt", "solana", "solana_usdc"] {
             assert_eq!(payouts(&cfg, Environment::Live, gate(id)), Err(Offline::NoPayoutSigner), "{id}");
         }
-        // Bitcoin pays out once its hot wallet key is configured.
+        // Bitcoin and XRP pay out once their hot wallet key is configured.
         assert_eq!(payouts(&cfg, Environment::Live, gate("bitcoin")), Err(Offline::NoHotWallet("bitcoin")));
         cfg.bitcoin.hot_wallet_key_file = Some("/run/secrets/btc.xprv".into());
         assert_eq!(payouts(&cfg, Environment::Live, gate("bitcoin")), Ok(()));
+        assert_eq!(payouts(&cfg, Environment::Live, gate("xrp")), Err(Offline::NoHotWallet("xrp")));
+        cfg.xrp.hot_wallet_key_file = Some("/run/secrets/xrp-seed".into());
+        assert_eq!(payouts(&cfg, Environment::Live, gate("xrp")), Ok(()));
         cfg.bitcoin.rpc_url.clear();
         assert_eq!(payouts(&cfg, Environment::Live, gate("bitcoin")), Err(Offline::BITCOIN), "a key without a node");
         // Without TRON deposit keys the node alone is not enough.

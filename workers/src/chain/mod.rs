@@ -85,6 +85,12 @@ pub enum Outgoing {
     Confirmations { confirmations: u64, fee: Option<Decimal> },
     /// Mined but failed (e.g. a reverted token transfer), or replaced.
     Failed(String),
+    /// Never in a block, and now it never can be: its validity window passed (an XRP
+    /// `LastLedgerSequence`, a Solana blockhash, a TRON expiration), the node holds that window
+    /// and says it searched it all, and the nonce it carries (if any) is still unused. The
+    /// executor signs the payout again with the same nonce; the old transaction can never
+    /// enter the chain, so the payout is still paid at most once.
+    Expired,
 }
 
 /// One gate's view of its network.
@@ -131,9 +137,9 @@ pub trait Chain: Send + Sync {
         let _ = tx;
         Err(ChainError::Unavailable(format!("payouts are not supported on {} yet", self.gate().id)))
     }
-    /// Where a sent transaction stands.
-    async fn outgoing(&self, tx_hash: &str) -> Result<Outgoing, ChainError> {
-        let _ = tx_hash;
+    /// Where a sent transaction stands (`tx` as signed: some chains read its validity window).
+    async fn outgoing(&self, tx: &SignedTx) -> Result<Outgoing, ChainError> {
+        let _ = tx;
         Err(ChainError::Unavailable(format!("payouts are not supported on {} yet", self.gate().id)))
     }
 }

@@ -99,7 +99,8 @@ impl Chain for SandboxChain {
         send(self, tx).await
     }
 
-    async fn outgoing(&self, tx_hash: &str) -> Result<Outgoing, ChainError> {
+    async fn outgoing(&self, tx: &SignedTx) -> Result<Outgoing, ChainError> {
+        let tx_hash = tx.tx_hash.as_str();
         let Some(b) = sandbox_broadcast::Entity::find_by_id(tx_hash).one(self.db()).await? else {
             return Ok(Outgoing::Unknown);
         };

@@ -1,7 +1,8 @@
 //! Signing outgoing transactions, kept apart from everything else: the payout executor asks a
 //! [`Signer`] for a signed transaction and never sees a key. The test environment uses the
-//! sandbox signer; live EVM gates use hot-wallet signers (`evm::EvmSigner`, keys from a file or
-//! secret, loaded only by the executor process). The API process never builds one.
+//! sandbox signer; live gates use hot-wallet signers (`evm::EvmSigner`,
+//! `bitcoin::wallet::BitcoinSigner`, `xrp::wallet::XrpSigner`; keys from a file or secret,
+//! loaded only by the executor process). The API process never builds one.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -55,7 +56,27 @@ pub struct Funding {
     pub fee_rate_sat_vb: u64,
 }
 
-pub use domain::chain::evm_tx::Fees;
+pub use domain::chain::evm_tx::Fees as GasFees;
+
+/// The terms a transaction is signed with that come from the network (read by
+/// [`Signer::fees`] before the executor's write transaction).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fees {
+    /// EIP-1559 gas prices.
+    Gas(GasFees),
+    /// An XRP Ledger transaction's fee and the last ledger it may enter (`LastLedgerSequence`).
+    Xrp { fee_drops: u64, last_ledger: u32 },
+}
+
+impl Fees {
+    /// The gas prices of an EVM transaction; an error for other chains' terms.
+    pub fn gas(self) -> Result<GasFees, ChainError> {
+        match self {
+            Fees::Gas(g) => Ok(g),
+            Fees::Xrp { .. } => Err(ChainError::Unavailable("XRP terms given to an EVM signer".into())),
+        }
+    }
+}
 
 /// The account a signer sends from, on chains that order an account's transactions by nonce.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,8 +116,9 @@ pub trait Signer: Send + Sync {
         Err(ChainError::Unavailable("this chain's transactions cannot be replaced".into()))
     }
 
-    /// A zero-value transaction from the hot wallet to itself with `nonce` and `fees`: it takes
-    /// the nonce of a stuck (or refused) payout transaction, so that one can never be mined.
+    /// A zero-value transaction from the hot wallet to itself with `nonce` and `fees` (on the
+    /// XRP Ledger a no-op `AccountSet`): it takes the nonce of a stuck (or refused) payout
+    /// transaction, so that one can never be mined.
     async fn sign_replacement(&self, nonce: u64, fees: Fees) -> Result<SignedTx, ChainError> {
         let _ = (nonce, fees);
         Err(ChainError::Unavailable("this chain's transactions cannot be replaced".into()))
@@ -165,7 +187,8 @@ pub struct Signers {
 
 impl Signers {
     /// The sandbox signer on every test gate; live gates get theirs from their adapters
-    /// (`Signers::with_evm` in `evm`, `Signers::with_bitcoin` in `bitcoin::wallet`).
+    /// (`Signers::with_evm` in `evm`, `Signers::with_bitcoin` in `bitcoin::wallet`,
+    /// `Signers::with_xrp` in `xrp::wallet`).
     pub fn sandbox() -> Signers {
         let signer: Arc<dyn Signer> = Arc::new(SandboxSigner);
         Signers { by_gate: GATES.iter().map(|g| ((Environment::Test, g.id), signer.clone())).collect() }

@@ -273,7 +273,8 @@ impl Chain for BitcoinChain {
     /// a block a reorganisation left behind), in the mempool, or in a block with its
     /// confirmations; at the gate's depth also the fee it paid (its inputs less its outputs,
     /// read exactly: one look-up per input, made only when the payout can complete).
-    async fn outgoing(&self, tx_hash: &str) -> Result<Outgoing, ChainError> {
+    async fn outgoing(&self, tx: &SignedTx) -> Result<Outgoing, ChainError> {
+        let tx_hash = tx.tx_hash.as_str();
         let Some(v) = self.rpc.call_or_none("getrawtransaction", json!([tx_hash, true]), NOT_FOUND).await? else {
             self.require_txindex().await?;
             return Ok(Outgoing::Unknown);

@@ -165,7 +165,8 @@ impl Chain for EvmChain {
     /// mined with its confirmations and fee (gas used × effective gas price, in the network's
     /// coin: the fee of a native payout; a token payout's fee is paid in the coin, so `None`),
     /// or failed (reverted).
-    async fn outgoing(&self, tx_hash: &str) -> Result<Outgoing, ChainError> {
+    async fn outgoing(&self, tx: &SignedTx) -> Result<Outgoing, ChainError> {
+        let tx_hash = tx.tx_hash.as_str();
         let receipt = self.rpc.call("eth_getTransactionReceipt", json!([tx_hash])).await?;
         if receipt.is_null() {
             return Ok(if in_mempool(&self.rpc, tx_hash).await? {

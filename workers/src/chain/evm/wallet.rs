@@ -8,7 +8,7 @@ use alloy_primitives::{Address, U256};
 use rust_decimal::Decimal;
 use serde_json::json;
 
-use super::super::signer::{Fees, NonceAccount, PayoutTx, Signer, Signers};
+use super::super::signer::{Fees, GasFees, NonceAccount, PayoutTx, Signer, Signers};
 use super::super::{ChainError, SignedTx};
 use super::Token;
 use super::rpc::{Rpc, hex_u64, hex_u256};
@@ -35,7 +35,7 @@ impl HotWallet {
 
     /// (`maxFeePerGas`, `maxPriorityFeePerGas`): twice the latest base fee plus the tip,
     /// capped by the configured per-gas cap and by `cap_total` over `gas`.
-    async fn fees(&self, gas: u64, cap_total: Option<u128>) -> Result<Fees, ChainError> {
+    async fn fees(&self, gas: u64, cap_total: Option<u128>) -> Result<GasFees, ChainError> {
         let base = self.base_fee().await?;
         let mut max_fee = base.saturating_mul(2).saturating_add(self.priority_fee).min(self.max_fee_per_gas);
         if let Some(total) = cap_total {
@@ -46,7 +46,7 @@ impl HotWallet {
                 "the base fee ({base} wei/gas) is above the fee cap ({max_fee} wei/gas); the payout waits"
             )));
         }
-        Ok(Fees { max_fee_per_gas: max_fee, priority_fee_per_gas: self.priority_fee.min(max_fee) })
+        Ok(GasFees { max_fee_per_gas: max_fee, priority_fee_per_gas: self.priority_fee.min(max_fee) })
     }
 
     async fn base_fee(&self) -> Result<u128, ChainError> {
@@ -83,7 +83,7 @@ impl Signers {
 /// The fees of a replacement: twice the original's max fee and tip (nodes require at least
 /// +10 %), at least the current market (twice the base fee plus the configured tip), bounded
 /// by the configured per-gas cap. Refused when the cap leaves no room for a +10 % bump.
-pub fn bumped_fees(original: Fees, market: Fees, cap: u128) -> Result<Fees, ChainError> {
+pub fn bumped_fees(original: GasFees, market: GasFees, cap: u128) -> Result<GasFees, ChainError> {
     let max_fee = original.max_fee_per_gas.saturating_mul(2).max(market.max_fee_per_gas).min(cap);
     let tip = original.priority_fee_per_gas.saturating_mul(2).max(market.priority_fee_per_gas).min(max_fee);
     let enough = |new: u128, old: u128| new >= old.saturating_add(old.div_ceil(10)).max(old.saturating_add(1));
@@ -93,7 +93,7 @@ pub fn bumped_fees(original: Fees, market: Fees, cap: u128) -> Result<Fees, Chai
             original.max_fee_per_gas, original.priority_fee_per_gas
         )));
     }
-    Ok(Fees { max_fee_per_gas: max_fee, priority_fee_per_gas: tip })
+    Ok(GasFees { max_fee_per_gas: max_fee, priority_fee_per_gas: tip })
 }
 
 /// Signs one gate's payouts from a hot wallet.
@@ -141,7 +141,7 @@ impl Signer for EvmSigner {
         use alloy_primitives::TxKind;
 
         let nonce = tx.nonce.ok_or_else(|| ChainError::Unavailable("an EVM payout needs a nonce".into()))?;
-        let fees = tx.fees.ok_or_else(|| ChainError::Unavailable("an EVM payout needs its fees".into()))?;
+        let fees = tx.fees.ok_or_else(|| ChainError::Unavailable("an EVM payout needs its fees".into()))?.gas()?;
         let (call_to, value, input, gas) = self.call(Self::destination(tx)?, tx.amount)?;
         self.wallet.sign_local(TxEip1559 {
             chain_id: self.wallet.chain_id,
@@ -163,21 +163,22 @@ impl Signer for EvmSigner {
             None => base_units(tx.max_fee, self.gate.decimals)?.try_into().ok(),
             Some(_) => None,
         };
-        self.wallet.fees(gas, cap_total).await.map(Some)
+        self.wallet.fees(gas, cap_total).await.map(|f| Some(Fees::Gas(f)))
     }
 
     fn signed_terms(&self, raw: &str) -> Option<(u64, Fees)> {
-        signed_terms(raw)
+        signed_terms(raw).map(|(nonce, fees)| (nonce, Fees::Gas(fees)))
     }
 
     async fn replacement_fees(&self, original: Fees) -> Result<Fees, ChainError> {
         let market = self.wallet.fees(21_000, None).await?;
-        bumped_fees(original, market, self.wallet.max_fee_per_gas)
+        bumped_fees(original.gas()?, market, self.wallet.max_fee_per_gas).map(Fees::Gas)
     }
 
     async fn sign_replacement(&self, nonce: u64, fees: Fees) -> Result<SignedTx, ChainError> {
         use alloy_consensus::TxEip1559;
         use alloy_primitives::{Bytes, TxKind};
+        let fees = fees.gas()?;
         self.wallet.sign_local(TxEip1559 {
             chain_id: self.wallet.chain_id,
             nonce,
@@ -264,7 +265,7 @@ mod tests {
     #[test]
     fn replacement_fees_double_the_original_within_the_cap() {
         let gwei = 1_000_000_000u128;
-        let f = |m: u128, t: u128| Fees { max_fee_per_gas: m * gwei, priority_fee_per_gas: t * gwei };
+        let f = |m: u128, t: u128| GasFees { max_fee_per_gas: m * gwei, priority_fee_per_gas: t * gwei };
         assert_eq!(bumped_fees(f(10, 2), f(5, 2), 200 * gwei).unwrap(), f(20, 4));
         assert_eq!(bumped_fees(f(10, 2), f(50, 2), 200 * gwei).unwrap(), f(50, 4), "at least the market");
         assert_eq!(bumped_fees(f(10, 2), f(5, 2), 15 * gwei).unwrap(), f(15, 4), "bounded by the cap");
@@ -284,7 +285,7 @@ mod tests {
             token_gas_limit: 1,
         };
         let signer = EvmSigner { wallet: Arc::new(wallet), gate: gates::find("ethereum").unwrap(), token: None };
-        let fees = Fees { max_fee_per_gas: 7, priority_fee_per_gas: 3 };
+        let fees = Fees::Gas(GasFees { max_fee_per_gas: 7, priority_fee_per_gas: 3 });
         let tx = signer.sign_replacement(42, fees).await.unwrap();
         assert_eq!(signer_terms(&signer, &tx.raw), Some((42, fees)));
     }

@@ -14,6 +14,17 @@
 //! - The tracker asks `tx`: validated and successful counts its depth; not validated yet is
 //!   unconfirmed; unknown (`txnNotFound`) or failed is `Gone`, which reverses nothing before the
 //!   tracker's span of missing checks (a lagging or pruned node can miss a transaction).
+//! - Payouts (`wallet`: the hot wallet's signer; `codec`: the binary format): `submit` sends a
+//!   signed blob; [`Chain::outgoing`] reads it back with `tx` within its validity window
+//!   (`LastLedgerSequence` less `last_ledger_offset` up to it). Validated and `tesSUCCESS` counts
+//!   its depth (its `Fee` is the network fee); a validated `tec…` failed (fee taken, `Sequence`
+//!   used). Not found once the newest validated ledger is past its `LastLedgerSequence`, with
+//!   `searched_all` over the window and the account's validated `Sequence` not past its own,
+//!   it expired unseen (the executor signs it again with the same `Sequence`); a `Sequence`
+//!   used by another transaction fails the payout.
+
+pub mod codec;
+pub mod wallet;
 
 use std::sync::Arc;
 
@@ -21,7 +32,7 @@ use rust_decimal::Decimal;
 use serde_json::{Value, json};
 
 use super::evm::Rpc;
-use super::{Chain, ChainError, Transfer, TxStatus};
+use super::{Broadcast, Chain, ChainError, Outgoing, SignedTx, Transfer, TxStatus};
 use domain::addresses::address_key;
 use domain::chain::address::AddressFamily;
 use domain::config::XrpConfig;
@@ -33,6 +44,9 @@ pub struct XrpChain {
     /// The operator's classic address every deposit goes to.
     account: String,
     page_size: u32,
+    /// Ledgers a payout transaction may wait before its `LastLedgerSequence` (the window
+    /// [`Chain::outgoing`] searches).
+    last_ledger_offset: u32,
 }
 
 /// The live XRP chain configured in `cfg` (`[xrp]`) for the operator's `account`: none when no
@@ -41,7 +55,8 @@ pub fn chains(cfg: &XrpConfig, account: Option<&str>) -> Vec<Arc<dyn Chain>> {
     let (true, Some(account)) = (cfg.configured(), account) else { return Vec::new() };
     let Some(gate) = gates::GATES.iter().find(|g| g.family == AddressFamily::Xrp) else { return Vec::new() };
     let rpc = Rpc::with("XRP RPC", &cfg.rpc_url, cfg.request_timeout_ms, cfg.max_retries, cfg.retry_backoff_ms);
-    vec![Arc::new(XrpChain { gate, rpc, account: account.to_owned(), page_size: cfg.page_size })]
+    let (page_size, last_ledger_offset) = (cfg.page_size, cfg.last_ledger_offset);
+    vec![Arc::new(XrpChain { gate, rpc, account: account.to_owned(), page_size, last_ledger_offset })]
 }
 
 fn bad(what: &str, v: &Value) -> ChainError {
@@ -97,7 +112,33 @@ pub fn deposit(entry: &Value, account: &str) -> Option<Transfer> {
     })
 }
 
+/// What rippled's `submit` said (`engine_result`), for the executor.
+pub fn classify_submit(code: &str, message: &str) -> Broadcast {
+    let why = || format!("{code}: {message}");
+    match code {
+        // Applied to the open ledger, or queued for a later one.
+        "tesSUCCESS" | "terQUEUED" => Broadcast::Accepted,
+        "tefALREADY" => Broadcast::AlreadyKnown,
+        // Applied with a failure (fee taken, `Sequence` used): `outgoing` reports it once validated.
+        c if c.starts_with("tec") => Broadcast::Accepted,
+        // The `Sequence` is used (by this transaction already, or by another) or the window has
+        // passed: `outgoing` decides once it is past, by `tx` and the account's `Sequence`.
+        "tefPAST_SEQ" | "tefMAX_LEDGER" => Broadcast::Retry(why()),
+        // Local (`tel`: fee, queue full) or retry (`ter`: a `Sequence` gap before it, unfunded).
+        c if c.starts_with("tel") || c.starts_with("ter") => Broadcast::Retry(why()),
+        // Malformed, or failed without a fee: it can never succeed.
+        c if c.starts_with("tem") || c.starts_with("tef") => Broadcast::Rejected(why()),
+        _ => Broadcast::Retry(why()),
+    }
+}
+
 impl XrpChain {
+    /// The account's next `Sequence` in the newest validated ledger.
+    async fn validated_sequence(&self, account: &str) -> Result<u64, ChainError> {
+        let r = self.fetch("account_info", json!({"account": account, "ledger_index": "validated"})).await?;
+        r["account_data"]["Sequence"].as_u64().ok_or_else(|| bad("account_info", &r))
+    }
+
     async fn call(&self, method: &str, params: Value) -> Result<Result<Value, String>, ChainError> {
         Ok(answer(self.rpc.call(method, json!([params])).await?))
     }
@@ -195,6 +236,65 @@ impl Chain for XrpChain {
         let tip = self.tip().await?;
         Ok(TxStatus::Confirmations(tip.saturating_sub(ledger) + 1))
     }
+
+    async fn broadcast(&self, tx: &SignedTx) -> Result<Broadcast, ChainError> {
+        let r = self.fetch("submit", json!({"tx_blob": tx.raw})).await?;
+        let code = r["engine_result"].as_str().ok_or_else(|| bad("submit", &r))?;
+        Ok(classify_submit(code, r["engine_result_message"].as_str().unwrap_or("")))
+    }
+
+    async fn outgoing(&self, tx: &SignedTx) -> Result<Outgoing, ChainError> {
+        let signed = codec::Tx::decode(&tx.raw).map_err(|e| ChainError::Unavailable(format!("our own XRP blob: {e}")))?;
+        let last = u64::from(signed.last_ledger);
+        let first = last.saturating_sub(u64::from(self.last_ledger_offset));
+        let params = json!({"transaction": tx.tx_hash, "min_ledger": first, "max_ledger": last});
+        let r = self.rpc.call("tx", json!([params])).await?;
+        let found = match answer(r.clone()) {
+            Ok(found) => found,
+            Err(e) if e == "txnNotFound" => {
+                let validated = self.tip().await?;
+                if validated <= last {
+                    // Its window is open: it may still enter a ledger (or was never sent).
+                    return Ok(Outgoing::Unknown);
+                }
+                if r["searched_all"] != true {
+                    return Err(ChainError::Unavailable(format!(
+                        "tx {}: not found, and the XRP node does not hold all of ledgers {first}..={last} \
+                         (searched_all is not true); not judged expired",
+                        tx.tx_hash
+                    )));
+                }
+                let account = xrp_address(&signed.account);
+                let next = self.validated_sequence(&account).await?;
+                if next > u64::from(signed.sequence) {
+                    return Ok(Outgoing::Failed(format!(
+                        "Sequence {} of {account} was used by another transaction",
+                        signed.sequence
+                    )));
+                }
+                return Ok(Outgoing::Expired);
+            }
+            Err(e) => return Err(ChainError::Unavailable(format!("tx: {e}"))),
+        };
+        if found["validated"] != true {
+            return Ok(Outgoing::Confirmations { confirmations: 0, fee: None });
+        }
+        let result = found["meta"]["TransactionResult"].as_str().ok_or_else(|| bad("tx", &found))?;
+        let ledger = found.get("ledger_index").and_then(index).ok_or_else(|| bad("ledger_index", &found))?;
+        if result != "tesSUCCESS" {
+            return Ok(Outgoing::Failed(format!("{result} in ledger {ledger}")));
+        }
+        let fee = found["Fee"].as_str().and_then(|f| f.parse::<i64>().ok()).ok_or_else(|| bad("Fee", &found))?;
+        let tip = self.tip().await?;
+        Ok(Outgoing::Confirmations {
+            confirmations: tip.saturating_sub(ledger) + 1,
+            fee: Some(Decimal::new(fee, 6).normalize()),
+        })
+    }
+}
+
+fn xrp_address(account_id: &[u8; 20]) -> String {
+    domain::chain::address::xrp::address_of(account_id)
 }
 
 #[cfg(test)]
@@ -211,6 +311,33 @@ mod tests {
             tx["DestinationTag"] = json!(tag);
         }
         json!({"tx": tx, "meta": {"TransactionResult": result, "delivered_amount": delivered}, "validated": validated})
+    }
+
+    #[test]
+    fn submit_results_retry_what_can_pass_and_refuse_what_never_can() {
+        let kind = |code| match classify_submit(code, "") {
+            Broadcast::Accepted => "accepted",
+            Broadcast::AlreadyKnown => "known",
+            Broadcast::Retry(_) => "retry",
+            Broadcast::Rejected(_) => "rejected",
+            Broadcast::Displaced(_) => "displaced",
+        };
+        for (code, want) in [
+            ("tesSUCCESS", "accepted"),
+            ("terQUEUED", "accepted"),
+            ("tecNO_DST_INSUF_XRP", "accepted"),
+            ("tefALREADY", "known"),
+            ("tefPAST_SEQ", "retry"),
+            ("tefMAX_LEDGER", "retry"),
+            ("terPRE_SEQ", "retry"),
+            ("telINSUF_FEE_P", "retry"),
+            ("telCAN_NOT_QUEUE_FULL", "retry"),
+            ("temBAD_AMOUNT", "rejected"),
+            ("temREDUNDANT", "rejected"),
+            ("tefBAD_AUTH", "rejected"),
+        ] {
+            assert_eq!(kind(code), want, "{code}");
+        }
     }
 
     #[test]

@@ -32,7 +32,7 @@ mod evm;
 mod keys;
 mod solana;
 pub mod tron;
-mod xrp;
+pub mod xrp;
 
 #[cfg(test)]
 mod fixtures;

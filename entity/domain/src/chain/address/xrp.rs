@@ -39,6 +39,21 @@ pub(super) fn validate(address: &str) -> Result<(), AddressError> {
     Ok(())
 }
 
+/// The classic address (`r…`) of a 20-byte account id (RIPEMD-160 of SHA-256 of the public key).
+pub fn address_of(account_id: &[u8; 20]) -> String {
+    let mut payload = [0u8; 21];
+    payload[0] = ACCOUNT_PREFIX;
+    payload[1..].copy_from_slice(account_id);
+    bs58::encode(payload).with_alphabet(bs58::Alphabet::RIPPLE).with_check().into_string()
+}
+
+/// The 20-byte account id of a valid classic address; `None` for anything else.
+pub fn account_id_of(address: &str) -> Option<[u8; 20]> {
+    validate(address).ok()?;
+    let payload = bs58::decode(address).with_alphabet(bs58::Alphabet::RIPPLE).with_check(None).into_vec().ok()?;
+    payload[1..].try_into().ok()
+}
+
 pub(super) fn validate_tag(tag: &str) -> Result<(), AddressError> {
     let ok = !tag.is_empty() && tag.bytes().all(|b| b.is_ascii_digit()) && tag.parse::<u32>().is_ok();
     if ok { Ok(()) } else { Err(AddressError::InvalidTag { tag: tag.to_owned() }) }
@@ -49,6 +64,15 @@ mod tests {
     use super::super::fixtures::*;
     use super::super::{AddressDeriver, ChainNet, validate_address};
     use super::*;
+
+    #[test]
+    fn account_ids_round_trip() {
+        let address = "rPT1Sjq2YGrBMTttX4GZHjKu9dyfzbpAYe";
+        let id = account_id_of(address).unwrap();
+        assert_eq!(hex::encode_upper(id), "F667B0CA50CC7709A220B0561B85E53A48461FA8");
+        assert_eq!(address_of(&id), address);
+        assert_eq!(account_id_of("rPT1Sjq2YGrBMTttX4GZHjKu9dyfzbpAYf"), None);
+    }
 
     #[test]
     fn xrp_tags() {
