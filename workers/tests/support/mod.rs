@@ -14,3 +14,4 @@ pub mod smtp_sink;
 pub mod solana_node;
 pub mod tron_node;
 pub mod xrp_node;
+pub mod xrp_payouts;

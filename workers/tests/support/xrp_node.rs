@@ -3,8 +3,16 @@
 //! JSON shapes (API v1: `tx` and `meta` per entry, errors as `result.status = "error"`), over
 //! validated ledgers the test closes. No registry here ships rippled (docs/operations.md says
 //! which chains run against real node software).
+//!
+//! For payouts it also answers `account_info`, `fee` and `submit`: a submitted blob is decoded,
+//! its signature checked against its `SigningPubKey` and that key against its `Account`, and
+//! its `Sequence`, `LastLedgerSequence` and fee judged as rippled does (`tefPAST_SEQ`,
+//! `terPRE_SEQ`, `tefMAX_LEDGER`, `telINSUF_FEE_P`); an accepted one enters the next ledger the
+//! test closes, unless its window passed first.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+
+use workers::chain::xrp::codec::{self, Kind};
 
 use axum::Json;
 use axum::extract::State;
@@ -12,16 +20,25 @@ use axum::routing::post;
 use serde_json::{Value, json};
 
 use super::fake_node::{Chain, FakeNode, Shared};
+use domain::chain::address::xrp;
 
 /// The first ledger the fake holds.
 pub const FIRST_LEDGER: u64 = 90_000_000;
 /// rippled caps `account_tx` pages; the fake at 4, so suites cross page boundaries.
 const MAX_PAGE: usize = 4;
 
-/// A payment to `destination`.
+/// The account the test's payments come from.
+pub const PAYER: &str = "rPT1Sjq2YGrBMTttX4GZHjKu9dyfzbpAYe";
+
+/// A payment to `destination` (or, from a submitted blob, an `AccountSet`).
 #[derive(Debug, Clone)]
 pub struct Pay {
     pub hash: String,
+    /// `TransactionType`.
+    pub kind: &'static str,
+    pub account: String,
+    pub sequence: u32,
+    pub fee: u64,
     pub destination: String,
     pub tag: Option<u32>,
     /// What the sender asked for (`Amount`), in drops.
@@ -36,6 +53,10 @@ impl Pay {
     pub fn new(hash: &str, destination: &str, tag: Option<u32>, drops: u64) -> Pay {
         Pay {
             hash: hash.into(),
+            kind: "Payment",
+            account: PAYER.into(),
+            sequence: 7,
+            fee: 12,
             destination: destination.into(),
             tag,
             amount: drops,
@@ -44,13 +65,41 @@ impl Pay {
         }
     }
 
-    fn tx_json(&self, ledger: u64) -> Value {
+    /// The payment (or no-op) a submitted blob makes.
+    fn submitted(tx: &codec::Tx) -> Pay {
+        let (kind, destination, tag, drops) = match &tx.kind {
+            Kind::Payment { destination, tag, drops } => ("Payment", xrp::address_of(destination), *tag, *drops),
+            Kind::AccountSet => ("AccountSet", String::new(), None, 0),
+        };
+        Pay {
+            hash: tx.hash(),
+            kind,
+            account: xrp::address_of(&tx.account),
+            sequence: tx.sequence,
+            fee: tx.fee_drops,
+            destination,
+            tag,
+            amount: drops,
+            delivered: drops,
+            result: "tesSUCCESS",
+        }
+    }
+
+    /// `ledger`: the validated ledger holding it; `None` while it is only in the open ledger.
+    fn tx_json(&self, ledger: Option<u64>) -> Value {
         let mut tx = json!({
-            "Account": "rPT1Sjq2YGrBMTttX4GZHjKu9dyfzbpAYe", "Destination": self.destination,
-            "Amount": self.amount.to_string(), "Fee": "12", "Flags": if self.delivered < self.amount { 131_072 } else { 0 },
-            "Sequence": 7, "SigningPubKey": "02A8A44DB3D4C73EEEE11DFE54D2029103B776AA8A8D293A91D645977C9DF5F544",
-            "TransactionType": "Payment", "TxnSignature": "3045", "hash": self.hash, "ledger_index": ledger, "date": 700_000_000u64 + ledger,
+            "Account": self.account, "Fee": self.fee.to_string(), "Flags": if self.delivered < self.amount { 131_072 } else { 0 },
+            "Sequence": self.sequence, "SigningPubKey": "02A8A44DB3D4C73EEEE11DFE54D2029103B776AA8A8D293A91D645977C9DF5F544",
+            "TransactionType": self.kind, "TxnSignature": "3045", "hash": self.hash,
         });
+        if self.kind == "Payment" {
+            tx["Destination"] = json!(self.destination);
+            tx["Amount"] = json!(self.amount.to_string());
+        }
+        if let Some(ledger) = ledger {
+            tx["ledger_index"] = json!(ledger);
+            tx["date"] = json!(700_000_000u64 + ledger);
+        }
         if let Some(tag) = self.tag {
             tx["DestinationTag"] = json!(tag);
         }
@@ -75,20 +124,95 @@ pub struct Ledgers {
     missing: HashSet<String>,
     /// The first ledger the node holds (`online_delete`): older ones are not searched.
     first_held: u64,
+    /// Each funded account's next `Sequence` in the newest validated ledger.
+    sequences: HashMap<String, u32>,
+    /// Accepted by `submit`, in the open ledger: they enter the next ledger closed.
+    open: Vec<(Pay, u32)>,
+    /// Every blob `submit` was given, in order.
+    pub submitted: Vec<String>,
+    /// Whether `submit` accepts blobs and then loses them (they never reach a ledger).
+    pub losing: bool,
+    /// The open ledger's fee (`fee` answers it; a blob paying less is `telINSUF_FEE_P`).
+    pub open_ledger_fee: u64,
+    /// The `engine_result` the next submitted payment gets instead of being judged (`tem…`).
+    pub refuse_next: Option<&'static str>,
+    /// The `TransactionResult` the next submitted payment gets in its ledger (`tec…`).
+    pub fail_next: Option<&'static str>,
 }
 
 pub type FakeRippled = FakeNode<Ledgers>;
 
 impl Chain for Ledgers {
+    /// Closes `n` ledgers, the open ledger's transactions (still within their window) in the first.
     fn extend_empty(&mut self, n: usize) {
-        self.ledgers.extend(std::iter::repeat_with(Vec::new).take(n));
+        if n == 0 {
+            return;
+        }
+        let index = FIRST_LEDGER + self.ledgers.len() as u64;
+        let mut first = Vec::new();
+        for (pay, last) in std::mem::take(&mut self.open) {
+            if u64::from(last) >= index {
+                *self.sequences.get_mut(&pay.account).expect("a funded account") += 1;
+                first.push(pay);
+            }
+        }
+        self.ledgers.push(first);
+        self.ledgers.extend(std::iter::repeat_with(Vec::new).take(n - 1));
+    }
+}
+
+impl Ledgers {
+    fn validated(&self) -> u64 {
+        FIRST_LEDGER + self.ledgers.len() as u64 - 1
+    }
+
+    /// rippled's verdict on a submitted blob: its `engine_result`.
+    fn submit(&mut self, blob: &str) -> Result<&'static str, &'static str> {
+        self.submitted.push(blob.to_owned());
+        let tx = codec::Tx::decode(blob).map_err(|_| "invalidTransaction")?;
+        if !codec::verify(&tx) {
+            return Err("invalidTransaction");
+        }
+        let mut pay = Pay::submitted(&tx);
+        let known = |p: &Pay| p.hash == pay.hash;
+        if self.open.iter().any(|(p, _)| known(p)) || self.ledgers.iter().flatten().any(known) {
+            return Ok("tefALREADY");
+        }
+        if let (Some(code), "Payment") = (self.refuse_next, pay.kind) {
+            self.refuse_next = None;
+            return Ok(code);
+        }
+        let Some(&validated_next) = self.sequences.get(&pay.account) else { return Ok("terNO_ACCOUNT") };
+        let next = validated_next + self.open.iter().filter(|(p, _)| p.account == pay.account).count() as u32;
+        if tx.sequence < next {
+            return Ok("tefPAST_SEQ");
+        }
+        if tx.sequence > next {
+            return Ok("terPRE_SEQ");
+        }
+        if u64::from(tx.last_ledger) <= self.validated() {
+            return Ok("tefMAX_LEDGER");
+        }
+        if tx.fee_drops < self.open_ledger_fee {
+            return Ok("telINSUF_FEE_P");
+        }
+        if self.losing {
+            return Ok("tesSUCCESS");
+        }
+        if let (Some(code), "Payment") = (self.fail_next, pay.kind) {
+            self.fail_next = None;
+            pay.result = code;
+        }
+        self.open.push((pay, tx.last_ledger));
+        Ok("tesSUCCESS")
     }
 }
 
 impl FakeRippled {
     /// Serves on 127.0.0.1:0 with `ledgers` empty validated ledgers.
     pub async fn start(ledgers: usize) -> FakeRippled {
-        let state = Ledgers { ledgers: vec![Vec::new(); ledgers.max(1)], ..Default::default() };
+        let state =
+            Ledgers { ledgers: vec![Vec::new(); ledgers.max(1)], open_ledger_fee: 10, ..Default::default() };
         FakeNode::serve(state, "/", post(call)).await
     }
 
@@ -122,6 +246,29 @@ impl FakeRippled {
         });
     }
 
+    /// `account` exists, its next `Sequence` `sequence`.
+    pub fn fund(&self, account: &str, sequence: u32) {
+        self.with(|l| l.sequences.insert(account.to_owned(), sequence));
+    }
+
+    /// A transaction the operator sends from `account` by hand (an `AccountSet`), validated in
+    /// a new ledger: it takes the account's next `Sequence`.
+    pub fn by_hand(&self, account: &str) -> u64 {
+        self.with(|l| {
+            let sequence = l.sequences[account];
+            let mut pay = Pay::new(&format!("HAND{sequence:060}"), "", None, 0);
+            (pay.kind, pay.account, pay.sequence, pay.fee) = ("AccountSet", account.to_owned(), sequence, 10);
+            *l.sequences.get_mut(account).unwrap() += 1;
+            l.ledgers.push(vec![pay]);
+            l.validated()
+        })
+    }
+
+    /// The validated transactions of `account`, oldest first.
+    pub fn sent_by(&self, account: &str) -> Vec<Pay> {
+        self.with(|l| l.ledgers.iter().flatten().filter(|p| p.account == account).cloned().collect())
+    }
+
     /// The node keeps no ledger before `ledger` (`online_delete`).
     pub fn prune_before(&self, ledger: u64) {
         self.with(|l| l.first_held = ledger);
@@ -139,7 +286,7 @@ fn error(name: &str, request: &Value) -> Value {
 }
 
 async fn call(State(state): State<Shared<Ledgers>>, Json(req): Json<Value>) -> Json<Value> {
-    let l = state.lock().unwrap();
+    let mut l = state.lock().unwrap();
     let p = &req["params"][0];
     let validated = FIRST_LEDGER + l.ledgers.len() as u64 - 1;
     let result = match req["method"].as_str().unwrap_or("") {
@@ -161,7 +308,7 @@ async fn call(State(state): State<Shared<Ledgers>>, Json(req): Json<Value>) -> J
                     l.ledgers[(ledger - FIRST_LEDGER) as usize]
                         .iter()
                         .filter(|pay| pay.destination == account)
-                        .map(move |pay| json!({"tx": pay.tx_json(ledger), "meta": pay.meta(), "validated": true}))
+                        .map(move |pay| json!({"tx": pay.tx_json(Some(ledger)), "meta": pay.meta(), "validated": true}))
                         .collect::<Vec<_>>()
                 })
                 .collect();
@@ -187,19 +334,49 @@ async fn call(State(state): State<Shared<Ledgers>>, Json(req): Json<Value>) -> J
                         && range.0.is_none_or(|min| min <= ledger)
                         && range.1.is_none_or(|max| ledger <= max) =>
                 {
-                    let mut tx = pay.tx_json(ledger);
+                    let mut tx = pay.tx_json(Some(ledger));
                     tx["meta"] = pay.meta();
                     tx["validated"] = json!(true);
                     tx
                 }
                 Some((_, pay)) if l.forgotten.contains(&pay.hash) => return Json(error("txnNotFound", p)),
+                None if l.open.iter().any(|(pay, _)| pay.hash.eq_ignore_ascii_case(hash)) => {
+                    let (pay, _) = l.open.iter().find(|(pay, _)| pay.hash.eq_ignore_ascii_case(hash)).unwrap();
+                    let mut tx = pay.tx_json(None);
+                    tx["validated"] = json!(false);
+                    tx
+                }
                 _ => {
                     let mut e = error("txnNotFound", p);
-                    if let (Some(_), Some(max)) = range {
-                        e["result"]["searched_all"] = json!(max <= validated);
+                    if let (Some(min), Some(max)) = range {
+                        e["result"]["searched_all"] = json!(max <= validated && min >= l.first_held);
                     }
                     return Json(e);
                 }
+            }
+        }
+        "account_info" => {
+            let account = p["account"].as_str().unwrap_or("");
+            let Some(&next) = l.sequences.get(account) else { return Json(error("actNotFound", p)) };
+            let pending = l.open.iter().filter(|(pay, _)| pay.account == account).count() as u32;
+            let sequence = match p["ledger_index"].as_str() {
+                Some("current") => next + pending,
+                Some("validated") => next,
+                _ => return Json(error("invalidParams", p)),
+            };
+            json!({"account_data": {"Account": account, "Balance": "100000000000", "Sequence": sequence},
+                   "ledger_current_index": validated + 1, "validated": p["ledger_index"] == "validated"})
+        }
+        "fee" => json!({"current_ledger_size": "0", "current_queue_size": "0",
+                        "drops": {"base_fee": "10", "median_fee": "5000", "minimum_fee": "10",
+                                  "open_ledger_fee": l.open_ledger_fee.to_string()},
+                        "ledger_current_index": validated + 1}),
+        "submit" => {
+            let blob = p["tx_blob"].as_str().unwrap_or("").to_owned();
+            match l.submit(&blob) {
+                Ok(code) => json!({"engine_result": code, "engine_result_message": format!("the fake's {code}"),
+                                   "tx_blob": blob, "accepted": code == "tesSUCCESS"}),
+                Err(e) => return Json(error(e, p)),
             }
         }
         _ => return Json(error("unknownCmd", p)),
