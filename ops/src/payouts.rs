@@ -92,7 +92,10 @@ async fn stuck_payouts(
     for p in domain::payouts::operator::stuck_candidates(db, older_than).await? {
         let hash = p.tx_hash.clone().unwrap_or_default();
         let chain = match chains.get(p.environment, &p.gate_id) {
-            Some(c) => match c.outgoing(&SignedTx { tx_hash: hash.clone(), raw: p.signed_tx.clone().unwrap_or_default() }).await {
+            Some(c) => match c
+                .outgoing(&SignedTx { tx_hash: hash.clone(), raw: p.signed_tx.clone().unwrap_or_default() })
+                .await
+            {
                 Ok(Outgoing::Confirmations { confirmations, .. }) if confirmations > 0 => continue,
                 Ok(Outgoing::Failed(_)) => continue,
                 Ok(Outgoing::Confirmations { .. }) => "in the mempool".to_owned(),

@@ -50,6 +50,9 @@ async fn an_executor_killed_around_the_submission_never_signs_a_second_transacti
     assert_eq!((done.status, done.signed_tx.as_deref()), (PayoutStatus::Completed, stored.signed_tx.as_deref()));
     assert_eq!(x.submitted().len(), 1, "submitted once, never signed again");
     let paid = x.live.node.sent_by(&x.wallet);
-    assert_eq!(paid.iter().map(|p| (p.hash.as_str(), p.sequence, p.amount)).collect::<Vec<_>>(), [(hash.as_str(), FIRST_SEQUENCE, 3_000_000)]);
+    assert_eq!(
+        paid.iter().map(|p| (p.hash.as_str(), p.sequence, p.amount)).collect::<Vec<_>>(),
+        [(hash.as_str(), FIRST_SEQUENCE, 3_000_000)]
+    );
     assert_eq!(x.balance().await, (support::live::d("16.99999"), rust_decimal::Decimal::ZERO));
 }

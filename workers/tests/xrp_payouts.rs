@@ -66,7 +66,8 @@ async fn payouts_take_consecutive_sequences_are_submitted_once_and_complete_at_t
         let p = x.row(id).await;
         assert_eq!((p.status, p.network_fee.0), (PayoutStatus::Completed, d("0.00001")), "{p:?}");
     }
-    let paid: Vec<_> = x.live.node.sent_by(&x.wallet).iter().map(|p| (p.destination.clone(), p.tag, p.amount)).collect();
+    let paid: Vec<_> =
+        x.live.node.sent_by(&x.wallet).iter().map(|p| (p.destination.clone(), p.tag, p.amount)).collect();
     assert_eq!(paid, [(DEST.to_owned(), Some(42), 10_000_000), (DEST2.to_owned(), None, 2_500_000)]);
     assert_eq!(x.balance().await, (d("87.49998"), Decimal::ZERO), "exactly the amounts and the real fees");
     // Done is done: nothing is submitted again.
@@ -252,7 +253,8 @@ async fn a_payout_created_over_http_is_paid_from_the_hot_wallet_by_the_executor_
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    let paid: Vec<_> = node.sent_by(&wallet).iter().map(|p| (p.hash.clone(), p.destination.clone(), p.tag, p.amount)).collect();
+    let paid: Vec<_> =
+        node.sent_by(&wallet).iter().map(|p| (p.hash.clone(), p.destination.clone(), p.tag, p.amount)).collect();
     assert_eq!(paid, [(p.tx_hash.clone().unwrap(), DEST.to_owned(), Some(77), 12_345_678)], "paid once");
     assert_eq!(p.network_fee.0, d("0.00001"));
     let (balance, _) = testkit::assert_ledger_sums(&conn, merchant, "xrp").await;

@@ -101,24 +101,18 @@ pub fn payouts(cfg: &Config, env: Environment, gate: &Gate) -> Result<(), Offlin
                     }
                     Ok(())
                 }
-                AddressFamily::Bitcoin => {
-                    if cfg.bitcoin.has_hot_wallet() {
-                        Ok(())
-                    } else {
-                        Err(Offline::NoHotWallet("bitcoin"))
-                    }
-                }
-                AddressFamily::Xrp => {
-                    if cfg.xrp.has_hot_wallet() {
-                        Ok(())
-                    } else {
-                        Err(Offline::NoHotWallet("xrp"))
-                    }
-                }
-                AddressFamily::Tron | AddressFamily::Solana => Err(Offline::NoPayoutSigner),
+                AddressFamily::Bitcoin => hot_wallet(cfg.bitcoin.has_hot_wallet(), "bitcoin"),
+                AddressFamily::Xrp => hot_wallet(cfg.xrp.has_hot_wallet(), "xrp"),
+                AddressFamily::Tron => hot_wallet(cfg.tron.has_hot_wallet(), "tron"),
+                AddressFamily::Solana => Err(Offline::NoPayoutSigner),
             }
         }
     }
+}
+
+/// Payouts need the hot wallet key of `[section]`.
+fn hot_wallet(configured: bool, section: &'static str) -> Result<(), Offline> {
+    if configured { Ok(()) } else { Err(Offline::NoHotWallet(section)) }
 }
 
 /// `online`/`offline` as published (`/v1/currencies`).
@@ -252,9 +246,14 @@ mod tests {
         for id in ["bitcoin", "tron", "tron_usdt", "solana", "solana_usdc", "xrp"] {
             assert_eq!(status(&cfg, &book, Environment::Live, gate(id)), GateStatus::Online, "{id}");
         }
-        for id in ["tron", "tron_usdt", "solana", "solana_usdc"] {
+        for id in ["solana", "solana_usdc"] {
             assert_eq!(payouts(&cfg, Environment::Live, gate(id)), Err(Offline::NoPayoutSigner), "{id}");
         }
+        for id in ["tron", "tron_usdt"] {
+            assert_eq!(payouts(&cfg, Environment::Live, gate(id)), Err(Offline::NoHotWallet("tron")), "{id}");
+        }
+        cfg.tron.hot_wallet_key_file = Some("/run/secrets/tron-key".into());
+        assert_eq!(payouts(&cfg, Environment::Live, gate("tron_usdt")), Ok(()));
         // Bitcoin and XRP pay out once their hot wallet key is configured.
         assert_eq!(payouts(&cfg, Environment::Live, gate("bitcoin")), Err(Offline::NoHotWallet("bitcoin")));
         cfg.bitcoin.hot_wallet_key_file = Some("/run/secrets/btc.xprv".into());

@@ -66,6 +66,9 @@ pub enum Fees {
     Gas(GasFees),
     /// An XRP Ledger transaction's fee and the last ledger it may enter (`LastLedgerSequence`).
     Xrp { fee_drops: u64, last_ledger: u32 },
+    /// A TRON transaction's reference block (height and bytes 8..16 of its id), its expiration
+    /// and timestamp (ms).
+    Tron { ref_block: u64, ref_block_hash: [u8; 8], expiration_ms: u64, timestamp_ms: u64 },
 }
 
 impl Fees {
@@ -73,7 +76,9 @@ impl Fees {
     pub fn gas(self) -> Result<GasFees, ChainError> {
         match self {
             Fees::Gas(g) => Ok(g),
-            Fees::Xrp { .. } => Err(ChainError::Unavailable("XRP terms given to an EVM signer".into())),
+            Fees::Xrp { .. } | Fees::Tron { .. } => {
+                Err(ChainError::Unavailable("another chain's terms given to an EVM signer".into()))
+            }
         }
     }
 }

@@ -117,7 +117,11 @@ impl StageCtx {
             Some(Arc::new(Executor {
                 db: db.clone(),
                 chains: chains.clone(),
-                signers: Signers::sandbox().with_evm(&config.evm)?.with_bitcoin(&config.bitcoin)?.with_xrp(&config.xrp)?,
+                signers: Signers::sandbox()
+                    .with_evm(&config.evm)?
+                    .with_bitcoin(&config.bitcoin)?
+                    .with_xrp(&config.xrp)?
+                    .with_tron(&config.tron)?,
                 recheck: Duration::from_millis(config.payouts.recheck_ms),
             }))
         } else {

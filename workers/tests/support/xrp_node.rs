@@ -211,8 +211,7 @@ impl Ledgers {
 impl FakeRippled {
     /// Serves on 127.0.0.1:0 with `ledgers` empty validated ledgers.
     pub async fn start(ledgers: usize) -> FakeRippled {
-        let state =
-            Ledgers { ledgers: vec![Vec::new(); ledgers.max(1)], open_ledger_fee: 10, ..Default::default() };
+        let state = Ledgers { ledgers: vec![Vec::new(); ledgers.max(1)], open_ledger_fee: 10, ..Default::default() };
         FakeNode::serve(state, "/", post(call)).await
     }
 

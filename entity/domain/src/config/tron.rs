@@ -1,6 +1,6 @@
 //! `[tron]`: the live TRON network's full node (java-tron HTTP API, or a TronGrid-compatible
 //! service), read by the deposit scanner and the confirmation tracker for `tron` and
-//! `tron_usdt`.
+//! `tron_usdt`. The payout hot wallet's key is read by the payout executor only.
 
 use serde::{Deserialize, Serialize};
 
@@ -23,6 +23,17 @@ pub struct TronConfig {
     pub rescan_blocks: u64,
     /// The TRC-20 USDT contract (base58, `T…`); default the mainnet contract.
     pub usdt_contract: Option<String>,
+    /// The payout hot wallet: a secp256k1 private key (64 hex characters), or a file holding
+    /// it. Its account pays every TRX and USDT payout and refund, and the energy and bandwidth
+    /// they burn. Only the payout executor reads it; without one, live TRON payouts are refused
+    /// (`gate_offline`).
+    pub hot_wallet_key: Option<Redacted>,
+    pub hot_wallet_key_file: Option<std::path::PathBuf>,
+    /// A payout transaction may enter a block until this many seconds after the newest block's
+    /// time when it was signed; one that expired unseen is signed again. Default 120.
+    pub expiration_secs: u64,
+    /// The most TRX (in sun) a USDT payout may burn for energy (`fee_limit`). Default 50 TRX.
+    pub fee_limit_sun: u64,
 }
 
 impl Default for TronConfig {
@@ -35,6 +46,10 @@ impl Default for TronConfig {
             retry_backoff_ms: 200,
             rescan_blocks: 3,
             usdt_contract: None,
+            hot_wallet_key: None,
+            hot_wallet_key_file: None,
+            expiration_secs: 120,
+            fee_limit_sun: 50_000_000,
         }
     }
 }
@@ -43,6 +58,11 @@ impl TronConfig {
     /// Whether a node is configured (the TRON gates can be watched in live).
     pub fn configured(&self) -> bool {
         !self.api_url.is_empty()
+    }
+
+    /// Whether a payout hot wallet key is configured.
+    pub fn has_hot_wallet(&self) -> bool {
+        self.hot_wallet_key.is_some() || self.hot_wallet_key_file.is_some()
     }
 
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
@@ -54,6 +74,12 @@ impl TronConfig {
             && crate::chain::address::tron::account_id_of(c).is_none()
         {
             return invalid("tron.usdt_contract", "must be a base58 TRON address (T…)");
+        }
+        if !(3..=3_600).contains(&self.expiration_secs) {
+            return invalid("tron.expiration_secs", "must be from 3 to 3600");
+        }
+        if self.fee_limit_sun == 0 || self.fee_limit_sun > 1_000_000_000 {
+            return invalid("tron.fee_limit_sun", "must be from 1 to 1000000000 (1000 TRX)");
         }
         Ok(())
     }
@@ -79,6 +105,17 @@ mod tests {
             let cfg = Config::load().unwrap();
             assert!(cfg.tron.configured());
             assert_eq!(cfg.tron.rescan_blocks, 3);
+            assert!(!cfg.tron.has_hot_wallet());
+            jail.set_env("PAYGATE_TRON__EXPIRATION_SECS", "2");
+            let err = Config::load().unwrap_err().to_string();
+            assert!(err.contains("tron.expiration_secs"), "{err}");
+            jail.set_env("PAYGATE_TRON__EXPIRATION_SECS", "60");
+            jail.set_env("PAYGATE_TRON__FEE_LIMIT_SUN", "0");
+            let err = Config::load().unwrap_err().to_string();
+            assert!(err.contains("tron.fee_limit_sun"), "{err}");
+            jail.set_env("PAYGATE_TRON__FEE_LIMIT_SUN", "30000000");
+            jail.set_env("PAYGATE_TRON__HOT_WALLET_KEY_FILE", "/run/secrets/tron-key");
+            assert!(Config::load().unwrap().tron.has_hot_wallet());
             Ok(())
         });
     }

@@ -17,8 +17,18 @@
 //!   and log index, so nothing twice).
 //! - Addresses arrive in the node's hex form (`41` + 20 bytes) and are matched in their base58
 //!   form (`T…`), as invoices store them.
+//! - Payouts (`wallet`: the hot wallet's signer; `tx`: the protobuf): `/wallet/broadcasthex`
+//!   sends the signed bytes as they are (no JSON round trip that could change the id).
+//!   [`Chain::outgoing`] reads the transaction info: in a block, its depth (a USDT call whose
+//!   receipt failed, `OUT_OF_ENERGY` or `REVERT`, failed; a TRX payout's `fee` is its network
+//!   fee); pending, unconfirmed. Unknown, it expired only once the solidified block's time is
+//!   past its expiration (no block that could hold it can change any more) and the node holds
+//!   its reference block (so it holds every later block, and would know the transaction):
+//!   the executor then signs the payout again.
 
 mod api;
+pub mod tx;
+pub mod wallet;
 
 use std::sync::Arc;
 
@@ -27,7 +37,7 @@ use serde_json::{Value, json};
 pub use api::TronApi;
 
 use super::evm::{TRANSFER_TOPIC, amount};
-use super::{Chain, ChainError, Transfer, TxStatus};
+use super::{Broadcast, Chain, ChainError, Outgoing, SignedTx, Transfer, TxStatus};
 use alloy_primitives::U256;
 use domain::addresses::address_key;
 use domain::chain::address::AddressFamily;
@@ -164,6 +174,35 @@ pub fn token_transfers(infos: &Value, token: Trc20, height: u64) -> Result<Vec<T
     Ok(out)
 }
 
+/// What `/wallet/broadcasthex` said, for the executor.
+pub fn classify_broadcast(answer: &Value) -> Broadcast {
+    if answer["result"] == true {
+        return Broadcast::Accepted;
+    }
+    let code = answer["code"].as_str().unwrap_or("OTHER_ERROR");
+    // java-tron hex-encodes the message.
+    let message = answer["message"].as_str().unwrap_or("");
+    let message =
+        hex::decode(message).ok().and_then(|b| String::from_utf8(b).ok()).unwrap_or_else(|| message.to_owned());
+    let why = format!("{code}: {message}");
+    match code {
+        "DUP_TRANSACTION_ERROR" => Broadcast::AlreadyKnown,
+        // The node is busy or unconnected, the account lacks TRX for bandwidth or the balance,
+        // its reference block is not on this node's chain, or it expired: kept and sent again
+        // (an expired one is signed again once `outgoing` says so).
+        "SERVER_BUSY"
+        | "NO_CONNECTION"
+        | "NOT_ENOUGH_EFFECTIVE_CONNECTION"
+        | "BANDWITH_ERROR"
+        | "CONTRACT_VALIDATE_ERROR"
+        | "TAPOS_ERROR"
+        | "TRANSACTION_EXPIRATION_ERROR" => Broadcast::Retry(why),
+        // A bad signature or an oversized transaction can never be valid.
+        "SIGERROR" | "TOO_BIG_TRANSACTION_ERROR" => Broadcast::Rejected(why),
+        _ => Broadcast::Retry(why),
+    }
+}
+
 impl TronChain {
     /// Block `n`. One the node does not serve (`{}`: a node behind a load balancer whose other
     /// node gave the tip) is an error, so the scan is retried from its cursor and no block is
@@ -249,6 +288,63 @@ impl Chain for TronChain {
         let tip = self.tip().await?;
         Ok(TxStatus::Confirmations(tip.saturating_sub(height) + 1))
     }
+
+    async fn broadcast(&self, tx: &SignedTx) -> Result<Broadcast, ChainError> {
+        let answer = self.api.call("/wallet/broadcasthex", json!({"transaction": tx.raw})).await?;
+        Ok(classify_broadcast(&answer))
+    }
+
+    async fn outgoing(&self, tx: &SignedTx) -> Result<Outgoing, ChainError> {
+        let info = self.api.call("/wallet/gettransactioninfobyid", json!({"value": tx.tx_hash})).await?;
+        if let Some(height) = info["blockNumber"].as_u64() {
+            if let Some(result) = info["receipt"]["result"].as_str()
+                && result != "SUCCESS"
+            {
+                return Ok(Outgoing::Failed(format!("{result} in block {height}")));
+            }
+            let tip = self.tip().await?;
+            // TRX burnt for bandwidth (and energy): the network fee of a TRX payout; a USDT
+            // payout's fee is paid in TRX, so it keeps its configured estimate.
+            let fee = match self.token {
+                None => Some(rust_decimal::Decimal::new(info["fee"].as_i64().unwrap_or(0), 6).normalize()),
+                Some(_) => None,
+            };
+            return Ok(Outgoing::Confirmations { confirmations: tip.saturating_sub(height) + 1, fee });
+        }
+        let pending = self.api.call("/wallet/gettransactionbyid", json!({"value": tx.tx_hash})).await?;
+        if pending.get("txID").is_some() {
+            return Ok(Outgoing::Confirmations { confirmations: 0, fee: None });
+        }
+        let (raw, _) =
+            tx::decode(&tx.raw).map_err(|e| ChainError::Unavailable(format!("our own TRON transaction: {e}")))?;
+        let solid = self.api.call("/walletsolidity/getnowblock", json!({})).await?;
+        let solid_time =
+            solid["block_header"]["raw_data"]["timestamp"].as_u64().ok_or_else(|| bad("timestamp", &solid))?;
+        if solid_time <= raw.expiration_ms {
+            // A block that may still include it can come (or was never sent).
+            return Ok(Outgoing::Unknown);
+        }
+        // Its reference block: the height with those low 16 bits nearest to the head at signing
+        // (3-second blocks since the solidified block's time).
+        let solid_height = block_number(&solid).ok_or_else(|| bad("block number", &solid))?;
+        let back = solid_time.saturating_sub(raw.timestamp_ms) / 3_000;
+        let near = solid_height.saturating_sub(back);
+        let low = near & !0xFFFF | raw.ref_block;
+        let reference = [low.wrapping_sub(0x1_0000), low, low + 0x1_0000]
+            .into_iter()
+            .filter(|h| *h <= solid_height)
+            .min_by_key(|h| h.abs_diff(near))
+            .unwrap_or(low);
+        let block = self.api.call("/wallet/getblockbynum", json!({"num": reference})).await?;
+        if block.get("blockID").is_none() {
+            return Err(ChainError::Unavailable(format!(
+                "transaction {} unknown to a TRON node that does not hold its reference block {reference}; \
+                 not judged expired",
+                tx.tx_hash
+            )));
+        }
+        Ok(Outgoing::Expired)
+    }
 }
 
 #[cfg(test)]
@@ -264,6 +360,31 @@ mod tests {
 
     fn usdt() -> Trc20 {
         Trc20 { contract: account_id(USDT_HEX).unwrap(), decimals: 6 }
+    }
+
+    #[test]
+    fn broadcast_answers_retry_what_can_pass_and_refuse_what_never_can() {
+        let kind = |answer: Value| match classify_broadcast(&answer) {
+            Broadcast::Accepted => "accepted".to_owned(),
+            Broadcast::AlreadyKnown => "known".to_owned(),
+            Broadcast::Retry(why) => format!("retry {why}"),
+            Broadcast::Rejected(why) => format!("rejected {why}"),
+            Broadcast::Displaced(why) => format!("displaced {why}"),
+        };
+        assert_eq!(kind(json!({"result": true, "txid": "ab"})), "accepted");
+        assert_eq!(kind(json!({"code": "DUP_TRANSACTION_ERROR", "txid": "ab"})), "known");
+        // "balance is not sufficient", hex-encoded as java-tron sends it.
+        let msg = hex::encode("balance is not sufficient");
+        assert_eq!(
+            kind(json!({"code": "CONTRACT_VALIDATE_ERROR", "message": msg})),
+            "retry CONTRACT_VALIDATE_ERROR: balance is not sufficient"
+        );
+        for code in ["SERVER_BUSY", "BANDWITH_ERROR", "TAPOS_ERROR", "TRANSACTION_EXPIRATION_ERROR", "SOMETHING_NEW"] {
+            assert!(kind(json!({"code": code})).starts_with("retry"), "{code}");
+        }
+        for code in ["SIGERROR", "TOO_BIG_TRANSACTION_ERROR"] {
+            assert!(kind(json!({"code": code})).starts_with("rejected"), "{code}");
+        }
     }
 
     #[test]

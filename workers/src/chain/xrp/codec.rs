@@ -110,7 +110,8 @@ impl Tx {
     pub fn decode(blob: &str) -> Result<Tx, String> {
         let bytes = hex::decode(blob).map_err(|e| format!("not hex: {e}"))?;
         let mut r = Reader { bytes: &bytes, at: 0 };
-        let (mut type_code, mut sequence, mut tag, mut last, mut amount, mut fee) = (None, None, None, None, None, None);
+        let (mut type_code, mut sequence, mut tag, mut last, mut amount, mut fee) =
+            (None, None, None, None, None, None);
         let (mut key, mut sig, mut account, mut destination) = (None, None, None, None);
         while r.at < bytes.len() {
             let field = r.field()?;
@@ -294,7 +295,8 @@ pub fn verify(tx: &Tx) -> bool {
                 .is_ok_and(|k| k.verify_strict(&message, &ed25519_dalek::Signature::from_bytes(&sig)).is_ok())
         }
         _ => {
-            let (Ok(key), Ok(sig)) = (PublicKey::from_slice(&tx.signing_pub_key), ecdsa::Signature::from_der(sig)) else {
+            let (Ok(key), Ok(sig)) = (PublicKey::from_slice(&tx.signing_pub_key), ecdsa::Signature::from_der(sig))
+            else {
                 return false;
             };
             let digest = Message::from_digest(sha512_half(&[&message]));

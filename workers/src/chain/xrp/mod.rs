@@ -244,7 +244,8 @@ impl Chain for XrpChain {
     }
 
     async fn outgoing(&self, tx: &SignedTx) -> Result<Outgoing, ChainError> {
-        let signed = codec::Tx::decode(&tx.raw).map_err(|e| ChainError::Unavailable(format!("our own XRP blob: {e}")))?;
+        let signed =
+            codec::Tx::decode(&tx.raw).map_err(|e| ChainError::Unavailable(format!("our own XRP blob: {e}")))?;
         let last = u64::from(signed.last_ledger);
         let first = last.saturating_sub(u64::from(self.last_ledger_offset));
         let params = json!({"transaction": tx.tx_hash, "min_ledger": first, "max_ledger": last});
