@@ -13,16 +13,7 @@ mod support;
 use entity::PayoutStatus;
 use serde_json::json;
 use support::btc_payouts::{BtcPayouts, destination};
-use workers::executor::Executor;
-
-/// Runs one `execute` of `id` on `executor` in a task of its own, which dies at the armed fail
-/// point: the task must end in a panic, as a killed process ends.
-async fn crash(executor: Executor, id: uuid::Uuid, at: &str) {
-    fail::cfg(at, "panic").unwrap();
-    let died = tokio::spawn(async move { executor.execute(id).await }).await;
-    fail::remove(at);
-    assert!(died.is_err_and(|e| e.is_panic()), "the executor did not reach {at}");
-}
+use support::payouts::crash;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_executor_killed_around_the_broadcast_never_signs_a_second_transaction() {

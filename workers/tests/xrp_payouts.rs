@@ -188,15 +188,15 @@ async fn a_failed_payment_releases_its_funds_and_a_refused_one_leaves_its_sequen
 #[tokio::test]
 async fn live_xrp_payouts_need_the_hot_wallet_seed() {
     let node = FakeRippled::start(5).await;
-    let live = support::live::LiveApp::start(&["xrp"], |c| {
-        (c.xrp.rpc_url, c.xrp.max_retries) = (node.url.clone(), 1);
-    })
-    .await;
-    testkit::fund(&live.app.state.db, live.merchant, entity::Environment::Live, "xrp", "10").await;
     let body = json!({"currency": "XRP", "amount": "1", "destination": DEST});
-    let r = live.app.post("/v1/payouts", Some(&live.key), &body).await;
-    r.assert_error(503, "gate_offline", None);
-    assert!(r.body.to_string().contains("[xrp] hot_wallet_key_file"), "{}", r.body);
+    support::payouts::assert_refused_without_a_key(
+        &["xrp"],
+        |c| (c.xrp.rpc_url, c.xrp.max_retries) = (node.url.clone(), 1),
+        ("xrp", "10"),
+        body,
+        "xrp",
+    )
+    .await;
 }
 
 /// As deployed: the real `api` binary and a `payout-executor` process configured only through

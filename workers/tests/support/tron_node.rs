@@ -4,13 +4,25 @@
 //! `41…`, amounts in sun, TRC-20 logs with bare-hex topics) over a chain the test builds block
 //! by block, with forks. No registry here ships java-tron, so the adapter's tests run against
 //! this (docs/operations.md says which chains run against real node software).
+//!
+//! For payouts it also answers `/wallet/broadcasthex` and `/walletsolidity/getnowblock` (the
+//! block 19 below the newest): a broadcast transaction is decoded, its signature recovered and
+//! checked against its owner, its expiration and reference block (TaPoS) judged as java-tron
+//! does; an accepted one enters the next block mined.
 
+use alloy_primitives::{B256, Signature};
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::routing::post;
 use serde_json::{Value, json};
 
 use super::fake_node::{Chain, FakeNode, Shared};
+use workers::chain::tron::tx::{self as tron_tx, Call};
+
+/// Blocks between the newest and the solidified one.
+pub const SOLID_LAG: u64 = 19;
+/// TRX a payout's bandwidth burns (`fee` of its transaction info), in sun.
+pub const TRX_FEE_SUN: u64 = 267_000;
 
 /// keccak256("Transfer(address,address,uint256)"), as java-tron prints topics: bare hex.
 const TRANSFER_TOPIC: &str = "ddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef";
@@ -55,7 +67,7 @@ impl Tx {
         match self {
             Tx::Trx { id, .. } => json!({
                 "id": id, "blockNumber": height, "blockTimeStamp": 1_700_000_000_000u64 + height * 3000,
-                "receipt": {"net_usage": 267}
+                "fee": TRX_FEE_SUN, "receipt": {"net_fee": TRX_FEE_SUN}
             }),
             Tx::Token { id, contract, to, units, ok } => {
                 let log = json!({
@@ -65,6 +77,7 @@ impl Tx {
                 });
                 let mut info = json!({
                     "id": id, "blockNumber": height, "blockTimeStamp": 1_700_000_000_000u64 + height * 3000,
+                    "fee": 13_000_000u64,
                     "contract_address": format!("41{}", hex::encode(contract)),
                     "receipt": {"energy_usage_total": 14_650, "net_usage": 345,
                                 "result": if *ok { "SUCCESS" } else { "REVERT" }},
@@ -89,13 +102,79 @@ pub struct Ledger {
     /// The first block the node holds (a lite full node): older blocks and their
     /// transactions are unknown to it.
     first_held: u64,
+    /// Accepted by `broadcasthex`: they enter the next block mined.
+    queued: Vec<Tx>,
+    /// Every transaction `broadcasthex` was given (hex), in order.
+    pub broadcasts: Vec<String>,
+    /// Whether `broadcasthex` accepts transactions and then loses them.
+    pub losing: bool,
+    /// The `code` the next broadcast gets instead of being judged.
+    pub refuse_next: Option<&'static str>,
+    /// Whether the next broadcast TRC-20 transfer reverts in its block.
+    pub revert_next: bool,
 }
 
 pub type FakeTron = FakeNode<Ledger>;
 
 impl Chain for Ledger {
+    /// Mines `n` blocks, the queued broadcasts in the first.
     fn extend_empty(&mut self, n: usize) {
-        self.blocks.extend(std::iter::repeat_with(Vec::new).take(n));
+        if n == 0 {
+            return;
+        }
+        self.blocks.push(std::mem::take(&mut self.queued));
+        self.blocks.extend(std::iter::repeat_with(Vec::new).take(n - 1));
+    }
+}
+
+fn timestamp(height: u64) -> u64 {
+    1_700_000_000_000u64 + height * 3000
+}
+
+fn block_id(l: &Ledger, height: u64) -> String {
+    format!("{height:016x}{:048x}", l.fork)
+}
+
+impl Ledger {
+    /// java-tron's answer to a broadcast transaction (hex of its protobuf).
+    fn broadcast(&mut self, hex_tx: &str) -> Value {
+        self.broadcasts.push(hex_tx.to_owned());
+        let refuse =
+            |code: &str, message: &str| json!({"result": false, "code": code, "message": hex::encode(message)});
+        let Ok((raw, sig)) = tron_tx::decode(hex_tx) else { return refuse("OTHER_ERROR", "cannot parse") };
+        let id = hex::encode(raw.id());
+        let signer =
+            Signature::try_from(&sig[..]).ok().and_then(|s| s.recover_address_from_prehash(&B256::from(raw.id())).ok());
+        if signer.map(|a| a.into_array()) != Some(raw.owner) {
+            return refuse("SIGERROR", "validate signature error");
+        }
+        let known = |t: &Tx| t.id() == id;
+        if self.queued.iter().any(known) || self.blocks.iter().flatten().any(known) {
+            return refuse("DUP_TRANSACTION_ERROR", "dup transaction");
+        }
+        if let Some(code) = self.refuse_next.take() {
+            return refuse(code, "refused by the test");
+        }
+        let head = self.blocks.len() as u64;
+        if raw.expiration_ms <= timestamp(head) {
+            return refuse("TRANSACTION_EXPIRATION_ERROR", "transaction expired");
+        }
+        let reference = (1..=head).rev().find(|h| *h & 0xFFFF == raw.ref_block);
+        let tapos = reference.is_some_and(|h| hex::decode(block_id(self, h)).unwrap()[8..16] == raw.ref_block_hash);
+        if !tapos {
+            return refuse("TAPOS_ERROR", "tapos check error");
+        }
+        if !self.losing {
+            let tx = match raw.call {
+                Call::Trx { to, sun } => Tx::Trx { id: id.clone(), to, sun },
+                Call::Trc20 { contract, to, units, .. } => {
+                    let ok = !std::mem::take(&mut self.revert_next);
+                    Tx::Token { id: id.clone(), contract, to, units: units.to(), ok }
+                }
+            };
+            self.queued.push(tx);
+        }
+        json!({"result": true, "txid": id})
     }
 }
 
@@ -103,7 +182,7 @@ impl FakeTron {
     /// Serves on 127.0.0.1:0 with `blocks` empty blocks.
     pub async fn start(blocks: usize) -> FakeTron {
         let ledger = Ledger { blocks: vec![Vec::new(); blocks], ..Default::default() };
-        FakeNode::serve(ledger, "/wallet/{method}", post(call)).await
+        FakeNode::serve(ledger, "/{api}/{method}", post(call)).await
     }
 
     pub fn height(&self) -> u64 {
@@ -121,6 +200,21 @@ impl FakeTron {
             l.pending.retain(|p| !txs.iter().any(|t| t.id() == p.id()));
             l.blocks.push(txs);
             l.blocks.len() as u64
+        })
+    }
+
+    /// The transactions to `to` in the chain's blocks: (id, sun or token units).
+    pub fn paid_to(&self, to: &[u8; 20]) -> Vec<(String, u64)> {
+        self.with(|l| {
+            l.blocks
+                .iter()
+                .flatten()
+                .filter_map(|t| match t {
+                    Tx::Trx { id, to: r, sun } if r == to => Some((id.clone(), *sun)),
+                    Tx::Token { id, to: r, units, ok: true, .. } if r == to => Some((id.clone(), *units)),
+                    _ => None,
+                })
+                .collect()
         })
     }
 
@@ -150,8 +244,8 @@ fn block_json(l: &Ledger, height: u64) -> Value {
         return json!({});
     };
     json!({
-        "blockID": format!("{height:016x}{:048x}", l.fork),
-        "block_header": {"raw_data": {"number": height, "timestamp": 1_700_000_000_000u64 + height * 3000}},
+        "blockID": block_id(l, height),
+        "block_header": {"raw_data": {"number": height, "timestamp": timestamp(height)}},
         "transactions": txs.iter().map(Tx::block_json).collect::<Vec<_>>(),
     })
 }
@@ -164,24 +258,32 @@ fn find(l: &Ledger, id: &str) -> Option<(u64, Tx)> {
         .filter(|(h, _)| *h >= l.first_held)
 }
 
-async fn call(State(state): State<Shared<Ledger>>, Path(method): Path<String>, Json(body): Json<Value>) -> Json<Value> {
-    let l = state.lock().unwrap();
+async fn call(
+    State(state): State<Shared<Ledger>>,
+    Path((api, method)): Path<(String, String)>,
+    Json(body): Json<Value>,
+) -> Json<Value> {
+    let mut l = state.lock().unwrap();
     let num = body["num"].as_u64().unwrap_or(0);
     let id = body["value"].as_str().unwrap_or("").to_owned();
-    Json(match method.as_str() {
-        "getnowblock" => block_json(&l, l.blocks.len() as u64),
-        "getblockbynum" => block_json(&l, num),
-        "gettransactioninfobyblocknum" => {
+    Json(match (api.as_str(), method.as_str()) {
+        ("walletsolidity", "getnowblock") => block_json(&l, (l.blocks.len() as u64).saturating_sub(SOLID_LAG).max(1)),
+        ("wallet", "broadcasthex") => l.broadcast(body["transaction"].as_str().unwrap_or("")),
+        (_, other) if api != "wallet" => json!({"Error": format!("unknown method {api}/{other}")}),
+        (_, "getnowblock") => block_json(&l, l.blocks.len() as u64),
+        (_, "getblockbynum") => block_json(&l, num),
+        (_, "gettransactioninfobyblocknum") => {
             let txs = num.checked_sub(1).and_then(|i| l.blocks.get(i as usize)).cloned().unwrap_or_default();
             Value::Array(txs.iter().map(|t| t.info_json(num)).collect())
         }
-        "gettransactioninfobyid" => find(&l, &id).map_or(json!({}), |(h, t)| t.info_json(h)),
-        "gettransactionbyid" => {
-            match find(&l, &id).map(|(_, t)| t).or_else(|| l.pending.iter().find(|t| t.id() == id).cloned()) {
+        (_, "gettransactioninfobyid") => find(&l, &id).map_or(json!({}), |(h, t)| t.info_json(h)),
+        (_, "gettransactionbyid") => {
+            let waiting = l.pending.iter().chain(&l.queued).find(|t| t.id() == id).cloned();
+            match find(&l, &id).map(|(_, t)| t).or(waiting) {
                 Some(t) => t.block_json(),
                 None => json!({}),
             }
         }
-        other => json!({"Error": format!("unknown method {other}")}),
+        (_, other) => json!({"Error": format!("unknown method {other}")}),
     })
 }

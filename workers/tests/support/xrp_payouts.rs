@@ -1,21 +1,15 @@
 //! Live XRP payouts against the fake rippled (`xrp_payouts`, `xrp_payout_crash`): a live app
 //! whose `[xrp]` section names the node and a hot wallet seed (validity windows of 3 ledgers),
-//! the hot wallet funded on the node, a merchant paying payouts' network fees and
-//! auto-approving them, and payout executors built as the `payout-executor` worker builds them.
+//! the hot wallet funded on the node, and the merchant's payouts (`support::payouts`).
 
-use std::time::Duration;
-
-use entity::{Environment, payout};
-use sea_orm::EntityTrait;
 use serde_json::json;
 use uuid::Uuid;
-use workers::chain::Chains;
 use workers::chain::signer::Signers;
 use workers::chain::xrp::codec;
 use workers::chain::xrp::wallet::XrpSigner;
-use workers::executor::Executor;
 
-use super::live::{Live, id};
+use super::live::Live;
+use super::payouts::Payouts;
 use super::xrp_node::FakeRippled;
 
 /// A secp256k1 family seed (xrpl-py's vectors use it too).
@@ -29,9 +23,20 @@ pub const DEST2: &str = "rHb9CJAWyB4rj91VRWn96DkukG4bwdtyTh";
 pub const FIRST_SEQUENCE: u32 = 5;
 
 pub struct XrpPayouts {
-    pub live: Live<FakeRippled>,
+    pub p: Payouts<FakeRippled>,
     /// The hot wallet's classic address.
     pub wallet: String,
+}
+
+impl std::ops::Deref for XrpPayouts {
+    type Target = Payouts<FakeRippled>;
+    fn deref(&self) -> &Payouts<FakeRippled> {
+        &self.p
+    }
+}
+
+fn signers(cfg: &domain::config::Config) -> Signers {
+    Signers::default().with_xrp(&cfg.xrp).unwrap()
 }
 
 impl XrpPayouts {
@@ -46,21 +51,7 @@ impl XrpPayouts {
         .await;
         let wallet = XrpSigner::load(&live.app.state.config.xrp).unwrap().unwrap().address().to_owned();
         live.node.fund(&wallet, FIRST_SEQUENCE);
-        let db = &live.app.state.db;
-        testkit::auto_approve_payouts_merchant_pays(db, live.merchant, Environment::Live).await;
-        testkit::fund(db, live.merchant, Environment::Live, "xrp", funds).await;
-        XrpPayouts { live, wallet }
-    }
-
-    /// A payout executor as the worker builds it from the configuration.
-    pub fn executor(&self) -> Executor {
-        let (db, cfg) = (&self.live.app.state.db, &self.live.app.state.config);
-        Executor {
-            db: db.clone(),
-            chains: Chains::default().with_live(cfg),
-            signers: Signers::default().with_xrp(&cfg.xrp).unwrap(),
-            recheck: Duration::from_millis(10),
-        }
+        XrpPayouts { p: Payouts::start(live, &[("xrp", funds)], signers).await, wallet }
     }
 
     /// An XRP payout of `amount` to `to` (with `tag`), created through the API.
@@ -69,13 +60,7 @@ impl XrpPayouts {
         if let Some(tag) = tag {
             body["destination_tag"] = json!(tag);
         }
-        let r = self.live.app.post("/v1/payouts", Some(&self.live.key), &body).await;
-        assert_eq!(r.status.as_u16(), 201, "{}", r.body);
-        id(r.data())
-    }
-
-    pub async fn row(&self, id: Uuid) -> payout::Model {
-        payout::Entity::find_by_id(id).one(&self.live.app.state.db).await.unwrap().unwrap()
+        self.p.payout(body).await
     }
 
     /// The payout's stored transaction, decoded.
@@ -90,7 +75,6 @@ impl XrpPayouts {
 
     /// (available, reserved) of the merchant's live XRP, the ledger's sums checked.
     pub async fn balance(&self) -> (rust_decimal::Decimal, rust_decimal::Decimal) {
-        let (b, _) = testkit::assert_ledger_sums(&self.live.app.state.db, self.live.merchant, "xrp").await;
-        (b.available.0, b.reserved.0)
+        self.p.balance("xrp").await
     }
 }

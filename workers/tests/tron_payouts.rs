@@ -1,0 +1,150 @@
+//! Live TRON payouts (`tron`, `tron_usdt`) against the fake full node (`support::tron_node`),
+//! which decodes each broadcast transaction, recovers its signer and judges its expiration and
+//! reference block as java-tron does. The protobuf is the signer's, pinned to TronWeb's output
+//! by its unit tests.
+//!
+//! - a TRX and a USDT payout are broadcast once and complete at 19 blocks: the TRX one at the
+//!   fee its transaction burnt, the USDT one at its estimate (its energy is paid in TRX), with
+//!   the exact ledger;
+//! - a transaction lost before any block is sent again while it can still enter one, and signed
+//!   again only once its expiration is behind the solidified block and the node holds its
+//!   reference block; the recipient is paid once;
+//! - a reverted USDT transfer fails its payout and a bad signature fails it at once, each
+//!   releasing its funds;
+//! - live TRON payouts are refused (`gate_offline`) without a hot wallet key.
+
+mod support;
+
+use entity::PayoutStatus;
+use rust_decimal::Decimal;
+use serde_json::json;
+use support::live::d;
+use support::tron_node::{FakeTron, SOLID_LAG};
+use support::tron_payouts::{TronPayouts, USDT, destination};
+use workers::chain::tron::tx::Call;
+
+fn id20(address: &str) -> [u8; 20] {
+    domain::chain::address::tron::account_id_of(address).unwrap()
+}
+
+#[tokio::test]
+async fn trx_and_usdt_payouts_are_broadcast_once_and_complete_at_19_blocks_with_the_exact_ledger() {
+    let x = TronPayouts::start(&[("tron", "100"), ("tron_usdt", "100")]).await;
+    let (to_trx, to_usdt) = (destination(0x21), destination(0x22));
+    let trx = x.payout("TRX", &to_trx, "10").await;
+    let usdt = x.payout("USDT", &to_usdt, "25.5").await;
+    let e = x.executor();
+    for id in [trx, usdt] {
+        e.execute(id).await.unwrap();
+        assert_eq!(x.row(id).await.status, PayoutStatus::Processing);
+    }
+    let calls: Vec<Call> = x.broadcasts().into_iter().map(|r| r.call).collect();
+    assert_eq!(
+        calls,
+        [
+            Call::Trx { to: id20(&to_trx), sun: 10_000_000 },
+            Call::Trc20 {
+                contract: id20(USDT),
+                to: id20(&to_usdt),
+                units: alloy_primitives::U256::from(25_500_000u64),
+                fee_limit: 50_000_000
+            },
+        ]
+    );
+    x.live.node.mine(1);
+    for id in [trx, usdt] {
+        e.execute(id).await.unwrap();
+        assert_eq!(x.row(id).await.status, PayoutStatus::Processing, "1 of 19 confirmations");
+    }
+    x.live.node.mine(18);
+    for id in [trx, usdt] {
+        e.execute(id).await.unwrap();
+    }
+    let (a, b) = (x.row(trx).await, x.row(usdt).await);
+    assert_eq!((a.status, a.network_fee.0), (PayoutStatus::Completed, d("0.267")), "the TRX its bandwidth burnt");
+    assert_eq!((b.status, b.network_fee.0), (PayoutStatus::Completed, d("2")), "USDT keeps its estimate");
+    assert_eq!(x.paid_to(&to_trx), [(a.tx_hash.clone().unwrap(), 10_000_000)]);
+    assert_eq!(x.paid_to(&to_usdt), [(b.tx_hash.clone().unwrap(), 25_500_000)]);
+    assert_eq!(x.balance("tron").await, (d("89.733"), Decimal::ZERO));
+    assert_eq!(x.balance("tron_usdt").await, (d("72.5"), Decimal::ZERO));
+    for id in [trx, usdt] {
+        e.execute(id).await.unwrap();
+    }
+    assert_eq!(x.broadcasts().len(), 2, "broadcast once each");
+}
+
+#[tokio::test]
+async fn a_transaction_lost_before_any_block_is_signed_again_only_once_its_expiration_is_solid() {
+    let x = TronPayouts::start(&[("tron", "50")]).await;
+    let e = x.executor();
+    let to = destination(0x31);
+    x.live.node.with(|l| l.losing = true);
+    let id = x.payout("TRX", &to, "5").await;
+    e.execute(id).await.unwrap();
+    let first = x.row(id).await;
+    let lost = x.signed(id).await;
+    // Expired on the newest block, not yet behind the solidified one: a block that could hold
+    // it may still be replaced, so it is only sent again (the node now refuses it as expired).
+    x.live.node.mine(2);
+    e.execute(id).await.unwrap();
+    assert_eq!(x.row(id).await.tx_hash, first.tx_hash);
+    assert!(x.broadcasts().iter().all(|r| *r == lost), "only the stored transaction was sent");
+    // Behind the solidified block, on a node that no longer holds its reference block: not
+    // judged expired.
+    x.live.node.mine(SOLID_LAG as usize);
+    x.live.node.prune_before(x.live.node.height() - SOLID_LAG);
+    let err = e.execute(id).await.unwrap_err().to_string();
+    assert!(err.contains("reference block"), "{err}");
+    assert_eq!(x.row(id).await.tx_hash, first.tx_hash);
+    // A node that holds it: expired unseen, signed again on a new reference block.
+    x.live.node.prune_before(0);
+    x.live.node.with(|l| l.losing = false);
+    e.execute(id).await.unwrap();
+    let again = x.row(id).await;
+    assert_ne!(again.tx_hash, first.tx_hash);
+    assert_eq!(again.status, PayoutStatus::Processing);
+    assert!(x.signed(id).await.expiration_ms > lost.expiration_ms, "a new expiration");
+    x.live.node.mine(19);
+    e.execute(id).await.unwrap();
+    assert_eq!(x.row(id).await.status, PayoutStatus::Completed);
+    assert_eq!(x.paid_to(&to), [(again.tx_hash.unwrap(), 5_000_000)], "paid once");
+    assert_eq!(x.balance("tron").await, (d("44.733"), Decimal::ZERO));
+}
+
+#[tokio::test]
+async fn a_reverted_usdt_transfer_and_a_refused_transaction_fail_their_payouts_and_release_the_funds() {
+    let x = TronPayouts::start(&[("tron", "10"), ("tron_usdt", "100")]).await;
+    let e = x.executor();
+    x.live.node.with(|l| l.revert_next = true);
+    let reverted = x.payout("USDT", &destination(0x41), "30").await;
+    e.execute(reverted).await.unwrap();
+    x.live.node.mine(1);
+    e.execute(reverted).await.unwrap();
+    let p = x.row(reverted).await;
+    assert_eq!(p.status, PayoutStatus::Failed);
+    assert!(p.failure_reason.as_deref().unwrap_or("").contains("REVERT"), "{p:?}");
+    assert_eq!(x.balance("tron_usdt").await, (d("100"), Decimal::ZERO), "released exactly");
+
+    x.live.node.with(|l| l.refuse_next = Some("SIGERROR"));
+    let refused = x.payout("TRX", &destination(0x42), "4").await;
+    e.execute(refused).await.unwrap();
+    let p = x.row(refused).await;
+    assert_eq!(p.status, PayoutStatus::Failed, "no nonce to fill: it fails at once");
+    assert!(p.failure_reason.as_deref().unwrap_or("").contains("SIGERROR"), "{p:?}");
+    assert_eq!(x.balance("tron").await, (d("10"), Decimal::ZERO));
+    assert!(x.paid_to(&destination(0x42)).is_empty());
+}
+
+#[tokio::test]
+async fn live_tron_payouts_need_the_hot_wallet_key() {
+    let node = FakeTron::start(3).await;
+    let body = json!({"currency": "USDT", "network": "tron", "amount": "1", "destination": destination(0x51)});
+    support::payouts::assert_refused_without_a_key(
+        &["tron", "tron_usdt"],
+        |c| (c.tron.api_url, c.tron.max_retries) = (node.url.clone(), 1),
+        ("tron_usdt", "10"),
+        body,
+        "tron",
+    )
+    .await;
+}
