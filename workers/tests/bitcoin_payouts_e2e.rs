@@ -7,16 +7,11 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
-
-use entity::{Environment, PayoutStatus, payout};
 use rust_decimal::Decimal;
-use sea_orm::EntityTrait;
 use serde_json::json;
 use support::btc_payouts::{destination, hot_wallet_key};
 use support::litecoind::Litecoind;
 use support::live::d;
-use testkit::fleet::{Deployment, wait_ready};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_payout_created_over_http_is_paid_from_the_hot_wallet_by_the_executor_process() {
@@ -32,51 +27,26 @@ async fn a_payout_created_over_http_is_paid_from_the_hot_wallet_by_the_executor_
     node.mine(1).await;
 
     let zpub = testkit::live_keys().bitcoin_xpub.unwrap();
-    let dep = Deployment::start(
-        "BTC",
-        Environment::Live,
-        &[
-            ("PAYGATE_ADDRESSES__LIVE__BITCOIN_XPUB", zpub.as_str()),
-            ("PAYGATE_BITCOIN__RPC_URL", node.url.as_str()),
-            ("PAYGATE_BITCOIN__RPC_USER", node.user),
-            ("PAYGATE_BITCOIN__RPC_PASSWORD", node.password),
-            ("PAYGATE_BITCOIN__HOT_WALLET_KEY", key.as_str()),
-            ("PAYGATE_PAYOUTS__POLL_INTERVAL_MS", "100"),
-            ("PAYGATE_PAYOUTS__RECHECK_MS", "100"),
-            ("PAYGATE_PAYOUTS__STALE_AFTER_SECS", "1"),
-        ],
-    )
-    .await;
-    let Deployment { db: _db, conn, fleet, api, merchant, key, http } = dep;
-    testkit::auto_approve_payouts_merchant_pays(&conn, merchant, Environment::Live).await;
-    testkit::fund(&conn, merchant, Environment::Live, "bitcoin", "1").await;
-
+    let vars = [
+        ("PAYGATE_ADDRESSES__LIVE__BITCOIN_XPUB", zpub.as_str()),
+        ("PAYGATE_BITCOIN__RPC_URL", node.url.as_str()),
+        ("PAYGATE_BITCOIN__RPC_USER", node.user),
+        ("PAYGATE_BITCOIN__RPC_PASSWORD", node.password),
+        ("PAYGATE_BITCOIN__HOT_WALLET_KEY", key.as_str()),
+    ];
     let to = destination(0x61);
     let body = json!({"currency": "BTC", "amount": "0.25", "destination": to.to_string()});
-    let r = http.post(format!("{}/v1/payouts", api.url)).header("X-API-Key", &key).json(&body).send().await.unwrap();
-    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
-    let executor = fleet.worker(env!("CARGO_BIN_EXE_payout-executor"));
-    wait_ready(&http, &executor).await;
-
     // Blocks keep coming while the executor works (3 confirmations).
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let p = loop {
-        let rows = payout::Entity::find().all(&conn).await.unwrap();
-        if rows[0].status == PayoutStatus::Completed {
-            break rows[0].clone();
-        }
-        assert!(Instant::now() < deadline, "payout stuck: {:?}", rows[0].status);
-        if rows[0].tx_hash.is_some() {
-            node.mine(1).await;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let done = support::payouts::deployed_payout(&vars, ("bitcoin", "1"), body, async || {
+        node.mine(1).await;
+    })
+    .await;
+    let p = done.payout;
 
     assert_eq!(node.unspent_to(&to).await, [25_000_000], "the recipient is paid once");
     let tx = node.tx(p.tx_hash.as_deref().unwrap()).await;
     let outputs: u64 = tx.output.iter().map(|o| o.value.to_sat()).sum();
     let fee = Decimal::new((60_000_000 - outputs) as i64, 8).normalize();
     assert_eq!(p.network_fee.0, fee, "the fee its transaction paid (its one input held 0.6)");
-    let (balance, _) = testkit::assert_ledger_sums(&conn, merchant, "bitcoin").await;
-    assert_eq!(balance.available.0, d("1") - d("0.25") - fee);
+    assert_eq!(done.balance.0, d("1") - d("0.25") - fee);
 }

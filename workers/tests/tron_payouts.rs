@@ -148,3 +148,23 @@ async fn live_tron_payouts_need_the_hot_wallet_key() {
     )
     .await;
 }
+
+/// As deployed: the real `api` binary and a `payout-executor` process configured only through
+/// `PAYGATE_*` variables (the node, the deposit key, the hot wallet key). The USDT payout is
+/// created over HTTP, signed and broadcast by the executor, and completes at 19 blocks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_payout_created_over_http_is_paid_from_the_hot_wallet_by_the_executor_process() {
+    let node = FakeTron::start(3).await;
+    let tron_xpub = testkit::live_keys().tron_xpub.unwrap();
+    let vars = [
+        ("PAYGATE_ADDRESSES__LIVE__TRON_XPUB", tron_xpub.as_str()),
+        ("PAYGATE_TRON__API_URL", node.url.as_str()),
+        ("PAYGATE_TRON__HOT_WALLET_KEY", support::tron_payouts::KEY),
+    ];
+    let to = destination(0x71);
+    let body = json!({"currency": "USDT", "network": "tron", "amount": "40", "destination": to});
+    let done = support::payouts::deployed_payout(&vars, ("tron_usdt", "50"), body, async || node.mine(1)).await;
+    let paid = node.paid_to(&id20(&to));
+    assert_eq!(paid, [(done.payout.tx_hash.clone().unwrap(), 40_000_000)], "paid once");
+    assert_eq!(done.balance, (d("8"), Decimal::ZERO), "50 less 40 and the 2 USDT estimate");
+}

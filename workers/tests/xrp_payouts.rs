@@ -204,11 +204,6 @@ async fn live_xrp_payouts_need_the_hot_wallet_seed() {
 /// created over HTTP, signed and submitted by the executor, and completes once validated.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_payout_created_over_http_is_paid_from_the_hot_wallet_by_the_executor_process() {
-    use entity::{Environment, payout};
-    use sea_orm::EntityTrait;
-    use std::time::{Duration, Instant};
-    use testkit::fleet::{Deployment, wait_ready};
-
     let node = FakeRippled::start(5).await;
     let cfg = domain::config::XrpConfig {
         rpc_url: node.url.clone(),
@@ -217,46 +212,16 @@ async fn a_payout_created_over_http_is_paid_from_the_hot_wallet_by_the_executor_
     };
     let wallet = workers::chain::xrp::wallet::XrpSigner::load(&cfg).unwrap().unwrap().address().to_owned();
     node.fund(&wallet, FIRST_SEQUENCE);
-    let dep = Deployment::start(
-        "XRP",
-        Environment::Live,
-        &[
-            ("PAYGATE_ADDRESSES__LIVE__XRP_ADDRESS", DEST2),
-            ("PAYGATE_XRP__RPC_URL", node.url.as_str()),
-            ("PAYGATE_XRP__HOT_WALLET_KEY", ED25519_SEED),
-            ("PAYGATE_PAYOUTS__POLL_INTERVAL_MS", "100"),
-            ("PAYGATE_PAYOUTS__RECHECK_MS", "100"),
-            ("PAYGATE_PAYOUTS__STALE_AFTER_SECS", "1"),
-        ],
-    )
-    .await;
-    let Deployment { db: _db, conn, fleet, api, merchant, key, http } = dep;
-    testkit::auto_approve_payouts_merchant_pays(&conn, merchant, Environment::Live).await;
-    testkit::fund(&conn, merchant, Environment::Live, "xrp", "30").await;
-
+    let vars = [
+        ("PAYGATE_ADDRESSES__LIVE__XRP_ADDRESS", DEST2),
+        ("PAYGATE_XRP__RPC_URL", node.url.as_str()),
+        ("PAYGATE_XRP__HOT_WALLET_KEY", ED25519_SEED),
+    ];
     let body = json!({"currency": "XRP", "amount": "12.345678", "destination": DEST, "destination_tag": "77"});
-    let r = http.post(format!("{}/v1/payouts", api.url)).header("X-API-Key", &key).json(&body).send().await.unwrap();
-    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
-    let executor = fleet.worker(env!("CARGO_BIN_EXE_payout-executor"));
-    wait_ready(&http, &executor).await;
-
-    // Ledgers close while the executor works.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let p = loop {
-        let rows = payout::Entity::find().all(&conn).await.unwrap();
-        if rows[0].status == PayoutStatus::Completed {
-            break rows[0].clone();
-        }
-        assert!(Instant::now() < deadline, "payout stuck: {:?}", rows[0].status);
-        if rows[0].tx_hash.is_some() {
-            node.close(1);
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let done = support::payouts::deployed_payout(&vars, ("xrp", "30"), body, async || node.close(1)).await;
     let paid: Vec<_> =
         node.sent_by(&wallet).iter().map(|p| (p.hash.clone(), p.destination.clone(), p.tag, p.amount)).collect();
-    assert_eq!(paid, [(p.tx_hash.clone().unwrap(), DEST.to_owned(), Some(77), 12_345_678)], "paid once");
-    assert_eq!(p.network_fee.0, d("0.00001"));
-    let (balance, _) = testkit::assert_ledger_sums(&conn, merchant, "xrp").await;
-    assert_eq!((balance.available.0, balance.reserved.0), (d("17.654312"), Decimal::ZERO));
+    assert_eq!(paid, [(done.payout.tx_hash.clone().unwrap(), DEST.to_owned(), Some(77), 12_345_678)], "paid once");
+    assert_eq!(done.payout.network_fee.0, d("0.00001"));
+    assert_eq!(done.balance, (d("17.654312"), Decimal::ZERO));
 }

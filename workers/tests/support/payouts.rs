@@ -92,3 +92,54 @@ pub async fn assert_refused_without_a_key(
     let hint = format!("[{section}] hot_wallet_key_file");
     assert!(r.body.to_string().contains(&hint), "{}", r.body);
 }
+
+/// What [`deployed_payout`] leaves for the test to check.
+pub struct Deployed {
+    /// The payout, completed.
+    pub payout: payout::Model,
+    /// (available, reserved) of the funded gate, the ledger's sums checked.
+    pub balance: (Decimal, Decimal),
+}
+
+/// As deployed: the real `api` binary and a `payout-executor` process configured only through
+/// `vars` (`PAYGATE_*`: the node, the deposit key, the hot wallet key). A merchant funded with
+/// `funds` (gate, amount) and auto-approving payouts creates the payout `body` over HTTP; the
+/// executor process signs and sends it while `advance` adds blocks (ledgers) whenever the
+/// payout has a transaction, until it completes (120 s at most).
+pub async fn deployed_payout(
+    vars: &[(&str, &str)],
+    funds: (&str, &str),
+    body: Value,
+    advance: impl AsyncFn(),
+) -> Deployed {
+    use std::time::Instant;
+    use testkit::fleet::{Deployment, wait_ready};
+    let mut all = vec![
+        ("PAYGATE_PAYOUTS__POLL_INTERVAL_MS", "100"),
+        ("PAYGATE_PAYOUTS__RECHECK_MS", "100"),
+        ("PAYGATE_PAYOUTS__STALE_AFTER_SECS", "1"),
+    ];
+    all.extend_from_slice(vars);
+    let Deployment { db: _db, conn, fleet, api, merchant, key, http } =
+        Deployment::start("Payouts", Environment::Live, &all).await;
+    testkit::auto_approve_payouts_merchant_pays(&conn, merchant, Environment::Live).await;
+    testkit::fund(&conn, merchant, Environment::Live, funds.0, funds.1).await;
+    let r = http.post(format!("{}/v1/payouts", api.url)).header("X-API-Key", &key).json(&body).send().await.unwrap();
+    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+    let executor = fleet.worker(env!("CARGO_BIN_EXE_payout-executor"));
+    wait_ready(&http, &executor).await;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let payout = loop {
+        let rows = payout::Entity::find().all(&conn).await.unwrap();
+        if rows[0].status == entity::PayoutStatus::Completed {
+            break rows[0].clone();
+        }
+        assert!(Instant::now() < deadline, "payout stuck: {:?}", rows[0].status);
+        if rows[0].tx_hash.is_some() {
+            advance().await;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let (b, _) = testkit::assert_ledger_sums(&conn, merchant, funds.0).await;
+    Deployed { payout, balance: (b.available.0, b.reserved.0) }
+}
