@@ -218,11 +218,7 @@ impl Executor {
             unsigned.funding = Some(unspent(&txn, f).await?);
         }
         let tx = signer.sign(&unsigned).await?;
-        let stored = payout::Entity::update_many()
-            .col_expr(payout::Column::TxHash, Expr::value(tx.tx_hash.clone()))
-            .col_expr(payout::Column::SignedTx, Expr::value(tx.raw.clone()))
-            .col_expr(payout::Column::UpdatedAt, Expr::value(Utc::now()))
-            .filter(payout::Column::Id.eq(p.id))
+        let stored = store_signed(p.id, &tx)
             .filter(payout::Column::Status.eq(PayoutStatus::Queued))
             .filter(payout::Column::SignedTx.is_null())
             .exec(&txn)
@@ -309,11 +305,7 @@ impl Executor {
         unsigned.nonce = signer.signed_terms(&old.raw).map(|(nonce, _)| nonce);
         unsigned.fees = signer.fees(&unsigned).await?;
         let tx = signer.sign(&unsigned).await?;
-        let stored = payout::Entity::update_many()
-            .col_expr(payout::Column::TxHash, Expr::value(tx.tx_hash.clone()))
-            .col_expr(payout::Column::SignedTx, Expr::value(tx.raw.clone()))
-            .col_expr(payout::Column::UpdatedAt, Expr::value(Utc::now()))
-            .filter(payout::Column::Id.eq(p.id))
+        let stored = store_signed(p.id, &tx)
             .filter(payout::Column::Status.eq(p.status))
             .filter(payout::Column::TxHash.eq(old.tx_hash.as_str()))
             .exec(&self.db)
@@ -553,6 +545,15 @@ impl Executor {
 enum Step {
     Again,
     Stop(Next),
+}
+
+/// The update storing `tx` as payout `id`'s signed transaction; the caller adds its guards.
+fn store_signed(id: Uuid, tx: &SignedTx) -> sea_orm::UpdateMany<payout::Entity> {
+    payout::Entity::update_many()
+        .col_expr(payout::Column::TxHash, Expr::value(tx.tx_hash.clone()))
+        .col_expr(payout::Column::SignedTx, Expr::value(tx.raw.clone()))
+        .col_expr(payout::Column::UpdatedAt, Expr::value(Utc::now()))
+        .filter(payout::Column::Id.eq(id))
 }
 
 /// What to sign for payout `p`, before the network's terms (nonce, fees, funding) are known.

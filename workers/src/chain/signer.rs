@@ -151,6 +151,22 @@ pub trait Signer: Send + Sync {
     }
 }
 
+/// A hot wallet's secret as configured in section `section` (`<section>.hot_wallet_key`, or the
+/// file `<section>.hot_wallet_key_file` names), trimmed; `None` when neither is set.
+pub fn hot_wallet_secret(
+    section: &str,
+    key: Option<&domain::config::Redacted>,
+    file: Option<&std::path::Path>,
+) -> Result<Option<String>, ChainError> {
+    let text = match (key, file) {
+        (Some(k), _) => k.0.clone(),
+        (None, Some(path)) => std::fs::read_to_string(path)
+            .map_err(|e| ChainError::Unavailable(format!("{section}.hot_wallet_key_file: {e}")))?,
+        (None, None) => return Ok(None),
+    };
+    Ok(Some(text.trim().to_owned()))
+}
+
 /// The body of a sandbox transaction (its `raw` is this as JSON).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SandboxTx {

@@ -7,18 +7,17 @@ use std::time::{Duration, Instant};
 
 use bitcoin::hashes::Hash;
 use bitcoin::{Address, Network, ScriptBuf, Transaction, WPubkeyHash};
-use entity::{Environment, PayoutStatus, payout};
+use entity::{PayoutStatus, payout};
 use rust_decimal::Decimal;
-use sea_orm::EntityTrait;
 use serde_json::json;
 use uuid::Uuid;
-use workers::chain::Chains;
 use workers::chain::bitcoin::wallet::BitcoinSigner;
 use workers::chain::signer::Signers;
 use workers::executor::Executor;
 
 use super::litecoind::Litecoind;
-use super::live::{Live, id};
+use super::live::Live;
+use super::payouts::Payouts;
 
 /// A mainnet extended key of the test's own: the hot wallet.
 pub fn hot_wallet_key() -> String {
@@ -32,9 +31,20 @@ pub fn destination(byte: u8) -> Address {
 }
 
 pub struct BtcPayouts {
-    pub live: Live<Litecoind>,
+    pub p: Payouts<Litecoind>,
     /// The hot wallet's address (`bc1q…`; its script is what the regtest node pays).
     pub hot_wallet: Address,
+}
+
+impl std::ops::Deref for BtcPayouts {
+    type Target = Payouts<Litecoind>;
+    fn deref(&self) -> &Payouts<Litecoind> {
+        &self.p
+    }
+}
+
+fn signers(cfg: &domain::config::Config) -> Signers {
+    Signers::default().with_bitcoin(&cfg.bitcoin).unwrap()
 }
 
 impl BtcPayouts {
@@ -55,33 +65,12 @@ impl BtcPayouts {
             live.node.pay(&hot_wallet.to_string(), amount).await;
         }
         live.node.mine(1).await;
-        let db = &live.app.state.db;
-        testkit::auto_approve_payouts_merchant_pays(db, live.merchant, Environment::Live).await;
-        testkit::fund(db, live.merchant, Environment::Live, "bitcoin", funds).await;
-        BtcPayouts { live, hot_wallet }
-    }
-
-    /// A payout executor as the worker builds it from the configuration.
-    pub fn executor(&self) -> Executor {
-        let (db, cfg) = (&self.live.app.state.db, &self.live.app.state.config);
-        Executor {
-            db: db.clone(),
-            chains: Chains::default().with_live(cfg),
-            signers: Signers::default().with_bitcoin(&cfg.bitcoin).unwrap(),
-            recheck: Duration::from_millis(10),
-        }
+        BtcPayouts { p: Payouts::start(live, &[("bitcoin", funds)], signers).await, hot_wallet }
     }
 
     /// A BTC payout of `amount` to `to`, created through the API.
     pub async fn payout(&self, to: &Address, amount: &str) -> Uuid {
-        let body = json!({"currency": "BTC", "amount": amount, "destination": to.to_string()});
-        let r = self.live.app.post("/v1/payouts", Some(&self.live.key), &body).await;
-        assert_eq!(r.status.as_u16(), 201, "{}", r.body);
-        id(r.data())
-    }
-
-    pub async fn row(&self, id: Uuid) -> payout::Model {
-        payout::Entity::find_by_id(id).one(&self.live.app.state.db).await.unwrap().unwrap()
+        self.p.payout(json!({"currency": "BTC", "amount": amount, "destination": to.to_string()})).await
     }
 
     /// Runs `executors` over `ids` (all of them at once, each in its own order), a block mined

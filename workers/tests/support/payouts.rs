@@ -76,6 +76,37 @@ pub async fn crash(executor: Executor, id: Uuid, at: &str) {
     assert!(died.is_err_and(|e| e.is_panic()), "the executor did not reach {at}");
 }
 
+/// The executor killed after storing payout `id`'s signed transaction and again after sending
+/// it: nothing is sent before it is stored, the stored transaction is the only one ever sent
+/// (`sent` counts what the node was given), and a new executor completes the payout with it
+/// once `confirm` adds the blocks (ledgers) it needs. Returns the completed payout.
+#[cfg(feature = "failpoints")]
+pub async fn assert_killed_around_the_broadcast<N>(
+    p: &Payouts<N>,
+    id: Uuid,
+    sent: impl Fn() -> usize,
+    confirm: impl AsyncFn(),
+) -> payout::Model {
+    use entity::PayoutStatus;
+    crash(p.executor(), id, "payout-after-persist").await;
+    let stored = p.row(id).await;
+    assert_eq!(stored.status, PayoutStatus::Queued);
+    let hash = stored.tx_hash.clone().expect("the signed transaction is stored before anything is sent");
+    assert_eq!(sent(), 0, "nothing was sent");
+    crash(p.executor(), id, "payout-after-broadcast").await;
+    let row = p.row(id).await;
+    assert_eq!((row.status, row.tx_hash.as_deref()), (PayoutStatus::Queued, Some(hash.as_str())));
+    assert_eq!(sent(), 1);
+    let e = p.executor();
+    e.execute(id).await.unwrap();
+    confirm().await;
+    e.execute(id).await.unwrap();
+    let done = p.row(id).await;
+    assert_eq!((done.status, done.signed_tx.as_deref()), (PayoutStatus::Completed, stored.signed_tx.as_deref()));
+    assert_eq!(sent(), 1, "sent once, never signed again");
+    done
+}
+
 /// A live app of `gates` configured by `configure` but without a hot wallet key refuses a
 /// payout of `body` with 503 `gate_offline`, naming `[section] hot_wallet_key_file`.
 pub async fn assert_refused_without_a_key(

@@ -31,7 +31,7 @@ use rust_decimal::Decimal;
 use serde_json::{Value, json};
 
 use super::super::evm::Rpc;
-use super::super::signer::{Funding, PayoutTx, Signer, Signers, WalletOutput};
+use super::super::signer::{Funding, PayoutTx, Signer, Signers, WalletOutput, hot_wallet_secret};
 use super::super::{ChainError, SignedTx};
 use domain::config::BitcoinConfig;
 
@@ -64,14 +64,9 @@ impl BitcoinSigner {
     /// The signer of `cfg`'s hot wallet; `None` without a key. The key is read here, in the
     /// executor process only.
     pub fn load(cfg: &BitcoinConfig) -> Result<Option<BitcoinSigner>, ChainError> {
-        let text = match (&cfg.hot_wallet_key, &cfg.hot_wallet_key_file) {
-            (Some(k), _) => k.0.clone(),
-            (None, Some(path)) => {
-                std::fs::read_to_string(path).map_err(|e| unavailable(format!("bitcoin.hot_wallet_key_file: {e}")))?
-            }
-            (None, None) => return Ok(None),
-        };
-        let master = parse_xprv(text.trim())?;
+        let file = cfg.hot_wallet_key_file.as_deref();
+        let Some(text) = hot_wallet_secret("bitcoin", cfg.hot_wallet_key.as_ref(), file)? else { return Ok(None) };
+        let master = parse_xprv(&text)?;
         BitcoinSigner::new(master, super::rpc(cfg, cfg.wallet_scan_timeout_ms), cfg).map(Some)
     }
 

@@ -203,13 +203,12 @@ impl Signer for EvmSigner {
 }
 
 fn load_key(network: &str, net: &EvmNetworkConfig) -> Result<Option<alloy_signer_local::PrivateKeySigner>, ChainError> {
-    let text = match (&net.hot_wallet_key, &net.hot_wallet_key_file) {
-        (Some(k), _) => k.0.clone(),
-        (None, Some(path)) => std::fs::read_to_string(path)
-            .map_err(|e| ChainError::Unavailable(format!("evm.networks.{network}.hot_wallet_key_file: {e}")))?,
-        (None, None) => return Ok(None),
+    let section = format!("evm.networks.{network}");
+    let file = net.hot_wallet_key_file.as_deref();
+    let Some(text) = super::super::signer::hot_wallet_secret(&section, net.hot_wallet_key.as_ref(), file)? else {
+        return Ok(None);
     };
-    alloy_signer_local::PrivateKeySigner::from_str(text.trim()).map(Some).map_err(|_| {
+    alloy_signer_local::PrivateKeySigner::from_str(&text).map(Some).map_err(|_| {
         ChainError::Unavailable(format!("evm.networks.{network}: the hot wallet key is not a 32-byte hex key"))
     })
 }

@@ -19,7 +19,7 @@ use serde_json::json;
 
 use super::TronApi;
 use super::tx::{Call, Raw, signed_bytes};
-use crate::chain::signer::{Fees, PayoutTx, Signer, Signers};
+use crate::chain::signer::{Fees, PayoutTx, Signer, Signers, hot_wallet_secret};
 use crate::chain::{ChainError, SignedTx};
 use domain::chain::address::AddressFamily;
 use domain::chain::address::tron::{account_id_of, address_of};
@@ -61,15 +61,9 @@ impl TronSigner {
         if !cfg.configured() {
             return Ok(None);
         }
-        let text = match (&cfg.hot_wallet_key, &cfg.hot_wallet_key_file) {
-            (Some(k), _) => k.0.clone(),
-            (None, Some(path)) => {
-                std::fs::read_to_string(path).map_err(|e| unavailable(format!("tron.hot_wallet_key_file: {e}")))?
-            }
-            (None, None) => return Ok(None),
-        };
+        let file = cfg.hot_wallet_key_file.as_deref();
+        let Some(text) = hot_wallet_secret("tron", cfg.hot_wallet_key.as_ref(), file)? else { return Ok(None) };
         let key: PrivateKeySigner = text
-            .trim()
             .trim_start_matches("0x")
             .parse()
             .map_err(|_| unavailable("tron.hot_wallet_key: not a secp256k1 private key (64 hex characters)"))?;

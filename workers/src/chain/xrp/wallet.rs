@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use super::codec::{Keypair, Kind, Tx};
 use super::{answer, index};
 use crate::chain::evm::Rpc;
-use crate::chain::signer::{Fees, NonceAccount, PayoutTx, Signer, Signers};
+use crate::chain::signer::{Fees, NonceAccount, PayoutTx, Signer, Signers, hot_wallet_secret};
 use crate::chain::{ChainError, SignedTx};
 use domain::chain::address::{AddressFamily, xrp};
 use domain::config::XrpConfig;
@@ -44,13 +44,8 @@ impl XrpSigner {
         if !cfg.configured() {
             return Ok(None);
         }
-        let seed = match (&cfg.hot_wallet_key, &cfg.hot_wallet_key_file) {
-            (Some(k), _) => k.0.clone(),
-            (None, Some(path)) => {
-                std::fs::read_to_string(path).map_err(|e| unavailable(format!("xrp.hot_wallet_key_file: {e}")))?
-            }
-            (None, None) => return Ok(None),
-        };
+        let file = cfg.hot_wallet_key_file.as_deref();
+        let Some(seed) = hot_wallet_secret("xrp", cfg.hot_wallet_key.as_ref(), file)? else { return Ok(None) };
         let keys = Keypair::from_seed(&seed).map_err(|e| unavailable(format!("xrp.hot_wallet_key: {e}")))?;
         let address = xrp::address_of(&keys.account_id());
         let rpc = Rpc::with("XRP RPC", &cfg.rpc_url, cfg.request_timeout_ms, cfg.max_retries, cfg.retry_backoff_ms);
