@@ -253,6 +253,16 @@ impl Config {
     }
 }
 
+/// In a test's `figment::Jail`: with `var` set to `bad` the configuration is refused naming
+/// `key`; then `var` is set to `good`.
+#[cfg(test)]
+pub(crate) fn assert_refused(jail: &mut figment::Jail, var: &str, (bad, good): (&str, &str), key: &str) {
+    jail.set_env(var, bad);
+    let err = Config::load().unwrap_err().to_string();
+    assert!(err.contains(key), "{var}={bad}: {err}");
+    jail.set_env(var, good);
+}
+
 #[cfg(test)]
 #[allow(clippy::result_large_err)] // figment::Jail's own signature
 mod tests {

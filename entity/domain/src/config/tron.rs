@@ -88,7 +88,7 @@ impl TronConfig {
 #[cfg(test)]
 #[allow(clippy::result_large_err)] // figment::Jail's own signature
 mod tests {
-    use super::super::Config;
+    use super::super::{Config, assert_refused};
 
     #[test]
     fn the_tron_node_is_checked_and_optional() {
@@ -106,14 +106,8 @@ mod tests {
             assert!(cfg.tron.configured());
             assert_eq!(cfg.tron.rescan_blocks, 3);
             assert!(!cfg.tron.has_hot_wallet());
-            jail.set_env("PAYGATE_TRON__EXPIRATION_SECS", "2");
-            let err = Config::load().unwrap_err().to_string();
-            assert!(err.contains("tron.expiration_secs"), "{err}");
-            jail.set_env("PAYGATE_TRON__EXPIRATION_SECS", "60");
-            jail.set_env("PAYGATE_TRON__FEE_LIMIT_SUN", "0");
-            let err = Config::load().unwrap_err().to_string();
-            assert!(err.contains("tron.fee_limit_sun"), "{err}");
-            jail.set_env("PAYGATE_TRON__FEE_LIMIT_SUN", "30000000");
+            assert_refused(jail, "PAYGATE_TRON__EXPIRATION_SECS", ("2", "60"), "tron.expiration_secs");
+            assert_refused(jail, "PAYGATE_TRON__FEE_LIMIT_SUN", ("0", "30000000"), "tron.fee_limit_sun");
             jail.set_env("PAYGATE_TRON__HOT_WALLET_KEY_FILE", "/run/secrets/tron-key");
             assert!(Config::load().unwrap().tron.has_hot_wallet());
             Ok(())

@@ -89,7 +89,7 @@ impl XrpConfig {
 #[cfg(test)]
 #[allow(clippy::result_large_err)] // figment::Jail's own signature
 mod tests {
-    use super::super::Config;
+    use super::super::{Config, assert_refused};
 
     #[test]
     fn the_xrp_node_is_checked_and_optional() {
@@ -107,14 +107,8 @@ mod tests {
             assert!(cfg.xrp.configured());
             assert_eq!(cfg.xrp.page_size, 50);
             assert!(!cfg.xrp.has_hot_wallet());
-            jail.set_env("PAYGATE_XRP__LAST_LEDGER_OFFSET", "201");
-            let err = Config::load().unwrap_err().to_string();
-            assert!(err.contains("xrp.last_ledger_offset"), "{err}");
-            jail.set_env("PAYGATE_XRP__LAST_LEDGER_OFFSET", "20");
-            jail.set_env("PAYGATE_XRP__MAX_FEE_DROPS", "9");
-            let err = Config::load().unwrap_err().to_string();
-            assert!(err.contains("xrp.max_fee_drops"), "{err}");
-            jail.set_env("PAYGATE_XRP__MAX_FEE_DROPS", "500");
+            assert_refused(jail, "PAYGATE_XRP__LAST_LEDGER_OFFSET", ("201", "20"), "xrp.last_ledger_offset");
+            assert_refused(jail, "PAYGATE_XRP__MAX_FEE_DROPS", ("9", "500"), "xrp.max_fee_drops");
             jail.set_env("PAYGATE_XRP__HOT_WALLET_KEY_FILE", "/run/secrets/xrp-seed");
             assert!(Config::load().unwrap().xrp.has_hot_wallet());
             Ok(())
