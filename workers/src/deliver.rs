@@ -177,7 +177,7 @@ impl Deliverer {
             return Ok(Unclaimed::Done(Outcome::Skipped));
         };
         let now = Utc::now();
-        let due_and_free = d.status.is_open() && !d.lease_until.is_some_and(|t| t >= now) && d.next_attempt_at <= now;
+        let due_and_free = d.status.is_open() && d.lease_until.is_none_or(|t| t < now) && d.next_attempt_at <= now;
         let blocker = if due_and_free { self.blocker(&d).await? } else { None };
         let verdict = after_refused_claim(&d, blocker.as_ref(), now);
         if let Unclaimed::Done(Outcome::NotDue(wait)) = verdict

@@ -580,7 +580,7 @@ impl TestApp {
         let conn = sea_orm::Database::connect(&self.db.url).await.expect("second connection");
         let txn = domain::db::begin_write(&conn).await.expect("begin");
         entity::balance::Entity::update_many()
-            .col_expr(entity::balance::Column::UpdatedAt, Expr::col(entity::balance::Column::UpdatedAt).into())
+            .col_expr(entity::balance::Column::UpdatedAt, Expr::col(entity::balance::Column::UpdatedAt))
             .filter(entity::balance::Column::MerchantId.eq(merchant))
             .exec(&txn)
             .await

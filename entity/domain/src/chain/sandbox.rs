@@ -160,7 +160,7 @@ impl SandboxChain {
             .filter(sandbox_transfer::Column::ReversedAt.is_null())
             .exec(&self.db)
             .await?;
-        Ok(sandbox_transfer::Entity::find_by_id(transfer_id).one(&self.db).await?)
+        sandbox_transfer::Entity::find_by_id(transfer_id).one(&self.db).await
     }
 }
 

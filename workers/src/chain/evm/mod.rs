@@ -331,8 +331,6 @@ pub fn chains(cfg: &EvmConfig) -> Vec<Arc<dyn Chain>> {
     out
 }
 
-/// A payout hot wallet on one EVM network: signs EIP-1559 transfers (native or ERC-20) with its
-
 #[cfg(test)]
 mod tests {
     use super::*;

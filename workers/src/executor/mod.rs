@@ -15,7 +15,7 @@
 use std::time::Duration;
 
 use chrono::Utc;
-use entity::{Bucket, EntryType, FeeAllocation, PayoutStatus, PayoutTrigger, payout, payout_replacement, refund};
+use entity::{Bucket, EntryType, FeeAllocation, PayoutStatus, PayoutTrigger, payout, refund};
 use rust_decimal::Decimal;
 use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter};
@@ -25,6 +25,10 @@ use crate::chain::signer::{PayoutTx, Signers};
 use crate::chain::{Broadcast, Chain, ChainError, Chains, Outgoing, SignedTx};
 use domain::events;
 use domain::ledger::{self, LedgerError, Posting};
+use wallet::{lock_nonce, take_outputs, unspent};
+
+mod replace;
+mod wallet;
 
 /// A broadcast payout not in a block after this long is reported as stuck in the log.
 const STUCK_AFTER_MINUTES: i64 = 10;
@@ -329,129 +333,6 @@ impl Executor {
         Step::Stop(Next::After(delay))
     }
 
-    /// The node refused the transaction for good. Without a nonce the payout fails now; with one
-    /// (an account-based chain) the nonce must not stay a gap before later payouts: a
-    /// zero-value transaction to the hot wallet takes it, and the payout fails once that one is
-    /// mined (see [`Executor::replace`]).
-    async fn refused(&self, p: &payout::Model, raw: &str, reason: &str) -> Result<Step, ExecError> {
-        let signer = self.signers.get(p.environment, &p.gate_id);
-        let has_nonce = signer.is_some_and(|s| s.signed_terms(raw).is_some());
-        if !has_nonce {
-            return self.fail(p, reason).await;
-        }
-        tracing::warn!(payout = %p.id, reason, "payout transaction refused for good; its nonce is filled by a zero-value transaction, then the payout fails");
-        domain::payouts::lifecycle::insert_replacement(&self.db, p.id, &format!("{reason} (nonce filled)")).await?;
-        Ok(Step::Again)
-    }
-
-    async fn replacement(&self, id: Uuid) -> Result<Option<payout_replacement::Model>, sea_orm::DbErr> {
-        payout_replacement::Entity::find_by_id(id).one(&self.db).await
-    }
-
-    /// A payout whose transaction is being replaced (operator request, or a refused
-    /// transaction's nonce being filled): the replacement, a zero-value transaction to the hot
-    /// wallet with the same nonce and a higher fee, is signed and stored once, then broadcast.
-    /// Only one of the two can be mined: if the original is, the payout goes on as usual; once
-    /// the replacement is at the gate's depth the payout fails and its funds are released
-    /// (the replacement's gas is the hot wallet's cost, not the merchant's).
-    async fn replace(
-        &self,
-        p: &payout::Model,
-        chain: &dyn Chain,
-        r: payout_replacement::Model,
-    ) -> Result<Step, ExecError> {
-        let gate = chain.gate();
-        if let (Some(tx_hash), Some(raw)) = (&p.tx_hash, &p.signed_tx) {
-            match chain.outgoing(&SignedTx { tx_hash: tx_hash.clone(), raw: raw.clone() }).await? {
-                Outgoing::Confirmations { confirmations, .. } if confirmations > 0 => {
-                    tracing::info!(payout = %p.id, "the original payout transaction was mined; its replacement cannot be");
-                    if p.status == PayoutStatus::Queued {
-                        self.transition(p, PayoutTrigger::Broadcast, payout::Column::BroadcastAt).await?;
-                        return Ok(Step::Again);
-                    }
-                    return self.follow(p, chain).await;
-                }
-                Outgoing::Failed(reason) => return self.fail(p, &reason).await,
-                Outgoing::Confirmations { .. } | Outgoing::Unknown | Outgoing::Expired => {}
-            }
-        }
-        let rtx = match (r.tx_hash, r.signed_tx) {
-            (Some(tx_hash), Some(raw)) => SignedTx { tx_hash, raw },
-            _ => {
-                let (Some(signer), Some(raw)) = (self.signers.get(p.environment, &p.gate_id), p.signed_tx.as_deref())
-                else {
-                    return Err(ExecError::Other(format!(
-                        "payout {}: no signer or signed transaction to replace",
-                        p.id
-                    )));
-                };
-                let (nonce, fees) = signer
-                    .signed_terms(raw)
-                    .ok_or_else(|| ExecError::Other(format!("payout {}: its transaction cannot be replaced", p.id)))?;
-                // Network read first; the replacement is then signed locally and stored once.
-                let fees = signer.replacement_fees(fees).await?;
-                let rtx = signer.sign_replacement(nonce, fees).await?;
-                let stored = payout_replacement::Entity::update_many()
-                    .col_expr(payout_replacement::Column::TxHash, Expr::value(rtx.tx_hash.clone()))
-                    .col_expr(payout_replacement::Column::SignedTx, Expr::value(rtx.raw.clone()))
-                    .filter(payout_replacement::Column::PayoutId.eq(p.id))
-                    .filter(payout_replacement::Column::SignedTx.is_null())
-                    .exec(&self.db)
-                    .await?;
-                if stored.rows_affected == 0 {
-                    return Ok(Step::Again);
-                }
-                tracing::info!(payout = %p.id, nonce, replacement = %rtx.tx_hash, ?fees, "replacement transaction signed");
-                rtx
-            }
-        };
-        match chain.outgoing(&rtx).await? {
-            Outgoing::Confirmations { confirmations, .. } if confirmations >= u64::from(gate.confirmations) => {
-                let reason = format!("{} (replaced by {})", r.reason, rtx.tx_hash);
-                self.fail(p, &reason).await
-            }
-            Outgoing::Confirmations { .. } => Ok(Step::Stop(Next::After(self.recheck))),
-            Outgoing::Unknown => match chain.broadcast(&rtx).await? {
-                Broadcast::Accepted | Broadcast::AlreadyKnown => {
-                    payout_replacement::Entity::update_many()
-                        .col_expr(payout_replacement::Column::BroadcastAt, Expr::value(Utc::now()))
-                        .filter(payout_replacement::Column::PayoutId.eq(p.id))
-                        .filter(payout_replacement::Column::BroadcastAt.is_null())
-                        .exec(&self.db)
-                        .await?;
-                    Ok(Step::Stop(Next::After(self.recheck)))
-                }
-                Broadcast::Retry(reason) => Ok(self.retry_later(p, &reason)),
-                // Neither the original (checked above) nor the replacement has the nonce.
-                Broadcast::Displaced(reason) => self.fail(p, &reason).await,
-                Broadcast::Rejected(reason) => {
-                    tracing::error!(payout = %p.id, reason, "the replacement transaction was refused for good; the payout waits for an operator");
-                    Ok(Step::Stop(Next::After(self.recheck.max(Duration::from_secs(60)))))
-                }
-            },
-            Outgoing::Failed(reason) => {
-                tracing::error!(payout = %p.id, reason, "the replacement transaction failed on chain; the payout waits for an operator");
-                Ok(Step::Stop(Next::After(self.recheck.max(Duration::from_secs(60)))))
-            }
-            // Expired unseen, its nonce unused: cleared (guarded), so it is signed again with
-            // the same nonce and fresh terms on the next step.
-            Outgoing::Expired => {
-                payout_replacement::Entity::update_many()
-                    .col_expr(payout_replacement::Column::TxHash, Expr::value(Option::<String>::None))
-                    .col_expr(payout_replacement::Column::SignedTx, Expr::value(Option::<String>::None))
-                    .col_expr(
-                        payout_replacement::Column::BroadcastAt,
-                        Expr::value(Option::<chrono::DateTime<Utc>>::None),
-                    )
-                    .filter(payout_replacement::Column::PayoutId.eq(p.id))
-                    .filter(payout_replacement::Column::TxHash.eq(rtx.tx_hash.as_str()))
-                    .exec(&self.db)
-                    .await?;
-                Ok(Step::Again)
-            }
-        }
-    }
-
     async fn fail(&self, p: &payout::Model, reason: &str) -> Result<Step, ExecError> {
         let trigger = PayoutTrigger::Fail;
         if domain::payouts::lifecycle::end_with_release(&self.db, p, trigger, Some(reason)).await?.is_none() {
@@ -609,97 +490,4 @@ pub async fn due(db: &DatabaseConnection, stale_after: Duration, limit: u64) -> 
         .into_tuple()
         .all(db)
         .await
-}
-
-/// `funding` less the outputs another payout's signed transaction spends. An output spent by a
-/// `failed` payout is free again (a payout fails only once its transaction can never be mined):
-/// its row is dropped here, in the transaction that may record the output for a new payout.
-async fn unspent<C: sea_orm::ConnectionTrait>(
-    txn: &C,
-    funding: &crate::chain::signer::Funding,
-) -> Result<crate::chain::signer::Funding, ExecError> {
-    use entity::wallet_spend;
-    let outpoints = funding.outputs.iter().map(|o| o.outpoint.as_str());
-    let taken = wallet_spend::Entity::find()
-        .filter(wallet_spend::Column::Scope.eq(funding.scope.as_str()))
-        .filter(wallet_spend::Column::Outpoint.is_in(outpoints))
-        .all(txn)
-        .await?;
-    let payouts: std::collections::HashSet<Uuid> = taken.iter().map(|t| t.payout_id).collect();
-    let failed: std::collections::HashSet<Uuid> = payout::Entity::find()
-        .filter(payout::Column::Id.is_in(payouts))
-        .filter(payout::Column::Status.eq(PayoutStatus::Failed))
-        .all(txn)
-        .await?
-        .into_iter()
-        .map(|p| p.id)
-        .collect();
-    let mut busy = std::collections::HashSet::new();
-    for t in taken {
-        if failed.contains(&t.payout_id) {
-            wallet_spend::Entity::delete_by_id((t.scope.clone(), t.outpoint.clone())).exec(txn).await?;
-        } else {
-            busy.insert(t.outpoint);
-        }
-    }
-    let mut free = funding.clone();
-    free.outputs.retain(|o| !busy.contains(&o.outpoint));
-    Ok(free)
-}
-
-/// Records that payout `id`'s signed transaction spends `outpoints` of the wallet `scope`;
-/// false if another payout recorded one of them first (the caller rolls back).
-async fn take_outputs<C: sea_orm::ConnectionTrait>(
-    txn: &C,
-    scope: &str,
-    id: Uuid,
-    outpoints: &[String],
-) -> Result<bool, ExecError> {
-    use entity::wallet_spend;
-    use sea_orm::sea_query::OnConflict;
-    if outpoints.is_empty() {
-        return Ok(true);
-    }
-    let now = Utc::now();
-    let rows = outpoints.iter().map(|o| {
-        wallet_spend::ActiveModel::from(wallet_spend::Model {
-            scope: scope.to_owned(),
-            outpoint: o.clone(),
-            payout_id: id,
-            created_at: now,
-        })
-    });
-    let inserted = wallet_spend::Entity::insert_many(rows)
-        .on_conflict(
-            OnConflict::columns([wallet_spend::Column::Scope, wallet_spend::Column::Outpoint]).do_nothing().to_owned(),
-        )
-        .exec_without_returning(txn)
-        .await?;
-    Ok(inserted == outpoints.len() as u64)
-}
-
-/// Takes the row lock of `account`'s nonce counter (creating it at the chain's next nonce) and
-/// returns the nonce to use: the counter, or the chain's if someone else used the account.
-async fn lock_nonce<C: sea_orm::ConnectionTrait>(
-    txn: &C,
-    account: &crate::chain::signer::NonceAccount,
-) -> Result<u64, ExecError> {
-    use entity::nonce_account;
-    use sea_orm::sea_query::OnConflict;
-    let now = Utc::now();
-    let fresh =
-        nonce_account::Model { scope: account.scope.clone(), next_nonce: account.chain_next as i64, updated_at: now };
-    nonce_account::Entity::insert(nonce_account::ActiveModel::from(fresh))
-        .on_conflict(OnConflict::column(nonce_account::Column::Scope).do_nothing().to_owned())
-        .exec_without_returning(txn)
-        .await?;
-    let row = nonce_account::Entity::update_many()
-        .col_expr(nonce_account::Column::UpdatedAt, Expr::value(now))
-        .filter(nonce_account::Column::Scope.eq(account.scope.as_str()))
-        .exec_with_returning(txn)
-        .await?
-        .into_iter()
-        .next()
-        .ok_or_else(|| ExecError::Other(format!("nonce counter {} missing", account.scope)))?;
-    Ok(u64::try_from(row.next_nonce).unwrap_or(0).max(account.chain_next))
 }
