@@ -89,31 +89,29 @@ pub async fn run(args: BenchEvmScanArgs) -> anyhow::Result<()> {
         None,
         0,
     );
-    compare_watched(
-        &args.load.pg,
-        "evm",
-        &chain,
-        &receivers[..sent],
-        &args.load.watched,
-        &random_address,
-        (start, end),
-        args.load.batch,
-    )
-    .await?;
+    let watch = Watch { receivers: &receivers[..sent], another: &random_address, tagged_on: None };
+    compare_watched(&args.load.pg, "evm", &chain, &watch, &args.load.watched, (start, end), args.load.batch).await?;
     Ok(())
 }
 
-/// Fresh database on `db_url` watching `watched` addresses of `chain`'s gate in live (the
-/// receivers first, then addresses from `another`), cursor at `start + 1`; scans to `end` in
-/// batches of `batch` blocks with the scanner's own code and returns (seconds, payments
-/// recorded). Shared by the EVM and Bitcoin scan benchmarks.
-#[allow(clippy::too_many_arguments)]
+/// What the invoices of a scan benchmark watch: the receivers first, then more from `another`.
+/// Each is an address; with `tagged_on` (XRP: every deposit goes to the operator's one address)
+/// each is a destination tag on that address instead.
+pub(crate) struct Watch<'a> {
+    pub receivers: &'a [String],
+    pub another: &'a dyn Fn() -> String,
+    pub tagged_on: Option<&'a str>,
+}
+
+/// Fresh database on `db_url` with `watched` invoices of `chain`'s gate in live watching what
+/// `watch` lists, cursor at `start + 1`; scans to `end` in batches of `batch` blocks with the
+/// scanner's own code and returns (seconds, payments recorded). Shared by the EVM and
+/// `bench-scan` benchmarks.
 pub(crate) async fn scan_once(
     chain: &dyn workers::chain::Chain,
     db_url: &str,
-    receivers: &[String],
+    watch: &Watch<'_>,
     watched: usize,
-    another: &dyn Fn() -> String,
     (start, end): (u64, u64),
     batch: u64,
 ) -> anyhow::Result<(f64, usize)> {
@@ -125,8 +123,12 @@ pub(crate) async fn scan_once(
     let gate = chain.gate();
     let mut rows = Vec::with_capacity(1000);
     for i in 0..watched {
-        let address = receivers.get(i).cloned().unwrap_or_else(another);
-        rows.push(invoice::ActiveModel::from(watched_invoice(merchant, gate, &address, i, now)));
+        let next = watch.receivers.get(i).cloned().unwrap_or_else(watch.another);
+        let (address, tag) = match watch.tagged_on {
+            Some(account) => (account, Some(next.as_str())),
+            None => (next.as_str(), None),
+        };
+        rows.push(invoice::ActiveModel::from(watched_invoice(merchant, gate, address, tag, i, now)));
         if rows.len() == 1000 || i + 1 == watched {
             invoice::Entity::insert_many(std::mem::take(&mut rows)).exec_without_returning(&db).await?;
         }
@@ -156,14 +158,13 @@ pub(crate) async fn compare_watched(
     pg: &str,
     label: &str,
     chain: &dyn workers::chain::Chain,
-    receivers: &[String],
+    watch: &Watch<'_>,
     watched_counts: &[usize],
-    another: &dyn Fn() -> String,
     range: (u64, u64),
     batch: u64,
 ) -> anyhow::Result<()> {
     let (start, end) = range;
-    let sent = receivers.len();
+    let sent = watch.receivers.len();
     println!(
         "{:>10} {:>8} {:>10} {:>9} {:>10} {:>12} {:>14}",
         "watched", "blocks", "transfers", "seconds", "blocks/s", "transfers/s", "µs/transfer"
@@ -172,7 +173,7 @@ pub(crate) async fn compare_watched(
     for &watched in watched_counts {
         let name = format!("paygate_bench_{label}_{watched}");
         let (admin, url) = crate::bench::scratch_database(pg, &name).await?;
-        let result = scan_once(chain, &url, receivers, watched, another, range, batch).await;
+        let result = scan_once(chain, &url, watch, watched, range, batch).await;
         admin.execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await?;
         let (secs, recorded) = result?;
         ensure!(recorded == sent, "recorded {recorded} payments of {sent} transfers with {watched} watched");
@@ -201,6 +202,7 @@ pub(crate) fn watched_invoice(
     merchant: Uuid,
     gate: &'static domain::gates::Gate,
     address: &str,
+    tag: Option<&str>,
     i: usize,
     now: chrono::DateTime<Utc>,
 ) -> invoice::Model {
@@ -210,7 +212,8 @@ pub(crate) fn watched_invoice(
         network: Some(gate.network.into()),
         amount_requested: Some(Amount::new(rust_decimal::Decimal::ONE)),
         deposit_address: Some(address.to_owned()),
-        address_key: Some(domain::addresses::address_key(gate.family, address, None)),
+        deposit_address_tag: tag.map(str::to_owned),
+        address_key: Some(domain::addresses::address_key(gate.family, address, tag)),
         derivation_index: Some(i as i64),
         expires_at: Some(now + chrono::Duration::hours(1)),
         ..invoice::Model::blank(Uuid::now_v7(), merchant, Environment::Live, now)

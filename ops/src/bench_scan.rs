@@ -1,12 +1,21 @@
-//! `ops bench-scan --gate bitcoin`: the live Bitcoin scanner against real node software.
-//! Starts a Litecoin Core regtest node (`--litecoind`, default `$LITECOIND` or
-//! `/usr/lib/litecoin/litecoind`; the same JSON-RPC as Bitcoin Core), fills `--blocks` blocks
-//! with `--transfers` payments to distinct P2WPKH outputs (one `sendmany` per block), then for
-//! each `--watched` count scans those blocks with the scanner's own code into a fresh PostgreSQL
-//! database watching that many addresses (every receiver among them), and prints blocks/s,
-//! transfers/s and the cost per transfer, which should stay flat as the watched set grows.
-//! Other gates: the EVM ones have `ops bench-evm-scan`; TRON, Solana and XRP have no real node
-//! software here (docs/benchmarks.md).
+//! `ops bench-scan --gate <gate>`: the cost of a live non-EVM scanner per transfer as the
+//! watched set grows. For each `--watched` count it scans the same blocks with the scanner's own
+//! code (`scan_gate`, the live adapter) into a fresh PostgreSQL database watching that many
+//! addresses (every receiver among them), and prints blocks/s, transfers/s and the cost per
+//! transfer, which should stay flat: matching is one indexed lookup per batch.
+//!
+//! - `bitcoin`: against real node software, a Litecoin Core regtest node (`--litecoind`,
+//!   default `$LITECOIND` or `/usr/lib/litecoin/litecoind`; the same JSON-RPC as Bitcoin Core),
+//!   filled with `--blocks` blocks (default 20) of `--transfers` payments to distinct P2WPKH
+//!   outputs (one `sendmany` per block).
+//! - `tron`, `tron_usdt`, `solana`, `solana_usdc`, `xrp`: no node software for these here
+//!   (java-tron, a Solana validator, rippled), so against an in-process fake node
+//!   (`bench_fakes`) whose `--blocks` blocks (default 200) hold the `--transfers` transfers,
+//!   computed from the height: the figures are our scanner's cost (HTTP round trips to a
+//!   local node, JSON decoding, matching, recording), not a node's throughput. XRP pays the
+//!   operator's one address, invoices told apart by destination tag.
+//!
+//! The EVM gates have `ops bench-evm-scan` (anvil). Figures: docs/benchmarks.md.
 //! Floats here are measurements (rates, microseconds), never money.
 #![allow(clippy::float_arithmetic)]
 
@@ -18,17 +27,28 @@ use bitcoin::bech32::{Hrp, segwit};
 use clap::Args;
 use serde_json::{Value, json};
 
+use domain::chain::address::{AddressFamily, tron, xrp};
+use domain::config::{SolanaConfig, TronConfig, XrpConfig};
+use domain::gates;
+
+use crate::bench_evm::{Watch, compare_watched};
+use crate::bench_fakes::{self, Layout};
 use crate::bench_node::{NodeProcess, ScanLoad};
+
+/// The gates measured against an in-process fake node.
+const FAKED: [&str; 5] = ["tron", "tron_usdt", "solana", "solana_usdc", "xrp"];
 
 #[derive(Args, Debug)]
 pub struct BenchScanArgs {
-    /// The gate to measure; `bitcoin` (against Litecoin Core regtest).
+    /// The gate to measure: `bitcoin` (against Litecoin Core regtest), or `tron`, `tron_usdt`,
+    /// `solana`, `solana_usdc`, `xrp` (against an in-process fake node).
     #[arg(long, default_value = "bitcoin")]
     gate: String,
     #[arg(long, env = "LITECOIND", default_value = "/usr/lib/litecoin/litecoind")]
     litecoind: String,
-    #[arg(long, default_value_t = 20)]
-    blocks: u64,
+    /// Blocks holding the transfers; default 20 for bitcoin (mined by litecoind), 200 otherwise.
+    #[arg(long)]
+    blocks: Option<u64>,
     #[command(flatten)]
     load: ScanLoad,
 }
@@ -52,8 +72,15 @@ fn regtest(address: &str) -> anyhow::Result<String> {
 }
 
 pub async fn run(args: BenchScanArgs) -> anyhow::Result<()> {
-    ensure!(args.gate == "bitcoin", "only --gate bitcoin has real node software here (EVM: ops bench-evm-scan)");
-    args.load.check(args.blocks)?;
+    match args.gate.as_str() {
+        "bitcoin" => bitcoin(&args, args.blocks.unwrap_or(20)).await,
+        gate if FAKED.contains(&gate) => faked(&args, args.blocks.unwrap_or(200)).await,
+        other => anyhow::bail!("--gate {other}: expected bitcoin or one of {FAKED:?} (EVM: ops bench-evm-scan)"),
+    }
+}
+
+async fn bitcoin(args: &BenchScanArgs, blocks: u64) -> anyhow::Result<()> {
+    args.load.check(blocks)?;
     let dir = tempfile::tempdir()?;
     let free = || -> anyhow::Result<u16> { Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port()) };
     let (rpc_port, p2p_port) = (free()?, free()?);
@@ -76,11 +103,11 @@ pub async fn run(args: BenchScanArgs) -> anyhow::Result<()> {
     }
     node.rpc("createwallet", json!(["bench"])).await?;
     // Spendable coins: one matured coinbase per later block.
-    mine(&node, 100 + args.blocks + 1).await?;
+    mine(&node, 100 + blocks + 1).await?;
 
     let receivers: Vec<String> = (0..args.load.transfers).map(|_| random_address()).collect();
     let start = node.rpc("getblockcount", json!([])).await?.as_u64().context("block count")?;
-    let per_block = args.load.transfers.div_ceil(args.blocks as usize);
+    let per_block = args.load.transfers.div_ceil(blocks as usize);
     let filling = Instant::now();
     for chunk in receivers.chunks(per_block) {
         let mut outputs = serde_json::Map::new();
@@ -108,15 +135,70 @@ pub async fn run(args: BenchScanArgs) -> anyhow::Result<()> {
         ..Default::default()
     };
     let chain = workers::chain::bitcoin::chains(&cfg).into_iter().next().context("the bitcoin chain")?;
-    crate::bench_evm::compare_watched(
-        &args.load.pg,
-        "bitcoin",
-        chain.as_ref(),
-        &receivers,
-        &args.load.watched,
-        &random_address,
-        (start, end),
-        args.load.batch,
-    )
-    .await
+    let watch = Watch { receivers: &receivers, another: &random_address, tagged_on: None };
+    compare_watched(&args.load.pg, "bitcoin", chain.as_ref(), &watch, &args.load.watched, (start, end), args.load.batch)
+        .await
+}
+
+/// A gate without node software here, against its fake node (`bench_fakes`).
+async fn faked(args: &BenchScanArgs, blocks: u64) -> anyhow::Result<()> {
+    args.load.check(blocks)?;
+    let gate = domain::gates::find(&args.gate).context("unknown gate")?;
+    let n = args.load.transfers;
+    // An arbitrary height for the first empty block: the scan starts after it.
+    let layout = Layout::new(1_000_000, blocks, n);
+    let (node, chain, receivers, tagged_on) = match gate.family {
+        AddressFamily::Tron => {
+            let ids: Vec<[u8; 20]> = (0..n).map(|_| rand::random()).collect();
+            let token = match gate.is_token {
+                true => Some(gates::token_contract(gate).and_then(tron::account_id_of).context("USDT contract")?),
+                false => None,
+            };
+            let node = bench_fakes::tron(layout, &ids, token).await?;
+            let cfg = TronConfig { api_url: node.url.clone(), rescan_blocks: 0, ..Default::default() };
+            let chain = workers::chain::tron::chains(&cfg);
+            (node, chain, ids.iter().map(tron::address_of).collect::<Vec<_>>(), None)
+        }
+        AddressFamily::Solana => {
+            let keys: Vec<[u8; 32]> = (0..n).map(|_| rand::random()).collect();
+            let mint = gate.is_token.then(|| gates::token_contract(gate).map(str::to_owned)).flatten();
+            let node = bench_fakes::solana(layout, &keys, mint).await?;
+            let cfg = SolanaConfig { rpc_url: node.url.clone(), rescan_slots: 0, ..Default::default() };
+            let chain = workers::chain::solana::chains(&cfg);
+            (node, chain, keys.iter().map(|k| bs58::encode(k).into_string()).collect(), None)
+        }
+        AddressFamily::Xrp => {
+            let operator = xrp::address_of(&rand::random());
+            let node = bench_fakes::xrp(layout, operator.clone()).await?;
+            let cfg = XrpConfig { rpc_url: node.url.clone(), ..Default::default() };
+            let chain = workers::chain::xrp::chains(&cfg, Some(&operator));
+            // Receiver `i` pays destination tag `i + 1`, the tag of derivation index `i`.
+            (node, chain, (1..=n).map(|t| t.to_string()).collect(), Some(operator))
+        }
+        _ => anyhow::bail!("no fake node for {}", gate.id),
+    };
+    let chain = chain.into_iter().find(|c| c.gate().id == gate.id).context("the gate's live chain")?;
+    println!(
+        "chain: {blocks} blocks ({}..={}) holding {n} transfers ({} per block) from an in-process fake {} node at {}",
+        layout.start + 1,
+        layout.end,
+        layout.per_block,
+        gate.id,
+        node.url
+    );
+    // More watched addresses (XRP: tags) past the receivers, all distinct.
+    let next_tag = std::cell::Cell::new(n);
+    let another = || -> String {
+        match gate.family {
+            AddressFamily::Tron => tron::address_of(&rand::random()),
+            AddressFamily::Solana => bs58::encode(rand::random::<[u8; 32]>()).into_string(),
+            _ => {
+                next_tag.set(next_tag.get() + 1);
+                next_tag.get().to_string()
+            }
+        }
+    };
+    let watch = Watch { receivers: &receivers, another: &another, tagged_on: tagged_on.as_deref() };
+    let range = (layout.start, layout.end);
+    compare_watched(&args.load.pg, gate.id, chain.as_ref(), &watch, &args.load.watched, range, args.load.batch).await
 }

@@ -5,6 +5,7 @@ mod args;
 mod audit;
 mod bench;
 mod bench_evm;
+mod bench_fakes;
 mod bench_node;
 mod bench_pipeline;
 mod bench_scan;
@@ -56,8 +57,9 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Scan speed of the live EVM scanner against anvil, with growing watched-address sets.
     BenchEvmScan(bench_evm::BenchEvmScanArgs),
-    /// Scan speed of a non-EVM live scanner against real node software (`--gate bitcoin`:
-    /// Litecoin Core regtest), with growing watched-address sets.
+    /// Scan speed of a non-EVM live scanner with growing watched-address sets: `--gate bitcoin`
+    /// against Litecoin Core regtest; tron, tron_usdt, solana, solana_usdc, xrp against an
+    /// in-process fake node.
     BenchScan(bench_scan::BenchScanArgs),
     /// Pipeline benchmark: a burst of sandbox deposits through scanner and tracker to ledger credits.
     BenchPipeline(bench_pipeline::BenchPipelineArgs),
