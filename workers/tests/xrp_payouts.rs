@@ -121,6 +121,34 @@ async fn a_transaction_lost_before_any_ledger_is_signed_again_with_its_sequence_
     assert_eq!(x.signed(next).await.sequence, lost.sequence + 1);
 }
 
+/// An executor configured with `last_ledger_offset` = `offset`, as the worker builds it.
+fn executor_with_offset(x: &XrpPayouts, offset: u32) -> workers::executor::Executor {
+    let mut cfg = (*x.live.app.state.config).clone();
+    cfg.xrp.last_ledger_offset = offset;
+    workers::executor::Executor {
+        db: x.live.app.state.db.clone(),
+        chains: workers::chain::Chains::default().with_live(&cfg),
+        signers: workers::chain::signer::Signers::default().with_xrp(&cfg.xrp).unwrap(),
+        recheck: std::time::Duration::from_millis(10),
+    }
+}
+
+/// The operator lowers `last_ledger_offset` while a payout signed with a wide window is in
+/// flight: its transaction, validated early in that window, is still found (never taken for
+/// one whose Sequence another transaction used) and the payout completes.
+#[tokio::test]
+async fn a_smaller_window_configured_after_signing_still_finds_the_transaction() {
+    let x = XrpPayouts::start(SECP256K1_SEED, "20").await;
+    let id = x.payout(DEST, None, "2").await;
+    executor_with_offset(&x, 150).execute(id).await.unwrap();
+    assert_eq!(x.signed(id).await.last_ledger as u64, x.live.node.validated() + 150);
+    x.live.node.close(1);
+    let restarted = executor_with_offset(&x, 3);
+    restarted.execute(id).await.unwrap();
+    assert_eq!(x.row(id).await.status, PayoutStatus::Completed);
+    assert_eq!(x.live.node.sent_by(&x.wallet).len(), 1);
+}
+
 #[tokio::test]
 async fn a_sequence_taken_by_a_transaction_sent_by_hand_fails_the_payout_and_releases_its_funds() {
     let x = XrpPayouts::start(SECP256K1_SEED, "20").await;

@@ -56,7 +56,7 @@ pub use solana::SolanaConfig;
 pub use tron::TronConfig;
 pub use webhooks::{WebhooksConfig, parse_secret_key};
 pub use worker::WorkerConfig;
-pub use xrp::XrpConfig;
+pub use xrp::{MAX_LAST_LEDGER_OFFSET as XRP_MAX_LAST_LEDGER_OFFSET, XrpConfig};
 
 pub const ENV_PREFIX: &str = "PAYGATE_";
 

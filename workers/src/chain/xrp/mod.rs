@@ -16,7 +16,7 @@
 //!   tracker's span of missing checks (a lagging or pruned node can miss a transaction).
 //! - Payouts (`wallet`: the hot wallet's signer; `codec`: the binary format): `submit` sends a
 //!   signed blob; [`Chain::outgoing`] reads it back with `tx` within its validity window
-//!   (`LastLedgerSequence` less `last_ledger_offset` up to it). Validated and `tesSUCCESS` counts
+//!   (`LastLedgerSequence` less the largest `last_ledger_offset` allowed, up to it). Validated and `tesSUCCESS` counts
 //!   its depth (its `Fee` is the network fee); a validated `tec…` failed (fee taken, `Sequence`
 //!   used). Not found once the newest validated ledger is past its `LastLedgerSequence`, with
 //!   `searched_all` over the window and the account's validated `Sequence` not past its own,
@@ -44,9 +44,6 @@ pub struct XrpChain {
     /// The operator's classic address every deposit goes to.
     account: String,
     page_size: u32,
-    /// Ledgers a payout transaction may wait before its `LastLedgerSequence` (the window
-    /// [`Chain::outgoing`] searches).
-    last_ledger_offset: u32,
 }
 
 /// The live XRP chain configured in `cfg` (`[xrp]`) for the operator's `account`: none when no
@@ -55,8 +52,7 @@ pub fn chains(cfg: &XrpConfig, account: Option<&str>) -> Vec<Arc<dyn Chain>> {
     let (true, Some(account)) = (cfg.configured(), account) else { return Vec::new() };
     let Some(gate) = gates::GATES.iter().find(|g| g.family == AddressFamily::Xrp) else { return Vec::new() };
     let rpc = Rpc::with("XRP RPC", &cfg.rpc_url, cfg.request_timeout_ms, cfg.max_retries, cfg.retry_backoff_ms);
-    let (page_size, last_ledger_offset) = (cfg.page_size, cfg.last_ledger_offset);
-    vec![Arc::new(XrpChain { gate, rpc, account: account.to_owned(), page_size, last_ledger_offset })]
+    vec![Arc::new(XrpChain { gate, rpc, account: account.to_owned(), page_size: cfg.page_size })]
 }
 
 fn bad(what: &str, v: &Value) -> ChainError {
@@ -246,8 +242,10 @@ impl Chain for XrpChain {
     async fn outgoing(&self, tx: &SignedTx) -> Result<Outgoing, ChainError> {
         let signed =
             codec::Tx::decode(&tx.raw).map_err(|e| ChainError::Unavailable(format!("our own XRP blob: {e}")))?;
+        // The widest window any configuration signs with, not today's `last_ledger_offset`: a
+        // smaller offset set after signing must not hide the ledgers it was signed for.
         let last = u64::from(signed.last_ledger);
-        let first = last.saturating_sub(u64::from(self.last_ledger_offset));
+        let first = last.saturating_sub(u64::from(domain::config::XRP_MAX_LAST_LEDGER_OFFSET));
         let params = json!({"transaction": tx.tx_hash, "min_ledger": first, "max_ledger": last});
         let r = self.rpc.call("tx", json!([params])).await?;
         let found = match answer(r.clone()) {
