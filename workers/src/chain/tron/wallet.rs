@@ -17,8 +17,8 @@ use alloy_signer_local::PrivateKeySigner;
 use rust_decimal::Decimal;
 use serde_json::json;
 
-use super::TronApi;
 use super::tx::{Call, Raw, signed_bytes};
+use super::{TronApi, block_number};
 use crate::chain::signer::{Fees, PayoutTx, Signer, Signers, hot_wallet_secret};
 use crate::chain::{ChainError, SignedTx};
 use domain::chain::address::AddressFamily;
@@ -123,10 +123,8 @@ impl Signer for TronSigner {
 
     async fn fees(&self, _: &PayoutTx<'_>) -> Result<Option<Fees>, ChainError> {
         let head = self.api.call("/wallet/getnowblock", json!({})).await?;
-        let header = &head["block_header"]["raw_data"];
-        let (Some(number), Some(time), Some(id)) =
-            (header["number"].as_u64(), header["timestamp"].as_u64(), head["blockID"].as_str())
-        else {
+        let time = head["block_header"]["raw_data"]["timestamp"].as_u64();
+        let (Some(number), Some(time), Some(id)) = (block_number(&head), time, head["blockID"].as_str()) else {
             return Err(unavailable(format!("unexpected getnowblock answer: {head}")));
         };
         let id = hex::decode(id)

@@ -72,6 +72,27 @@ fn index(v: &Value) -> Option<u64> {
     v.as_u64().or_else(|| v.as_str().and_then(|s| s.parse().ok()))
 }
 
+/// `method` on `rpc`, where any error the node names is a failure to retry later.
+async fn fetch(rpc: &Rpc, method: &str, params: Value) -> Result<Value, ChainError> {
+    answer(rpc.call(method, json!([params])).await?).map_err(|e| ChainError::Unavailable(format!("{method}: {e}")))
+}
+
+/// The newest validated ledger's index.
+async fn validated_ledger(rpc: &Rpc) -> Result<u64, ChainError> {
+    let r = fetch(rpc, "ledger", json!({"ledger_index": "validated"})).await?;
+    r.get("ledger_index")
+        .and_then(index)
+        .or_else(|| index(&r["ledger"]["ledger_index"]))
+        .ok_or_else(|| bad("ledger", &r))
+}
+
+/// `account`'s next `Sequence` in ledger `ledger` (`"validated"`, or `"current"`: pending
+/// transactions included).
+async fn account_sequence(rpc: &Rpc, account: &str, ledger: &str) -> Result<u64, ChainError> {
+    let r = fetch(rpc, "account_info", json!({"account": account, "ledger_index": ledger})).await?;
+    r["account_data"]["Sequence"].as_u64().ok_or_else(|| bad("account_info", &r))
+}
+
 /// XRP amounts are strings of drops (10^-6 XRP); issued currencies are objects (not XRP).
 fn drops(v: &Value) -> Option<Decimal> {
     let d: i64 = v.as_str()?.parse().ok()?;
@@ -129,19 +150,9 @@ pub fn classify_submit(code: &str, message: &str) -> Broadcast {
 }
 
 impl XrpChain {
-    /// The account's next `Sequence` in the newest validated ledger.
-    async fn validated_sequence(&self, account: &str) -> Result<u64, ChainError> {
-        let r = self.fetch("account_info", json!({"account": account, "ledger_index": "validated"})).await?;
-        r["account_data"]["Sequence"].as_u64().ok_or_else(|| bad("account_info", &r))
-    }
-
-    async fn call(&self, method: &str, params: Value) -> Result<Result<Value, String>, ChainError> {
-        Ok(answer(self.rpc.call(method, json!([params])).await?))
-    }
-
-    /// `call`, where any error the node names is a failure to retry later.
+    /// [`fetch`] on this chain's node.
     async fn fetch(&self, method: &str, params: Value) -> Result<Value, ChainError> {
-        self.call(method, params).await?.map_err(|e| ChainError::Unavailable(format!("{method}: {e}")))
+        fetch(&self.rpc, method, params).await
     }
 }
 
@@ -153,11 +164,7 @@ impl Chain for XrpChain {
 
     /// The newest validated ledger.
     async fn tip(&self) -> Result<u64, ChainError> {
-        let r = self.fetch("ledger", json!({"ledger_index": "validated"})).await?;
-        r.get("ledger_index")
-            .and_then(index)
-            .or_else(|| index(&r["ledger"]["ledger_index"]))
-            .ok_or_else(|| bad("ledger", &r))
+        validated_ledger(&self.rpc).await
     }
 
     /// Only the operator's account is read: a payment matching no invoice is unclaimed money.
@@ -264,7 +271,7 @@ impl Chain for XrpChain {
                     )));
                 }
                 let account = xrp_address(&signed.account);
-                let next = self.validated_sequence(&account).await?;
+                let next = account_sequence(&self.rpc, &account, "validated").await?;
                 if next > u64::from(signed.sequence) {
                     return Ok(Outgoing::Failed(format!(
                         "Sequence {} of {account} was used by another transaction",

@@ -15,10 +15,10 @@
 
 use rust_decimal::Decimal;
 use rust_decimal::prelude::ToPrimitive;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::codec::{Keypair, Kind, Tx};
-use super::{answer, index};
+use super::{account_sequence, fetch, validated_ledger};
 use crate::chain::evm::Rpc;
 use crate::chain::signer::{Fees, NonceAccount, PayoutTx, Signer, Signers, hot_wallet_secret};
 use crate::chain::{ChainError, SignedTx};
@@ -63,26 +63,17 @@ impl XrpSigner {
         &self.address
     }
 
-    async fn fetch(&self, method: &str, params: Value) -> Result<Value, ChainError> {
-        answer(self.rpc.call(method, json!([params])).await?).map_err(|e| unavailable(format!("{method}: {e}")))
-    }
-
     /// The open ledger's fee, capped by `max_fee_drops` and `cap_drops`, and the last ledger a
     /// transaction signed now may enter.
     async fn terms(&self, cap_drops: u64, at_least: u64) -> Result<Fees, ChainError> {
-        let fee = self.fetch("fee", json!({})).await?;
+        let fee = fetch(&self.rpc, "fee", json!({})).await?;
         let read = |k: &str| fee["drops"][k].as_str().and_then(|s| s.parse::<u64>().ok());
         let base = read("base_fee").ok_or_else(|| unavailable(format!("unexpected fee answer: {fee}")))?;
         let open = read("open_ledger_fee").unwrap_or(base);
         // Above the cap the transaction waits (queued or refused, then expired and signed again
         // at the fee of that time): never a fee above what the payout reserved.
         let fee_drops = open.max(base).max(at_least).min(self.max_fee_drops).min(cap_drops);
-        let ledger = self.fetch("ledger", json!({"ledger_index": "validated"})).await?;
-        let validated = ledger
-            .get("ledger_index")
-            .and_then(index)
-            .or_else(|| index(&ledger["ledger"]["ledger_index"]))
-            .ok_or_else(|| unavailable(format!("unexpected ledger answer: {ledger}")))?;
+        let validated = validated_ledger(&self.rpc).await?;
         let last_ledger = u32::try_from(validated + u64::from(self.last_ledger_offset))
             .map_err(|_| unavailable("ledger index beyond u32"))?;
         Ok(Fees::Xrp { fee_drops, last_ledger })
@@ -148,10 +139,7 @@ impl Signer for XrpSigner {
     }
 
     async fn nonce_account(&self) -> Result<Option<NonceAccount>, ChainError> {
-        let r = self.fetch("account_info", json!({"account": self.address, "ledger_index": "current"})).await?;
-        let next = r["account_data"]["Sequence"]
-            .as_u64()
-            .ok_or_else(|| unavailable(format!("unexpected account_info answer: {r}")))?;
+        let next = account_sequence(&self.rpc, &self.address, "current").await?;
         Ok(Some(NonceAccount { scope: format!("xrp:{}", self.address), chain_next: next }))
     }
 }
