@@ -33,8 +33,6 @@ pub enum Offline {
     NodeNotConfigured { section: &'static str, key: &'static str },
     /// Payouts only: no hot wallet key in the chain's section (`[bitcoin] hot_wallet_key_file`).
     NoHotWallet(&'static str),
-    /// Payouts only: this network has no payout signer yet.
-    NoPayoutSigner,
 }
 
 impl Offline {
@@ -63,7 +61,6 @@ impl std::fmt::Display for Offline {
                 write!(f, "no node configured: set [{section}] {key} so its deposits are scanned")
             }
             Offline::NoHotWallet(section) => write!(f, "no payout signer: set [{section}] hot_wallet_key_file"),
-            Offline::NoPayoutSigner => write!(f, "payouts are not supported on this network yet (no signer)"),
         }
     }
 }
@@ -104,7 +101,7 @@ pub fn payouts(cfg: &Config, env: Environment, gate: &Gate) -> Result<(), Offlin
                 AddressFamily::Bitcoin => hot_wallet(cfg.bitcoin.has_hot_wallet(), "bitcoin"),
                 AddressFamily::Xrp => hot_wallet(cfg.xrp.has_hot_wallet(), "xrp"),
                 AddressFamily::Tron => hot_wallet(cfg.tron.has_hot_wallet(), "tron"),
-                AddressFamily::Solana => Err(Offline::NoPayoutSigner),
+                AddressFamily::Solana => hot_wallet(cfg.solana.has_hot_wallet(), "solana"),
             }
         }
     }
@@ -247,7 +244,11 @@ mod tests {
             assert_eq!(status(&cfg, &book, Environment::Live, gate(id)), GateStatus::Online, "{id}");
         }
         for id in ["solana", "solana_usdc"] {
-            assert_eq!(payouts(&cfg, Environment::Live, gate(id)), Err(Offline::NoPayoutSigner), "{id}");
+            assert_eq!(payouts(&cfg, Environment::Live, gate(id)), Err(Offline::NoHotWallet("solana")), "{id}");
+        }
+        cfg.solana.hot_wallet_key_file = Some("/run/secrets/solana.json".into());
+        for id in ["solana", "solana_usdc"] {
+            assert_eq!(payouts(&cfg, Environment::Live, gate(id)), Ok(()), "{id}");
         }
         for id in ["tron", "tron_usdt"] {
             assert_eq!(payouts(&cfg, Environment::Live, gate(id)), Err(Offline::NoHotWallet("tron")), "{id}");

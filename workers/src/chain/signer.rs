@@ -1,8 +1,9 @@
 //! Signing outgoing transactions, kept apart from everything else: the payout executor asks a
 //! [`Signer`] for a signed transaction and never sees a key. The test environment uses the
 //! sandbox signer; live gates use hot-wallet signers (`evm::EvmSigner`,
-//! `bitcoin::wallet::BitcoinSigner`, `xrp::wallet::XrpSigner`; keys from a file or secret,
-//! loaded only by the executor process). The API process never builds one.
+//! `bitcoin::wallet::BitcoinSigner`, `xrp::wallet::XrpSigner`, `tron::wallet::TronSigner`,
+//! `solana::wallet::SolanaSigner`; keys from a file or secret, loaded only by the executor
+//! process). The API process never builds one.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -69,6 +70,9 @@ pub enum Fees {
     /// A TRON transaction's reference block (height and bytes 8..16 of its id), its expiration
     /// and timestamp (ms).
     Tron { ref_block: u64, ref_block_hash: [u8; 8], expiration_ms: u64, timestamp_ms: u64 },
+    /// A Solana transaction's recent blockhash, the last block height it is valid at, and the
+    /// slot the node answered from (`getLatestBlockhash`).
+    Solana { blockhash: [u8; 32], last_valid_block_height: u64, slot: u64 },
 }
 
 impl Fees {
@@ -76,7 +80,7 @@ impl Fees {
     pub fn gas(self) -> Result<GasFees, ChainError> {
         match self {
             Fees::Gas(g) => Ok(g),
-            Fees::Xrp { .. } | Fees::Tron { .. } => {
+            Fees::Xrp { .. } | Fees::Tron { .. } | Fees::Solana { .. } => {
                 Err(ChainError::Unavailable("another chain's terms given to an EVM signer".into()))
             }
         }
@@ -167,6 +171,15 @@ pub fn hot_wallet_secret(
     Ok(Some(text.trim().to_owned()))
 }
 
+/// An amount in the gate's base units (sun, lamports, token units), exactly.
+pub fn base_units(amount: Decimal, decimals: u32) -> Result<u64, ChainError> {
+    let scaled = amount.checked_mul(Decimal::from(10u64.pow(decimals)));
+    let exact = scaled.filter(|d| d.fract().is_zero() && *d >= Decimal::ZERO);
+    exact.and_then(|d| u64::try_from(d).ok()).ok_or_else(|| {
+        ChainError::Unavailable(format!("{amount} is not a whole number of base units ({decimals} decimals)"))
+    })
+}
+
 /// The body of a sandbox transaction (its `raw` is this as JSON).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SandboxTx {
@@ -209,7 +222,7 @@ pub struct Signers {
 impl Signers {
     /// The sandbox signer on every test gate; live gates get theirs from their adapters
     /// (`Signers::with_evm` in `evm`, `Signers::with_bitcoin` in `bitcoin::wallet`,
-    /// `Signers::with_xrp` in `xrp::wallet`).
+    /// `Signers::with_xrp` in `xrp::wallet`, and so on for TRON and Solana).
     pub fn sandbox() -> Signers {
         let signer: Arc<dyn Signer> = Arc::new(SandboxSigner);
         Signers { by_gate: GATES.iter().map(|g| ((Environment::Test, g.id), signer.clone())).collect() }
@@ -222,5 +235,18 @@ impl Signers {
     pub fn get(&self, env: Environment, gate_id: &str) -> Option<Arc<dyn Signer>> {
         let gate = domain::gates::find(gate_id)?;
         self.by_gate.get(&(env, gate.id)).cloned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payout_amounts_become_exact_base_units() {
+        assert_eq!(base_units(Decimal::new(1_234_567, 6), 6).unwrap(), 1_234_567);
+        assert_eq!(base_units(Decimal::new(25, 0), 6).unwrap(), 25_000_000);
+        assert!(base_units(Decimal::new(1, 7), 6).is_err());
+        assert!(base_units(Decimal::new(-1, 0), 6).is_err());
     }
 }

@@ -121,7 +121,8 @@ impl StageCtx {
                     .with_evm(&config.evm)?
                     .with_bitcoin(&config.bitcoin)?
                     .with_xrp(&config.xrp)?
-                    .with_tron(&config.tron)?,
+                    .with_tron(&config.tron)?
+                    .with_solana(&config.solana)?,
                 recheck: Duration::from_millis(config.payouts.recheck_ms),
             }))
         } else {

@@ -13,6 +13,7 @@ pub mod payouts;
 pub mod pipe;
 pub mod smtp_sink;
 pub mod solana_node;
+pub mod solana_payouts;
 pub mod tron_node;
 pub mod tron_payouts;
 pub mod xrp_node;

@@ -1,9 +1,10 @@
 //! `[solana]`: the live Solana cluster's JSON-RPC node, read by the deposit scanner and the
-//! confirmation tracker for `solana` and `solana_usdc`.
+//! confirmation tracker for `solana` and `solana_usdc`, and the payout hot wallet's key (read
+//! by the payout executor only).
 
 use serde::{Deserialize, Serialize};
 
-use super::{ConfigError, invalid};
+use super::{ConfigError, Redacted, invalid};
 use crate::chain::address::{AddressFamily, ChainNet, validate_address};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -21,6 +22,13 @@ pub struct SolanaConfig {
     pub rescan_slots: u64,
     /// The USDC mint; default the mainnet mint.
     pub usdc_mint: Option<String>,
+    /// The payout hot wallet: an ed25519 keypair as the Solana CLI writes it (a JSON array of
+    /// 64 bytes), or base58 of those 64 bytes; or a file holding either. Its account pays every
+    /// SOL and USDC payout and refund, their fees, and the rent of a recipient's USDC token
+    /// account it creates. Only the payout executor reads it; without one, live Solana payouts
+    /// are refused (`gate_offline`).
+    pub hot_wallet_key: Option<Redacted>,
+    pub hot_wallet_key_file: Option<std::path::PathBuf>,
 }
 
 impl Default for SolanaConfig {
@@ -32,6 +40,8 @@ impl Default for SolanaConfig {
             retry_backoff_ms: 200,
             rescan_slots: 32,
             usdc_mint: None,
+            hot_wallet_key: None,
+            hot_wallet_key_file: None,
         }
     }
 }
@@ -40,6 +50,11 @@ impl SolanaConfig {
     /// Whether a node is configured (the Solana gates can be watched in live).
     pub fn configured(&self) -> bool {
         !self.rpc_url.is_empty()
+    }
+
+    /// Whether a payout hot wallet key is configured.
+    pub fn has_hot_wallet(&self) -> bool {
+        self.hot_wallet_key.is_some() || self.hot_wallet_key_file.is_some()
     }
 
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
@@ -76,6 +91,9 @@ mod tests {
             let cfg = Config::load().unwrap();
             assert!(cfg.solana.configured());
             assert_eq!(cfg.solana.rescan_slots, 32);
+            assert!(!cfg.solana.has_hot_wallet());
+            jail.set_env("PAYGATE_SOLANA__HOT_WALLET_KEY_FILE", "/run/secrets/solana.json");
+            assert!(Config::load().unwrap().solana.has_hot_wallet());
             Ok(())
         });
     }

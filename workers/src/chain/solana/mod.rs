@@ -20,6 +20,18 @@
 //!   never land.
 //! - Every scan re-reads `rescan_slots` slots before the cursor (payments are unique per
 //!   signature and account index, so nothing twice).
+//! - Payouts (`wallet`: the hot wallet's signer; `tx`: the wire format): `sendTransaction` with
+//!   preflight (a transaction the simulation refuses was sent nowhere: retried, or refused for
+//!   good when it can never be valid). [`Chain::outgoing`] asks for the signature's status
+//!   first: found, it failed (`err`) or counts as confirmed once `finalized` (a SOL payout's fee
+//!   is its `meta.fee`; a USDC payout's fee and any token account rent are paid in SOL and
+//!   logged). Unknown, it expired only once the finalized block height is past its blockhash's
+//!   last valid height (no block that could include it can still come), the node that answered
+//!   "unknown" had processed that finalized slot, and its ledger reaches back to the slot the
+//!   blockhash was read at: the executor then signs the payout again.
+
+pub mod tx;
+pub mod wallet;
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -28,7 +40,7 @@ use rust_decimal::Decimal;
 use serde_json::{Value, json};
 
 use super::evm::Rpc;
-use super::{Chain, ChainError, Transfer, TxStatus};
+use super::{Broadcast, Chain, ChainError, Outgoing, SignedTx, Transfer, TxStatus};
 use domain::addresses::address_key;
 use domain::chain::address::AddressFamily;
 use domain::config::SolanaConfig;
@@ -50,11 +62,10 @@ pub fn chains(cfg: &SolanaConfig) -> Vec<Arc<dyn Chain>> {
     if !cfg.configured() {
         return Vec::new();
     }
-    let rpc =
-        Arc::new(Rpc::with("Solana RPC", &cfg.rpc_url, cfg.request_timeout_ms, cfg.max_retries, cfg.retry_backoff_ms));
+    let rpc = rpc(cfg);
     let mut out: Vec<Arc<dyn Chain>> = Vec::new();
     for gate in gates::GATES.iter().filter(|g| g.family == AddressFamily::Solana) {
-        let mint = gate.is_token.then(|| cfg.usdc_mint.clone().or_else(|| gates::token_contract(gate).map(Into::into)));
+        let mint = gate.is_token.then(|| mint_of(cfg, gate));
         let mint = match mint {
             Some(None) => {
                 tracing::error!(gate = gate.id, "no SPL mint; the gate is not watched");
@@ -66,6 +77,16 @@ pub fn chains(cfg: &SolanaConfig) -> Vec<Arc<dyn Chain>> {
         out.push(Arc::new(SolanaChain { gate, rpc: rpc.clone(), mint, rescan: cfg.rescan_slots }));
     }
     out
+}
+
+/// The cluster's JSON-RPC client as `cfg` configures it.
+fn rpc(cfg: &SolanaConfig) -> Arc<Rpc> {
+    Arc::new(Rpc::with("Solana RPC", &cfg.rpc_url, cfg.request_timeout_ms, cfg.max_retries, cfg.retry_backoff_ms))
+}
+
+/// The SPL mint of a token gate: configured, or the gate's default.
+fn mint_of(cfg: &SolanaConfig, gate: &Gate) -> Option<String> {
+    cfg.usdc_mint.clone().or_else(|| gates::token_contract(gate).map(Into::into))
 }
 
 fn bad(what: &str, v: &Value) -> ChainError {
@@ -160,6 +181,61 @@ pub fn token_transfers(block: &Value, slot: u64, mint: &str, decimals: u32) -> V
     out
 }
 
+/// The JSON-RPC error object in an RPC failure's text (`None`: the node did not answer).
+fn node_error(e: &str) -> Option<Value> {
+    let body = e.split_once(": ").map_or(e, |(_, rest)| rest);
+    serde_json::from_str::<Value>(body).ok().filter(|v| v.get("code").is_some())
+}
+
+/// What `sendTransaction`'s error says about a payout transaction. With preflight, a refused
+/// transaction reached no validator.
+pub fn classify_send_error(error: &Value) -> Broadcast {
+    let message = error["message"].as_str().unwrap_or("");
+    let err = &error["data"]["err"];
+    let why = if err.is_null() { message.to_owned() } else { format!("{message} ({err})") };
+    if *err == "AlreadyProcessed" {
+        return Broadcast::AlreadyKnown;
+    }
+    // A SOL payout that would leave a new recipient account below the rent-exempt minimum
+    // can never pass; the hot wallet's own (account 0) can, once it is funded.
+    let rent_short = err["InsufficientFundsForRent"]["account_index"].as_u64().is_some_and(|i| i != 0);
+    match error["code"].as_i64() {
+        // A bad signature, or bytes the node cannot read as a transaction: never valid.
+        Some(-32003 | -32602) => Broadcast::Rejected(why),
+        _ if rent_short => Broadcast::Rejected(format!("{why}: a new account needs at least the rent-exempt minimum")),
+        // The simulation failed (blockhash not seen yet, the hot wallet short of SOL or tokens,
+        // …) or the node is unhealthy: kept and sent again (signed again once expired).
+        _ => Broadcast::Retry(why),
+    }
+}
+
+impl SolanaChain {
+    /// The network fee of a finalized payout transaction in the gate's asset: a SOL payout's
+    /// `meta.fee`; `None` for USDC, whose fee and any token account rent are paid in SOL (logged).
+    async fn fee_of(&self, signature: &str) -> Result<Option<Decimal>, ChainError> {
+        let opts = json!({"encoding": "json", "commitment": "finalized", "maxSupportedTransactionVersion": 0});
+        let v = self.rpc.call("getTransaction", json!([signature, opts])).await?;
+        let meta = &v["meta"];
+        let (Some(fee), Some(before), Some(after)) =
+            (meta["fee"].as_u64(), meta["preBalances"][0].as_u64(), meta["postBalances"][0].as_u64())
+        else {
+            return Err(bad("getTransaction", &v));
+        };
+        if self.mint.is_none() {
+            return Ok(units(u128::from(fee), self.gate.decimals));
+        }
+        let rent = before.saturating_sub(after).saturating_sub(fee);
+        tracing::info!(
+            gate = self.gate.id,
+            tx = signature,
+            fee_lamports = fee,
+            rent_lamports = rent,
+            "SOL paid by the hot wallet for a token payout (fee, and the rent of a token account it created)"
+        );
+        Ok(None)
+    }
+}
+
 #[async_trait::async_trait]
 impl Chain for SolanaChain {
     fn gate(&self) -> &'static Gate {
@@ -196,6 +272,58 @@ impl Chain for SolanaChain {
             }
         }
         Ok(out)
+    }
+
+    async fn broadcast(&self, tx: &SignedTx) -> Result<Broadcast, ChainError> {
+        let stored = wallet::Stored::parse(&tx.raw)?;
+        let params = json!([stored.tx, {"encoding": "base64", "preflightCommitment": "confirmed"}]);
+        match self.rpc.once("sendTransaction", &params).await {
+            Ok(_) => Ok(Broadcast::Accepted),
+            Err(e) => match node_error(&e) {
+                Some(error) => Ok(classify_send_error(&error)),
+                None => Err(ChainError::Unavailable(e)),
+            },
+        }
+    }
+
+    /// By signature first; unknown, expired only when no block can include it any more and the
+    /// answering node would know it (see the module's notes).
+    async fn outgoing(&self, tx: &SignedTx) -> Result<Outgoing, ChainError> {
+        let stored = wallet::Stored::parse(&tx.raw)?;
+        // The finalized slot and height, read before the status.
+        let epoch = self.rpc.call("getEpochInfo", json!([{"commitment": "finalized"}])).await?;
+        let (Some(final_slot), Some(final_height)) = (epoch["absoluteSlot"].as_u64(), epoch["blockHeight"].as_u64())
+        else {
+            return Err(bad("getEpochInfo", &epoch));
+        };
+        let v =
+            self.rpc.call("getSignatureStatuses", json!([[tx.tx_hash], {"searchTransactionHistory": true}])).await?;
+        let s = &v["value"][0];
+        if !s.is_null() {
+            if !s["err"].is_null() {
+                return Ok(Outgoing::Failed(format!("{} in slot {}", s["err"], s["slot"])));
+            }
+            if s["confirmationStatus"] != "finalized" {
+                return Ok(Outgoing::Confirmations { confirmations: 0, fee: None });
+            }
+            let fee = self.fee_of(&tx.tx_hash).await?;
+            return Ok(Outgoing::Confirmations { confirmations: u64::from(self.gate.confirmations), fee });
+        }
+        if final_height <= stored.last_valid_block_height {
+            // A block that may include it can still come (or it was never sent).
+            return Ok(Outgoing::Unknown);
+        }
+        let answered_at = v["context"]["slot"].as_u64().ok_or_else(|| bad("status context", &v))?;
+        let min = self.rpc.call("minimumLedgerSlot", json!([])).await?;
+        let min = min.as_u64().ok_or_else(|| bad("minimumLedgerSlot", &min))?;
+        if answered_at < final_slot || min > stored.slot {
+            return Err(ChainError::Unavailable(format!(
+                "signature {} unknown to a Solana node at slot {answered_at} whose ledger starts at slot {min}; the \
+                 finalized slot is {final_slot} and the blockhash was read at slot {}: not judged expired",
+                tx.tx_hash, stored.slot
+            )));
+        }
+        Ok(Outgoing::Expired)
     }
 
     fn gone_span(&self) -> u64 {
@@ -254,6 +382,35 @@ mod tests {
     fn tb(index: u64, mint: &str, owner: &str, amount: &str) -> Value {
         json!({"accountIndex": index, "mint": mint, "owner": owner,
                "uiTokenAmount": {"amount": amount, "decimals": 6}})
+    }
+
+    #[test]
+    fn send_errors_retry_what_can_pass_and_refuse_what_never_can() {
+        let kind = |code: i64, err: Value| match classify_send_error(
+            &json!({"code": code, "message": "m", "data": {"err": err}}),
+        ) {
+            Broadcast::Accepted => "accepted",
+            Broadcast::AlreadyKnown => "known",
+            Broadcast::Retry(_) => "retry",
+            Broadcast::Rejected(_) => "rejected",
+            Broadcast::Displaced(_) => "displaced",
+        };
+        assert_eq!(kind(-32002, json!("AlreadyProcessed")), "known");
+        for err in [
+            json!("BlockhashNotFound"),
+            json!("InsufficientFundsForFee"),
+            json!("AccountNotFound"),
+            json!({"InstructionError": [1, {"Custom": 1}]}),
+            json!({"InsufficientFundsForRent": {"account_index": 0}}),
+        ] {
+            assert_eq!(kind(-32002, err.clone()), "retry", "{err}");
+        }
+        assert_eq!(kind(-32005, Value::Null), "retry", "node unhealthy");
+        assert_eq!(kind(-32003, Value::Null), "rejected", "bad signature");
+        assert_eq!(kind(-32602, Value::Null), "rejected", "not a transaction");
+        assert_eq!(kind(-32002, json!({"InsufficientFundsForRent": {"account_index": 1}})), "rejected", "below rent");
+        assert_eq!(node_error(r#"sendTransaction: {"code":-32003,"message":"x"}"#).unwrap()["code"], -32003);
+        assert_eq!(node_error("sendTransaction: HTTP 502 Bad Gateway"), None);
     }
 
     #[test]

@@ -14,12 +14,11 @@ use std::sync::Arc;
 use alloy_primitives::{B256, U256};
 use alloy_signer::SignerSync;
 use alloy_signer_local::PrivateKeySigner;
-use rust_decimal::Decimal;
 use serde_json::json;
 
 use super::tx::{Call, Raw, signed_bytes};
 use super::{TronApi, block_number};
-use crate::chain::signer::{Fees, PayoutTx, Signer, Signers, hot_wallet_secret};
+use crate::chain::signer::{Fees, PayoutTx, Signer, Signers, base_units, hot_wallet_secret};
 use crate::chain::{ChainError, SignedTx};
 use domain::chain::address::AddressFamily;
 use domain::chain::address::tron::{account_id_of, address_of};
@@ -99,15 +98,6 @@ impl TronSigner {
     }
 }
 
-/// An amount in the gate's base units (sun, token units), exactly.
-pub fn base_units(amount: Decimal, decimals: u32) -> Result<u64, ChainError> {
-    let scaled = amount.checked_mul(Decimal::from(10u64.pow(decimals)));
-    let exact = scaled.filter(|d| d.fract().is_zero() && *d >= Decimal::ZERO);
-    exact
-        .and_then(|d| u64::try_from(d).ok())
-        .ok_or_else(|| unavailable(format!("{amount} is not a whole number of base units ({decimals} decimals)")))
-}
-
 #[async_trait::async_trait]
 impl Signer for TronSigner {
     async fn sign(&self, tx: &PayoutTx<'_>) -> Result<SignedTx, ChainError> {
@@ -157,14 +147,6 @@ impl Signers {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn payout_amounts_become_exact_base_units() {
-        assert_eq!(base_units(Decimal::new(1_234_567, 6), 6).unwrap(), 1_234_567);
-        assert_eq!(base_units(Decimal::new(25, 0), 6).unwrap(), 25_000_000);
-        assert!(base_units(Decimal::new(1, 7), 6).is_err());
-        assert!(base_units(Decimal::new(-1, 0), 6).is_err());
-    }
 
     #[test]
     fn the_hot_wallet_address_is_the_keys_tron_address() {
