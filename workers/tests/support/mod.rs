@@ -8,6 +8,7 @@
 pub mod btc_payouts;
 pub mod fake_node;
 pub mod litecoind;
+pub mod litesvm;
 pub mod live;
 pub mod payouts;
 pub mod pipe;
