@@ -232,6 +232,14 @@ impl Signers {
         self.by_gate.insert((env, gate.id), signer);
     }
 
+    /// `signer` on every live gate of `family`: one hot wallet paying all of that network's
+    /// assets (TRX and USDT, SOL and USDC, XRP).
+    pub fn insert_live_family(&mut self, family: domain::chain::address::AddressFamily, signer: Arc<dyn Signer>) {
+        for gate in GATES.iter().filter(|g| g.family == family) {
+            self.insert(Environment::Live, gate, signer.clone());
+        }
+    }
+
     pub fn get(&self, env: Environment, gate_id: &str) -> Option<Arc<dyn Signer>> {
         let gate = domain::gates::find(gate_id)?;
         self.by_gate.get(&(env, gate.id)).cloned()

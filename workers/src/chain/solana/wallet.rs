@@ -149,10 +149,7 @@ impl Signers {
     pub fn with_solana(mut self, cfg: &SolanaConfig) -> Result<Signers, ChainError> {
         let Some(signer) = SolanaSigner::load(cfg)? else { return Ok(self) };
         tracing::info!(address = %signer.address(), "Solana payout hot wallet loaded");
-        let signer: Arc<dyn Signer> = Arc::new(signer);
-        for gate in GATES.iter().filter(|g| g.family == AddressFamily::Solana) {
-            self.insert(entity::Environment::Live, gate, signer.clone());
-        }
+        self.insert_live_family(AddressFamily::Solana, Arc::new(signer));
         Ok(self)
     }
 }

@@ -136,10 +136,7 @@ impl Signers {
     pub fn with_tron(mut self, cfg: &TronConfig) -> Result<Signers, ChainError> {
         let Some(signer) = TronSigner::load(cfg)? else { return Ok(self) };
         tracing::info!(address = %signer.address(), "TRON payout hot wallet loaded");
-        let signer: Arc<dyn Signer> = Arc::new(signer);
-        for gate in GATES.iter().filter(|g| g.family == AddressFamily::Tron) {
-            self.insert(entity::Environment::Live, gate, signer.clone());
-        }
+        self.insert_live_family(AddressFamily::Tron, Arc::new(signer));
         Ok(self)
     }
 }

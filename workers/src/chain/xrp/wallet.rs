@@ -24,7 +24,6 @@ use crate::chain::signer::{Fees, NonceAccount, PayoutTx, Signer, Signers, hot_wa
 use crate::chain::{ChainError, SignedTx};
 use domain::chain::address::{AddressFamily, xrp};
 use domain::config::XrpConfig;
-use domain::gates::GATES;
 
 fn unavailable(message: impl Into<String>) -> ChainError {
     ChainError::Unavailable(message.into())
@@ -150,10 +149,7 @@ impl Signers {
     pub fn with_xrp(mut self, cfg: &XrpConfig) -> Result<Signers, ChainError> {
         let Some(signer) = XrpSigner::load(cfg)? else { return Ok(self) };
         tracing::info!(address = signer.address(), "XRP payout hot wallet loaded");
-        let signer: std::sync::Arc<dyn Signer> = std::sync::Arc::new(signer);
-        for gate in GATES.iter().filter(|g| g.family == AddressFamily::Xrp) {
-            self.insert(entity::Environment::Live, gate, signer.clone());
-        }
+        self.insert_live_family(AddressFamily::Xrp, std::sync::Arc::new(signer));
         Ok(self)
     }
 }
