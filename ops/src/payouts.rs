@@ -178,7 +178,7 @@ pub async fn run(config: &Config, cmd: PayoutCmd, actor: &str) -> anyhow::Result
             txn.commit().await?;
             println!("{} {} ({})", p.id, p.status.as_str(), p.failure_reason.unwrap_or_default());
         }
-        PayoutCmd::Stuck { older_than } => stuck_payouts(&db, &config, older_than).await?,
+        PayoutCmd::Stuck { older_than } => stuck_payouts(&db, config, older_than).await?,
         PayoutCmd::Replace { payout_id } => {
             let txn = domain::db::begin_write(&db).await?;
             let before = payouts::load(&txn, payout_id).await?;

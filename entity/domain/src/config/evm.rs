@@ -43,6 +43,9 @@ impl EvmConfig {
                 );
             }
             super::check_node(&format!("evm.networks.{network}"), "rpc_url", &net.rpc_url, net.request_timeout_ms)?;
+            if !(1..=64).contains(&net.fetch_concurrency) {
+                return invalid(&format!("evm.networks.{network}.fetch_concurrency"), "must be from 1 to 64");
+            }
         }
         for (gate, t) in &self.tokens {
             let ok = gates::find(gate).is_some_and(|g| g.is_token && g.family == AddressFamily::Evm);
@@ -72,6 +75,9 @@ pub struct EvmNetworkConfig {
     /// Blocks before the cursor re-read by every scan (reorganisation look-back). Default: the
     /// gate's confirmation count.
     pub rescan_blocks: Option<u64>,
+    /// Block requests the scanner keeps in flight (`eth_getBlockByNumber`, read in order).
+    /// Default 8; lower it for a provider that limits concurrent requests.
+    pub fetch_concurrency: usize,
     /// The payout hot wallet's private key (64 hex characters), or a file holding it. Only the
     /// payout executor reads it; without one, live payouts on this network wait in `queued`.
     pub hot_wallet_key: Option<Redacted>,
@@ -95,6 +101,7 @@ impl Default for EvmNetworkConfig {
             max_retries: 5,
             retry_backoff_ms: 200,
             rescan_blocks: None,
+            fetch_concurrency: 8,
             hot_wallet_key: None,
             hot_wallet_key_file: None,
             chain_id: None,
@@ -128,6 +135,7 @@ mod tests {
             )?;
             let c = Config::from_figment(Config::figment(std::path::Path::new("c.toml"))).unwrap();
             assert_eq!(c.evm.networks["ethereum"].max_retries, 5);
+            assert_eq!(c.evm.networks["ethereum"].fetch_concurrency, 8);
             assert_eq!(c.evm.tokens["ethereum_usdt"].decimals, None);
             for (toml, key) in [
                 ("[evm.networks.bitcoin]\nrpc_url = \"http://x\"\n", "evm.networks.bitcoin"),
@@ -137,6 +145,10 @@ mod tests {
                     "evm.tokens.tron_usdt",
                 ),
                 ("[evm.tokens.bsc_usdt]\ncontract = \"0x12\"\n", "evm.tokens.bsc_usdt.contract"),
+                (
+                    "[evm.networks.ethereum]\nrpc_url = \"http://x\"\nfetch_concurrency = 0\n",
+                    "evm.networks.ethereum.fetch_concurrency",
+                ),
             ] {
                 jail.create_file("c.toml", toml)?;
                 let err = Config::from_figment(Config::figment(std::path::Path::new("c.toml"))).unwrap_err();

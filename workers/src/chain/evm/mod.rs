@@ -54,45 +54,69 @@ pub struct EvmChain {
     rpc: Arc<Rpc>,
     token: Option<Token>,
     rescan: u64,
+    /// Block requests a scan keeps in flight.
+    fetch_window: usize,
 }
 
 impl EvmChain {
     pub fn new(gate: &'static Gate, rpc: Arc<Rpc>, token: Option<Token>, rescan: u64) -> EvmChain {
-        EvmChain { gate, rpc, token, rescan }
+        EvmChain { gate, rpc, token, rescan, fetch_window: 1 }
+    }
+
+    /// Keeps up to `window` block requests in flight while scanning (at least one).
+    pub fn fetching(mut self, window: usize) -> EvmChain {
+        self.fetch_window = window.max(1);
+        self
     }
 
     fn key(address: &str) -> String {
         address_key(AddressFamily::Evm, address, None)
     }
 
-    async fn native_transfers(&self, from: u64, to: u64) -> Result<Vec<Transfer>, ChainError> {
-        let mut out = Vec::new();
-        for n in from..=to {
-            let block = self.rpc.call("eth_getBlockByNumber", json!([block_param(n), true])).await?;
-            // `null`: this node does not have the block yet (one behind a load balancer whose
-            // other node gave the tip). An error, so the scan is retried from its cursor: a
-            // block is never taken for an empty one.
-            let txs = block.get("transactions").and_then(Value::as_array).ok_or_else(|| {
-                ChainError::Unavailable(format!("block {n} is not available from the EVM node yet ({block})"))
-            })?;
-            for tx in txs {
-                let Some(receiver) = tx.get("to").and_then(Value::as_str) else { continue };
-                let value = hex_u256(&tx["value"], "value")?;
-                if value.is_zero() {
-                    continue;
-                }
-                let Some(amount) = amount(value, self.gate.decimals) else {
-                    tracing::warn!(tx = %tx["hash"], "transfer too large to represent; skipped");
-                    continue;
-                };
-                out.push(Transfer {
-                    tx_hash: tx["hash"].as_str().ok_or_else(|| bad("hash", tx))?.to_ascii_lowercase(),
-                    output_index: 0,
-                    address_key: Self::key(receiver),
-                    amount,
-                    block_height: n,
-                });
+    /// Block `n` with its full transactions. `null` (this node does not have the block yet: one
+    /// behind a load balancer whose other node gave the tip) is an error, so the scan is
+    /// retried from its cursor: a block is never taken for an empty one.
+    async fn full_block(&self, n: u64) -> Result<Value, ChainError> {
+        let block = self.rpc.call("eth_getBlockByNumber", json!([block_param(n), true])).await?;
+        if block.get("transactions").and_then(Value::as_array).is_none() {
+            return Err(ChainError::Unavailable(format!("block {n} is not available from the EVM node yet ({block})")));
+        }
+        Ok(block)
+    }
+
+    /// The native transfers of one block.
+    fn block_transfers(&self, block: &Value, n: u64, out: &mut Vec<Transfer>) -> Result<(), ChainError> {
+        for tx in block["transactions"].as_array().into_iter().flatten() {
+            let Some(receiver) = tx.get("to").and_then(Value::as_str) else { continue };
+            let value = hex_u256(&tx["value"], "value")?;
+            if value.is_zero() {
+                continue;
             }
+            let Some(amount) = amount(value, self.gate.decimals) else {
+                tracing::warn!(tx = %tx["hash"], "transfer too large to represent; skipped");
+                continue;
+            };
+            out.push(Transfer {
+                tx_hash: tx["hash"].as_str().ok_or_else(|| bad("hash", tx))?.to_ascii_lowercase(),
+                output_index: 0,
+                address_key: Self::key(receiver),
+                amount,
+                block_height: n,
+            });
+        }
+        Ok(())
+    }
+
+    /// Blocks `from..=to`, up to `fetch_window` requests in flight, taken in order: the first
+    /// block that cannot be read fails the scan.
+    async fn native_transfers(&self, from: u64, to: u64) -> Result<Vec<Transfer>, ChainError> {
+        use futures::StreamExt;
+        let mut blocks = futures::stream::iter(from..=to)
+            .map(|n| async move { (n, self.full_block(n).await) })
+            .buffered(self.fetch_window);
+        let mut out = Vec::new();
+        while let Some((n, block)) = blocks.next().await {
+            self.block_transfers(&block?, n, &mut out)?;
         }
         Ok(out)
     }
@@ -325,7 +349,7 @@ pub fn chains(cfg: &EvmConfig) -> Vec<Arc<dyn Chain>> {
                 None
             };
             let rescan = net.rescan_blocks.unwrap_or(u64::from(gate.confirmations));
-            out.push(Arc::new(EvmChain::new(gate, rpc.clone(), token, rescan)));
+            out.push(Arc::new(EvmChain::new(gate, rpc.clone(), token, rescan).fetching(net.fetch_concurrency)));
         }
     }
     out
