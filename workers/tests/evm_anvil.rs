@@ -659,6 +659,35 @@ impl Payouts {
     }
 }
 
+/// A reverted payout transaction in a shallow block may still be reorganised into another
+/// block on other state and succeed: the payout waits (its funds reserved) and fails, releasing
+/// them, only once that block is at the gate's depth (12).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reverted_payout_fails_only_once_its_block_is_at_the_gates_depth() {
+    use entity::PayoutStatus;
+    let x = Payouts::start().await;
+    // The test ERC-20 has no payable fallback: ETH sent to it reverts.
+    let contract = x.anvil.deploy_token(1).await;
+    let contract = contract.parse::<alloy_primitives::Address>().unwrap().to_checksum(None);
+    let id = x.payout(&contract, "0.05").await;
+    let executor = x.executor();
+    executor.execute(id).await.unwrap();
+    let hash = x.row(id).await.tx_hash.expect("sent");
+    assert_eq!(quantity(&x.anvil.receipt(&hash).await["status"]), 0, "mined, reverted");
+    x.anvil.mine(10).await;
+    executor.execute(id).await.unwrap();
+    let p = x.row(id).await;
+    assert_eq!(p.status, PayoutStatus::Processing, "11 deep: a reorganisation could still include it elsewhere");
+    assert!(x.balance().await.reserved.0 > Decimal::ZERO, "still reserved");
+    x.anvil.mine(1).await;
+    executor.execute(id).await.unwrap();
+    let p = x.row(id).await;
+    assert_eq!(p.status, PayoutStatus::Failed, "{p:?}");
+    assert!(p.failure_reason.as_deref().unwrap_or("").contains("reverted"), "{p:?}");
+    let b = x.balance().await;
+    assert_eq!((b.available.0, b.reserved.0), (d("2"), Decimal::ZERO), "released exactly");
+}
+
 fn nonce_of(raw: &str) -> u64 {
     domain::chain::evm_tx::signed_terms(raw).expect("an EIP-1559 transaction").0
 }

@@ -9,7 +9,7 @@
 //! - a transaction dropped before any block is sent again while its blockhash may still be
 //!   valid, never judged expired by a node whose ledger starts after it, and signed again only
 //!   once the finalized height is past its last valid height; the recipient is paid once;
-//! - a transaction that failed in its block, and one the node refuses for good (bad signature,
+//! - a transaction that failed in a finalized block, and one the node refuses for good (bad signature,
 //!   a new account below the rent-exempt minimum), fail their payouts and release the funds;
 //! - live Solana payouts are refused (`gate_offline`) without a hot wallet key;
 //! - as deployed: the real `api` and `payout-executor` processes.
@@ -120,6 +120,9 @@ async fn a_failed_transaction_and_refused_ones_fail_their_payouts_and_release_th
     x.live.node.with(|c| c.fail_next = true);
     let failed = x.payout("USDC", &destination(0x41), "30").await;
     e.execute(failed).await.unwrap();
+    e.execute(failed).await.unwrap();
+    assert_eq!(x.row(failed).await.status, PayoutStatus::Processing, "failed on a fork that may be abandoned");
+    x.finalize_next();
     e.execute(failed).await.unwrap();
     let p = x.row(failed).await;
     assert_eq!(p.status, PayoutStatus::Failed);

@@ -9,7 +9,8 @@
 //! - a transaction lost before any block is sent again while it can still enter one, and signed
 //!   again only once its expiration is behind the solidified block and the node holds its
 //!   reference block; the recipient is paid once;
-//! - a reverted USDT transfer fails its payout and a bad signature fails it at once, each
+//! - a reverted USDT transfer fails its payout once its block is 19 deep (not before: a fork
+//!   could still include it elsewhere) and a bad signature fails it at once, each
 //!   releasing its funds;
 //! - live TRON payouts are refused (`gate_offline`) without a hot wallet key.
 
@@ -119,6 +120,11 @@ async fn a_reverted_usdt_transfer_and_a_refused_transaction_fail_their_payouts_a
     let reverted = x.payout("USDT", &destination(0x41), "30").await;
     e.execute(reverted).await.unwrap();
     x.live.node.mine(1);
+    e.execute(reverted).await.unwrap();
+    let p = x.row(reverted).await;
+    assert_eq!(p.status, PayoutStatus::Processing, "reverted in a block a fork may still replace: it waits");
+    assert_eq!(x.balance("tron_usdt").await.1, d("32"), "still reserved");
+    x.live.node.mine(18);
     e.execute(reverted).await.unwrap();
     let p = x.row(reverted).await;
     assert_eq!(p.status, PayoutStatus::Failed);

@@ -83,7 +83,8 @@ pub enum Outgoing {
     /// gate's asset; `None` when the fee is paid in another asset (an ERC-20 transfer pays gas
     /// in the network's coin): the payout keeps its configured fee.
     Confirmations { confirmations: u64, fee: Option<Decimal> },
-    /// Mined but failed (e.g. a reverted token transfer), or replaced.
+    /// Mined but failed (e.g. a reverted token transfer) in a block at the gate's depth (see
+    /// [`settled_failure`]), or replaced.
     Failed(String),
     /// Never in a block, and now it never can be: its validity window passed (an XRP
     /// `LastLedgerSequence`, a Solana blockhash, a TRON expiration), the node holds that window
@@ -91,6 +92,19 @@ pub enum Outgoing {
     /// executor signs the payout again with the same nonce; the old transaction can never
     /// enter the chain, so the payout is still paid at most once.
     Expired,
+}
+
+/// A payout transaction that failed in a block `confirmations` deep: `Failed` once that block
+/// is at the gate's confirmation depth, else still waiting (a reorganisation may put the same
+/// transaction into another block, on other state, where it succeeds; failing the payout then
+/// would release funds that were paid). A waiting failure is never counted as confirmed.
+pub fn settled_failure(confirmations: u64, gate: &Gate, reason: impl Into<String>) -> Outgoing {
+    let required = u64::from(gate.confirmations).max(1);
+    if confirmations >= required {
+        Outgoing::Failed(reason.into())
+    } else {
+        Outgoing::Confirmations { confirmations: confirmations.min(required - 1), fee: None }
+    }
 }
 
 /// One gate's view of its network.
@@ -226,5 +240,25 @@ impl Chains {
         let mut v: Vec<_> = self.by_gate.iter().map(|((e, _), c)| (*e, c.clone())).collect();
         v.sort_by_key(|(e, c)| (e.as_str(), c.gate().id));
         v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failure_is_final_only_at_the_gates_depth_and_never_counts_as_confirmed() {
+        let gate = domain::gates::find("tron_usdt").unwrap(); // 19 confirmations
+        for depth in [1, 18] {
+            match settled_failure(depth, gate, "REVERT") {
+                Outgoing::Confirmations { confirmations, fee: None } => assert!(confirmations < 19, "{depth}"),
+                other => panic!("{depth}: {other:?}"),
+            }
+        }
+        assert_eq!(settled_failure(18, gate, "x"), Outgoing::Confirmations { confirmations: 18, fee: None });
+        assert_eq!(settled_failure(19, gate, "REVERT"), Outgoing::Failed("REVERT".into()));
+        let xrp = domain::gates::find("xrp").unwrap(); // 1: a validated ledger is final
+        assert_eq!(settled_failure(1, xrp, "tec"), Outgoing::Failed("tec".into()));
     }
 }

@@ -32,7 +32,7 @@ use rpc::{bad, block_param, hex_u64, hex_u256};
 use send::{SendClass, classify_send_error, node_error};
 pub use wallet::{EvmSigner, GateSigner, HotWallet, bumped_fees, signers};
 
-use super::{Broadcast, Chain, ChainError, Outgoing, SignedTx, Transfer, TxStatus};
+use super::{Broadcast, Chain, ChainError, Outgoing, SignedTx, Transfer, TxStatus, settled_failure};
 use domain::addresses::address_key;
 use domain::chain::address::AddressFamily;
 use domain::chain::evm_tx::signed_terms;
@@ -199,11 +199,14 @@ impl Chain for EvmChain {
                 Outgoing::Unknown
             });
         }
-        if receipt.get("status").and_then(Value::as_str) == Some("0x0") {
-            return Ok(Outgoing::Failed("evm: the transaction reverted".into()));
-        }
         let height = hex_u64(&receipt["blockNumber"], "blockNumber")?;
         let tip = self.tip().await?;
+        let confirmations = tip.saturating_sub(height) + 1;
+        if receipt.get("status").and_then(Value::as_str) == Some("0x0") {
+            // Judged at the gate's depth: reorganised into another block (other state), the
+            // same transaction may succeed. Until then it waits, never completes.
+            return Ok(settled_failure(confirmations, self.gate, "evm: the transaction reverted"));
+        }
         let fee = match self.token {
             Some(_) => None,
             None => {
@@ -212,7 +215,7 @@ impl Chain for EvmChain {
                 amount(gas.saturating_mul(price), self.gate.decimals)
             }
         };
-        Ok(Outgoing::Confirmations { confirmations: tip.saturating_sub(height) + 1, fee })
+        Ok(Outgoing::Confirmations { confirmations, fee })
     }
 
     /// A transaction with no receipt and not in the mempool counts as missing only when the

@@ -23,7 +23,7 @@
 //! - Payouts (`wallet`: the hot wallet's signer; `tx`: the wire format): `sendTransaction` with
 //!   preflight (a transaction the simulation refuses was sent nowhere: retried, or refused for
 //!   good when it can never be valid). [`Chain::outgoing`] asks for the signature's status
-//!   first: found, it failed (`err`) or counts as confirmed once `finalized` (a SOL payout's fee
+//!   first: found, it is judged once `finalized`: failed (`err`) or confirmed (a SOL payout's fee
 //!   is its `meta.fee`; a USDC payout's fee and any token account rent are paid in SOL and
 //!   logged). Unknown, it expired only once the finalized block height is past its blockhash's
 //!   last valid height (no block that could include it can still come), the node that answered
@@ -300,11 +300,13 @@ impl Chain for SolanaChain {
             self.rpc.call("getSignatureStatuses", json!([[tx.tx_hash], {"searchTransactionHistory": true}])).await?;
         let s = &v["value"][0];
         if !s.is_null() {
-            if !s["err"].is_null() {
-                return Ok(Outgoing::Failed(format!("{} in slot {}", s["err"], s["slot"])));
-            }
+            // Judged only once finalized: a failure on a fork the cluster may still abandon
+            // says nothing about the block that will hold it.
             if s["confirmationStatus"] != "finalized" {
                 return Ok(Outgoing::Confirmations { confirmations: 0, fee: None });
+            }
+            if !s["err"].is_null() {
+                return Ok(Outgoing::Failed(format!("{} in slot {}", s["err"], s["slot"])));
             }
             let fee = self.fee_of(&tx.tx_hash).await?;
             return Ok(Outgoing::Confirmations { confirmations: u64::from(self.gate.confirmations), fee });

@@ -20,8 +20,8 @@
 //! - Payouts (`wallet`: the hot wallet's signer; `tx`: the protobuf): `/wallet/broadcasthex`
 //!   sends the signed bytes as they are (no JSON round trip that could change the id).
 //!   [`Chain::outgoing`] reads the transaction info: in a block, its depth (a USDT call whose
-//!   receipt failed, `OUT_OF_ENERGY` or `REVERT`, failed; a TRX payout's `fee` is its network
-//!   fee); pending, unconfirmed. Unknown, it expired only once the solidified block's time is
+//!   receipt failed, `OUT_OF_ENERGY` or `REVERT`, failed once that block is 19 deep, since a
+//!   fork could still put it into another block; a TRX payout's `fee` is its network fee); pending, unconfirmed. Unknown, it expired only once the solidified block's time is
 //!   past its expiration (no block that could hold it can change any more) and the node holds
 //!   its reference block (so it holds every later block, and would know the transaction):
 //!   the executor then signs the payout again.
@@ -37,7 +37,7 @@ use serde_json::{Value, json};
 pub use api::TronApi;
 
 use super::evm::{TRANSFER_TOPIC, amount};
-use super::{Broadcast, Chain, ChainError, Outgoing, SignedTx, Transfer, TxStatus};
+use super::{Broadcast, Chain, ChainError, Outgoing, SignedTx, Transfer, TxStatus, settled_failure};
 use alloy_primitives::U256;
 use domain::addresses::address_key;
 use domain::chain::address::AddressFamily;
@@ -297,19 +297,20 @@ impl Chain for TronChain {
     async fn outgoing(&self, tx: &SignedTx) -> Result<Outgoing, ChainError> {
         let info = self.api.call("/wallet/gettransactioninfobyid", json!({"value": tx.tx_hash})).await?;
         if let Some(height) = info["blockNumber"].as_u64() {
+            let tip = self.tip().await?;
+            let confirmations = tip.saturating_sub(height) + 1;
             if let Some(result) = info["receipt"]["result"].as_str()
                 && result != "SUCCESS"
             {
-                return Ok(Outgoing::Failed(format!("{result} in block {height}")));
+                return Ok(settled_failure(confirmations, self.gate, format!("{result} in block {height}")));
             }
-            let tip = self.tip().await?;
             // TRX burnt for bandwidth (and energy): the network fee of a TRX payout; a USDT
             // payout's fee is paid in TRX, so it keeps its configured estimate.
             let fee = match self.token {
                 None => Some(rust_decimal::Decimal::new(info["fee"].as_i64().unwrap_or(0), 6).normalize()),
                 Some(_) => None,
             };
-            return Ok(Outgoing::Confirmations { confirmations: tip.saturating_sub(height) + 1, fee });
+            return Ok(Outgoing::Confirmations { confirmations, fee });
         }
         let pending = self.api.call("/wallet/gettransactionbyid", json!({"value": tx.tx_hash})).await?;
         if pending.get("txID").is_some() {
