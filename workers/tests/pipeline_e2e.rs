@@ -42,8 +42,17 @@ async fn deposits_are_scanned_confirmed_and_credited_by_separate_processes() {
     let paid = wait_status(&app, &key, &id, "paid").await;
     assert_eq!(paid["payments"][0]["status"], "confirmed");
     assert_eq!(paid["amount_paid"], "0.01");
-    let metrics = app.http.get(format!("{}/metrics", tracker.url)).send().await.unwrap().text().await.unwrap();
-    assert!(metrics.contains("paygate_jobs_processed_total"), "{metrics}");
+    // The job's outcome is counted when its handler returns, which may be just after the
+    // credit is visible: wait for it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let metrics = app.http.get(format!("{}/metrics", tracker.url)).send().await.unwrap().text().await.unwrap();
+        if metrics.contains("paygate_jobs_processed_total") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no processed job counted: {metrics}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 
     // The tracker dies; a deposit is scanned meanwhile and its job is flushed from the queue.
     // A new tracker re-derives the work from the database: nothing is lost.
