@@ -9,7 +9,8 @@
 //!   confirmed on a fork that is dropped is reversed only after the blockhash's 151 slots;
 //! - a SOL payout and a USDC payout to an owner without a token account complete when
 //!   finalized: the recipient holds exactly the amount, the token account was created, and the
-//!   hot wallet paid exactly the amounts, two fees and one token account's rent;
+//!   hot wallet paid exactly the amounts, two fees and one token account's rent; the
+//!   recipient's token account given as a destination is refused before anything is signed;
 //! - a payout whose transaction was dropped is signed again once its blockhash expired at
 //!   finalized, and the recipient is paid once.
 #![cfg(feature = "litesvm-tests")]
@@ -25,6 +26,7 @@ use support::payouts::Payouts;
 use support::solana_node::VALIDITY;
 use support::solana_payouts::{destination, keypair};
 use workers::chain::signer::Signers;
+use workers::chain::solana::tx::{address as address_of, associated_token_account, pubkey};
 
 const POOL: [&str; 3] = [
     "4vJ9JU1bJJE96FWSJKvHsmmFADCg4gpZQff4P3bkLKi",
@@ -132,6 +134,18 @@ async fn sol_and_usdc_payouts_run_on_the_real_programs_and_the_hot_wallet_pays_e
     assert_eq!(before - node.lamports(&hot_wallet()).await, 1_000_000_000 + 2 * 5_000 + TOKEN_ACCOUNT_RENT);
     assert_eq!(x.row(sol).await.network_fee.0, d("0.000005"), "the fee it paid");
     assert_eq!(x.balance("solana").await, (d("8.999995"), Decimal::ZERO));
+    assert_eq!(x.balance("solana_usdc").await, (d("74.49"), Decimal::ZERO));
+
+    // The recipient's token account (not its wallet) given as a destination: the real account
+    // is owned by the SPL Token program, so the payout is refused before anything is signed.
+    let mint = pubkey(x.live.app.state.config.solana.usdc_mint.as_deref().unwrap()).unwrap();
+    let token_account = address_of(&associated_token_account(&pubkey(&to_usdc).unwrap(), &mint));
+    let refused = payout(&x, "USDC", &token_account, "5").await;
+    e.execute(refused).await.unwrap();
+    let p = x.row(refused).await;
+    assert_eq!((p.status, p.signed_tx.as_deref()), (PayoutStatus::Failed, None), "never signed");
+    assert!(p.failure_reason.as_deref().unwrap_or("").contains("not a wallet address"), "{p:?}");
+    assert_eq!(node.token_units(&to_usdc).await, 25_500_000, "nothing moved");
     assert_eq!(x.balance("solana_usdc").await, (d("74.49"), Decimal::ZERO));
 }
 

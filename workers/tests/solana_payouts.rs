@@ -10,7 +10,8 @@
 //!   valid, never judged expired by a node whose ledger starts after it, and signed again only
 //!   once the finalized height is past its last valid height; the recipient is paid once;
 //! - a transaction that failed in a finalized block, and one the node refuses for good (bad signature,
-//!   a new account below the rent-exempt minimum), fail their payouts and release the funds;
+//!   a new account below the rent-exempt minimum), fail their payouts and release the funds; a
+//!   destination that is a token account, not a wallet, is refused before anything is signed;
 //! - live Solana payouts are refused (`gate_offline`) without a hot wallet key;
 //! - as deployed: the real `api` and `payout-executor` processes.
 
@@ -148,6 +149,18 @@ async fn a_failed_transaction_and_refused_ones_fail_their_payouts_and_release_th
         assert!(x.live.node.paid_to(&to).is_empty());
     }
     assert_eq!(x.balance("solana").await, (d("10"), Decimal::ZERO));
+
+    // A token account given as the destination: refused before anything is signed.
+    let token_account = destination(0x49);
+    x.live.node.with(|c| c.token_program_owned.insert(token_account.clone()));
+    let sent = x.live.node.sent().len();
+    let refused = x.payout("USDC", &token_account, "10").await;
+    e.execute(refused).await.unwrap();
+    let p = x.row(refused).await;
+    assert_eq!((p.status, p.signed_tx.as_deref()), (PayoutStatus::Failed, None), "never signed");
+    assert!(p.failure_reason.as_deref().unwrap_or("").contains("not a wallet address"), "{p:?}");
+    assert_eq!(x.live.node.sent().len(), sent, "nothing sent");
+    assert_eq!(x.balance("solana_usdc").await, (d("100"), Decimal::ZERO));
 }
 
 #[tokio::test]

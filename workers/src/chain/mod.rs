@@ -45,6 +45,11 @@ pub enum TxStatus {
 pub enum ChainError {
     #[error("chain unavailable: {0}")]
     Unavailable(String),
+    /// The payout can never be paid as asked, found out before anything was signed (a Solana
+    /// destination that is a token account, not a wallet): the executor fails the payout and
+    /// releases its funds.
+    #[error("refused: {0}")]
+    Refused(String),
     #[error(transparent)]
     Db(#[from] sea_orm::DbErr),
 }

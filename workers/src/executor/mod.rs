@@ -204,7 +204,11 @@ impl Executor {
         // Network reads, before any write transaction (a stale fee is fine: at worst the
         // transaction waits or is replaced).
         let account = signer.nonce_account().await?;
-        unsigned.fees = signer.fees(&unsigned).await?;
+        unsigned.fees = match signer.fees(&unsigned).await {
+            // Nothing was ever signed for it: failing it releases funds no transaction can move.
+            Err(ChainError::Refused(why)) => return Ok(Err(self.fail(p, &why).await?)),
+            fees => fees?,
+        };
         let funding = signer.funding().await?;
         // Stored before anything is sent; of two executors only one stores. On an
         // account-based chain the nonce is taken from its counter in the same transaction,
@@ -307,7 +311,11 @@ impl Executor {
         };
         let mut unsigned = unsigned(p)?;
         unsigned.nonce = signer.signed_terms(&old.raw).map(|(nonce, _)| nonce);
-        unsigned.fees = signer.fees(&unsigned).await?;
+        unsigned.fees = match signer.fees(&unsigned).await {
+            // The old transaction can never enter the chain and no other was signed.
+            Err(ChainError::Refused(why)) => return self.fail(p, &why).await,
+            fees => fees?,
+        };
         let tx = signer.sign(&unsigned).await?;
         let stored = store_signed(p.id, &tx)
             .filter(payout::Column::Status.eq(p.status))

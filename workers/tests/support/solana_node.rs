@@ -125,6 +125,9 @@ pub struct Cluster {
     token_accounts: HashSet<(String, String)>,
     /// Rent the payer of a transaction paid for a token account it created, by signature.
     rent: HashMap<String, u64>,
+    /// Addresses the SPL Token program owns (token accounts, mints) besides the token
+    /// accounts payouts created, for `getAccountInfo`.
+    pub token_program_owned: HashSet<String>,
 }
 
 pub type FakeSolana = FakeNode<Cluster>;
@@ -288,6 +291,22 @@ impl Cluster {
         Ok(json!(sig))
     }
 
+    /// `getAccountInfo`: the owner of a token account (one a payout created, or one the test
+    /// named) is the SPL Token program; any other address answers as a system account.
+    fn account_info(&self, address: &str) -> Value {
+        let created = self.token_accounts.iter().any(|(owner, mint)| {
+            let (owner, mint) = (sol_tx::pubkey(owner), sol_tx::pubkey(mint));
+            owner.zip(mint).is_some_and(|(o, m)| sol_tx::address(&sol_tx::associated_token_account(&o, &m)) == address)
+        });
+        let owner = if created || self.token_program_owned.contains(address) {
+            sol_tx::TOKEN_PROGRAM.to_owned()
+        } else {
+            "11111111111111111111111111111111".to_owned()
+        };
+        json!({"context": {"slot": self.tip()}, "value": {"owner": owner, "lamports": 1_000_000u64,
+               "data": ["", "base64"], "executable": false, "rentEpoch": 0, "space": 0}})
+    }
+
     /// `getTransaction`: the transaction's slot and meta (its fee, the payer's balances with
     /// any token account rent it paid).
     fn transaction(&self, sig: &str) -> Value {
@@ -313,6 +332,7 @@ async fn call(State(state): State<Shared<Cluster>>, Json(req): Json<Value>) -> J
         "getEpochInfo" => json!({"absoluteSlot": c.finalized, "blockHeight": c.finalized, "epoch": 0,
                                  "slotIndex": c.finalized, "slotsInEpoch": 432_000, "transactionCount": null}),
         "getTransaction" => c.transaction(params[0].as_str().unwrap_or("")),
+        "getAccountInfo" => c.account_info(params[0].as_str().unwrap_or("")),
         "sendTransaction" => match c.send(params) {
             Ok(sig) => sig,
             Err(error) => return Json(json!({"jsonrpc": "2.0", "id": req["id"].clone(), "error": error})),

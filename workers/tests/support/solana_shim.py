@@ -259,6 +259,13 @@ class Node:
         if method == "getEpochInfo":
             return {"absoluteSlot": self.finalized, "blockHeight": self.finalized, "epoch": 0,
                     "slotIndex": self.finalized, "slotsInEpoch": 432000, "transactionCount": None}
+        if method == "getAccountInfo":
+            acc = self.svm.get_account(key(0))
+            value = None if acc is None else {
+                "owner": str(acc.owner), "lamports": acc.lamports, "executable": acc.executable,
+                "data": [base64.b64encode(bytes(acc.data)).decode(), "base64"], "rentEpoch": 0,
+                "space": len(acc.data)}
+            return {"context": {"slot": self.tip()}, "value": value}
         if method == "getTransaction":
             found = self.find(params[0])
             if found is None:

@@ -1,6 +1,8 @@
 //! The Solana payout hot wallet (payout executor only): one account, from an ed25519 keypair
 //! (`[solana] hot_wallet_key_file`), that pays every SOL and USDC payout and refund.
 //!
+//! - A destination the SPL Token program owns (a token account or a mint, not a wallet) is
+//!   refused before anything is signed (`getAccountInfo`): the payout fails, its funds released.
 //! - Terms ([`Signer::fees`], a network read before the executor's write transaction): a recent
 //!   blockhash at `confirmed` commitment, the last block height it is valid at, and the slot the
 //!   node answered from (`getLatestBlockhash`). Solana has no account nonce: a transaction whose
@@ -131,7 +133,20 @@ impl Signer for SolanaSigner {
         Ok(SignedTx { tx_hash: bs58::encode(signature).into_string(), raw })
     }
 
-    async fn fees(&self, _: &PayoutTx<'_>) -> Result<Option<Fees>, ChainError> {
+    /// Also checks the destination: an account the SPL Token program owns (a token account or
+    /// a mint) is no wallet. USDC paid "to" it would go to an associated token account that
+    /// token account owns, which nobody can spend; SOL would sit in it. Refused before signing.
+    async fn fees(&self, payout: &PayoutTx<'_>) -> Result<Option<Fees>, ChainError> {
+        let info = self
+            .rpc
+            .call("getAccountInfo", json!([payout.destination, {"encoding": "base64", "commitment": "confirmed"}]))
+            .await?;
+        if info["value"]["owner"] == tx::TOKEN_PROGRAM {
+            return Err(ChainError::Refused(format!(
+                "{} is an SPL token account or mint, not a wallet address: pay the owner's wallet address",
+                payout.destination
+            )));
+        }
         let v = self.rpc.call("getLatestBlockhash", json!([{"commitment": "confirmed"}])).await?;
         let blockhash = v["value"]["blockhash"].as_str().and_then(tx::pubkey);
         let (Some(blockhash), Some(last_valid_block_height), Some(slot)) =
