@@ -9,7 +9,8 @@
 //!   confirmed on a fork that is dropped is reversed only after the blockhash's 151 slots;
 //! - a SOL payout and a USDC payout to an owner without a token account complete when
 //!   finalized: the recipient holds exactly the amount, the token account was created, and the
-//!   hot wallet paid exactly the amounts, two fees and one token account's rent; the
+//!   hot wallet paid exactly the amounts, two fees, one priority fee and one token account's
+//!   rent; the
 //!   recipient's token account given as a destination is refused before anything is signed;
 //! - a payout whose transaction was dropped is signed again once its blockhash expired at
 //!   finalized, and the recipient is paid once.
@@ -36,14 +37,16 @@ const POOL: [&str; 3] = [
 /// Rent-exempt minimum of a token account (165 bytes).
 const TOKEN_ACCOUNT_RENT: u64 = 2_039_280;
 
-/// The shim with its USDC mint (6 decimals) and a live app watching it.
-async fn live() -> Live<LiteSvm> {
+/// The shim with its USDC mint (6 decimals) and a live app watching it, payouts signed with a
+/// priority fee of `priority` micro-lamports per compute unit.
+async fn live(priority: u64) -> Live<LiteSvm> {
     let node = LiteSvm::start().await;
     let mint = node.call("shim_createMint", json!([6])).await.as_str().unwrap().to_owned();
     Live::start(node, &["solana", "solana_usdc"], |c, url| {
         (c.solana.rpc_url, c.solana.max_retries, c.solana.retry_backoff_ms) = (url, 1, 10);
         c.solana.usdc_mint = Some(mint);
         c.solana.hot_wallet_key = Some(domain::config::Redacted(keypair()));
+        c.solana.priority_fee_micro_lamports = priority;
         c.addresses.live.solana_pool = POOL.iter().map(|a| (*a).to_owned()).collect();
     })
     .await
@@ -60,7 +63,7 @@ fn hot_wallet() -> String {
 
 #[tokio::test]
 async fn real_deposits_confirm_when_finalized_and_one_dropped_from_a_fork_is_reversed() {
-    let l = live().await;
+    let l = live(0).await;
     let a = l.invoice(json!({"currency": "SOL", "amount": "1.5"})).await;
     let b = l.invoice(json!({"currency": "USDC", "network": "solana", "amount": "12.5"})).await;
     l.node.call("shim_paySol", json!([address(&a), 1_500_000_000u64])).await;
@@ -97,8 +100,8 @@ async fn real_deposits_confirm_when_finalized_and_one_dropped_from_a_fork_is_rev
     l.assert_ledger_sums().await;
 }
 
-async fn payouts() -> Payouts<LiteSvm> {
-    let live = live().await;
+async fn payouts(priority: u64) -> Payouts<LiteSvm> {
+    let live = live(priority).await;
     live.node.call("shim_fund", json!([hot_wallet(), 10_000_000_000u64])).await;
     live.node.call("shim_mintTo", json!([hot_wallet(), 100_000_000u64])).await;
     let signers = |cfg: &domain::config::Config| Signers::default().with_solana(&cfg.solana).unwrap();
@@ -111,7 +114,9 @@ async fn payout(x: &Payouts<LiteSvm>, currency: &str, to: &str, amount: &str) ->
 
 #[tokio::test]
 async fn sol_and_usdc_payouts_run_on_the_real_programs_and_the_hot_wallet_pays_exactly_fees_and_rent() {
-    let x = payouts().await;
+    // 50,000 micro-lamports per unit: the USDC payout's 60,000 units cost 3,000 lamports more;
+    // the SOL payout's configured fee (5,000 lamports) leaves no room, so it pays none.
+    let x = payouts(50_000).await;
     let node = &x.live.node;
     let before = node.lamports(&hot_wallet()).await;
     let (to_sol, to_usdc) = (destination(0x21), destination(0x22));
@@ -131,7 +136,7 @@ async fn sol_and_usdc_payouts_run_on_the_real_programs_and_the_hot_wallet_pays_e
     assert_eq!(node.lamports(&to_sol).await, 1_000_000_000);
     assert_eq!(node.token_units(&to_usdc).await, 25_500_000, "its token account created and paid");
     assert_eq!(node.token_units(&hot_wallet()).await, 100_000_000 - 25_500_000);
-    assert_eq!(before - node.lamports(&hot_wallet()).await, 1_000_000_000 + 2 * 5_000 + TOKEN_ACCOUNT_RENT);
+    assert_eq!(before - node.lamports(&hot_wallet()).await, 1_000_000_000 + 2 * 5_000 + 3_000 + TOKEN_ACCOUNT_RENT);
     assert_eq!(x.row(sol).await.network_fee.0, d("0.000005"), "the fee it paid");
     assert_eq!(x.balance("solana").await, (d("8.999995"), Decimal::ZERO));
     assert_eq!(x.balance("solana_usdc").await, (d("74.49"), Decimal::ZERO));
@@ -151,7 +156,7 @@ async fn sol_and_usdc_payouts_run_on_the_real_programs_and_the_hot_wallet_pays_e
 
 #[tokio::test]
 async fn a_dropped_payout_is_signed_again_once_its_blockhash_expired_and_paid_once() {
-    let x = payouts().await;
+    let x = payouts(0).await;
     let node = &x.live.node;
     let e = x.executor();
     let to = destination(0x31);

@@ -29,6 +29,10 @@ pub struct SolanaConfig {
     /// are refused (`gate_offline`).
     pub hot_wallet_key: Option<Redacted>,
     pub hot_wallet_key_file: Option<std::path::PathBuf>,
+    /// Priority fee of payout transactions, in micro-lamports per compute unit (0: none). A SOL
+    /// payout's is lowered to fit its configured network fee (`[fees.solana] network_fee`); a
+    /// USDC payout's is paid by the hot wallet in SOL.
+    pub priority_fee_micro_lamports: u64,
 }
 
 impl Default for SolanaConfig {
@@ -42,6 +46,7 @@ impl Default for SolanaConfig {
             usdc_mint: None,
             hot_wallet_key: None,
             hot_wallet_key_file: None,
+            priority_fee_micro_lamports: 0,
         }
     }
 }
@@ -62,6 +67,12 @@ impl SolanaConfig {
             return Ok(());
         }
         super::check_node("solana", "rpc_url", &self.rpc_url, self.request_timeout_ms)?;
+        if self.priority_fee_micro_lamports > 100_000_000 {
+            return invalid(
+                "solana.priority_fee_micro_lamports",
+                "at most 100000000 (0.1 SOL per million compute units)",
+            );
+        }
         if let Some(mint) = &self.usdc_mint
             && validate_address(AddressFamily::Solana, ChainNet::Mainnet, mint, None).is_err()
         {
@@ -94,6 +105,13 @@ mod tests {
             assert!(!cfg.solana.has_hot_wallet());
             jail.set_env("PAYGATE_SOLANA__HOT_WALLET_KEY_FILE", "/run/secrets/solana.json");
             assert!(Config::load().unwrap().solana.has_hot_wallet());
+            assert_eq!(cfg.solana.priority_fee_micro_lamports, 0);
+            super::super::assert_refused(
+                jail,
+                "PAYGATE_SOLANA__PRIORITY_FEE_MICRO_LAMPORTS",
+                ("100000001", "50000"),
+                "solana.priority_fee_micro_lamports",
+            );
             Ok(())
         });
     }

@@ -13,6 +13,7 @@ pub type Pubkey = [u8; 32];
 pub const SYSTEM_PROGRAM: Pubkey = [0; 32];
 pub const TOKEN_PROGRAM: &str = "TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA";
 pub const ASSOCIATED_TOKEN_PROGRAM: &str = "ATokenGPvbdGVxr1b2hvZbsiqW5xWH25efTNsLJA8knL";
+pub const COMPUTE_BUDGET_PROGRAM: &str = "ComputeBudget111111111111111111111111111111";
 
 /// System program instruction `Transfer`.
 const SYSTEM_TRANSFER: u32 = 2;
@@ -20,6 +21,9 @@ const SYSTEM_TRANSFER: u32 = 2;
 const ATA_CREATE_IDEMPOTENT: u8 = 1;
 /// SPL Token instruction `TransferChecked`.
 const TOKEN_TRANSFER_CHECKED: u8 = 12;
+/// Compute Budget program instructions.
+const SET_COMPUTE_UNIT_LIMIT: u8 = 2;
+const SET_COMPUTE_UNIT_PRICE: u8 = 3;
 
 /// A base58 address's 32 bytes.
 pub fn pubkey(address: &str) -> Option<Pubkey> {
@@ -67,6 +71,33 @@ pub enum Payment {
     Spl { mint: Pubkey, decimals: u8, owner: Pubkey, units: u64 },
 }
 
+/// A priority fee: the compute units the transaction may use and the price of each, in
+/// micro-lamports (`SetComputeUnitLimit`, `SetComputeUnitPrice`, first in the message). It
+/// costs `ceil(unit_limit × micro_lamports / 10^6)` lamports on top of the signature fee.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Priority {
+    pub unit_limit: u32,
+    pub micro_lamports: u64,
+}
+
+impl Priority {
+    /// The lamports it adds to the fee.
+    pub fn lamports(&self) -> u64 {
+        let micro = u128::from(self.unit_limit) * u128::from(self.micro_lamports);
+        u64::try_from(micro.div_ceil(1_000_000)).unwrap_or(u64::MAX)
+    }
+}
+
+/// Compute units a payout transaction is given: a SOL transfer uses about 450 with the budget
+/// instructions; a USDC payout that creates the recipient's token account about 30,000.
+/// Checked on the real programs in LiteSVM by the vectors.
+pub fn unit_limit(payment: &Payment) -> u32 {
+    match payment {
+        Payment::Sol { .. } => 1_000,
+        Payment::Spl { .. } => 60_000,
+    }
+}
+
 /// An account an instruction uses.
 #[derive(Debug, Clone, Copy)]
 struct Meta {
@@ -85,7 +116,22 @@ fn meta(key: Pubkey, signer: bool, writable: bool) -> Meta {
     Meta { key, signer, writable }
 }
 
-fn instructions(payer: &Pubkey, payment: &Payment) -> Vec<Instruction> {
+fn instructions(payer: &Pubkey, payment: &Payment, priority: Option<Priority>) -> Vec<Instruction> {
+    let mut out = Vec::new();
+    if let Some(p) = priority {
+        let budget = program(COMPUTE_BUDGET_PROGRAM);
+        let mut limit = vec![SET_COMPUTE_UNIT_LIMIT];
+        limit.extend_from_slice(&p.unit_limit.to_le_bytes());
+        let mut price = vec![SET_COMPUTE_UNIT_PRICE];
+        price.extend_from_slice(&p.micro_lamports.to_le_bytes());
+        out.push(Instruction { program: budget, accounts: Vec::new(), data: limit });
+        out.push(Instruction { program: budget, accounts: Vec::new(), data: price });
+    }
+    out.extend(payment_instructions(payer, payment));
+    out
+}
+
+fn payment_instructions(payer: &Pubkey, payment: &Payment) -> Vec<Instruction> {
     match payment {
         Payment::Sol { to, lamports } => {
             let mut data = SYSTEM_TRANSFER.to_le_bytes().to_vec();
@@ -146,8 +192,8 @@ fn compact(out: &mut Vec<u8>, mut n: usize) {
 /// The message `payer` signs: the fee payer first, then signers (writable before read-only),
 /// then the other accounts (writable before read-only), each group in byte order, as the
 /// Solana SDK compiles it; every instruction's accounts and program as indices into that list.
-pub fn message(payer: &Pubkey, payment: &Payment, blockhash: &[u8; 32]) -> Vec<u8> {
-    let ixs = instructions(payer, payment);
+pub fn message(payer: &Pubkey, payment: &Payment, priority: Option<Priority>, blockhash: &[u8; 32]) -> Vec<u8> {
+    let ixs = instructions(payer, payment, priority);
     let mut metas: std::collections::BTreeMap<Pubkey, (bool, bool)> = std::collections::BTreeMap::new();
     for ix in &ixs {
         metas.entry(ix.program).or_default();
@@ -267,9 +313,29 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, String> {
 }
 
 impl Decoded {
+    /// The compute budget instructions first in the message, and the rest.
+    fn split_budget(&self) -> (&[(Pubkey, Vec<Pubkey>, Vec<u8>)], &[(Pubkey, Vec<Pubkey>, Vec<u8>)]) {
+        let budget = program(COMPUTE_BUDGET_PROGRAM);
+        let n = self.instructions.iter().take_while(|(p, _, _)| *p == budget).count();
+        self.instructions.split_at(n)
+    }
+
+    /// The priority fee it pays (`None`: none set).
+    pub fn priority(&self) -> Option<Priority> {
+        let (mut limit, mut price) = (None, None);
+        for (_, _, data) in self.split_budget().0 {
+            match data.split_first() {
+                Some((&SET_COMPUTE_UNIT_LIMIT, rest)) => limit = rest.try_into().ok().map(u32::from_le_bytes),
+                Some((&SET_COMPUTE_UNIT_PRICE, rest)) => price = rest.try_into().ok().map(u64::from_le_bytes),
+                _ => {}
+            }
+        }
+        Some(Priority { unit_limit: limit?, micro_lamports: price? })
+    }
+
     /// The payment a payout transaction of ours makes (`None`: not one of our shapes).
     pub fn payment(&self) -> Option<Payment> {
-        match self.instructions.as_slice() {
+        match self.split_budget().1 {
             [(p, accounts, data)] if *p == SYSTEM_PROGRAM && data.len() == 12 && accounts.len() == 2 => {
                 (data[..4] == SYSTEM_TRANSFER.to_le_bytes()).then(|| Payment::Sol {
                     to: accounts[1],
@@ -336,13 +402,24 @@ mod tests {
                 _ => Payment::Spl { mint, decimals: 6, owner: to, units },
             };
             let blockhash = pubkey(t["blockhash"].as_str().unwrap()).unwrap();
-            let msg = message(&payer, &payment, &blockhash);
+            let priority = (!t["priority"].is_null()).then(|| Priority {
+                unit_limit: t["priority"]["unit_limit"].as_u64().unwrap() as u32,
+                micro_lamports: t["priority"]["micro_lamports"].as_u64().unwrap(),
+            });
+            if let Some(p) = priority {
+                assert_eq!(p.unit_limit, unit_limit(&payment), "the limits the vectors ran with");
+            }
+            let msg = message(&payer, &payment, priority, &blockhash);
             let sig = key.sign(&msg).to_bytes();
             let wire = signed(&msg, &sig);
             assert_eq!(base64::engine::general_purpose::STANDARD.encode(&wire), t["tx"].as_str().unwrap(), "{t}");
             assert_eq!(bs58::encode(sig).into_string(), t["signature"].as_str().unwrap());
             let back = decode(&wire).unwrap();
             assert_eq!((back.payment(), back.blockhash, back.keys[0]), (Some(payment), blockhash, payer));
+            assert_eq!(back.priority(), priority);
+            let fee = 5_000 + priority.map_or(0, |p| p.lamports());
+            let rent = t["hot_wallet_lamports_spent"].as_u64().unwrap() - fee;
+            assert!(rent == 0 || rent == 2_039_280 || rent == units, "{t}: spent = fee (+ rent or the SOL sent)");
             assert_eq!(back.message, msg);
         }
     }

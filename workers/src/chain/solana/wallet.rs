@@ -21,7 +21,7 @@ use ed25519_dalek::{Signer as _, SigningKey};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::tx::{self, Payment, Pubkey};
+use super::tx::{self, Payment, Priority, Pubkey};
 use super::{bad, mint_of, rpc};
 use crate::chain::evm::Rpc;
 use crate::chain::signer::{Fees, PayoutTx, Signer, Signers, base_units, hot_wallet_secret};
@@ -80,6 +80,8 @@ pub struct SolanaSigner {
     key: SigningKey,
     /// The USDC mint.
     mint: Option<Pubkey>,
+    /// Micro-lamports per compute unit (0: no priority fee).
+    priority_fee: u64,
 }
 
 impl SolanaSigner {
@@ -96,7 +98,7 @@ impl SolanaSigner {
             .find(|g| g.family == AddressFamily::Solana && g.is_token)
             .and_then(|g| mint_of(cfg, g))
             .and_then(|m| tx::pubkey(&m));
-        Ok(Some(SolanaSigner { rpc: rpc(cfg), key, mint }))
+        Ok(Some(SolanaSigner { rpc: rpc(cfg), key, mint, priority_fee: cfg.priority_fee_micro_lamports }))
     }
 
     /// The hot wallet's address.
@@ -117,6 +119,26 @@ impl SolanaSigner {
     }
 }
 
+/// Base fee of a transaction with one signature, in lamports.
+const SIGNATURE_FEE: u64 = 5_000;
+
+/// The priority fee of `payment` at `micro_lamports` per unit; a SOL payout's lowered so that
+/// its whole fee stays within `max_fee_lamports` (its configured network fee), none when even
+/// the signature fee does not fit. `None` also when no price is configured.
+pub fn priority(payment: &Payment, micro_lamports: u64, max_fee_lamports: Option<u64>) -> Option<Priority> {
+    let unit_limit = tx::unit_limit(payment);
+    let mut p = Priority { unit_limit, micro_lamports };
+    if let (Payment::Sol { .. }, Some(max)) = (payment, max_fee_lamports) {
+        let room = max.saturating_sub(SIGNATURE_FEE);
+        if p.lamports() > room {
+            // The highest price whose ceil(limit × price / 10^6) fits the room.
+            let fitting = u128::from(room) * 1_000_000 / u128::from(unit_limit);
+            p.micro_lamports = u64::try_from(fitting).unwrap_or(0);
+        }
+    }
+    (p.micro_lamports > 0).then_some(p)
+}
+
 #[async_trait::async_trait]
 impl Signer for SolanaSigner {
     async fn sign(&self, tx: &PayoutTx<'_>) -> Result<SignedTx, ChainError> {
@@ -124,7 +146,11 @@ impl Signer for SolanaSigner {
             return Err(unavailable("a Solana payout needs a recent blockhash"));
         };
         let payer = self.key.verifying_key().to_bytes();
-        let message = tx::message(&payer, &self.payment(tx)?, &blockhash);
+        let payment = self.payment(tx)?;
+        // A SOL payout's fee must fit its configured network fee; a USDC payout's is paid in SOL.
+        let max_fee = if tx.gate.is_token { None } else { base_units(tx.max_fee, tx.gate.decimals).ok() };
+        let priority = priority(&payment, self.priority_fee, max_fee);
+        let message = tx::message(&payer, &payment, priority, &blockhash);
         let signature = self.key.sign(&message).to_bytes();
         let wire = tx::signed(&message, &signature);
         let stored =
@@ -172,6 +198,22 @@ impl Signers {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sol_payouts_priority_fee_fits_its_configured_network_fee() {
+        let sol = Payment::Sol { to: [1; 32], lamports: 1 };
+        let spl = Payment::Spl { mint: [2; 32], decimals: 6, owner: [3; 32], units: 1 };
+        assert_eq!(priority(&sol, 0, Some(10_000)), None, "none configured");
+        // 1,000 units at 2,000 micro-lamports = 2 lamports: fits 10,000.
+        assert_eq!(priority(&sol, 2_000, Some(10_000)), Some(Priority { unit_limit: 1_000, micro_lamports: 2_000 }));
+        // 1,000 units at 10,000,000 = 10,000 lamports: lowered to the 5,000 left after the
+        // signature fee.
+        let p = priority(&sol, 10_000_000, Some(10_000)).unwrap();
+        assert_eq!((p.micro_lamports, p.lamports()), (5_000_000, 5_000));
+        assert_eq!(priority(&sol, 10_000, Some(5_000)), None, "no room above the signature fee");
+        // USDC: the hot wallet pays in SOL, nothing to fit.
+        assert_eq!(priority(&spl, 50_000, Some(0)), Some(Priority { unit_limit: 60_000, micro_lamports: 50_000 }));
+    }
 
     #[test]
     fn keypairs_are_read_as_the_solana_cli_writes_them_or_in_base58() {
