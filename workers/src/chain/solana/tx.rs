@@ -243,6 +243,9 @@ pub fn signed(message: &[u8], signature: &[u8; 64]) -> Vec<u8> {
     out
 }
 
+/// An instruction read back: (program, accounts, data), the keys resolved.
+pub type DecodedInstruction = (Pubkey, Vec<Pubkey>, Vec<u8>);
+
 /// A transaction read back from the wire format.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decoded {
@@ -253,8 +256,7 @@ pub struct Decoded {
     pub required_signatures: u8,
     pub keys: Vec<Pubkey>,
     pub blockhash: [u8; 32],
-    /// (program, accounts, data) with the keys resolved.
-    pub instructions: Vec<(Pubkey, Vec<Pubkey>, Vec<u8>)>,
+    pub instructions: Vec<DecodedInstruction>,
 }
 
 struct Reader<'a>(&'a [u8]);
@@ -314,7 +316,7 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, String> {
 
 impl Decoded {
     /// The compute budget instructions first in the message, and the rest.
-    fn split_budget(&self) -> (&[(Pubkey, Vec<Pubkey>, Vec<u8>)], &[(Pubkey, Vec<Pubkey>, Vec<u8>)]) {
+    fn split_budget(&self) -> (&[DecodedInstruction], &[DecodedInstruction]) {
         let budget = program(COMPUTE_BUDGET_PROGRAM);
         let n = self.instructions.iter().take_while(|(p, _, _)| *p == budget).count();
         self.instructions.split_at(n)
