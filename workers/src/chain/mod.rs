@@ -108,7 +108,7 @@ pub fn settled_failure(confirmations: u64, gate: &Gate, reason: impl Into<String
     if confirmations >= required {
         Outgoing::Failed(reason.into())
     } else {
-        Outgoing::Confirmations { confirmations: confirmations.min(required - 1), fee: None }
+        Outgoing::Confirmations { confirmations, fee: None }
     }
 }
 

@@ -22,9 +22,9 @@ pub struct Rpc {
     auth: Option<(String, Option<String>)>,
 }
 
-/// A failed call: its JSON-RPC error code when the node answered with one.
+/// A failed call: the node's JSON-RPC error object when it answered with one.
 struct Failure {
-    code: Option<i64>,
+    error: Option<Value>,
     message: String,
 }
 
@@ -56,7 +56,7 @@ impl Rpc {
     /// error's text names the URL, so it is dropped with `without_url`).
     async fn attempt(&self, method: &str, params: &Value) -> Result<Value, Failure> {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-        let failed = |e: reqwest::Error| Failure { code: None, message: format!("{method}: {}", e.without_url()) };
+        let failed = |e: reqwest::Error| Failure { error: None, message: format!("{method}: {}", e.without_url()) };
         let mut request = self.http.post(&self.url).json(&body);
         if let Some((user, password)) = &self.auth {
             request = request.basic_auth(user, password.as_ref());
@@ -67,10 +67,10 @@ impl Rpc {
         let v: Option<Value> = r.json().await.ok();
         let v = match v {
             Some(v) if status.is_success() || v.get("error").is_some_and(|e| !e.is_null()) => v,
-            _ => return Err(Failure { code: None, message: format!("{method}: HTTP {status}") }),
+            _ => return Err(Failure { error: None, message: format!("{method}: HTTP {status}") }),
         };
         if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
-            return Err(Failure { code: err["code"].as_i64(), message: format!("{method}: {err}") });
+            return Err(Failure { error: Some(err.clone()), message: format!("{method}: {err}") });
         }
         Ok(v.get("result").cloned().unwrap_or(Value::Null))
     }
@@ -78,6 +78,16 @@ impl Rpc {
     /// One call, no retry; a failure is its text (the node's error object, for classifying).
     pub(crate) async fn once(&self, method: &str, params: &Value) -> Result<Value, String> {
         self.attempt(method, params).await.map_err(|f| f.message)
+    }
+
+    /// One call, no retry: `Ok(Err(error))` when the node answered with a JSON-RPC error object
+    /// (for classifying), `Err` (its text) when it did not answer.
+    pub(crate) async fn answer(&self, method: &str, params: &Value) -> Result<Result<Value, Value>, String> {
+        match self.attempt(method, params).await {
+            Ok(v) => Ok(Ok(v)),
+            Err(Failure { error: Some(error), .. }) => Ok(Err(error)),
+            Err(Failure { error: None, message }) => Err(message),
+        }
     }
 
     /// Calls `method`, retrying failures `retries` times with doubling delays.
@@ -96,7 +106,9 @@ impl Rpc {
         with_retries(self.node, self.retries, self.backoff, || async {
             match self.attempt(method, &params).await {
                 Ok(v) => Ok(Some(v)),
-                Err(Failure { code: Some(code), .. }) if none_codes.contains(&code) => Ok(None),
+                Err(Failure { error: Some(e), .. }) if e["code"].as_i64().is_some_and(|c| none_codes.contains(&c)) => {
+                    Ok(None)
+                }
                 Err(e) => Err(e.message),
             }
         })

@@ -181,12 +181,6 @@ pub fn token_transfers(block: &Value, slot: u64, mint: &str, decimals: u32) -> V
     out
 }
 
-/// The JSON-RPC error object in an RPC failure's text (`None`: the node did not answer).
-fn node_error(e: &str) -> Option<Value> {
-    let body = e.split_once(": ").map_or(e, |(_, rest)| rest);
-    serde_json::from_str::<Value>(body).ok().filter(|v| v.get("code").is_some())
-}
-
 /// What `sendTransaction`'s error says about a payout transaction. With preflight, a refused
 /// transaction reached no validator.
 pub fn classify_send_error(error: &Value) -> Broadcast {
@@ -236,6 +230,31 @@ impl SolanaChain {
     }
 }
 
+impl SolanaChain {
+    /// `getSignatureStatuses` of one signature, history searched.
+    async fn signature_status(&self, signature: &str) -> Result<Value, ChainError> {
+        self.rpc.call("getSignatureStatuses", json!([[signature], {"searchTransactionHistory": true}])).await
+    }
+
+    /// Where a payout transaction the node knows stands (`None`: unknown to it). Judged only
+    /// once finalized: a failure on a fork the cluster may still abandon says nothing about the
+    /// block that will hold it.
+    async fn sent(&self, signature: &str, statuses: &Value) -> Result<Option<Outgoing>, ChainError> {
+        let s = &statuses["value"][0];
+        if s.is_null() {
+            return Ok(None);
+        }
+        if s["confirmationStatus"] != "finalized" {
+            return Ok(Some(Outgoing::Confirmations { confirmations: 0, fee: None }));
+        }
+        if !s["err"].is_null() {
+            return Ok(Some(Outgoing::Failed(format!("{} in slot {}", s["err"], s["slot"]))));
+        }
+        let fee = self.fee_of(signature).await?;
+        Ok(Some(Outgoing::Confirmations { confirmations: u64::from(self.gate.confirmations), fee }))
+    }
+}
+
 #[async_trait::async_trait]
 impl Chain for SolanaChain {
     fn gate(&self) -> &'static Gate {
@@ -277,12 +296,9 @@ impl Chain for SolanaChain {
     async fn broadcast(&self, tx: &SignedTx) -> Result<Broadcast, ChainError> {
         let stored = wallet::Stored::parse(&tx.raw)?;
         let params = json!([stored.tx, {"encoding": "base64", "preflightCommitment": "confirmed"}]);
-        match self.rpc.once("sendTransaction", &params).await {
+        match self.rpc.answer("sendTransaction", &params).await.map_err(ChainError::Unavailable)? {
             Ok(_) => Ok(Broadcast::Accepted),
-            Err(e) => match node_error(&e) {
-                Some(error) => Ok(classify_send_error(&error)),
-                None => Err(ChainError::Unavailable(e)),
-            },
+            Err(error) => Ok(classify_send_error(&error)),
         }
     }
 
@@ -290,30 +306,24 @@ impl Chain for SolanaChain {
     /// answering node would know it (see the module's notes).
     async fn outgoing(&self, tx: &SignedTx) -> Result<Outgoing, ChainError> {
         let stored = wallet::Stored::parse(&tx.raw)?;
-        // The finalized slot and height, read before the status.
+        if let Some(known) = self.sent(&tx.tx_hash, &self.signature_status(&tx.tx_hash).await?).await? {
+            return Ok(known);
+        }
+        // Unknown: the finalized slot and height.
         let epoch = self.rpc.call("getEpochInfo", json!([{"commitment": "finalized"}])).await?;
         let (Some(final_slot), Some(final_height)) = (epoch["absoluteSlot"].as_u64(), epoch["blockHeight"].as_u64())
         else {
             return Err(bad("getEpochInfo", &epoch));
         };
-        let v =
-            self.rpc.call("getSignatureStatuses", json!([[tx.tx_hash], {"searchTransactionHistory": true}])).await?;
-        let s = &v["value"][0];
-        if !s.is_null() {
-            // Judged only once finalized: a failure on a fork the cluster may still abandon
-            // says nothing about the block that will hold it.
-            if s["confirmationStatus"] != "finalized" {
-                return Ok(Outgoing::Confirmations { confirmations: 0, fee: None });
-            }
-            if !s["err"].is_null() {
-                return Ok(Outgoing::Failed(format!("{} in slot {}", s["err"], s["slot"])));
-            }
-            let fee = self.fee_of(&tx.tx_hash).await?;
-            return Ok(Outgoing::Confirmations { confirmations: u64::from(self.gate.confirmations), fee });
-        }
         if final_height <= stored.last_valid_block_height {
             // A block that may include it can still come (or it was never sent).
             return Ok(Outgoing::Unknown);
+        }
+        // Past its window at finalized: asked again, so that "unknown" is judged only from an
+        // answer given after that slot was finalized, by a node that had processed it.
+        let v = self.signature_status(&tx.tx_hash).await?;
+        if let Some(known) = self.sent(&tx.tx_hash, &v).await? {
+            return Ok(known);
         }
         let answered_at = v["context"]["slot"].as_u64().ok_or_else(|| bad("status context", &v))?;
         let min = self.rpc.call("minimumLedgerSlot", json!([])).await?;
@@ -339,7 +349,7 @@ impl Chain for SolanaChain {
     /// older slot "unknown" says nothing and the answer is an error the tracker retries, never a
     /// reversal.
     async fn status(&self, tx_hash: &str, _output_index: i64, seen_at: Option<u64>) -> Result<TxStatus, ChainError> {
-        let v = self.rpc.call("getSignatureStatuses", json!([[tx_hash], {"searchTransactionHistory": true}])).await?;
+        let v = self.signature_status(tx_hash).await?;
         let s = &v["value"][0];
         if s.is_null()
             && let Some(slot) = seen_at
@@ -411,8 +421,6 @@ mod tests {
         assert_eq!(kind(-32003, Value::Null), "rejected", "bad signature");
         assert_eq!(kind(-32602, Value::Null), "rejected", "not a transaction");
         assert_eq!(kind(-32002, json!({"InsufficientFundsForRent": {"account_index": 1}})), "rejected", "below rent");
-        assert_eq!(node_error(r#"sendTransaction: {"code":-32003,"message":"x"}"#).unwrap()["code"], -32003);
-        assert_eq!(node_error("sendTransaction: HTTP 502 Bad Gateway"), None);
     }
 
     #[test]
