@@ -19,7 +19,14 @@ pub struct ScanLoad {
     /// Blocks per scan batch.
     #[arg(long, default_value_t = 100)]
     pub batch: u64,
+    /// Exit non-zero when a figure misses its goal (printed beside it either way).
+    #[arg(long)]
+    pub check: bool,
 }
+
+/// Issue 18's goal for the cost per transfer as the watched set grows: flat, within the
+/// run-to-run noise of a shared 2-core machine.
+pub const FLAT_COST_RATIO: f64 = 1.25;
 
 impl ScanLoad {
     /// Refuses a load that measures nothing or watches fewer addresses than it pays.

@@ -136,8 +136,7 @@ async fn bitcoin(args: &BenchScanArgs, blocks: u64) -> anyhow::Result<()> {
     };
     let chain = workers::chain::bitcoin::chains(&cfg).into_iter().next().context("the bitcoin chain")?;
     let watch = Watch { receivers: &receivers, another: &random_address, tagged_on: None };
-    compare_watched(&args.load.pg, "bitcoin", chain.as_ref(), &watch, &args.load.watched, (start, end), args.load.batch)
-        .await
+    compare_watched(&args.load, "bitcoin", chain.as_ref(), &watch, (start, end), None).await
 }
 
 /// A gate without node software here, against its fake node (`bench_fakes`).
@@ -200,5 +199,5 @@ async fn faked(args: &BenchScanArgs, blocks: u64) -> anyhow::Result<()> {
     };
     let watch = Watch { receivers: &receivers, another: &another, tagged_on: tagged_on.as_deref() };
     let range = (layout.start, layout.end);
-    compare_watched(&args.load.pg, gate.id, chain.as_ref(), &watch, &args.load.watched, range, args.load.batch).await
+    compare_watched(&args.load, gate.id, chain.as_ref(), &watch, range, None).await
 }

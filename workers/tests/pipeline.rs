@@ -609,6 +609,14 @@ impl ScriptedChain {
         self.state.lock().unwrap().gone_once.insert(tx.to_owned());
     }
 
+    /// The node returns `tx`'s transfer a second time, in the same block (a batch holding one
+    /// transfer twice).
+    fn repeat(&self, tx: &str) {
+        let mut s = self.state.lock().unwrap();
+        let t = s.transfers.iter().find(|t| t.tx_hash == tx).unwrap().clone();
+        s.transfers.push(t);
+    }
+
     /// `tx` is mined again, in a new block.
     fn mine_again(&self, tx: &str) {
         let mut s = self.state.lock().unwrap();
@@ -958,4 +966,123 @@ async fn a_reversed_deposit_back_at_its_old_height_is_revived_by_the_tracker() {
     chain.mine(30);
     let next = tracker::track_payment(&p.app.state.db, &p.chains, cfg, pay.id).await.unwrap();
     assert_eq!(next, Next::Done);
+}
+
+/// Issue 18: a scan records its whole batch at once (multi-row payment and event inserts, one
+/// guarded update for the invoices, one balance posting per merchant), with the rules of one
+/// transfer at a time: each transfer recorded once even when the node returns it twice, an
+/// invoice paid twice in the batch moves to `confirming` once (caused by its first payment), an
+/// invoice past its window expires first (a late deposit), every deposit its own `pending`
+/// ledger entry with the running balance, and a rescan of the same blocks records nothing.
+#[tokio::test]
+async fn one_scan_records_a_batch_of_deposits_each_once() {
+    use entity::ledger_entry;
+    use sea_orm::QueryOrder;
+    let mut p = pipe().await;
+    let chain = ScriptedChain::install(&mut p, "ethereum");
+    let (a, b, late) = (
+        p.invoice("ETH", "ethereum", "1").await,
+        p.invoice("ETH", "ethereum", "1").await,
+        p.invoice("ETH", "ethereum", "1").await,
+    );
+    force_expired(&p, late).await;
+    let tx_a = chain.send(&p.address_key(a).await, "1");
+    chain.repeat(&tx_a);
+    let tx_b1 = chain.send(&p.address_key(b).await, "0.4");
+    chain.send(&p.address_key(b).await, "0.6");
+    chain.send(&p.address_key(late).await, "1");
+    let db = &p.app.state.db;
+    let report = scanner::scan_gate(db, chain.as_ref(), Environment::Test, 100).await.unwrap().expect("a scan");
+    assert_eq!((report.transfers, report.recorded.len()), (5, 4));
+    assert_eq!(entity::payment::Entity::find().all(db).await.unwrap().len(), 4);
+    assert_eq!(
+        (p.status(a).await, p.status(b).await, p.status(late).await),
+        ("confirming".into(), "confirming".into(), "expired".into())
+    );
+    assert_eq!(p.events(a).await, ["invoice.confirming"]);
+    assert_eq!(p.events(b).await, ["invoice.confirming"]);
+    assert_eq!(p.events(late).await, ["invoice.expired"]);
+    let confirming = event::Entity::find()
+        .filter(event::Column::EventType.eq("invoice.confirming"))
+        .filter(event::Column::InvoiceId.eq(b))
+        .one(db)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(confirming.payload["tx_hash"], tx_b1, "the first payment of the batch moved the invoice");
+    assert_eq!(confirming.payload["status"], "confirming");
+    assert_eq!(p.balance("ethereum").await, (d("0"), d("3")));
+    // One entry per deposit, each with the bucket's value after it, in order.
+    let entries = ledger_entry::Entity::find()
+        .filter(ledger_entry::Column::MerchantId.eq(p.merchant))
+        .order_by_asc(ledger_entry::Column::Id)
+        .all(db)
+        .await
+        .unwrap();
+    assert_eq!(entries.len(), 4);
+    let mut running = Decimal::ZERO;
+    for e in &entries {
+        running += e.amount.0;
+        assert_eq!((e.bucket, e.balance_after.0), (entity::Bucket::Pending, running));
+    }
+    p.assert_ledger("ethereum").await;
+
+    // The same blocks read again: nothing new.
+    use sea_orm::sea_query::Expr;
+    entity::scan_cursor::Entity::update_many()
+        .col_expr(entity::scan_cursor::Column::NextHeight, Expr::value(1i64))
+        .exec(db)
+        .await
+        .unwrap();
+    let again = scanner::scan_gate(db, chain.as_ref(), Environment::Test, 100).await.unwrap().expect("a rescan");
+    assert_eq!((again.transfers, again.recorded.len()), (5, 0));
+    assert_eq!(entity::payment::Entity::find().all(db).await.unwrap().len(), 4);
+    assert_eq!(p.balance("ethereum").await, (d("0"), d("3")));
+    assert_eq!(p.events(b).await, ["invoice.confirming"]);
+
+    // And each is credited once.
+    p.mine_scripted_and_step(&chain, 12).await;
+    p.step().await;
+    assert_eq!(
+        (p.status(a).await, p.status(b).await, p.status(late).await),
+        ("paid".into(), "paid".into(), "expired".into())
+    );
+    assert_eq!(p.events(late).await, ["invoice.expired", "invoice.late_deposit", "balance.credited"]);
+    p.assert_outcome(
+        b,
+        "ethereum",
+        ("3", "0"),
+        &["invoice.confirming", "balance.credited", "invoice.paid", "balance.credited"],
+    )
+    .await;
+}
+
+/// The scanner stage reads the next batch while recording the last; a batch read ahead is
+/// recorded only if the cursor is still where the recorded batch left it.
+#[tokio::test]
+async fn a_batch_read_ahead_is_dropped_when_another_scanner_moved_the_cursor() {
+    let mut p = pipe().await;
+    let chain = ScriptedChain::install(&mut p, "ethereum");
+    let inv = p.invoice("ETH", "ethereum", "1").await;
+    chain.send(&p.address_key(inv).await, "0.5");
+    chain.send(&p.address_key(inv).await, "0.5");
+    let db = &p.app.state.db;
+    let cursor = || async { entity::scan_cursor::Entity::find().one(db).await.unwrap().map(|c| c.next_height) };
+    let mut scan = scanner::Scanner::new(db, chain.as_ref(), Environment::Test, 1);
+    // Block 1 (empty) recorded, block 2 read ahead.
+    let first = scan.next().await.unwrap().expect("block 1");
+    assert_eq!((first.from, first.to, first.recorded.len()), (1, 1, 0));
+    assert_eq!(cursor().await, Some(2));
+    // Another scanner records block 2 first.
+    let other = scanner::scan_gate(db, chain.as_ref(), Environment::Test, 1).await.unwrap().expect("block 2");
+    assert_eq!((other.from, other.recorded.len()), (2, 1));
+    // The block read ahead is not recorded again, and the cursor does not move back.
+    assert!(scan.next().await.unwrap().is_none());
+    assert_eq!(cursor().await, Some(3));
+    // Without a read ahead it carries on from the cursor.
+    let third = scan.next().await.unwrap().expect("block 3");
+    assert_eq!((third.from, third.recorded.len()), (3, 1));
+    assert_eq!(entity::payment::Entity::find().all(db).await.unwrap().len(), 2);
+    assert_eq!(p.balance("ethereum").await, (d("0"), d("1")));
+    p.assert_ledger("ethereum").await;
 }

@@ -39,6 +39,9 @@ pub enum LedgerError {
     Db(#[from] DbErr),
 }
 
+/// Ledger entries per multi-row insert.
+const ENTRIES_PER_INSERT: usize = 1000;
+
 /// Locks (creating if needed) the balance row and returns its current values.
 async fn lock_balance<C: ConnectionTrait>(
     txn: &C,
@@ -132,8 +135,12 @@ async fn post_with<C: ConnectionTrait>(
             created_at: Set(now),
         });
     }
-    if !entries.is_empty() {
+    // A scan posts a whole batch's deposits of one merchant at once: several inserts keep each
+    // statement well below the databases' bound-parameter limits (12 columns an entry).
+    while !entries.is_empty() {
+        let rest = entries.split_off(entries.len().min(ENTRIES_PER_INSERT));
         ledger_entry::Entity::insert_many(entries).exec_without_returning(txn).await?;
+        entries = rest;
     }
     let mut row: balance::ActiveModel = current.into();
     row.available = Set(Amount::new(available));

@@ -12,7 +12,7 @@ use entity::{
     payment, scan_cursor, static_address, unclaimed_deposit,
 };
 use sea_orm::sea_query::{Expr, OnConflict};
-use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter};
+use sea_orm::{ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, TryInsertResult};
 use uuid::Uuid;
 
 use super::{PipelineError, transition};
@@ -45,28 +45,111 @@ pub async fn scan_gate(
     env: Environment,
     batch: u64,
 ) -> Result<Option<ScanReport>, PipelineError> {
-    let gate = chain.gate();
+    match read_next(db, chain, env, batch).await? {
+        Some(read) => record(db, chain, env, read).await,
+        None => Ok(None),
+    }
+}
+
+/// Blocks read from the chain and not recorded yet: `from..=to`, read when the cursor stood at
+/// `cursor` (`None`: no cursor yet).
+pub struct Read {
+    cursor: Option<i64>,
+    from: u64,
+    to: u64,
+    transfers: Vec<Transfer>,
+}
+
+/// Reads the (at most `batch`) blocks after the gate's cursor. `Ok(None)` when there are none.
+async fn read_next(
+    db: &DatabaseConnection,
+    chain: &dyn Chain,
+    env: Environment,
+    batch: u64,
+) -> Result<Option<Read>, PipelineError> {
     let tip = chain.tip().await?;
-    let cursor = scan_cursor::Entity::find_by_id((env, gate.id.to_owned())).one(db).await?;
+    let cursor = scan_cursor::Entity::find_by_id((env, chain.gate().id.to_owned())).one(db).await?;
     let from = cursor.as_ref().map_or_else(|| first_height(env, tip), |c| c.next_height as u64);
+    read_from(chain, cursor.map(|c| c.next_height), from, tip, batch).await
+}
+
+async fn read_from(
+    chain: &dyn Chain,
+    cursor: Option<i64>,
+    from: u64,
+    tip: u64,
+    batch: u64,
+) -> Result<Option<Read>, PipelineError> {
     if from > tip {
         return Ok(None);
     }
     let to = tip.min(from + batch.max(1) - 1);
     let transfers = chain.transfers(from, to).await?;
+    Ok(Some(Read { cursor, from, to, transfers }))
+}
+
+/// Scans a gate batch after batch, reading the next batch from the chain while the last one is
+/// recorded (the two overlap; each batch still commits alone, with its cursor move). The read
+/// ahead assumes the cursor where the recorded batch leaves it: if another scanner moved it
+/// meanwhile, recording that batch finds the guard failed and writes nothing.
+pub struct Scanner<'a> {
+    db: &'a DatabaseConnection,
+    chain: &'a dyn Chain,
+    env: Environment,
+    batch: u64,
+    ahead: Option<Read>,
+}
+
+impl<'a> Scanner<'a> {
+    pub fn new(db: &'a DatabaseConnection, chain: &'a dyn Chain, env: Environment, batch: u64) -> Self {
+        Self { db, chain, env, batch, ahead: None }
+    }
+
+    /// Records the next batch. `Ok(None)` when there is nothing new (or another scanner took it).
+    pub async fn next(&mut self) -> Result<Option<ScanReport>, PipelineError> {
+        let read = match self.ahead.take() {
+            Some(read) => read,
+            None => match read_next(self.db, self.chain, self.env, self.batch).await? {
+                Some(read) => read,
+                None => return Ok(None),
+            },
+        };
+        let next_from = read.to + 1;
+        let ahead = async {
+            let tip = self.chain.tip().await?;
+            read_from(self.chain, i64::try_from(next_from).ok(), next_from, tip, self.batch).await
+        };
+        let (report, ahead) = tokio::join!(record(self.db, self.chain, self.env, read), ahead);
+        let report = report?;
+        // A failed read ahead is read again at the next call; nothing of it was recorded.
+        self.ahead = if report.is_some() { ahead.ok().flatten() } else { None };
+        Ok(report)
+    }
+}
+
+/// Records what `read` holds, moving the cursor past it in the same transaction, guarded by the
+/// cursor the read started from. `Ok(None)` when another scanner moved the cursor first.
+async fn record(
+    db: &DatabaseConnection,
+    chain: &dyn Chain,
+    env: Environment,
+    read: Read,
+) -> Result<Option<ScanReport>, PipelineError> {
+    let gate = chain.gate();
+    let Read { cursor, from, to, transfers } = read;
     let report_len = transfers.len();
 
     let txn = domain::db::begin_write(db).await?;
     // Move the cursor first, guarded: of two scanners on one range, one wins and the other
     // rolls back everything it did.
-    let moved = match &cursor {
-        Some(c) => {
+    let moved = match cursor {
+        Some(next_height) => {
             scan_cursor::Entity::update_many()
                 .col_expr(scan_cursor::Column::NextHeight, Expr::value((to + 1) as i64))
                 .col_expr(scan_cursor::Column::UpdatedAt, Expr::value(Utc::now()))
                 .filter(scan_cursor::Column::Environment.eq(env))
                 .filter(scan_cursor::Column::GateId.eq(gate.id))
-                .filter(scan_cursor::Column::NextHeight.eq(c.next_height))
+                .filter(scan_cursor::Column::NextHeight.eq(next_height))
                 .exec(&txn)
                 .await?
                 .rows_affected
@@ -94,8 +177,10 @@ pub async fn scan_gate(
     }
     let recorded = record_transfers(&txn, env, chain, to, &transfers, Seen::InBlock).await?;
     txn.commit().await?;
-    // Keep unconfirmed payments' confirmations current for readers (one statement per scan;
-    // integer arithmetic, not money). Outside the transaction: it locks nothing else.
+    // Keep unconfirmed payments' confirmations current for readers up to the depth they need
+    // (one statement per scan; integer arithmetic, not money); past it the tracker, which
+    // credits them, writes what it reads. Bounded by the payments of the last blocks, not by
+    // every payment still waiting for its credit. Outside the transaction: it locks nothing else.
     payment::Entity::update_many()
         .col_expr(
             payment::Column::Confirmations,
@@ -105,6 +190,10 @@ pub async fn scan_gate(
         .filter(payment::Column::GateId.eq(gate.id))
         .filter(payment::Column::Status.eq(PaymentStatus::Confirming))
         .filter(payment::Column::BlockHeight.lte(to as i64))
+        .filter(sea_orm::sea_query::ExprTrait::lt(
+            Expr::col(payment::Column::Confirmations),
+            Expr::col(payment::Column::RequiredConfirmations),
+        ))
         .exec(db)
         .await?;
     Ok(Some(ScanReport { from, to, transfers: report_len, recorded }))
@@ -177,7 +266,7 @@ async fn record_transfers<C: ConnectionTrait>(
             statics.insert(a.address_key.clone(), a);
         }
     }
-    let mut recorded = Vec::new();
+    let mut matched = Vec::with_capacity(transfers.len());
     for t in transfers {
         let target = match (invoices.get(&t.address_key), statics.get(&t.address_key)) {
             (Some(inv), _) if inv.gate_id.as_deref() == Some(gate_id) => inv.clone(),
@@ -194,16 +283,148 @@ async fn record_transfers<C: ConnectionTrait>(
             // Not ours.
             (None, None) => continue,
         };
-        if let Some(new) = record_payment(txn, &target, t, tip, seen).await? {
-            recorded.push(new);
+        matched.push(Matched::new(target, t, tip)?);
+    }
+    // All new payments in a few multi-row inserts; a transfer recorded before (a rescan, a
+    // replay, a payment the chain took back and gave again) is looked at one by one.
+    let inserted = insert_payments(txn, &matched).await?;
+    let mut recorded = Vec::new();
+    let mut fresh = Vec::with_capacity(inserted.len());
+    for m in matched {
+        if inserted.contains(&m.payment.id) {
+            fresh.push(m);
+            continue;
+        }
+        if seen == Seen::InBlock {
+            settle_height(txn, env, gate_id, m.transfer, tip).await?;
+        }
+        if let Some(r) = revive(txn, env, gate_id, m.transfer, tip).await? {
+            recorded.push(r);
         }
     }
-    // Balances last, in a fixed order: every writer takes invoice rows before balance rows.
+    invoices_see_deposits(txn, &fresh).await?;
+    recorded.extend(fresh.iter().map(|m| Recorded {
+        merchant_id: m.invoice.merchant_id,
+        payment_id: m.payment.id,
+        amount: m.payment.amount.0,
+    }));
+    // Balances last, in a fixed order: every writer takes invoice rows before balance rows. One
+    // posting call per merchant: its balance row is locked and written once for the batch.
     recorded.sort_by_key(|s| (s.merchant_id, s.payment_id));
-    for s in &recorded {
-        post_seen(txn, env, gate_id, s).await?;
+    for same_merchant in recorded.chunk_by(|a, b| a.merchant_id == b.merchant_id) {
+        post_seen(txn, env, gate_id, same_merchant).await?;
     }
     Ok(recorded.into_iter().map(|s| s.payment_id).collect())
+}
+
+/// Rows per multi-row insert: far below PostgreSQL's 65,535 and SQLite's 32,766 bound
+/// parameters for the widest row written this way (a payment, 26 columns).
+const ROWS_PER_INSERT: usize = 500;
+
+/// A transfer matched to the invoice it pays, with the payment that records it.
+struct Matched<'a> {
+    invoice: invoice::Model,
+    payment: payment::Model,
+    transfer: &'a Transfer,
+}
+
+impl<'a> Matched<'a> {
+    fn new(invoice: invoice::Model, t: &'a Transfer, tip: u64) -> Result<Self, PipelineError> {
+        let gate_id = invoice.gate_id.clone().ok_or_else(|| PipelineError::Invariant("invoice without gate".into()))?;
+        let gate = domain::gates::find(&gate_id).ok_or_else(|| PipelineError::Invariant("unknown gate".into()))?;
+        let now = Utc::now();
+        let payment = payment::Model {
+            confirmations: i32::try_from(tip.saturating_sub(t.block_height) + 1).unwrap_or(i32::MAX),
+            required_confirmations: gate.confirmations as i32,
+            block_height: Some(t.block_height as i64),
+            // Seen now: the tracker takes it when a scan completes its confirmations (or the
+            // sweeper, if that hand-over is lost).
+            checked_at: Some(now),
+            ..payment::Model::detected(
+                invoice.id,
+                invoice.environment,
+                gate_id,
+                t.tx_hash.clone(),
+                t.output_index,
+                Amount::new(t.amount),
+                now,
+            )
+        };
+        Ok(Self { invoice, payment, transfer: t })
+    }
+}
+
+/// Inserts the payments not recorded yet (unique per environment, gate, tx hash and output
+/// index; a conflicting row, or a second copy of one transfer in the batch, is skipped) and
+/// returns the ids of those inserted.
+async fn insert_payments<C: ConnectionTrait>(txn: &C, matched: &[Matched<'_>]) -> Result<HashSet<Uuid>, PipelineError> {
+    let mut inserted = HashSet::with_capacity(matched.len());
+    for chunk in matched.chunks(ROWS_PER_INSERT) {
+        let rows = chunk.iter().map(|m| payment::ActiveModel::from(m.payment.clone()));
+        let ids = payment::Entity::insert_many(rows)
+            .on_conflict(
+                OnConflict::columns([
+                    payment::Column::Environment,
+                    payment::Column::GateId,
+                    payment::Column::TxHash,
+                    payment::Column::OutputIndex,
+                ])
+                .do_nothing()
+                .to_owned(),
+            )
+            .try_insert()
+            .exec_with_returning_keys(txn)
+            .await?;
+        if let TryInsertResult::Inserted(ids) = ids {
+            inserted.extend(ids);
+        }
+    }
+    Ok(inserted)
+}
+
+/// New payments move their `pending` invoices to `confirming`, each with the first of its new
+/// payments as the cause of `invoice.confirming`: one guarded update for the batch (`WHERE
+/// status = 'pending'`, within the payment window) and one multi-row event insert. An invoice
+/// the update did not move (past its window, or moved by another writer since it was read) is
+/// looked at again on its own.
+async fn invoices_see_deposits<C: ConnectionTrait>(txn: &C, fresh: &[Matched<'_>]) -> Result<(), PipelineError> {
+    let mut causes: HashMap<Uuid, &Matched<'_>> = HashMap::new();
+    for m in fresh.iter().filter(|m| m.invoice.status == InvoiceStatus::Pending) {
+        causes.entry(m.invoice.id).or_insert(m);
+    }
+    let Some(next) = InvoiceStatus::Pending.on(InvoiceTrigger::DepositSeen) else {
+        return Err(PipelineError::Invariant("a pending invoice must take a deposit".into()));
+    };
+    let ids: Vec<Uuid> = causes.keys().copied().collect();
+    let now = Utc::now();
+    let mut moved = Vec::with_capacity(ids.len());
+    for chunk in ids.chunks(ROWS_PER_INSERT) {
+        moved.extend(
+            invoice::Entity::update_many()
+                .col_expr(invoice::Column::Status, Expr::value(next.as_str()))
+                .col_expr(invoice::Column::UpdatedAt, Expr::value(now))
+                .filter(invoice::Column::Id.is_in(chunk.iter().copied()))
+                .filter(invoice::Column::Status.eq(InvoiceStatus::Pending))
+                .filter(
+                    Condition::any().add(invoice::Column::ExpiresAt.is_null()).add(invoice::Column::ExpiresAt.gte(now)),
+                )
+                .exec_with_returning(txn)
+                .await?,
+        );
+    }
+    let events: Vec<_> = moved
+        .iter()
+        .filter_map(|after| causes.remove(&after.id).map(|m| (after, &m.payment)))
+        .map(|(after, cause)| (kind::INVOICE_CONFIRMING, after, Some(cause)))
+        .collect();
+    events::emit_invoices(txn, &events).await?;
+    // Not moved: past the window (expired first, a late deposit) or no longer pending.
+    let mut rest: Vec<&Matched<'_>> = causes.into_values().collect();
+    rest.sort_by_key(|m| m.payment.id);
+    for m in rest {
+        invoice_sees_deposit(txn, &m.invoice, &m.payment).await?;
+    }
+    Ok(())
 }
 
 /// Records money that reached us but credits nobody, once per transfer (rescans and replays
@@ -252,21 +473,26 @@ async fn unclaimed<C: ConnectionTrait>(
     Ok(())
 }
 
-/// A seen deposit's amount goes to the merchant's `pending` balance.
+/// Seen deposits' amounts go to their merchant's `pending` balance: one entry each, the balance
+/// row locked and written once. `seen` all belong to one merchant.
 async fn post_seen<C: ConnectionTrait>(
     txn: &C,
     env: Environment,
     gate_id: &str,
-    s: &Recorded,
+    seen: &[Recorded],
 ) -> Result<(), PipelineError> {
-    let seen = Posting {
-        bucket: Bucket::Pending,
-        amount: s.amount,
-        entry_type: EntryType::InvoiceCredit,
-        reference: Some(("payment", s.payment_id)),
-        description: Some("deposit seen, awaiting confirmations".into()),
-    };
-    ledger::post(txn, s.merchant_id, env, gate_id, &[seen]).await?;
+    let Some(first) = seen.first() else { return Ok(()) };
+    let postings: Vec<Posting> = seen
+        .iter()
+        .map(|s| Posting {
+            bucket: Bucket::Pending,
+            amount: s.amount,
+            entry_type: EntryType::InvoiceCredit,
+            reference: Some(("payment", s.payment_id)),
+            description: Some("deposit seen, awaiting confirmations".into()),
+        })
+        .collect();
+    ledger::post(txn, first.merchant_id, env, gate_id, &postings).await?;
     Ok(())
 }
 
@@ -292,7 +518,7 @@ pub(crate) async fn revive_on_chain(
         txn.rollback().await?;
         return Ok(false);
     };
-    post_seen(&txn, p.environment, &p.gate_id, &seen).await?;
+    post_seen(&txn, p.environment, &p.gate_id, std::slice::from_ref(&seen)).await?;
     txn.commit().await?;
     Ok(true)
 }
@@ -348,58 +574,6 @@ async fn static_invoice<C: ConnectionTrait>(
             .await?;
     }
     Ok(inv)
-}
-
-/// Records one transfer as a payment of `inv` and moves the invoice. `Ok(None)` when it was
-/// recorded before.
-async fn record_payment<C: ConnectionTrait>(
-    txn: &C,
-    inv: &invoice::Model,
-    t: &Transfer,
-    tip: u64,
-    seen: Seen,
-) -> Result<Option<Recorded>, PipelineError> {
-    let gate_id = inv.gate_id.clone().ok_or_else(|| PipelineError::Invariant("invoice without gate".into()))?;
-    let gate = domain::gates::find(&gate_id).ok_or_else(|| PipelineError::Invariant("unknown gate".into()))?;
-    let now = Utc::now();
-    let p = payment::Model {
-        confirmations: i32::try_from(tip.saturating_sub(t.block_height) + 1).unwrap_or(i32::MAX),
-        required_confirmations: gate.confirmations as i32,
-        block_height: Some(t.block_height as i64),
-        // Seen now: the tracker takes it when a scan completes its confirmations (or the
-        // sweeper, if that hand-over is lost).
-        checked_at: Some(now),
-        ..payment::Model::detected(
-            inv.id,
-            inv.environment,
-            gate_id.clone(),
-            t.tx_hash.clone(),
-            t.output_index,
-            Amount::new(t.amount),
-            now,
-        )
-    };
-    let inserted = payment::Entity::insert(payment::ActiveModel::from(p.clone()))
-        .on_conflict(
-            OnConflict::columns([
-                payment::Column::Environment,
-                payment::Column::GateId,
-                payment::Column::TxHash,
-                payment::Column::OutputIndex,
-            ])
-            .do_nothing()
-            .to_owned(),
-        )
-        .exec_without_returning(txn)
-        .await?;
-    if inserted == 0 {
-        if seen == Seen::InBlock {
-            settle_height(txn, inv.environment, &gate_id, t, tip).await?;
-        }
-        return revive(txn, inv.environment, &gate_id, t, tip).await;
-    }
-    invoice_sees_deposit(txn, inv, &p).await?;
-    Ok(Some(Recorded { merchant_id: inv.merchant_id, payment_id: p.id, amount: t.amount }))
 }
 
 /// A confirming payment found in a block other than the one it was recorded at (first seen in

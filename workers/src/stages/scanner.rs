@@ -27,9 +27,11 @@ pub(super) async fn handle(ctx: &StageCtx, job: ScanGate) -> Result<(), JobError
         return Err(JobError::permanent(anyhow::anyhow!("no chain for {} {}", job.environment, job.gate_id)));
     };
     let batch = ctx.config.pipeline.scan_batch_blocks;
-    // Catch up in bounded batches; each batch commits its payments with the cursor.
+    // Catch up in bounded batches; each batch commits its payments with the cursor, the next
+    // one read from the chain meanwhile.
+    let mut scan = scanner::Scanner::new(&ctx.db, chain.as_ref(), job.environment, batch);
     for _ in 0..20 {
-        let Some(report) = scanner::scan_gate(&ctx.db, chain.as_ref(), job.environment, batch).await? else {
+        let Some(report) = scan.next().await? else {
             break;
         };
         // The payments whose confirmations these blocks completed (new ones included when one

@@ -188,6 +188,29 @@ pub async fn emit_invoice<C: ConnectionTrait>(
     emit(txn, inv.merchant_id, inv.environment, event_type, key, invoice_data(inv, cause)).await
 }
 
+/// [`emit_invoice`] for many events in multi-row inserts (a scan's batch); each is written unless
+/// its `dedupe_key` exists. Returns how many were new.
+pub async fn emit_invoices<C: ConnectionTrait>(
+    txn: &C,
+    events: &[(&str, &invoice::Model, Option<&payment::Model>)],
+) -> Result<u64, DbErr> {
+    let now = Utc::now();
+    let mut new = 0;
+    for chunk in events.chunks(500) {
+        let rows = chunk.iter().map(|(event_type, inv, cause)| {
+            let key = invoice_dedupe_key(event_type, inv, *cause);
+            let row =
+                event::Model::new(inv.merchant_id, inv.environment, event_type, key, invoice_data(inv, *cause), now);
+            event::ActiveModel::from(row)
+        });
+        new += event::Entity::insert_many(rows)
+            .on_conflict(OnConflict::column(event::Column::DedupeKey).do_nothing().to_owned())
+            .exec_without_returning(txn)
+            .await?;
+    }
+    Ok(new)
+}
+
 fn invoice_dedupe_key(event_type: &str, inv: &invoice::Model, cause: Option<&payment::Model>) -> String {
     let tag = cause.map_or_else(|| format!("activation-{}", inv.activation_count), payment_tag);
     format!("{event_type}:{}:{tag}", inv.id)
