@@ -1,6 +1,6 @@
 //! `ops bench-scan --gate <gate>`: the cost of a live non-EVM scanner per transfer as the
 //! watched set grows. For each `--watched` count it scans the same blocks with the scanner's own
-//! code (`scan_gate`, the live adapter) into a fresh PostgreSQL database watching that many
+//! code (`scanner::Scanner`, the live adapter) into a fresh PostgreSQL database watching that many
 //! addresses (every receiver among them), and prints blocks/s, transfers/s and the cost per
 //! transfer, which should stay flat: matching is one indexed lookup per batch.
 //!

@@ -124,6 +124,11 @@ async fn measure(args: &BenchWebhooksArgs, bin: &std::path::Path, db_url: &str, 
     }
     let mut child = cmd.spawn().with_context(|| format!("starting {}", bin.display()))?;
     let result = offer_and_wait(args, &db, &rx, &merchants).await;
+    // Issue 18: the deliverer's memory once the load has passed (docs/benchmarks.md "Idle memory").
+    match resident_mb(child.id()) {
+        Some((rss, peak)) => println!("webhook-deliverer after the run: RSS {rss:.1} MB, peak {peak:.1} MB"),
+        None => println!("webhook-deliverer after the run: RSS unknown (no /proc/{}/status)", child.id()),
+    }
     let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
     let _ = child.wait();
     result
@@ -252,4 +257,16 @@ async fn insert_events(db: &DatabaseConnection, merchants: &[Uuid], count: usize
         .collect();
     event::Entity::insert_many(rows).exec_without_returning(db).await?;
     Ok(())
+}
+
+/// A process's resident set and its peak, in MB (`VmRSS`, `VmHWM` of `/proc/<pid>/status`).
+fn resident_mb(pid: u32) -> Option<(f64, f64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kb = |field: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(field))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+    };
+    Some((kb("VmRSS:")? / 1024.0, kb("VmHWM:")? / 1024.0))
 }

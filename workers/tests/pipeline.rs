@@ -991,10 +991,17 @@ async fn one_scan_records_a_batch_of_deposits_each_once() {
     let tx_b1 = chain.send(&p.address_key(b).await, "0.4");
     chain.send(&p.address_key(b).await, "0.6");
     chain.send(&p.address_key(late).await, "1");
+    // Another merchant's deposit in the same batch: its own balance row and posting.
+    let (other, other_key) = p.app.test_key().await;
+    let theirs =
+        p.app.create_invoice_id(&other_key, json!({"currency": "ETH", "network": "ethereum", "amount": "2"})).await;
+    chain.send(&p.address_key(theirs).await, "2");
     let db = &p.app.state.db;
     let report = scanner::scan_gate(db, chain.as_ref(), Environment::Test, 100).await.unwrap().expect("a scan");
-    assert_eq!((report.transfers, report.recorded.len()), (5, 4));
-    assert_eq!(entity::payment::Entity::find().all(db).await.unwrap().len(), 4);
+    assert_eq!((report.transfers, report.recorded.len()), (6, 5));
+    assert_eq!(entity::payment::Entity::find().all(db).await.unwrap().len(), 5);
+    let (theirs_balance, _) = testkit::assert_ledger_sums(db, other, "ethereum").await;
+    assert_eq!((theirs_balance.available.0, theirs_balance.pending.0), (d("0"), d("2")));
     assert_eq!(
         (p.status(a).await, p.status(b).await, p.status(late).await),
         ("confirming".into(), "confirming".into(), "expired".into())
@@ -1035,8 +1042,8 @@ async fn one_scan_records_a_batch_of_deposits_each_once() {
         .await
         .unwrap();
     let again = scanner::scan_gate(db, chain.as_ref(), Environment::Test, 100).await.unwrap().expect("a rescan");
-    assert_eq!((again.transfers, again.recorded.len()), (5, 0));
-    assert_eq!(entity::payment::Entity::find().all(db).await.unwrap().len(), 4);
+    assert_eq!((again.transfers, again.recorded.len()), (6, 0));
+    assert_eq!(entity::payment::Entity::find().all(db).await.unwrap().len(), 5);
     assert_eq!(p.balance("ethereum").await, (d("0"), d("3")));
     assert_eq!(p.events(b).await, ["invoice.confirming"]);
 

@@ -362,16 +362,12 @@ async fn insert_payments<C: ConnectionTrait>(txn: &C, matched: &[Matched<'_>]) -
     for chunk in matched.chunks(ROWS_PER_INSERT) {
         let rows = chunk.iter().map(|m| payment::ActiveModel::from(m.payment.clone()));
         let ids = payment::Entity::insert_many(rows)
-            .on_conflict(
-                OnConflict::columns([
-                    payment::Column::Environment,
-                    payment::Column::GateId,
-                    payment::Column::TxHash,
-                    payment::Column::OutputIndex,
-                ])
-                .do_nothing()
-                .to_owned(),
-            )
+            .on_conflict(once_per_transfer([
+                payment::Column::Environment,
+                payment::Column::GateId,
+                payment::Column::TxHash,
+                payment::Column::OutputIndex,
+            ]))
             .try_insert()
             .exec_with_returning_keys(txn)
             .await?;
@@ -427,6 +423,12 @@ async fn invoices_see_deposits<C: ConnectionTrait>(txn: &C, fresh: &[Matched<'_>
     Ok(())
 }
 
+/// `ON CONFLICT DO NOTHING` on a table's one-row-per-transfer key (environment, gate, tx hash,
+/// output index): a rescan or replay finds the row there and writes nothing.
+fn once_per_transfer<C: sea_orm::sea_query::IntoIden>(key: [C; 4]) -> OnConflict {
+    OnConflict::columns(key).do_nothing().to_owned()
+}
+
 /// Records money that reached us but credits nobody, once per transfer (rescans and replays
 /// find the row already there), and tells the operator the first time.
 async fn unclaimed<C: ConnectionTrait>(
@@ -451,16 +453,12 @@ async fn unclaimed<C: ConnectionTrait>(
         resolution: None,
     };
     let inserted = unclaimed_deposit::Entity::insert(unclaimed_deposit::ActiveModel::from(row))
-        .on_conflict(
-            OnConflict::columns([
-                unclaimed_deposit::Column::Environment,
-                unclaimed_deposit::Column::GateId,
-                unclaimed_deposit::Column::TxHash,
-                unclaimed_deposit::Column::OutputIndex,
-            ])
-            .do_nothing()
-            .to_owned(),
-        )
+        .on_conflict(once_per_transfer([
+            unclaimed_deposit::Column::Environment,
+            unclaimed_deposit::Column::GateId,
+            unclaimed_deposit::Column::TxHash,
+            unclaimed_deposit::Column::OutputIndex,
+        ]))
         .exec_without_returning(txn)
         .await?;
     if inserted > 0 {
