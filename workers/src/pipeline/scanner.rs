@@ -318,7 +318,7 @@ async fn record_transfers<C: ConnectionTrait>(
 }
 
 /// Rows per multi-row insert: far below PostgreSQL's 65,535 and SQLite's 32,766 bound
-/// parameters for the widest row written this way (a payment, 26 columns).
+/// parameters for the widest row written this way (a payment, 25 columns).
 const ROWS_PER_INSERT: usize = 500;
 
 /// A transfer matched to the invoice it pays, with the payment that records it.
