@@ -53,7 +53,7 @@ pub async fn scan_gate(
 
 /// Blocks read from the chain and not recorded yet: `from..=to`, read when the cursor stood at
 /// `cursor` (`None`: no cursor yet).
-pub struct Read {
+struct Read {
     cursor: Option<i64>,
     from: u64,
     to: u64,
