@@ -161,6 +161,13 @@ pub struct Page<T> {
     pub pagination: Pagination,
 }
 
+impl<T> Page<T> {
+    /// The page of `rows` asked for by `(limit, offset)`, each shown as `T`, of `total` rows in all.
+    pub fn of<R>(rows: &[R], show: impl FnMut(&R) -> T, total: u64, (limit, offset): (u64, u64)) -> Self {
+        Page { data: rows.iter().map(show).collect(), pagination: Pagination::new(total, limit, offset) }
+    }
+}
+
 /// Plain list without pagination (`/v1/currencies`, `/v1/rates`).
 pub struct List<T>(pub Vec<T>);
 

@@ -8,11 +8,12 @@ use axum::routing::get;
 use chrono::{DateTime, Utc};
 
 use crate::auth::{Allowed, perm};
-use crate::envelope::{Data, Page, Pagination};
+use crate::envelope::{Data, Page};
 use crate::error::{ApiError, ApiResult, ErrorEnvelope};
 use crate::extract::{PathId, QueryParams};
 use crate::state::HttpState;
 use domain::events::query::{self, EventResponse, ListFilter};
+use domain::owned;
 
 pub fn router() -> Router<HttpState> {
     Router::new().route("/v1/events", get(list_events)).route("/v1/events/{event_id}", get(get_event))
@@ -66,7 +67,7 @@ pub async fn list_events(
     auth: Allowed<perm::EventsRead>,
     q: QueryParams,
 ) -> ApiResult<Page<EventResponse>> {
-    let (limit, offset) = q.pagination()?;
+    let page = q.pagination()?;
     let kinds = domain::webhooks::events_kinds();
     let filter = ListFilter {
         event_type: q.one_of("type", |v| kinds.iter().copied().find(|k| *k == v), &kinds.join(", "))?,
@@ -75,11 +76,8 @@ pub async fn list_events(
         invoice_id: uuid(&q, "invoice_id")?,
         payout_id: uuid(&q, "payout_id")?,
     };
-    let (rows, total) = query::list(&state, &auth, &filter, limit, offset).await?;
-    Ok(Page {
-        data: rows.iter().map(EventResponse::from_model).collect(),
-        pagination: Pagination::new(total, limit, offset),
-    })
+    let (rows, total) = owned::list(&state.db, &auth, &filter, page).await?;
+    Ok(Page::of(&rows, EventResponse::from_model, total, page))
 }
 
 /// Get one event, with exactly the body its webhooks carry.

@@ -5,13 +5,14 @@ use axum::routing::{get, post};
 use entity::InvoiceStatus;
 
 use crate::auth::{Allowed, perm};
-use crate::envelope::{Data, Page, Pagination};
+use crate::envelope::{Data, Page};
 use crate::error::{ApiResult, ErrorEnvelope};
 use crate::extract::{JsonBody, PathId, QueryParams};
 use crate::state::HttpState;
 use domain::invoices::service;
 use domain::invoices::service::{Created, ListFilter};
 use domain::invoices::types::{CreateInvoiceRequest, InvoiceResponse};
+use domain::owned;
 
 pub fn router() -> Router<HttpState> {
     Router::new()
@@ -73,19 +74,17 @@ pub async fn list_invoices(
     auth: Allowed<perm::InvoicesRead>,
     q: QueryParams,
 ) -> ApiResult<Page<InvoiceResponse>> {
-    let (limit, offset) = q.pagination()?;
+    let page = q.pagination()?;
     let filter = ListFilter {
         status: q.one_of("status", InvoiceStatus::parse, InvoiceStatus::WIRE_LIST)?,
         currency: q.get("currency").filter(|s| !s.is_empty()).map(str::to_owned),
         network: q.get("network").filter(|s| !s.is_empty()).map(str::to_owned),
         static_address_id: None,
     };
-    let (rows, total) = service::list(&state, &auth, &filter, limit, offset).await?;
+    let (rows, total) = owned::list(&state.db, &auth, &filter, page).await?;
+    let rows = service::with_payments(&state.db, rows).await?;
     let base = &state.config.public_base_url;
-    Ok(Page {
-        data: rows.iter().map(|(inv, p)| InvoiceResponse::from_model(inv, p, base)).collect(),
-        pagination: Pagination::new(total, limit, offset),
-    })
+    Ok(Page::of(&rows, |(inv, p)| InvoiceResponse::from_model(inv, p, base), total, page))
 }
 
 /// Get an invoice with its payments.

@@ -6,10 +6,11 @@ use axum::routing::{get, post};
 use entity::PayoutStatus;
 
 use crate::auth::{Allowed, perm};
-use crate::envelope::{Data, Page, Pagination};
+use crate::envelope::{Data, Page};
 use crate::error::{ApiResult, ErrorEnvelope};
 use crate::extract::{JsonBody, PathId, QueryParams};
 use crate::state::HttpState;
+use domain::owned;
 use domain::payouts::service;
 use domain::payouts::service::Created;
 use domain::payouts::types::{CreatePayoutRequest, PayoutFull, PayoutShort};
@@ -66,13 +67,10 @@ pub async fn list_payouts(
     auth: Allowed<perm::PayoutsRead>,
     q: QueryParams,
 ) -> ApiResult<Page<PayoutFull>> {
-    let (limit, offset) = q.pagination()?;
+    let page = q.pagination()?;
     let status = q.one_of("status", PayoutStatus::parse, PayoutStatus::WIRE_LIST)?;
-    let (rows, total) = service::list(&state, &auth, status, limit, offset).await?;
-    Ok(Page {
-        data: rows.iter().map(PayoutFull::from_model).collect(),
-        pagination: Pagination::new(total, limit, offset),
-    })
+    let (rows, total) = owned::list(&state.db, &auth, &service::ListFilter { status }, page).await?;
+    Ok(Page::of(&rows, PayoutFull::from_model, total, page))
 }
 
 /// Get a payout (full field set).

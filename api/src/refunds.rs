@@ -6,10 +6,11 @@ use axum::routing::{get, post};
 use entity::RefundStatus;
 
 use crate::auth::{Allowed, perm};
-use crate::envelope::{Data, Page, Pagination};
+use crate::envelope::{Data, Page};
 use crate::error::{ApiResult, ErrorEnvelope};
 use crate::extract::{IdempotencyKey, JsonBody, PathId, QueryParams};
 use crate::state::HttpState;
+use domain::owned;
 use domain::refunds::service;
 use domain::refunds::service::{Created, ListFilter};
 use domain::refunds::types::{CreateRefundRequest, RefundResponse};
@@ -72,14 +73,12 @@ pub async fn list_refunds(
     auth: Allowed<perm::RefundsRead>,
     q: QueryParams,
 ) -> ApiResult<Page<RefundResponse>> {
-    let (limit, offset) = q.pagination()?;
+    let page = q.pagination()?;
     let status = q.one_of("status", RefundStatus::parse, RefundStatus::WIRE_LIST)?;
     let invoice_id = q.one_of("invoice_id", |s| uuid::Uuid::parse_str(s).ok(), "a UUID")?;
-    let (rows, total) = service::list(&state, &auth, ListFilter { status, invoice_id }, limit, offset).await?;
-    Ok(Page {
-        data: rows.iter().map(|(r, p)| RefundResponse::new(r, p)).collect(),
-        pagination: Pagination::new(total, limit, offset),
-    })
+    let (rows, total) = owned::list(&state.db, &auth, &ListFilter { status, invoice_id }, page).await?;
+    let rows = service::with_payouts(&state.db, rows).await?;
+    Ok(Page::of(&rows, |(r, p)| RefundResponse::new(r, p), total, page))
 }
 
 /// Get a refund.

@@ -6,12 +6,13 @@ use axum::routing::get;
 use entity::InvoiceStatus;
 
 use crate::auth::{Allowed, perm};
-use crate::envelope::{Data, Page, Pagination};
+use crate::envelope::{Data, Page};
 use crate::error::{ApiResult, ErrorEnvelope};
 use crate::extract::{JsonBody, PathId, QueryParams};
 use crate::invoices::InvoiceListEnvelope;
 use crate::state::HttpState;
 use domain::invoices::types::InvoiceResponse;
+use domain::owned;
 use domain::static_addresses::service;
 use domain::static_addresses::service::ListFilter;
 use domain::static_addresses::types::{CreateStaticAddressRequest, StaticAddressResponse};
@@ -69,16 +70,13 @@ pub async fn list_addresses(
     auth: Allowed<perm::AddressesRead>,
     q: QueryParams,
 ) -> ApiResult<Page<StaticAddressResponse>> {
-    let (limit, offset) = q.pagination()?;
+    let page = q.pagination()?;
     let filter = ListFilter {
         currency: q.get("currency").filter(|s| !s.is_empty()).map(str::to_owned),
         network: q.get("network").filter(|s| !s.is_empty()).map(str::to_owned),
     };
-    let (rows, total) = service::list(&state, &auth, &filter, limit, offset).await?;
-    Ok(Page {
-        data: rows.iter().map(StaticAddressResponse::from_model).collect(),
-        pagination: Pagination::new(total, limit, offset),
-    })
+    let (rows, total) = owned::list(&state.db, &auth, &filter, page).await?;
+    Ok(Page::of(&rows, StaticAddressResponse::from_model, total, page))
 }
 
 /// Get a static address.
@@ -115,15 +113,13 @@ pub async fn list_address_invoices(
     PathId(id): PathId,
     q: QueryParams,
 ) -> ApiResult<Page<InvoiceResponse>> {
-    let (limit, offset) = q.pagination()?;
+    let page = q.pagination()?;
     let status = q.one_of("status", InvoiceStatus::parse, InvoiceStatus::WIRE_LIST)?;
     let address = service::get(&state, &auth, id).await?;
     let filter =
         domain::invoices::service::ListFilter { status, static_address_id: Some(address.id), ..Default::default() };
-    let (rows, total) = domain::invoices::service::list(&state, &auth, &filter, limit, offset).await?;
+    let (rows, total) = owned::list(&state.db, &auth, &filter, page).await?;
+    let rows = domain::invoices::service::with_payments(&state.db, rows).await?;
     let base = &state.config.public_base_url;
-    Ok(Page {
-        data: rows.iter().map(|(inv, p)| InvoiceResponse::from_model(inv, p, base)).collect(),
-        pagination: Pagination::new(total, limit, offset),
-    })
+    Ok(Page::of(&rows, |(inv, p)| InvoiceResponse::from_model(inv, p, base), total, page))
 }

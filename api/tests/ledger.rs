@@ -181,9 +181,7 @@ async fn a_refused_posting_writes_nothing() {
     let txn = app.state.db.begin().await.unwrap();
     let res = domain::ledger::post(
         &txn,
-        m,
-        Environment::Test,
-        "ethereum",
+        domain::ledger::Account::of(m, Environment::Test, "ethereum"),
         &[
             Posting {
                 bucket: Bucket::Available,
@@ -319,7 +317,9 @@ fn ledger_invariants_hold_for_random_sequences() {
                         ok &= next[i] >= Decimal::ZERO;
                     }
                     let txn = app.state.db.begin().await.unwrap();
-                    let res = domain::ledger::post(&txn, m, Environment::Test, "bitcoin", &ps).await;
+                    let res =
+                        domain::ledger::post(&txn, domain::ledger::Account::of(m, Environment::Test, "bitcoin"), &ps)
+                            .await;
                     match (res, ok) {
                         (Ok(b), true) => {
                             txn.commit().await.unwrap();

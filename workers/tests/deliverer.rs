@@ -69,7 +69,7 @@ impl Hooks {
     async fn event(&self, env: Environment, kind: &str, n: usize) -> Uuid {
         let data = json!({"invoice_id": Uuid::now_v7(), "status": "paid", "n": n});
         let key = format!("{kind}:{}", Uuid::now_v7());
-        events::emit_new(self.db(), self.merchant, env, kind, key, data).await.unwrap().expect("a new event")
+        events::emit(self.db(), self.merchant, env, kind, key, data).await.unwrap().expect("a new event")
     }
 
     async fn dispatch(&self) -> Vec<Uuid> {
@@ -462,7 +462,7 @@ async fn a_later_event_of_an_invoice_dispatched_with_its_earlier_one_waits_for_i
     let invoice = Uuid::now_v7();
     let emit = |kind: &'static str, invoice: Uuid| {
         let data = json!({"invoice_id": invoice, "status": kind});
-        events::emit_new(h.db(), h.merchant, Environment::Test, kind, format!("{kind}:{invoice}"), data)
+        events::emit(h.db(), h.merchant, Environment::Test, kind, format!("{kind}:{invoice}"), data)
     };
     emit(events::kind::INVOICE_CONFIRMING, invoice).await.unwrap();
     emit(events::kind::INVOICE_PAID, invoice).await.unwrap();
@@ -497,7 +497,7 @@ async fn unordered_deliveries_do_not_wait() {
     let invoice = Uuid::now_v7();
     for kind in [events::kind::INVOICE_CONFIRMING, events::kind::INVOICE_PAID] {
         let data = json!({"invoice_id": invoice, "status": kind});
-        events::emit_new(h.db(), h.merchant, Environment::Test, kind, format!("{kind}:{invoice}"), data).await.unwrap();
+        events::emit(h.db(), h.merchant, Environment::Test, kind, format!("{kind}:{invoice}"), data).await.unwrap();
     }
     let ids = h.dispatch().await;
     let later = h.delivery(ids[1]).await;

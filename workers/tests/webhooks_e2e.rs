@@ -68,8 +68,7 @@ impl Setup {
             let kind = events_kinds()[i % events_kinds().len()];
             let key = format!("e2e:{i}:{}", Uuid::now_v7());
             let data = json!({"invoice_id": Uuid::now_v7(), "n": i});
-            let id =
-                domain::events::emit_new(&self.conn, self.merchant, Environment::Test, kind, key, data).await.unwrap();
+            let id = domain::events::emit(&self.conn, self.merchant, Environment::Test, kind, key, data).await.unwrap();
             ids.insert(id.expect("a new event"));
         }
         ids
@@ -220,7 +219,7 @@ async fn an_invoices_later_event_waits_for_its_retrying_first_one_and_others_do_
         async move {
             let data = json!({"invoice_id": invoice, "status": kind});
             let key = format!("{kind}:{invoice}");
-            domain::events::emit_new(&conn, merchant, Environment::Test, kind, key, data).await.unwrap().unwrap()
+            domain::events::emit(&conn, merchant, Environment::Test, kind, key, data).await.unwrap().unwrap()
         }
     };
     let a1 = emit("invoice.confirming", a).await;

@@ -504,10 +504,12 @@ pub async fn credit_invoice_in(
     };
     let txn = db.begin().await.expect("begin");
     let payment = payment.into_active_model().insert(&txn).await.expect("payment");
-    let credited = domain::ledger::credit_payment(&txn, &payment, merchant, gate, amount, false).await.expect("credit");
+    let credit =
+        domain::ledger::Credit { payment: &payment, merchant_id: merchant, gate, amount, release_pending: false };
+    let credited = domain::ledger::credit_payment(&txn, &credit).await.expect("credit");
     assert!(credited, "a fresh payment is credited");
     // A second credit of the same payment is refused without writing anything.
-    assert!(!domain::ledger::credit_payment(&txn, &payment, merchant, gate, amount, false).await.expect("re-credit"));
+    assert!(!domain::ledger::credit_payment(&txn, &credit).await.expect("re-credit"));
     txn.commit().await.expect("commit");
     payment.id
 }

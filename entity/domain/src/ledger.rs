@@ -39,16 +39,26 @@ pub enum LedgerError {
     Db(#[from] DbErr),
 }
 
+/// Whose balance postings change: one merchant's balance of one gate in one environment.
+#[derive(Debug, Clone, Copy)]
+pub struct Account<'a> {
+    pub merchant_id: Uuid,
+    pub env: Environment,
+    pub gate_id: &'a str,
+}
+
+impl<'a> Account<'a> {
+    pub fn of(merchant_id: Uuid, env: Environment, gate_id: &'a str) -> Self {
+        Account { merchant_id, env, gate_id }
+    }
+}
+
 /// Ledger entries per multi-row insert.
 const ENTRIES_PER_INSERT: usize = 1000;
 
 /// Locks (creating if needed) the balance row and returns its current values.
-async fn lock_balance<C: ConnectionTrait>(
-    txn: &C,
-    merchant_id: Uuid,
-    env: Environment,
-    gate_id: &str,
-) -> Result<balance::Model, DbErr> {
+async fn lock_balance<C: ConnectionTrait>(txn: &C, account: Account<'_>) -> Result<balance::Model, DbErr> {
+    let Account { merchant_id, env, gate_id } = account;
     let now = Utc::now();
     let row = balance::ActiveModel {
         id: Set(Uuid::now_v7()),
@@ -73,39 +83,34 @@ async fn lock_balance<C: ConnectionTrait>(
         .await
 }
 
-/// Applies `postings` to the balance of (`merchant_id`, `env`, `gate_id`) in the caller's
-/// transaction. All or nothing: on error nothing is written (the caller rolls back).
+/// Applies `postings` to the balance of `account` in the caller's transaction. All or nothing:
+/// on error nothing is written (the caller rolls back).
 pub async fn post<C: ConnectionTrait>(
     txn: &C,
-    merchant_id: Uuid,
-    env: Environment,
-    gate_id: &str,
+    account: Account<'_>,
     postings: &[Posting],
 ) -> Result<balance::Model, LedgerError> {
-    post_with(txn, merchant_id, env, gate_id, postings, false).await
+    post_with(txn, account, postings, false).await
 }
 
 /// `post`, but `available` may go below zero. Only the reversal of an already credited deposit
 /// uses it: the chain took back money the merchant may have spent, and the debt must show.
 pub async fn post_allowing_debt<C: ConnectionTrait>(
     txn: &C,
-    merchant_id: Uuid,
-    env: Environment,
-    gate_id: &str,
+    account: Account<'_>,
     postings: &[Posting],
 ) -> Result<balance::Model, LedgerError> {
-    post_with(txn, merchant_id, env, gate_id, postings, true).await
+    post_with(txn, account, postings, true).await
 }
 
 async fn post_with<C: ConnectionTrait>(
     txn: &C,
-    merchant_id: Uuid,
-    env: Environment,
-    gate_id: &str,
+    account: Account<'_>,
     postings: &[Posting],
     allow_debt: bool,
 ) -> Result<balance::Model, LedgerError> {
-    let current = lock_balance(txn, merchant_id, env, gate_id).await?;
+    let current = lock_balance(txn, account).await?;
+    let Account { merchant_id, env, gate_id } = account;
     let (mut available, mut pending, mut reserved) = (current.available.0, current.pending.0, current.reserved.0);
     let now = Utc::now();
     let mut entries = Vec::with_capacity(postings.len());
@@ -174,7 +179,7 @@ pub async fn adjust(
         reference: Some(("adjustment", Uuid::now_v7())),
         description: Some(reason.to_owned()),
     };
-    let after = post(&txn, merchant_id, env, gate.id, &[posting]).await?;
+    let after = post(&txn, Account::of(merchant_id, env, gate.id), &[posting]).await?;
     txn.commit().await?;
     Ok(after)
 }
@@ -184,23 +189,16 @@ pub async fn adjust(
 /// second stamp can succeed), the `invoice_credit` entry is posted to the credited gate's
 /// balance (with `release_pending`, the payment's `pending` amount is released in the same
 /// posting), and the invoice's per-asset credit (the refund cap) grows by the same amount.
-/// `credited_gate` is the paid gate or, after a settlement conversion, the target gate.
 /// Returns `false` when the payment was already credited (nothing is written).
 ///
 /// Lock order: the balance row is taken here, after whatever the caller locked before (payment,
 /// invoice), and the invoice's credit row after it, as every other writer of that row does.
-pub async fn credit_payment<C: ConnectionTrait>(
-    txn: &C,
-    payment: &entity::payment::Model,
-    merchant_id: Uuid,
-    credited_gate: &str,
-    amount: Decimal,
-    release_pending: bool,
-) -> Result<bool, LedgerError> {
+pub async fn credit_payment<C: ConnectionTrait>(txn: &C, c: &Credit<'_>) -> Result<bool, LedgerError> {
     use entity::payment;
     use sea_orm::sea_query::{Expr, ExprTrait};
     use sea_orm::{ColumnTrait, QueryFilter};
 
+    let Credit { payment, gate: credited_gate, amount, .. } = *c;
     if amount <= Decimal::ZERO {
         return Err(LedgerError::Invalid(format!("a credit must be positive, got {amount}")));
     }
@@ -216,21 +214,27 @@ pub async fn credit_payment<C: ConnectionTrait>(
     if stamped.rows_affected == 0 {
         return Ok(false);
     }
-    post_credit(txn, payment, merchant_id, credited_gate, amount, release_pending).await?;
+    post_credit(txn, c).await?;
     Ok(true)
+}
+
+/// A confirmed payment's credit to its merchant's available balance.
+#[derive(Debug, Clone, Copy)]
+pub struct Credit<'a> {
+    pub payment: &'a entity::payment::Model,
+    pub merchant_id: Uuid,
+    /// The paid gate or, after a settlement conversion, the target gate.
+    pub gate: &'a str,
+    pub amount: Decimal,
+    /// Release the payment's `pending` amount in the same posting.
+    pub release_pending: bool,
 }
 
 /// The postings of a credit whose payment the caller has just stamped `credited_at` (with a
 /// guarded update in the same transaction, as `credit_payment` does): the `invoice_credit`
 /// entries and the invoice's per-asset credit.
-pub async fn post_credit<C: ConnectionTrait>(
-    txn: &C,
-    payment: &entity::payment::Model,
-    merchant_id: Uuid,
-    credited_gate: &str,
-    amount: Decimal,
-    release_pending: bool,
-) -> Result<(), LedgerError> {
+pub async fn post_credit<C: ConnectionTrait>(txn: &C, c: &Credit<'_>) -> Result<(), LedgerError> {
+    let Credit { payment, merchant_id, gate: credited_gate, amount, release_pending } = *c;
     let reference = Some(("payment", payment.id));
     let release = Posting {
         bucket: Bucket::Pending,
@@ -249,14 +253,14 @@ pub async fn post_credit<C: ConnectionTrait>(
     let env = payment.environment;
     match (release_pending, credited_gate == payment.gate_id) {
         (true, true) => {
-            post(txn, merchant_id, env, credited_gate, &[release, credit]).await?;
+            post(txn, Account::of(merchant_id, env, credited_gate), &[release, credit]).await?;
         }
         (true, false) => {
-            post(txn, merchant_id, env, &payment.gate_id, &[release]).await?;
-            post(txn, merchant_id, env, credited_gate, &[credit]).await?;
+            post(txn, Account::of(merchant_id, env, &payment.gate_id), &[release]).await?;
+            post(txn, Account::of(merchant_id, env, credited_gate), &[credit]).await?;
         }
         (false, _) => {
-            post(txn, merchant_id, env, credited_gate, &[credit]).await?;
+            post(txn, Account::of(merchant_id, env, credited_gate), &[credit]).await?;
         }
     }
     add_invoice_credit(txn, payment.invoice_id, merchant_id, env, credited_gate, amount).await

@@ -21,6 +21,7 @@ pub mod keys;
 pub mod ledger;
 pub mod merchants;
 pub mod messages;
+pub mod owned;
 pub mod payouts;
 pub mod rates;
 pub mod refunds;

@@ -53,7 +53,9 @@ pub enum InvoiceTrigger {
 
 impl InvoiceStatus {
     /// The status `trigger` leads to from `self`, or `None` when the trigger does not apply.
-    /// Exhaustive on purpose: adding a status forces a decision for every trigger.
+    /// Exhaustive on purpose: adding a status forces a decision for every trigger. One line per
+    /// status for the pairs that do nothing (rustfmt would put each trigger on a line of its own).
+    #[rustfmt::skip]
     pub fn on(self, trigger: InvoiceTrigger) -> Option<InvoiceStatus> {
         use InvoiceStatus::*;
         use InvoiceTrigger::*;
@@ -72,71 +74,19 @@ impl InvoiceStatus {
             (Paid | Overpaid | Underpaid, CreditedReversed) => Some(Invalid),
             (Confirming, UnconfirmedReversed) => Some(Pending),
             (Confirming, UnconfirmedReversedLate) => Some(Expired),
-            (
-                Draft,
-                Cancel
-                | Expire
-                | DepositSeen
-                | ConfirmedExact
-                | ConfirmedOver
-                | ConfirmedShort
-                | MonitorTimeout
-                | CreditedReversed
-                | UnconfirmedReversed
-                | UnconfirmedReversedLate,
-            )
-            | (
-                Pending,
-                Activate
-                | DraftExpire
-                | ConfirmedShort
-                | MonitorTimeout
-                | CreditedReversed
-                | UnconfirmedReversed
-                | UnconfirmedReversedLate,
-            )
+            // Every other pair: the trigger does not apply in that status.
+            (Draft, Cancel | Expire | DepositSeen | ConfirmedExact | ConfirmedOver | ConfirmedShort | MonitorTimeout
+                | CreditedReversed | UnconfirmedReversed | UnconfirmedReversedLate)
+            | (Pending, Activate | DraftExpire | ConfirmedShort | MonitorTimeout | CreditedReversed
+                | UnconfirmedReversed | UnconfirmedReversedLate)
             | (Confirming, Cancel | Activate | DraftExpire | Expire | DepositSeen | CreditedReversed)
-            | (
-                Underpaid,
-                Cancel
-                | Activate
-                | DraftExpire
-                | Expire
-                | DepositSeen
-                | ConfirmedShort
-                | MonitorTimeout
-                | UnconfirmedReversed
-                | UnconfirmedReversedLate,
-            )
-            | (
-                Paid | Overpaid,
-                Cancel
-                | Activate
-                | DraftExpire
-                | Expire
-                | DepositSeen
-                | ConfirmedExact
-                | ConfirmedOver
-                | ConfirmedShort
-                | MonitorTimeout
-                | UnconfirmedReversed
-                | UnconfirmedReversedLate,
-            )
-            | (
-                Expired | Invalid | Cancelled,
-                Cancel
-                | Activate
-                | DraftExpire
-                | Expire
-                | DepositSeen
-                | ConfirmedExact
-                | ConfirmedOver
-                | ConfirmedShort
-                | MonitorTimeout
-                | CreditedReversed
-                | UnconfirmedReversed
-                | UnconfirmedReversedLate,
-            ) => None,
+            | (Underpaid, Cancel | Activate | DraftExpire | Expire | DepositSeen | ConfirmedShort | MonitorTimeout
+                | UnconfirmedReversed | UnconfirmedReversedLate)
+            | (Paid | Overpaid, Cancel | Activate | DraftExpire | Expire | DepositSeen | ConfirmedExact
+                | ConfirmedOver | ConfirmedShort | MonitorTimeout | UnconfirmedReversed | UnconfirmedReversedLate)
+            | (Expired | Invalid | Cancelled, Cancel | Activate | DraftExpire | Expire | DepositSeen
+                | ConfirmedExact | ConfirmedOver | ConfirmedShort | MonitorTimeout | CreditedReversed
+                | UnconfirmedReversed | UnconfirmedReversedLate) => None,
         }
     }
 

@@ -490,7 +490,7 @@ async fn post_seen<C: ConnectionTrait>(
             description: Some("deposit seen, awaiting confirmations".into()),
         })
         .collect();
-    ledger::post(txn, first.merchant_id, env, gate_id, &postings).await?;
+    ledger::post(txn, ledger::Account::of(first.merchant_id, env, gate_id), &postings).await?;
     Ok(())
 }
 

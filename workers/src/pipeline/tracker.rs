@@ -21,7 +21,7 @@ use super::{PipelineError, transition};
 use crate::chain::{Chain, Chains, TxStatus};
 use domain::config::PipelineConfig;
 use domain::events::{self, kind};
-use domain::ledger::{self, Posting};
+use domain::ledger::{self, Credit, Posting};
 
 /// What to do with the payment's job next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -327,7 +327,11 @@ async fn confirm(db: &DatabaseConnection, p: &payment::Model, confirmations: i32
         };
         events::emit_balance_credited(&txn, &inv, &p, credit).await?;
         // Last: the balance (pending released and available credited in one posting).
-        ledger::post_credit(&txn, &p, inv.merchant_id, &p.gate_id, amount, true).await?;
+        ledger::post_credit(
+            &txn,
+            &Credit { payment: &p, merchant_id: inv.merchant_id, gate: &p.gate_id, amount, release_pending: true },
+        )
+        .await?;
     }
     txn.commit().await?;
     Ok(())
@@ -378,7 +382,7 @@ async fn reverse(db: &DatabaseConnection, p: &payment::Model) -> Result<(), Pipe
                 reference,
                 description: Some("uncredited deposit reversed".into()),
             };
-            ledger::post(&txn, inv.merchant_id, inv.environment, &p.gate_id, &[posting]).await?;
+            ledger::post(&txn, ledger::Account::of(inv.merchant_id, inv.environment, &p.gate_id), &[posting]).await?;
             if p.status == PaymentStatus::Confirmed {
                 // Confirmed, awaiting its conversion: it counted as paid.
                 if let Some(sa) = inv.static_address_id {
@@ -415,7 +419,8 @@ async fn reverse(db: &DatabaseConnection, p: &payment::Model) -> Result<(), Pipe
             if let Some(sa) = inv.static_address_id {
                 add_static_total(&txn, sa, -p.amount.0).await?;
             }
-            ledger::post_allowing_debt(&txn, inv.merchant_id, inv.environment, &gate, &[posting]).await?;
+            ledger::post_allowing_debt(&txn, ledger::Account::of(inv.merchant_id, inv.environment, &gate), &[posting])
+                .await?;
             shrink_invoice_credit(&txn, inv.id, &gate, credited).await?;
             let inv = refresh_amount_paid(&txn, &inv).await?;
             events::emit_invoice(&txn, kind::INVOICE_DEPOSIT_REVERSED, &inv, Some(&p_after)).await?;

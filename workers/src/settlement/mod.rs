@@ -286,7 +286,19 @@ impl Converter {
         }
         match net {
             Some(net) => post_conversion(&txn, &p, inv, source, target, net, conv).await?,
-            None => ledger::post_credit(&txn, &p, inv.merchant_id, source.id, p.amount.0, true).await?,
+            None => {
+                ledger::post_credit(
+                    &txn,
+                    &ledger::Credit {
+                        payment: &p,
+                        merchant_id: inv.merchant_id,
+                        gate: source.id,
+                        amount: p.amount.0,
+                        release_pending: true,
+                    },
+                )
+                .await?
+            }
         }
         let credit = Credit {
             outcome: if converted { "target_credited" } else { "source_credited" },
@@ -350,11 +362,11 @@ async fn post_conversion<C: ConnectionTrait>(
     }];
     let (merchant, env) = (inv.merchant_id, p.environment);
     if source.id < target.id {
-        ledger::post(txn, merchant, env, source.id, &source_postings).await?;
-        ledger::post(txn, merchant, env, target.id, &target_postings).await?;
+        ledger::post(txn, ledger::Account::of(merchant, env, source.id), &source_postings).await?;
+        ledger::post(txn, ledger::Account::of(merchant, env, target.id), &target_postings).await?;
     } else {
-        ledger::post(txn, merchant, env, target.id, &target_postings).await?;
-        ledger::post(txn, merchant, env, source.id, &source_postings).await?;
+        ledger::post(txn, ledger::Account::of(merchant, env, target.id), &target_postings).await?;
+        ledger::post(txn, ledger::Account::of(merchant, env, source.id), &source_postings).await?;
     }
     ledger::add_invoice_credit(txn, inv.id, merchant, env, target.id, net).await?;
     Ok(())

@@ -66,27 +66,14 @@ impl Default for BitcoinConfig {
 }
 
 impl BitcoinConfig {
-    /// Whether a node is configured (the Bitcoin gate can be watched in live).
-    pub fn configured(&self) -> bool {
-        !self.rpc_url.is_empty()
-    }
-
-    /// Whether a payout hot wallet key is configured.
-    pub fn has_hot_wallet(&self) -> bool {
-        self.hot_wallet_key.is_some() || self.hot_wallet_key_file.is_some()
-    }
-
+    /// The section's own checks, when a node is configured (`node_sections!` checks the URL).
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
-        if !self.configured() {
-            return Ok(());
-        }
         if self.fallback_fee_rate_sat_vb == 0 || self.fallback_fee_rate_sat_vb > self.max_fee_rate_sat_vb {
             return invalid(
                 "bitcoin.fallback_fee_rate_sat_vb",
                 "must be at least 1 and at most bitcoin.max_fee_rate_sat_vb",
             );
         }
-        super::check_node("bitcoin", "rpc_url", &self.rpc_url, self.request_timeout_ms)?;
         if self.rpc_password.is_some() && self.rpc_user.is_none() {
             return invalid("bitcoin.rpc_user", "must be set with bitcoin.rpc_password");
         }

@@ -192,6 +192,40 @@ fn invalid(key: &str, message: &str) -> Result<(), ConfigError> {
     Err(ConfigError::Invalid { key: key.to_owned(), message: message.to_owned() })
 }
 
+/// The chain node sections share two rules: the node URL key switches the chain's live gates on
+/// (empty: offline, and nothing else in the section is checked), and the payout hot wallet is a
+/// key given inline (`hot_wallet_key`) or in a file (`hot_wallet_key_file`).
+macro_rules! node_sections {
+    ($($section:ident: $ty:ty, $url:ident;)+) => {$(
+        impl $ty {
+            /// Whether a node is configured (the chain's gates can be watched in live).
+            pub fn configured(&self) -> bool {
+                !self.$url.is_empty()
+            }
+
+            /// Whether a payout hot wallet key is configured.
+            pub fn has_hot_wallet(&self) -> bool {
+                self.hot_wallet_key.is_some() || self.hot_wallet_key_file.is_some()
+            }
+
+            fn validate_node(&self) -> Result<(), ConfigError> {
+                if !self.configured() {
+                    return Ok(());
+                }
+                check_node(stringify!($section), stringify!($url), &self.$url, self.request_timeout_ms)?;
+                self.validate()
+            }
+        }
+    )+};
+}
+
+node_sections! {
+    bitcoin: BitcoinConfig, rpc_url;
+    solana: SolanaConfig, rpc_url;
+    tron: TronConfig, api_url;
+    xrp: XrpConfig, rpc_url;
+}
+
 /// A chain node's endpoint in section `section` (`bitcoin`, `evm.networks.base`): an http(s)
 /// URL in `url_key`, and a request timeout of at least 1 ms.
 fn check_node(section: &str, url_key: &str, url: &str, request_timeout_ms: u64) -> Result<(), ConfigError> {
@@ -242,10 +276,10 @@ impl Config {
         self.webhooks.validate()?;
         self.payouts.validate()?;
         self.evm.validate()?;
-        self.tron.validate()?;
-        self.solana.validate()?;
-        self.bitcoin.validate()?;
-        self.xrp.validate()?;
+        self.tron.validate_node()?;
+        self.solana.validate_node()?;
+        self.bitcoin.validate_node()?;
+        self.xrp.validate_node()?;
         self.email.validate()?;
         self.settlement.validate()?;
         self.rate_limits.validate()?;

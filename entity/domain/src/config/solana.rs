@@ -52,21 +52,8 @@ impl Default for SolanaConfig {
 }
 
 impl SolanaConfig {
-    /// Whether a node is configured (the Solana gates can be watched in live).
-    pub fn configured(&self) -> bool {
-        !self.rpc_url.is_empty()
-    }
-
-    /// Whether a payout hot wallet key is configured.
-    pub fn has_hot_wallet(&self) -> bool {
-        self.hot_wallet_key.is_some() || self.hot_wallet_key_file.is_some()
-    }
-
+    /// The section's own checks, when a node is configured (`node_sections!` checks the URL).
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
-        if !self.configured() {
-            return Ok(());
-        }
-        super::check_node("solana", "rpc_url", &self.rpc_url, self.request_timeout_ms)?;
         if self.priority_fee_micro_lamports > 100_000_000 {
             return invalid(
                 "solana.priority_fee_micro_lamports",

@@ -55,21 +55,8 @@ impl Default for TronConfig {
 }
 
 impl TronConfig {
-    /// Whether a node is configured (the TRON gates can be watched in live).
-    pub fn configured(&self) -> bool {
-        !self.api_url.is_empty()
-    }
-
-    /// Whether a payout hot wallet key is configured.
-    pub fn has_hot_wallet(&self) -> bool {
-        self.hot_wallet_key.is_some() || self.hot_wallet_key_file.is_some()
-    }
-
+    /// The section's own checks, when a node is configured (`node_sections!` checks the URL).
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
-        if !self.configured() {
-            return Ok(());
-        }
-        super::check_node("tron", "api_url", &self.api_url, self.request_timeout_ms)?;
         if let Some(c) = &self.usdt_contract
             && crate::chain::address::tron::account_id_of(c).is_none()
         {

@@ -58,21 +58,8 @@ impl Default for XrpConfig {
 }
 
 impl XrpConfig {
-    /// Whether a node is configured (the XRP gate can be watched in live).
-    pub fn configured(&self) -> bool {
-        !self.rpc_url.is_empty()
-    }
-
-    /// Whether a payout hot wallet seed is configured.
-    pub fn has_hot_wallet(&self) -> bool {
-        self.hot_wallet_key.is_some() || self.hot_wallet_key_file.is_some()
-    }
-
+    /// The section's own checks, when a node is configured (`node_sections!` checks the URL).
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
-        if !self.configured() {
-            return Ok(());
-        }
-        super::check_node("xrp", "rpc_url", &self.rpc_url, self.request_timeout_ms)?;
         if self.page_size == 0 {
             return invalid("xrp.page_size", "must be at least 1");
         }

@@ -32,20 +32,9 @@ pub mod kind {
     pub const PAYOUT_FAILED: &str = "payout.failed";
 }
 
-/// Writes an event unless one with the same `dedupe_key` exists. Returns whether it was new.
+/// Writes an event unless one with the same `dedupe_key` exists. Returns the new event's id
+/// (`None` when the `dedupe_key` existed).
 pub async fn emit<C: ConnectionTrait>(
-    txn: &C,
-    merchant_id: Uuid,
-    env: entity::Environment,
-    event_type: &str,
-    dedupe_key: String,
-    payload: Value,
-) -> Result<bool, DbErr> {
-    Ok(emit_new(txn, merchant_id, env, event_type, dedupe_key, payload).await?.is_some())
-}
-
-/// [`emit`], returning the new event's id (`None` when the `dedupe_key` existed).
-pub async fn emit_new<C: ConnectionTrait>(
     txn: &C,
     merchant_id: Uuid,
     env: entity::Environment,
@@ -120,7 +109,7 @@ pub fn payout_data(p: &payout::Model) -> Value {
 /// Emits a payout event, once per payout and type.
 pub async fn emit_payout<C: ConnectionTrait>(txn: &C, event_type: &str, p: &payout::Model) -> Result<bool, DbErr> {
     let key = format!("{event_type}:{}", p.id);
-    emit(txn, p.merchant_id, p.environment, event_type, key, payout_data(p)).await
+    Ok(emit(txn, p.merchant_id, p.environment, event_type, key, payout_data(p)).await?.is_some())
 }
 
 /// How a payment's credit came out (`balance.credited` data).
@@ -145,7 +134,7 @@ pub async fn emit_balance_credited<C: ConnectionTrait>(
 ) -> Result<bool, DbErr> {
     let data = balance_credited_data(inv, p, credit);
     let key = format!("{}:{}", kind::BALANCE_CREDITED, payment_tag(p));
-    emit(txn, inv.merchant_id, inv.environment, kind::BALANCE_CREDITED, key, data).await
+    Ok(emit(txn, inv.merchant_id, inv.environment, kind::BALANCE_CREDITED, key, data).await?.is_some())
 }
 
 /// `data` of `balance.credited`.
@@ -185,7 +174,7 @@ pub async fn emit_invoice<C: ConnectionTrait>(
     cause: Option<&payment::Model>,
 ) -> Result<bool, DbErr> {
     let key = invoice_dedupe_key(event_type, inv, cause);
-    emit(txn, inv.merchant_id, inv.environment, event_type, key, invoice_data(inv, cause)).await
+    Ok(emit(txn, inv.merchant_id, inv.environment, event_type, key, invoice_data(inv, cause)).await?.is_some())
 }
 
 /// [`emit_invoice`] for many events in multi-row inserts (a scan's batch); each is written unless

@@ -3,12 +3,13 @@
 
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
 use entity::event;
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+use sea_orm::{ColumnTrait, QueryFilter, Select};
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::domain_error::{DomainError, DomainResult};
+use crate::domain_error::DomainResult;
 use crate::keys::Principal;
+use crate::owned::{self, Filter};
 use crate::state::AppState;
 
 #[derive(Debug, Default, Clone)]
@@ -20,36 +21,29 @@ pub struct ListFilter {
     pub payout_id: Option<Uuid>,
 }
 
-pub async fn list(
-    state: &AppState,
-    who: &Principal,
-    f: &ListFilter,
-    limit: u64,
-    offset: u64,
-) -> DomainResult<(Vec<event::Model>, u64)> {
-    let mut q = event::Entity::find()
-        .filter(event::Column::MerchantId.eq(who.merchant_id))
-        .filter(event::Column::Environment.eq(who.environment));
-    if let Some(t) = f.event_type {
-        q = q.filter(event::Column::EventType.eq(t));
+impl Filter<event::Entity> for ListFilter {
+    fn apply(&self, mut q: Select<event::Entity>) -> Select<event::Entity> {
+        if let Some(t) = self.event_type {
+            q = q.filter(event::Column::EventType.eq(t));
+        }
+        // Compared as shown: `created_at` is given to the millisecond, so "after t" is every event
+        // shown later than t (stored at or after the next millisecond), "before t" every one shown
+        // earlier.
+        if let Some(t) = self.created_after {
+            q = q.filter(event::Column::CreatedAt.gte(floor_ms(t) + TimeDelta::milliseconds(1)));
+        }
+        if let Some(t) = self.created_before {
+            let floor = floor_ms(t);
+            q = q.filter(event::Column::CreatedAt.lt(if floor == t { t } else { floor + TimeDelta::milliseconds(1) }));
+        }
+        if let Some(id) = self.invoice_id {
+            q = q.filter(event::Column::InvoiceId.eq(id));
+        }
+        if let Some(id) = self.payout_id {
+            q = q.filter(event::Column::PayoutId.eq(id));
+        }
+        q
     }
-    // Compared as shown: `created_at` is given to the millisecond, so "after t" is every event
-    // shown later than t (stored at or after the next millisecond), "before t" every one shown
-    // earlier.
-    if let Some(t) = f.created_after {
-        q = q.filter(event::Column::CreatedAt.gte(floor_ms(t) + TimeDelta::milliseconds(1)));
-    }
-    if let Some(t) = f.created_before {
-        let floor = floor_ms(t);
-        q = q.filter(event::Column::CreatedAt.lt(if floor == t { t } else { floor + TimeDelta::milliseconds(1) }));
-    }
-    if let Some(id) = f.invoice_id {
-        q = q.filter(event::Column::InvoiceId.eq(id));
-    }
-    if let Some(id) = f.payout_id {
-        q = q.filter(event::Column::PayoutId.eq(id));
-    }
-    Ok(crate::db::newest_first(&state.db, q, (event::Column::CreatedAt, event::Column::Id), limit, offset).await?)
 }
 
 fn floor_ms(t: DateTime<Utc>) -> DateTime<Utc> {
@@ -57,12 +51,7 @@ fn floor_ms(t: DateTime<Utc>) -> DateTime<Utc> {
 }
 
 pub async fn get(state: &AppState, who: &Principal, id: Uuid) -> DomainResult<event::Model> {
-    event::Entity::find_by_id(id)
-        .filter(event::Column::MerchantId.eq(who.merchant_id))
-        .filter(event::Column::Environment.eq(who.environment))
-        .one(&state.db)
-        .await?
-        .ok_or_else(|| DomainError::not_found("event"))
+    owned::get::<event::Entity>(&state.db, who, id).await
 }
 
 /// An event as the API shows it: `id`, then exactly the fields of its webhook body.

@@ -5,7 +5,7 @@ use chrono::{Duration, Utc};
 use entity::{Amount, Environment, InvoiceStatus, InvoiceTrigger, invoice, payment, settlement_conversion};
 use rust_decimal::{Decimal, RoundingStrategy};
 use sea_orm::sea_query::Expr;
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Select};
 use uuid::Uuid;
 
 use super::types::{CreateInvoiceRequest, PaymentRow};
@@ -13,6 +13,7 @@ use super::validate::{canonical_hash, check_structure, resolve_settlement};
 use crate::domain_error::{DomainError, DomainResult, ErrorCode};
 use crate::gates;
 use crate::keys::Principal;
+use crate::owned::{self, Filter};
 use crate::state::AppState;
 
 /// Outcome of a create: a new invoice, or the original one for a replayed idempotency key.
@@ -205,12 +206,7 @@ pub async fn create(
 }
 
 async fn find_by_idempotency_key(state: &AppState, who: &Principal, key: &str) -> DomainResult<Option<invoice::Model>> {
-    Ok(invoice::Entity::find()
-        .filter(invoice::Column::MerchantId.eq(who.merchant_id))
-        .filter(invoice::Column::Environment.eq(who.environment))
-        .filter(invoice::Column::IdempotencyKey.eq(key))
-        .one(&state.db)
-        .await?)
+    Ok(who.rows::<invoice::Entity>().filter(invoice::Column::IdempotencyKey.eq(key)).one(&state.db).await?)
 }
 
 fn replay_or_mismatch(existing: invoice::Model, request_hash: Option<&str>) -> DomainResult<Created> {
@@ -227,12 +223,7 @@ fn replay_or_mismatch(existing: invoice::Model, request_hash: Option<&str>) -> D
 
 /// An invoice of the caller's merchant and environment; anything else is 404.
 pub async fn get(state: &AppState, who: &Principal, id: Uuid) -> DomainResult<(invoice::Model, Vec<PaymentRow>)> {
-    let inv = invoice::Entity::find_by_id(id)
-        .filter(invoice::Column::MerchantId.eq(who.merchant_id))
-        .filter(invoice::Column::Environment.eq(who.environment))
-        .one(&state.db)
-        .await?
-        .ok_or_else(|| DomainError::not_found("invoice"))?;
+    let inv = owned::get::<invoice::Entity>(&state.db, who, id).await?;
     let payments = payment::Entity::find()
         .find_also_related(settlement_conversion::Entity)
         .filter(payment::Column::InvoiceId.eq(inv.id))
@@ -250,34 +241,33 @@ pub struct ListFilter {
     pub static_address_id: Option<Uuid>,
 }
 
-pub async fn list(
-    state: &AppState,
-    who: &Principal,
-    f: &ListFilter,
-    limit: u64,
-    offset: u64,
-) -> DomainResult<(Vec<(invoice::Model, Vec<PaymentRow>)>, u64)> {
-    let mut q = invoice::Entity::find()
-        .filter(invoice::Column::MerchantId.eq(who.merchant_id))
-        .filter(invoice::Column::Environment.eq(who.environment));
-    if let Some(s) = f.status {
-        q = q.filter(invoice::Column::Status.eq(s));
+impl Filter<invoice::Entity> for ListFilter {
+    fn apply(&self, mut q: Select<invoice::Entity>) -> Select<invoice::Entity> {
+        if let Some(s) = self.status {
+            q = q.filter(invoice::Column::Status.eq(s));
+        }
+        if let Some(c) = &self.currency {
+            // An asset code (`USDT`) or a gate id (`tron_usdt`).
+            q = match gates::find(c) {
+                Some(g) => q.filter(invoice::Column::GateId.eq(g.id)),
+                None => q.filter(invoice::Column::Currency.eq(c.to_ascii_uppercase())),
+            };
+        }
+        if let Some(n) = &self.network {
+            q = q.filter(invoice::Column::Network.eq(n.as_str()));
+        }
+        if let Some(a) = self.static_address_id {
+            q = q.filter(invoice::Column::StaticAddressId.eq(a));
+        }
+        q
     }
-    if let Some(c) = &f.currency {
-        // An asset code (`USDT`) or a gate id (`tron_usdt`).
-        q = match gates::find(c) {
-            Some(g) => q.filter(invoice::Column::GateId.eq(g.id)),
-            None => q.filter(invoice::Column::Currency.eq(c.to_ascii_uppercase())),
-        };
-    }
-    if let Some(n) = &f.network {
-        q = q.filter(invoice::Column::Network.eq(n.as_str()));
-    }
-    if let Some(a) = f.static_address_id {
-        q = q.filter(invoice::Column::StaticAddressId.eq(a));
-    }
-    let (rows, total) =
-        crate::db::newest_first(&state.db, q, (invoice::Column::CreatedAt, invoice::Column::Id), limit, offset).await?;
+}
+
+/// Each of `rows` (a page of invoices) with its payments, oldest first.
+pub async fn with_payments(
+    db: &impl ConnectionTrait,
+    rows: Vec<invoice::Model>,
+) -> DomainResult<Vec<(invoice::Model, Vec<PaymentRow>)>> {
     let ids: Vec<Uuid> = rows.iter().map(|r| r.id).collect();
     let mut payments = if ids.is_empty() {
         Vec::new()
@@ -286,17 +276,16 @@ pub async fn list(
             .find_also_related(settlement_conversion::Entity)
             .filter(payment::Column::InvoiceId.is_in(ids))
             .order_by_asc(payment::Column::DetectedAt)
-            .all(&state.db)
+            .all(db)
             .await?
     };
-    let out = rows
+    Ok(rows
         .into_iter()
         .map(|inv| {
             let mine: Vec<PaymentRow> = payments.extract_if(.., |(p, _)| p.invoice_id == inv.id).collect();
             (inv, mine)
         })
-        .collect();
-    Ok((out, total))
+        .collect())
 }
 
 /// Cancels a `pending` invoice with a guarded update, so a payment racing the cancel can never

@@ -86,7 +86,7 @@ pub(crate) async fn end_guarded(
             description: None,
         },
     ];
-    ledger::post(&txn, p.merchant_id, p.environment, &p.gate_id, &release).await?;
+    ledger::post(&txn, ledger::Account::of(p.merchant_id, p.environment, &p.gate_id), &release).await?;
     let after = payout::Entity::find_by_id(p.id).one(&txn).await?.ok_or(ReleaseError::Vanished(p.id))?;
     crate::refunds::mirror::mirror_payout(&txn, &after).await?;
     if after.status == PayoutStatus::Failed {

@@ -6,7 +6,7 @@ use entity::{
 };
 use rust_decimal::Decimal;
 use sea_orm::sea_query::{Expr, ExprTrait, OnConflict};
-use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Select};
 use uuid::Uuid;
 
 use super::lifecycle::end_with_release;
@@ -16,6 +16,7 @@ use crate::domain_error::{DomainError, DomainResult, ErrorCode};
 use crate::gates::{self, Gate};
 use crate::keys::Principal;
 use crate::ledger::{self, LedgerError, Posting};
+use crate::owned::{self, Filter};
 use crate::state::AppState;
 
 pub enum Created {
@@ -169,12 +170,7 @@ pub fn parse_amount(gate: &Gate, s: &str) -> DomainResult<Decimal> {
 }
 
 async fn find_by_key<C: ConnectionTrait>(db: &C, who: &Principal, key: &str) -> DomainResult<Option<payout::Model>> {
-    Ok(payout::Entity::find()
-        .filter(payout::Column::MerchantId.eq(who.merchant_id))
-        .filter(payout::Column::Environment.eq(who.environment))
-        .filter(payout::Column::IdempotencyKey.eq(key))
-        .one(db)
-        .await?)
+    Ok(who.rows::<payout::Entity>().filter(payout::Column::IdempotencyKey.eq(key)).one(db).await?)
 }
 
 fn ledger_error(e: LedgerError, gate: &Gate) -> DomainError {
@@ -323,7 +319,9 @@ pub async fn insert_reserved<C: ConnectionTrait>(txn: &C, p: &payout::Model) -> 
             description: None,
         },
     ];
-    ledger::post(txn, p.merchant_id, p.environment, gate.id, &reserve).await.map_err(|e| ledger_error(e, gate))?;
+    ledger::post(txn, ledger::Account::of(p.merchant_id, p.environment, gate.id), &reserve)
+        .await
+        .map_err(|e| ledger_error(e, gate))?;
     Ok(true)
 }
 
@@ -363,30 +361,21 @@ pub async fn create(state: &AppState, who: &Principal, req: &CreatePayoutRequest
 }
 
 pub async fn get(state: &AppState, who: &Principal, id: Uuid) -> DomainResult<payout::Model> {
-    payout::Entity::find_by_id(id)
-        .filter(payout::Column::MerchantId.eq(who.merchant_id))
-        .filter(payout::Column::Environment.eq(who.environment))
-        .one(&state.db)
-        .await?
-        .ok_or_else(|| DomainError::not_found("payout"))
+    owned::get::<payout::Entity>(&state.db, who, id).await
 }
 
-pub async fn list(
-    state: &AppState,
-    who: &Principal,
-    status: Option<PayoutStatus>,
-    limit: u64,
-    offset: u64,
-) -> DomainResult<(Vec<payout::Model>, u64)> {
-    let mut q = payout::Entity::find()
-        .filter(payout::Column::MerchantId.eq(who.merchant_id))
-        .filter(payout::Column::Environment.eq(who.environment));
-    if let Some(s) = status {
-        q = q.filter(payout::Column::Status.eq(s));
+/// A payout list's filter: its status, if given.
+pub struct ListFilter {
+    pub status: Option<PayoutStatus>,
+}
+
+impl Filter<payout::Entity> for ListFilter {
+    fn apply(&self, q: Select<payout::Entity>) -> Select<payout::Entity> {
+        match self.status {
+            Some(s) => q.filter(payout::Column::Status.eq(s)),
+            None => q,
+        }
     }
-    let (rows, total) =
-        crate::db::newest_first(&state.db, q, (payout::Column::CreatedAt, payout::Column::Id), limit, offset).await?;
-    Ok((rows, total))
 }
 
 fn not_cancellable(status: PayoutStatus) -> DomainError {

@@ -7,7 +7,7 @@ use chrono::Utc;
 use entity::{Amount, RefundStatus, invoice, invoice_credit, payout, refund};
 use rust_decimal::Decimal;
 use sea_orm::sea_query::OnConflict;
-use sea_orm::{ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
+use sea_orm::{ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Select};
 use uuid::Uuid;
 
 use super::types::CreateRefundRequest;
@@ -15,6 +15,7 @@ use crate::domain_error::{DomainError, DomainResult, ErrorCode};
 use crate::gates::{self, Gate};
 use crate::invoices::validate::canonical_hash;
 use crate::keys::Principal;
+use crate::owned::{self, Filter};
 use crate::payouts::service::{self as payouts, FeeKind, PayoutSpec};
 use crate::state::AppState;
 
@@ -54,12 +55,7 @@ fn check_bounds(req: &CreateRefundRequest) -> DomainResult<Checked> {
 }
 
 async fn find_by_key<C: ConnectionTrait>(db: &C, who: &Principal, key: &str) -> DomainResult<Option<refund::Model>> {
-    Ok(refund::Entity::find()
-        .filter(refund::Column::MerchantId.eq(who.merchant_id))
-        .filter(refund::Column::Environment.eq(who.environment))
-        .filter(refund::Column::IdempotencyKey.eq(key))
-        .one(db)
-        .await?)
+    Ok(who.rows::<refund::Entity>().filter(refund::Column::IdempotencyKey.eq(key)).one(db).await?)
 }
 
 async fn linked_payout<C: ConnectionTrait>(db: &C, r: &refund::Model) -> DomainResult<payout::Model> {
@@ -145,12 +141,7 @@ pub async fn create(
         return replay_or_mismatch(&state.db, existing, &hash).await;
     }
     let c = check_bounds(req)?;
-    let inv = invoice::Entity::find_by_id(c.invoice_id)
-        .filter(invoice::Column::MerchantId.eq(who.merchant_id))
-        .filter(invoice::Column::Environment.eq(who.environment))
-        .one(&state.db)
-        .await?
-        .ok_or_else(|| DomainError::not_found("invoice"))?;
+    let inv = owned::get::<invoice::Entity>(&state.db, who, c.invoice_id).await?;
     let gate = gates::resolve(&c.currency, req.network.as_deref())?;
     let credits =
         invoice_credit::Entity::find().filter(invoice_credit::Column::InvoiceId.eq(inv.id)).all(&state.db).await?;
@@ -257,12 +248,7 @@ async fn claim_key<C: ConnectionTrait>(txn: &C, r: &refund::Model) -> DomainResu
 }
 
 pub async fn get(state: &AppState, who: &Principal, id: Uuid) -> DomainResult<(refund::Model, payout::Model)> {
-    let r = refund::Entity::find_by_id(id)
-        .filter(refund::Column::MerchantId.eq(who.merchant_id))
-        .filter(refund::Column::Environment.eq(who.environment))
-        .one(&state.db)
-        .await?
-        .ok_or_else(|| DomainError::not_found("refund"))?;
+    let r = owned::get::<refund::Entity>(&state.db, who, id).await?;
     let p = linked_payout(&state.db, &r).await?;
     Ok((r, p))
 }
@@ -272,37 +258,34 @@ pub struct ListFilter {
     pub invoice_id: Option<Uuid>,
 }
 
-pub async fn list(
-    state: &AppState,
-    who: &Principal,
-    f: ListFilter,
-    limit: u64,
-    offset: u64,
-) -> DomainResult<(Vec<(refund::Model, payout::Model)>, u64)> {
-    let mut q = refund::Entity::find()
-        .filter(refund::Column::MerchantId.eq(who.merchant_id))
-        .filter(refund::Column::Environment.eq(who.environment));
-    if let Some(s) = f.status {
-        q = q.filter(refund::Column::Status.eq(s));
+impl Filter<refund::Entity> for ListFilter {
+    fn apply(&self, mut q: Select<refund::Entity>) -> Select<refund::Entity> {
+        if let Some(s) = self.status {
+            q = q.filter(refund::Column::Status.eq(s));
+        }
+        if let Some(id) = self.invoice_id {
+            q = q.filter(refund::Column::InvoiceId.eq(id));
+        }
+        q
     }
-    if let Some(id) = f.invoice_id {
-        q = q.filter(refund::Column::InvoiceId.eq(id));
-    }
-    let (rows, total) =
-        crate::db::newest_first(&state.db, q, (refund::Column::CreatedAt, refund::Column::Id), limit, offset).await?;
+}
+
+/// Each of `rows` (a page of refunds) with its linked payout.
+pub async fn with_payouts(
+    db: &impl ConnectionTrait,
+    rows: Vec<refund::Model>,
+) -> DomainResult<Vec<(refund::Model, payout::Model)>> {
     let mut payouts: HashMap<Uuid, payout::Model> = payout::Entity::find()
         .filter(payout::Column::Id.is_in(rows.iter().map(|r| r.payout_id)))
-        .all(&state.db)
+        .all(db)
         .await?
         .into_iter()
         .map(|p| (p.id, p))
         .collect();
-    let rows = rows
-        .into_iter()
+    rows.into_iter()
         .map(|r| {
             let p = payouts.remove(&r.payout_id).ok_or_else(|| DomainError::internal("refund without payout"))?;
             Ok((r, p))
         })
-        .collect::<DomainResult<Vec<_>>>()?;
-    Ok((rows, total))
+        .collect()
 }

@@ -2,13 +2,14 @@
 
 use chrono::Utc;
 use entity::{Amount, static_address};
-use sea_orm::{ColumnTrait, EntityTrait, IntoActiveModel, QueryFilter};
+use sea_orm::{ColumnTrait, EntityTrait, IntoActiveModel, QueryFilter, Select};
 use uuid::Uuid;
 
 use super::types::CreateStaticAddressRequest;
 use crate::domain_error::{DomainError, DomainResult};
 use crate::gates;
 use crate::keys::Principal;
+use crate::owned::{self, Filter};
 use crate::state::AppState;
 
 pub const MAX_LABEL_CHARS: usize = 255;
@@ -73,12 +74,7 @@ pub async fn create(
 
 /// A static address of the caller's merchant and environment; anything else is 404.
 pub async fn get(state: &AppState, who: &Principal, id: Uuid) -> DomainResult<static_address::Model> {
-    static_address::Entity::find_by_id(id)
-        .filter(static_address::Column::MerchantId.eq(who.merchant_id))
-        .filter(static_address::Column::Environment.eq(who.environment))
-        .one(&state.db)
-        .await?
-        .ok_or_else(|| DomainError::not_found("static address"))
+    owned::get::<static_address::Entity>(&state.db, who, id).await
 }
 
 #[derive(Debug, Default)]
@@ -88,35 +84,19 @@ pub struct ListFilter {
     pub network: Option<String>,
 }
 
-/// One page of the caller's static addresses, newest first, and the total matching the filter.
-pub async fn list(
-    state: &AppState,
-    who: &Principal,
-    f: &ListFilter,
-    limit: u64,
-    offset: u64,
-) -> DomainResult<(Vec<static_address::Model>, u64)> {
-    let mut q = static_address::Entity::find()
-        .filter(static_address::Column::MerchantId.eq(who.merchant_id))
-        .filter(static_address::Column::Environment.eq(who.environment));
-    if let Some(c) = &f.currency {
-        q = match gates::find(c) {
-            Some(g) => q.filter(static_address::Column::GateId.eq(g.id)),
-            None => q.filter(static_address::Column::Currency.eq(c.to_ascii_uppercase())),
-        };
+impl Filter<static_address::Entity> for ListFilter {
+    fn apply(&self, mut q: Select<static_address::Entity>) -> Select<static_address::Entity> {
+        if let Some(c) = &self.currency {
+            q = match gates::find(c) {
+                Some(g) => q.filter(static_address::Column::GateId.eq(g.id)),
+                None => q.filter(static_address::Column::Currency.eq(c.to_ascii_uppercase())),
+            };
+        }
+        if let Some(n) = &self.network {
+            q = q.filter(static_address::Column::Network.eq(n.as_str()));
+        }
+        q
     }
-    if let Some(n) = &f.network {
-        q = q.filter(static_address::Column::Network.eq(n.as_str()));
-    }
-    let (rows, total) = crate::db::newest_first(
-        &state.db,
-        q,
-        (static_address::Column::CreatedAt, static_address::Column::Id),
-        limit,
-        offset,
-    )
-    .await?;
-    Ok((rows, total))
 }
 
 #[cfg(test)]

@@ -180,7 +180,7 @@ pub async fn send_test(db: &DatabaseConnection, merchant_id: Uuid, env: Environm
     }
     let tag = Uuid::now_v7();
     let data = test_data(env, tag);
-    crate::events::emit_new(db, merchant_id, env, TEST_EVENT, format!("test:{tag}"), data)
+    crate::events::emit(db, merchant_id, env, TEST_EVENT, format!("test:{tag}"), data)
         .await?
         .ok_or_else(|| WebhookError::Db(sea_orm::DbErr::Custom("test event key reused".into())))
 }

@@ -1,0 +1,62 @@
+//! What every merchant-facing read has in common: an API key sees only its own merchant's rows
+//! in its own environment (anyone else's row is "not found", never "forbidden"), and a list is
+//! one page, newest first, with the total its filter matches (spec section 8).
+
+use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, Select};
+use uuid::Uuid;
+
+use crate::domain_error::{DomainError, DomainResult};
+use crate::keys::Principal;
+
+/// A table whose rows each belong to one merchant in one environment.
+pub trait Owned: EntityTrait<Model: Sync> {
+    /// How a missing row is named in its 404 (`static address not found`).
+    const NAME: &'static str;
+    const ID: Self::Column;
+    const MERCHANT_ID: Self::Column;
+    const ENVIRONMENT: Self::Column;
+    /// The list order: newest first, then by id (descending) so that the order is total.
+    const CREATED_AT: Self::Column;
+}
+
+macro_rules! owned {
+    ($($table:ident => $name:literal),+ $(,)?) => {$(
+        impl Owned for entity::$table::Entity {
+            const NAME: &'static str = $name;
+            const ID: Self::Column = entity::$table::Column::Id;
+            const MERCHANT_ID: Self::Column = entity::$table::Column::MerchantId;
+            const ENVIRONMENT: Self::Column = entity::$table::Column::Environment;
+            const CREATED_AT: Self::Column = entity::$table::Column::CreatedAt;
+        }
+    )+};
+}
+
+owned!(invoice => "invoice", payout => "payout", refund => "refund", event => "event", static_address => "static address");
+
+/// A list's query parameters beyond the page: which of the caller's rows of `E` it shows.
+pub trait Filter<E: EntityTrait> {
+    fn apply(&self, q: Select<E>) -> Select<E>;
+}
+
+impl Principal {
+    /// Every row of `E` this key may see: its merchant's, in its environment.
+    pub fn rows<E: Owned>(&self) -> Select<E> {
+        E::find().filter(E::MERCHANT_ID.eq(self.merchant_id)).filter(E::ENVIRONMENT.eq(self.environment))
+    }
+}
+
+/// The row `id` of `E` if `who` may see it; anything else is `not_found`.
+pub async fn get<E: Owned>(db: &impl ConnectionTrait, who: &Principal, id: Uuid) -> DomainResult<E::Model> {
+    who.rows::<E>().filter(E::ID.eq(id)).one(db).await?.ok_or_else(|| DomainError::not_found(E::NAME))
+}
+
+/// One page of the rows of `E` that `who` may see and `f` selects, newest first, and how many
+/// there are in all.
+pub async fn list<E: Owned>(
+    db: &impl ConnectionTrait,
+    who: &Principal,
+    f: &impl Filter<E>,
+    (limit, offset): (u64, u64),
+) -> Result<(Vec<E::Model>, u64), DbErr> {
+    crate::db::newest_first(db, f.apply(who.rows()), (E::CREATED_AT, E::ID), limit, offset).await
+}
