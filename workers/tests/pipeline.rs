@@ -1093,3 +1093,30 @@ async fn a_batch_read_ahead_is_dropped_when_another_scanner_moved_the_cursor() {
     assert_eq!(p.balance("ethereum").await, (d("0"), d("1")));
     p.assert_ledger("ethereum").await;
 }
+
+/// A load generator's bulk payment (`SandboxChain::deposit_many`, behind `bench-pipeline
+/// --sustained`): every transfer is its own transaction in the next block, each recorded and
+/// credited once, like deposits one at a time.
+#[tokio::test]
+async fn bulk_sandbox_deposits_land_in_one_block_and_credit_each_once() {
+    let p = pipe().await;
+    let gate = domain::gates::find("bitcoin").unwrap();
+    let invoices = [p.invoice("BTC", "bitcoin", "0.001").await, p.invoice("BTC", "bitcoin", "0.002").await];
+    let mut payments = Vec::new();
+    for (inv, amount) in invoices.iter().zip(["0.001", "0.002"]) {
+        payments.push((p.address_key(*inv).await, d(amount)));
+    }
+    let chain = domain::chain::sandbox::SandboxChain::new(p.app.state.db.clone(), gate, 0);
+    let block = chain.deposit_many(&payments).await.unwrap();
+    let transfers = entity::sandbox_transfer::Entity::find().all(&p.app.state.db).await.unwrap();
+    assert_eq!(transfers.len(), 2);
+    assert!(transfers.iter().all(|t| t.block_height == block && t.output_index == 0));
+    assert_ne!(transfers[0].tx_hash, transfers[1].tx_hash, "one transaction per payer");
+    p.mine_and_step("bitcoin", gate.confirmations.into()).await;
+    for inv in invoices {
+        assert_eq!(p.status(inv).await, "paid");
+    }
+    assert_eq!(p.balance("bitcoin").await, (d("0.003"), d("0")));
+    p.assert_ledger("bitcoin").await;
+}
+

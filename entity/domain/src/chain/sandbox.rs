@@ -134,21 +134,45 @@ impl SandboxChain {
             .one(&txn)
             .await?
             .map_or(0, |t| t.output_index + 1);
-        let t = sandbox_transfer::ActiveModel {
+        let t = self.transfer(tx_hash, output_index, address_key, amount, tip + 1).insert(&txn).await?;
+        txn.commit().await?;
+        Ok(t)
+    }
+
+    /// Puts one transfer (a fresh transaction each) of each `(address_key, amount)` into the
+    /// next block, in one transaction: a load generator's many payers at once
+    /// (`ops bench-pipeline --sustained`). Returns that block's height.
+    pub async fn deposit_many(&self, payments: &[(String, Decimal)]) -> Result<i64, DbErr> {
+        let txn = crate::db::begin_write(&self.db).await?;
+        let block = self.locked_tip(&txn).await? + 1;
+        // 9 columns a row: well below the databases' bound-parameter limits.
+        for chunk in payments.chunks(1000) {
+            let rows = chunk.iter().map(|(key, amount)| self.transfer(random_tx_hash(), 0, key, *amount, block));
+            sandbox_transfer::Entity::insert_many(rows).exec_without_returning(&txn).await?;
+        }
+        txn.commit().await?;
+        Ok(block)
+    }
+
+    fn transfer(
+        &self,
+        tx_hash: String,
+        output_index: i64,
+        address_key: &str,
+        amount: Decimal,
+        block_height: i64,
+    ) -> sandbox_transfer::ActiveModel {
+        sandbox_transfer::ActiveModel {
             id: Set(Uuid::now_v7()),
             gate_id: Set(self.gate.id.into()),
             tx_hash: Set(tx_hash),
             output_index: Set(output_index),
             address_key: Set(address_key.into()),
             amount: Set(Amount::new(amount)),
-            block_height: Set(tip + 1),
+            block_height: Set(block_height),
             reversed_at: Set(None),
             created_at: Set(Utc::now()),
         }
-        .insert(&txn)
-        .await?;
-        txn.commit().await?;
-        Ok(t)
     }
 
     /// Takes a transfer off the chain (as a reorg or double spend would). Idempotent.
