@@ -1120,3 +1120,85 @@ async fn bulk_sandbox_deposits_land_in_one_block_and_credit_each_once() {
     p.assert_ledger("bitcoin").await;
 }
 
+/// The scanner's hand-over (`TrackDue`): every payment its blocks completed confirmed in one
+/// transaction, two payments of one invoice and two merchants' balances among them, each
+/// credited once, and a replay of the same hand-over changes nothing.
+#[tokio::test]
+async fn a_hand_over_confirms_its_payments_together_and_credits_each_once() {
+    let p = pipe().await;
+    let db = &p.app.state.db;
+    let (a, b) = (p.invoice("BTC", "bitcoin", "1").await, p.invoice("BTC", "bitcoin", "0.5").await);
+    let (other, other_key) = p.app.test_key().await;
+    let c = p.app.create_invoice_id(&other_key, json!({"currency": "BTC", "amount": "2"})).await;
+    p.pay(a, "0.4").await;
+    p.pay(a, "0.6").await;
+    p.pay(b, "0.5").await;
+    let r = p.app.post("/v1/test/deposits", Some(&other_key), &json!({"invoice_id": c, "amount": "1"})).await;
+    assert_eq!(r.status.as_u16(), 201, "{}", r.body);
+    let recorded = p.mine_and_scan("bitcoin", 3, 100).await;
+    assert_eq!(recorded.len(), 4);
+    let cfg = &p.app.state.config.pipeline;
+    for round in 0..2 {
+        let (tracked, failed) = tracker::track_due(db, &p.chains, cfg, &recorded).await;
+        assert!(failed.is_none(), "round {round}: {failed:?}");
+        assert_eq!(tracked.len(), 4);
+        // Confirmed, each is watched for reversal until its final depth (6 blocks): the scan of
+        // that block hands it over again; a replay, finding it confirmed, polls as before.
+        let expected = |next: &Next| match round {
+            0 => *next == Next::AwaitsHandOver,
+            _ => matches!(next, Next::Recheck { .. }),
+        };
+        assert!(tracked.iter().all(|(_, next)| expected(next)), "round {round}: {tracked:?}");
+        for id in &recorded {
+            let row = entity::payment::Entity::find_by_id(*id).one(db).await.unwrap().unwrap();
+            // A stored next look (the sweeper's backstop); a job chain only where a job was pushed.
+            assert!(row.next_check_at.is_some() && (round == 0) == row.track_token.is_none(), "round {round}: {row:?}");
+        }
+        if round == 0 {
+            // Awaiting the final-depth hand-over, none is stale; should it be lost, the sweeper
+            // takes each once its stored look is overdue.
+            assert!(p.sweep(Duration::ZERO).await.stale_payments.is_empty());
+            let past = sea_orm::sea_query::Expr::value(chrono::Utc::now() - chrono::Duration::seconds(1));
+            entity::payment::Entity::update_many()
+                .col_expr(entity::payment::Column::NextCheckAt, past)
+                .exec(db)
+                .await
+                .unwrap();
+            assert_eq!(p.sweep(Duration::ZERO).await.stale_payments.len(), 4);
+        }
+        let theirs = entity::invoice::Entity::find_by_id(c).one(db).await.unwrap().unwrap();
+        assert_eq!(
+            (p.status(a).await, p.status(b).await, theirs.status),
+            ("paid".into(), "paid".into(), entity::InvoiceStatus::Underpaid),
+            "round {round}"
+        );
+        assert_eq!(p.balance("bitcoin").await, (d("1.5"), d("0")), "round {round}");
+        let (theirs, _) = testkit::assert_ledger_sums(db, other, "bitcoin").await;
+        assert_eq!((theirs.available.0, theirs.pending.0), (d("1"), d("0")), "round {round}");
+        let credited =
+            event::Entity::find().filter(event::Column::EventType.eq("balance.credited")).all(db).await.unwrap();
+        assert_eq!(credited.len(), 4, "round {round}: one balance.credited per payment");
+        let cap = entity::invoice_credit::Entity::find_by_id((a, "bitcoin".to_owned())).one(db).await.unwrap().unwrap();
+        assert_eq!(cap.credited.0, d("1"), "round {round}: both payments of invoice a count towards its refund cap");
+        p.assert_ledger("bitcoin").await;
+    }
+    // The block that completes their final depth: handed over, looked at, and watched no more.
+    p.mine("bitcoin", 2).await;
+    assert!(p.mine_and_scan("bitcoin", 1, 100).await.is_empty());
+    let chain = p.chains.get(Environment::Test, "bitcoin").unwrap();
+    let mut at_final = scanner::due_payments(db, Environment::Test, chain.gate(), 1, 100).await.unwrap();
+    at_final.sort();
+    let mut all = recorded.clone();
+    all.sort();
+    assert_eq!(at_final, all);
+    let (tracked, failed) = tracker::track_due(db, &p.chains, cfg, &at_final).await;
+    assert!(failed.is_none(), "{failed:?}");
+    assert!(tracked.iter().all(|(_, next)| *next == Next::Done), "{tracked:?}");
+    for id in &recorded {
+        let row = entity::payment::Entity::find_by_id(*id).one(db).await.unwrap().unwrap();
+        assert_eq!((row.confirmations, row.track_token, row.next_check_at), (6, None, None));
+    }
+    assert_eq!(p.balance("bitcoin").await, (d("1.5"), d("0")));
+    // Confirmed together, an invoice's payments count together: it is paid once, at the first.
+    assert_eq!(p.events(a).await, ["invoice.confirming", "invoice.paid", "balance.credited", "balance.credited"]);
+}

@@ -40,7 +40,7 @@ pub enum LedgerError {
 }
 
 /// Whose balance postings change: one merchant's balance of one gate in one environment.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Account<'a> {
     pub merchant_id: Uuid,
     pub env: Environment,
@@ -214,7 +214,7 @@ pub async fn credit_payment<C: ConnectionTrait>(txn: &C, c: &Credit<'_>) -> Resu
     if stamped.rows_affected == 0 {
         return Ok(false);
     }
-    post_credit(txn, c).await?;
+    post_credits(txn, std::slice::from_ref(c)).await?;
     Ok(true)
 }
 
@@ -230,43 +230,127 @@ pub struct Credit<'a> {
     pub release_pending: bool,
 }
 
-/// The postings of a credit whose payment the caller has just stamped `credited_at` (with a
+/// The postings of credits whose payments the caller has just stamped `credited_at` (with a
 /// guarded update in the same transaction, as `credit_payment` does): the `invoice_credit`
-/// entries and the invoice's per-asset credit.
-pub async fn post_credit<C: ConnectionTrait>(txn: &C, c: &Credit<'_>) -> Result<(), LedgerError> {
-    let Credit { payment, merchant_id, gate: credited_gate, amount, release_pending } = *c;
-    let reference = Some(("payment", payment.id));
-    let release = Posting {
-        bucket: Bucket::Pending,
-        amount: -payment.amount.0,
-        entry_type: EntryType::InvoiceCredit,
-        reference,
-        description: Some("deposit confirmed".into()),
-    };
-    let credit = Posting {
-        bucket: Bucket::Available,
-        amount,
-        entry_type: EntryType::InvoiceCredit,
-        reference,
-        description: None,
-    };
-    let env = payment.environment;
-    match (release_pending, credited_gate == payment.gate_id) {
-        (true, true) => {
-            post(txn, Account::of(merchant_id, env, credited_gate), &[release, credit]).await?;
-        }
-        (true, false) => {
-            post(txn, Account::of(merchant_id, env, &payment.gate_id), &[release]).await?;
-            post(txn, Account::of(merchant_id, env, credited_gate), &[credit]).await?;
-        }
-        (false, _) => {
-            post(txn, Account::of(merchant_id, env, credited_gate), &[credit]).await?;
+/// entries, then the invoices' per-asset credits. Each balance is locked and posted to once, with
+/// its entries in the order of `credits`, and balances are taken in a fixed order (merchant,
+/// gate, environment), so a batch holds each balance row for a few statements however many
+/// credits it carries, and two batches never wait on each other crosswise.
+pub async fn post_credits<C: ConnectionTrait>(txn: &C, credits: &[Credit<'_>]) -> Result<(), LedgerError> {
+    fn add<'a>(accounts: &mut Vec<(Account<'a>, Vec<Posting>)>, account: Account<'a>, posting: Posting) {
+        match accounts.iter_mut().find(|(a, _)| *a == account) {
+            Some((_, postings)) => postings.push(posting),
+            None => accounts.push((account, vec![posting])),
         }
     }
-    add_invoice_credit(txn, payment.invoice_id, merchant_id, env, credited_gate, amount).await
+    let mut accounts = Vec::new();
+    let mut invoice_credits = Vec::with_capacity(credits.len());
+    for c in credits {
+        let (payment, env) = (c.payment, c.payment.environment);
+        let reference = Some(("payment", payment.id));
+        if c.release_pending {
+            let release = Posting {
+                bucket: Bucket::Pending,
+                amount: -payment.amount.0,
+                entry_type: EntryType::InvoiceCredit,
+                reference,
+                description: Some("deposit confirmed".into()),
+            };
+            add(&mut accounts, Account::of(c.merchant_id, env, &payment.gate_id), release);
+        }
+        let credit = Posting {
+            bucket: Bucket::Available,
+            amount: c.amount,
+            entry_type: EntryType::InvoiceCredit,
+            reference,
+            description: None,
+        };
+        add(&mut accounts, Account::of(c.merchant_id, env, c.gate), credit);
+        invoice_credits.push(InvoiceCredit {
+            invoice_id: payment.invoice_id,
+            merchant_id: c.merchant_id,
+            env,
+            gate_id: c.gate,
+            amount: c.amount,
+        });
+    }
+    accounts.sort_by(|(a, _), (b, _)| {
+        (a.merchant_id, a.gate_id, a.env.as_str()).cmp(&(b.merchant_id, b.gate_id, b.env.as_str()))
+    });
+    for (account, postings) in &accounts {
+        post(txn, *account, postings).await?;
+    }
+    add_invoice_credits(txn, &invoice_credits).await
 }
 
-/// Grows (or creates) the invoice's credit in `gate_id`. Call with that gate's balance locked.
+/// A growth of one invoice's credit in one gate (the refund cap).
+#[derive(Debug, Clone, Copy)]
+pub struct InvoiceCredit<'a> {
+    pub invoice_id: Uuid,
+    pub merchant_id: Uuid,
+    pub env: Environment,
+    pub gate_id: &'a str,
+    pub amount: Decimal,
+}
+
+/// Grows (or creates) each invoice's credit in its gate, in one read and one multi-row upsert.
+/// Call with those gates' balances locked.
+pub async fn add_invoice_credits<C: ConnectionTrait>(
+    txn: &C,
+    credits: &[InvoiceCredit<'_>],
+) -> Result<(), LedgerError> {
+    use entity::invoice_credit;
+    use sea_orm::{ColumnTrait, QueryFilter};
+    if credits.is_empty() {
+        return Ok(());
+    }
+    let now = Utc::now();
+    let ids: Vec<Uuid> = credits.iter().map(|c| c.invoice_id).collect();
+    let mut existing: Vec<invoice_credit::Model> = Vec::new();
+    for chunk in ids.chunks(ENTRIES_PER_INSERT) {
+        existing.extend(
+            invoice_credit::Entity::find()
+                .filter(invoice_credit::Column::InvoiceId.is_in(chunk.iter().copied()))
+                .all(txn)
+                .await?,
+        );
+    }
+    // The rows after these credits: an invoice credited twice in one batch grows twice.
+    let mut rows: Vec<invoice_credit::Model> = Vec::new();
+    for c in credits {
+        let same = |r: &invoice_credit::Model| r.invoice_id == c.invoice_id && r.gate_id == c.gate_id;
+        let i = match rows.iter().position(same) {
+            Some(i) => i,
+            None => {
+                rows.push(existing.iter().find(|r| same(r)).cloned().unwrap_or_else(|| invoice_credit::Model {
+                    invoice_id: c.invoice_id,
+                    gate_id: c.gate_id.to_owned(),
+                    merchant_id: c.merchant_id,
+                    environment: c.env,
+                    credited: Amount::ZERO,
+                    refunded: Amount::ZERO,
+                    updated_at: now,
+                }));
+                rows.len() - 1
+            }
+        };
+        rows[i].credited = Amount::new(rows[i].credited.0.checked_add(c.amount).ok_or(LedgerError::Overflow)?);
+        rows[i].updated_at = now;
+    }
+    for chunk in rows.chunks(ENTRIES_PER_INSERT) {
+        invoice_credit::Entity::insert_many(chunk.iter().cloned().map(invoice_credit::ActiveModel::from))
+            .on_conflict(
+                OnConflict::columns([invoice_credit::Column::InvoiceId, invoice_credit::Column::GateId])
+                    .update_columns([invoice_credit::Column::Credited, invoice_credit::Column::UpdatedAt])
+                    .to_owned(),
+            )
+            .exec_without_returning(txn)
+            .await?;
+    }
+    Ok(())
+}
+
+/// [`add_invoice_credits`] of one invoice and gate.
 pub async fn add_invoice_credit<C: ConnectionTrait>(
     txn: &C,
     invoice_id: Uuid,
@@ -275,29 +359,5 @@ pub async fn add_invoice_credit<C: ConnectionTrait>(
     gate_id: &str,
     amount: Decimal,
 ) -> Result<(), LedgerError> {
-    use entity::invoice_credit;
-    let now = Utc::now();
-    match invoice_credit::Entity::find_by_id((invoice_id, gate_id.to_owned())).one(txn).await? {
-        Some(row) => {
-            let credited = row.credited.0.checked_add(amount).ok_or(LedgerError::Overflow)?;
-            let mut row: invoice_credit::ActiveModel = row.into();
-            row.credited = Set(Amount::new(credited));
-            row.updated_at = Set(now);
-            row.update(txn).await?;
-        }
-        None => {
-            invoice_credit::ActiveModel {
-                invoice_id: Set(invoice_id),
-                gate_id: Set(gate_id.to_owned()),
-                merchant_id: Set(merchant_id),
-                environment: Set(env),
-                credited: Set(Amount::new(amount)),
-                refunded: Set(Amount::ZERO),
-                updated_at: Set(now),
-            }
-            .insert(txn)
-            .await?;
-        }
-    }
-    Ok(())
+    add_invoice_credits(txn, &[InvoiceCredit { invoice_id, merchant_id, env, gate_id, amount }]).await
 }

@@ -455,11 +455,13 @@ fn profile(metrics: &str, prefix: &str, payments: usize, window_secs: f64) {
             .fold(0.0, |a, b| a + b)
     };
     let track = value("paygate_jobs_processed_total", "track-payment", None);
+    let due = value("paygate_jobs_processed_total", "track-due", None);
     let scans = value("paygate_jobs_processed_total", "deposit-scan", None);
     let retried = value("paygate_jobs_retried_total", "track-payment", None)
+        + value("paygate_jobs_retried_total", "track-due", None)
         + value("paygate_jobs_retried_total", "deposit-scan", None);
     println!(
-        "profile: track-payment jobs {track:.0} ({:.1} per payment, {:.0}/s from burst to last credit), deposit-scan jobs {scans:.0}, retried {retried:.0}",
+        "profile: track-due jobs {due:.0}, track-payment jobs {track:.0} ({:.1} per payment, {:.0}/s from burst to last credit), deposit-scan jobs {scans:.0}, retried {retried:.0}",
         track / payments as f64,
         track / window_secs
     );

@@ -10,12 +10,13 @@ pub mod sweeper;
 pub mod tracker;
 
 use chrono::Utc;
-use entity::{InvoiceTrigger, invoice};
-use sea_orm::sea_query::Expr;
+use entity::{InvoiceStatus, InvoiceTrigger, invoice};
+use sea_orm::sea_query::{Expr, Func};
 use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
 
 use crate::chain::ChainError;
 use domain::ledger::LedgerError;
+use uuid::Uuid;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PipelineError {
@@ -37,15 +38,32 @@ pub(crate) async fn transition<C: ConnectionTrait>(
     inv: &invoice::Model,
     trigger: InvoiceTrigger,
 ) -> Result<Option<invoice::Model>, DbErr> {
-    let Some(next) = inv.status.on(trigger) else { return Ok(None) };
+    Ok(transition_many(txn, inv.status, trigger, &[inv.id]).await?.into_iter().next())
+}
+
+/// [`transition`] of the invoices `ids`, all in status `from`, by one guarded update (500 a
+/// statement); returns those it moved (the others did not take the trigger or were moved first
+/// by another writer). `paid_at` is set on the way to paid/overpaid unless it was set before.
+pub(crate) async fn transition_many<C: ConnectionTrait>(
+    txn: &C,
+    from: InvoiceStatus,
+    trigger: InvoiceTrigger,
+    ids: &[Uuid],
+) -> Result<Vec<invoice::Model>, DbErr> {
+    let Some(next) = from.on(trigger) else { return Ok(Vec::new()) };
     let now = Utc::now();
-    let mut update = invoice::Entity::update_many()
-        .col_expr(invoice::Column::Status, Expr::value(next.as_str()))
-        .col_expr(invoice::Column::UpdatedAt, Expr::value(now))
-        .filter(invoice::Column::Id.eq(inv.id))
-        .filter(invoice::Column::Status.eq(inv.status));
-    if matches!(trigger, InvoiceTrigger::ConfirmedExact | InvoiceTrigger::ConfirmedOver) && inv.paid_at.is_none() {
-        update = update.col_expr(invoice::Column::PaidAt, Expr::value(now));
+    let mut moved = Vec::with_capacity(ids.len());
+    for chunk in ids.chunks(500) {
+        let mut update = invoice::Entity::update_many()
+            .col_expr(invoice::Column::Status, Expr::value(next.as_str()))
+            .col_expr(invoice::Column::UpdatedAt, Expr::value(now))
+            .filter(invoice::Column::Id.is_in(chunk.iter().copied()))
+            .filter(invoice::Column::Status.eq(from));
+        if matches!(trigger, InvoiceTrigger::ConfirmedExact | InvoiceTrigger::ConfirmedOver) {
+            let paid_at = Func::coalesce([Expr::col(invoice::Column::PaidAt), Expr::value(now)]);
+            update = update.col_expr(invoice::Column::PaidAt, paid_at.into());
+        }
+        moved.extend(update.exec_with_returning(txn).await?);
     }
-    Ok(update.exec_with_returning(txn).await?.into_iter().next())
+    Ok(moved)
 }

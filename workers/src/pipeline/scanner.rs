@@ -682,9 +682,10 @@ async fn revive<C: ConnectionTrait>(
     Ok(Some(Recorded { merchant_id: inv.merchant_id, payment_id: p.id, amount: p.amount.0 }))
 }
 
-/// Unconfirmed payments of the gate whose required confirmations were completed by blocks
-/// `from..=to` (the blocks a scan just read): the tracker should look at them now rather than
-/// at its next poll.
+/// Payments of the gate that blocks `from..=to` (the blocks a scan just read) brought to a
+/// milestone: unconfirmed ones whose required confirmations they completed, and confirmed ones
+/// whose final depth (twice the required confirmations, until which a reversal is watched for)
+/// they completed. The tracker should look at them now rather than at its next poll.
 pub async fn due_payments(
     db: &DatabaseConnection,
     env: Environment,
@@ -692,14 +693,22 @@ pub async fn due_payments(
     from: u64,
     to: u64,
 ) -> Result<Vec<Uuid>, PipelineError> {
-    // Confirmation completes at block `block_height + required - 1`.
-    let back = i64::from(gate.confirmations.max(1)) - 1;
-    let (lo, hi) = (from as i64 - back, to as i64 - back);
+    // A depth of `d` confirmations completes at block `block_height + d - 1`.
+    let completed = |status: PaymentStatus, depth: i32| {
+        let back = i64::from(depth.max(1)) - 1;
+        Condition::all()
+            .add(payment::Column::Status.eq(status))
+            .add(payment::Column::BlockHeight.between(from as i64 - back, to as i64 - back))
+    };
+    let required = i32::try_from(gate.confirmations).unwrap_or(i32::MAX);
     Ok(payment::Entity::find()
         .filter(payment::Column::Environment.eq(env))
         .filter(payment::Column::GateId.eq(gate.id))
-        .filter(payment::Column::Status.eq(PaymentStatus::Confirming))
-        .filter(payment::Column::BlockHeight.between(lo, hi))
+        .filter(
+            Condition::any()
+                .add(completed(PaymentStatus::Confirming, required))
+                .add(completed(PaymentStatus::Confirmed, super::tracker::final_depth(required))),
+        )
         .all(db)
         .await?
         .into_iter()

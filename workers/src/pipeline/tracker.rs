@@ -3,6 +3,7 @@
 //! behind a guarded update of the payment's status, so a replayed or concurrent job changes
 //! nothing twice.
 
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use chrono::Utc;
@@ -10,14 +11,14 @@ use entity::{
     Amount, Bucket, EntryType, InvoiceStatus, InvoiceTrigger, PaymentStatus, invoice, payment, static_address,
 };
 use rust_decimal::Decimal;
-use sea_orm::sea_query::Expr;
+use sea_orm::sea_query::{CaseStatement, Expr};
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter,
-    QuerySelect,
+    QueryOrder, QuerySelect,
 };
 use uuid::Uuid;
 
-use super::{PipelineError, transition};
+use super::{PipelineError, transition, transition_many};
 use crate::chain::{Chain, Chains, TxStatus};
 use domain::config::PipelineConfig;
 use domain::events::{self, kind};
@@ -34,6 +35,9 @@ pub enum Next {
     /// The job belonged to a chain another job took over (a newer token is on the row): it
     /// ends here, so a payment never has two live job chains.
     Superseded,
+    /// No job: the scanner hands the payment over with the block that completes its next
+    /// milestone (the sweeper, once `next_check_at` is overdue, should that be lost).
+    AwaitsHandOver,
 }
 
 /// Until this depth a credited payment is still watched for reversal: twice its required
@@ -72,8 +76,145 @@ pub async fn track_payment_chain(
     schedule(db, p.id, again).await
 }
 
+/// The scanner's hand-over: payments whose confirmations the scanned blocks completed, as one
+/// batch. Those the chain confirms are confirmed together ([`confirm_many`]: one transaction,
+/// each balance locked once); then each payment is tracked on as [`track_payment`] does, as a new
+/// job chain (a confirmed one is watched for reversal until its final depth). Every payment is
+/// tried: returns what to do next with each payment tracked, and the first error met (a retry
+/// of the batch repeats nothing done).
+pub async fn track_due(
+    db: &DatabaseConnection,
+    chains: &Chains,
+    cfg: &PipelineConfig,
+    payment_ids: &[Uuid],
+) -> (Vec<(Uuid, Next)>, Option<PipelineError>) {
+    use futures::StreamExt;
+    let found = payment::Entity::find().filter(payment::Column::Id.is_in(payment_ids.iter().copied())).all(db).await;
+    let payments = match found {
+        Ok(payments) => payments,
+        Err(e) => return (Vec::new(), Some(e.into())),
+    };
+    // What the chain says of each: at its required depth (to confirm), at its final depth (to
+    // stop watching), or anything else (its own track below).
+    let looks: Vec<(payment::Model, i32)> = futures::stream::iter(payments)
+        .filter(|p| {
+            let watched = matches!(p.status, PaymentStatus::Confirming | PaymentStatus::Confirmed);
+            std::future::ready(watched && p.missing_since_height.is_none())
+        })
+        .map(|p| async move {
+            let chain = chains.get(p.environment, &p.gate_id)?;
+            // A failed look is taken again by the payment's own track below.
+            match chain.status(&p.tx_hash, p.output_index, seen_at(&p)).await.ok()? {
+                TxStatus::Confirmations(n) => Some((p, i32::try_from(n).unwrap_or(i32::MAX))),
+                TxStatus::Gone => None,
+            }
+        })
+        .buffer_unordered(LOOKS_AT_ONCE)
+        .filter_map(std::future::ready)
+        .collect()
+        .await;
+    let (mut due, mut finals) = (Vec::new(), Vec::new());
+    for (p, n) in looks {
+        match p.status {
+            PaymentStatus::Confirming if n >= p.required_confirmations => due.push((p, n)),
+            PaymentStatus::Confirmed if n >= final_depth(p.required_confirmations) => finals.push((p.id, n)),
+            PaymentStatus::Confirming | PaymentStatus::Confirmed | PaymentStatus::Reversed => {}
+        }
+    }
+    let (confirmed, mut first) = match confirm_many(db, &due).await {
+        Ok(moved) => (moved, None),
+        Err(e) => (Vec::new(), Some(e)),
+    };
+    let mut out = Vec::with_capacity(payment_ids.len());
+    let mut note = |r: Result<Vec<(Uuid, Next)>, PipelineError>| match r {
+        Ok(nexts) => out.extend(nexts),
+        Err(e) => {
+            first.get_or_insert(e);
+        }
+    };
+    // Confirmed here: the next look, at final depth, comes with the scan of the block that
+    // completes it; stored, so the sweeper takes the payment should that hand-over be lost.
+    let interval = Duration::from_millis(cfg.track_interval_ms);
+    let mut waits: BTreeMap<Option<Duration>, Vec<Uuid>> = BTreeMap::new();
+    for p in &confirmed {
+        waits.entry(next_look(interval, p.confirmations, p.required_confirmations)).or_default().push(p.id);
+    }
+    for (again, ids) in waits {
+        note(await_hand_over(db, &ids, again).await);
+    }
+    // At final depth: watched no more.
+    let mut depths: BTreeMap<i32, Vec<Uuid>> = BTreeMap::new();
+    for (id, n) in &finals {
+        depths.entry(*n).or_default().push(*id);
+    }
+    for (n, ids) in depths {
+        note(finish(db, &ids, n).await);
+    }
+    // The others as their own track does (not due after all, gone, or confirmed by another).
+    let handled: std::collections::HashSet<Uuid> =
+        confirmed.iter().map(|p| p.id).chain(finals.iter().map(|(id, _)| *id)).collect();
+    let rest = payment_ids.iter().copied().filter(|id| !handled.contains(id));
+    let tracked: Vec<(Uuid, Result<Next, PipelineError>)> = futures::stream::iter(rest)
+        .map(|id| async move { (id, track_payment(db, chains, cfg, id).await) })
+        .buffer_unordered(LOOKS_AT_ONCE)
+        .collect()
+        .await;
+    for (id, r) in tracked {
+        match r {
+            Ok(next) => out.push((id, next)),
+            Err(e) => {
+                first.get_or_insert(e);
+            }
+        }
+    }
+    (out, first)
+}
+
+/// Stores when to look at `ids` again (none: never) without a job: the scanner hands each over
+/// with the block that completes its next milestone, and the sweeper takes it should that be
+/// lost. Their older job chains end (`Superseded`).
+async fn await_hand_over(
+    db: &DatabaseConnection,
+    ids: &[Uuid],
+    again: Option<Duration>,
+) -> Result<Vec<(Uuid, Next)>, PipelineError> {
+    let at = again.map(|after| Utc::now() + chrono::Duration::from_std(after).unwrap_or(chrono::Duration::MAX));
+    payment::Entity::update_many()
+        .col_expr(payment::Column::TrackToken, Expr::value(Option::<Uuid>::None))
+        .col_expr(payment::Column::NextCheckAt, Expr::value(at))
+        .filter(payment::Column::Id.is_in(ids.iter().copied()))
+        .exec(db)
+        .await?;
+    let next = if again.is_some() { Next::AwaitsHandOver } else { Next::Done };
+    Ok(ids.iter().map(|id| (*id, next)).collect())
+}
+
+/// Confirmed payments the chain shows at `confirmations`, their final depth: stored, and
+/// watched no more (deeper than that, a reversal is not watched for).
+async fn finish(db: &DatabaseConnection, ids: &[Uuid], confirmations: i32) -> Result<Vec<(Uuid, Next)>, PipelineError> {
+    payment::Entity::update_many()
+        .col_expr(payment::Column::Confirmations, Expr::value(confirmations))
+        .col_expr(payment::Column::CheckedAt, Expr::value(Utc::now()))
+        .col_expr(payment::Column::TrackToken, Expr::value(Option::<Uuid>::None))
+        .col_expr(payment::Column::NextCheckAt, Expr::value(Option::<chrono::DateTime<Utc>>::None))
+        .filter(payment::Column::Id.is_in(ids.iter().copied()))
+        .filter(payment::Column::Status.eq(PaymentStatus::Confirmed))
+        .exec(db)
+        .await?;
+    Ok(ids.iter().map(|id| (*id, Next::Done)).collect())
+}
+
+/// Chain looks and payment tracks of one batch in flight at once.
+const LOOKS_AT_ONCE: usize = 8;
+
 /// Stores the chain's next look (or that there is none) on the payment.
 async fn schedule(db: &DatabaseConnection, id: Uuid, again: Option<Duration>) -> Result<Next, PipelineError> {
+    schedule_many(db, &[id], again).await
+}
+
+/// [`schedule`] for payments that all need their next look at the same time, in one update
+/// (one chain token shared by their new job chains: a chain is a payment and its token).
+async fn schedule_many(db: &DatabaseConnection, ids: &[Uuid], again: Option<Duration>) -> Result<Next, PipelineError> {
     let (next, token, at) = match again {
         Some(after) => {
             let token = Uuid::now_v7();
@@ -85,7 +226,7 @@ async fn schedule(db: &DatabaseConnection, id: Uuid, again: Option<Duration>) ->
     payment::Entity::update_many()
         .col_expr(payment::Column::TrackToken, Expr::value(token))
         .col_expr(payment::Column::NextCheckAt, Expr::value(at))
-        .filter(payment::Column::Id.eq(id))
+        .filter(payment::Column::Id.is_in(ids.iter().copied()))
         .exec(db)
         .await?;
     Ok(next)
@@ -143,19 +284,20 @@ async fn track(
         PaymentStatus::Confirmed => {}
         PaymentStatus::Reversed => return Ok(None),
     }
-    if confirmations >= final_depth(p.required_confirmations) {
-        return Ok(None);
+    Ok(next_look(interval, confirmations, p.required_confirmations))
+}
+
+/// When to look at a payment with `confirmations` of `required` again: when its next milestone
+/// is due, assuming about one block per `interval` (`track_interval_ms`): confirmation (the
+/// scanner also triggers it when the block arrives), then final depth (a reversal is still
+/// noticed up to there); never once it is final.
+fn next_look(interval: Duration, confirmations: i32, required: i32) -> Option<Duration> {
+    if confirmations >= final_depth(required) {
+        return None;
     }
-    // Poll again when the next milestone is due, assuming about one block per
-    // `track_interval_ms`: confirmation (the scanner also triggers it when the block arrives),
-    // then final depth (a reversal is still noticed up to there).
-    let target = if confirmations < p.required_confirmations {
-        p.required_confirmations
-    } else {
-        final_depth(p.required_confirmations)
-    };
+    let target = if confirmations < required { required } else { final_depth(required) };
     let blocks = u32::try_from(target - confirmations).unwrap_or(1).clamp(1, 60);
-    Ok(Some(interval.saturating_mul(blocks)))
+    Some(interval.saturating_mul(blocks))
 }
 
 /// The chain says the transaction is gone. One such answer proves nothing (a node behind, a
@@ -255,86 +397,256 @@ async fn clear_missing(db: &DatabaseConnection, id: Uuid) -> Result<(), Pipeline
 /// to the available balance and `balance.credited` follows. A payment to an invoice that
 /// converts into another asset is confirmed but not credited here: the settlement converter
 /// credits it (`crate::settlement`).
-///
-/// Locks are taken in the order every writer uses (payment, invoice, balance, invoice credit)
-/// and the merchant's balance row, which all of the merchant's credits, payouts and refunds in
-/// that asset share, only at the end, so it is held for a few statements.
 async fn confirm(db: &DatabaseConnection, p: &payment::Model, confirmations: i32) -> Result<(), PipelineError> {
+    confirm_many(db, &[(p.clone(), confirmations)]).await.map(drop)
+}
+
+/// [`confirm`] for many payments (each with the confirmations the chain reported, at least its
+/// required ones) in one transaction, so that a merchant's balance row is locked once for all
+/// of them. Payments of one invoice in a batch count together: the invoice's `amount_paid`
+/// includes all of them from the first, so its transition names the first as its cause. Should
+/// the batch fail, each payment is confirmed in a transaction of its own, so one bad payment
+/// holds up no other; the first error is returned after all were tried.
+pub async fn confirm_many(
+    db: &DatabaseConnection,
+    due: &[(payment::Model, i32)],
+) -> Result<Vec<payment::Model>, PipelineError> {
+    let e = match confirm_together(db, due).await {
+        Ok(moved) => return Ok(moved),
+        Err(e) if due.len() < 2 => return Err(e),
+        Err(e) => e,
+    };
+    tracing::warn!(error = %e, payments = due.len(), "a batch of confirmations failed; confirming one by one");
+    let (mut moved, mut first) = (Vec::new(), None);
+    for item in due {
+        match confirm_together(db, std::slice::from_ref(item)).await {
+            Ok(m) => moved.extend(m),
+            Err(e) => {
+                first.get_or_insert(e);
+            }
+        }
+    }
+    first.map_or(Ok(moved), Err)
+}
+
+/// Locks are taken in the order every writer uses (payments, invoices one by one in id order,
+/// balances, invoice credits) and the merchants' balance rows, which all of a merchant's
+/// credits, payouts and refunds in that asset share, only at the end, each once, so they are
+/// held for a few statements however many payments the batch confirms.
+async fn confirm_together(
+    db: &DatabaseConnection,
+    due: &[(payment::Model, i32)],
+) -> Result<Vec<payment::Model>, PipelineError> {
+    if due.is_empty() {
+        return Ok(Vec::new());
+    }
     // The settlement target never changes once an invoice has payments.
-    let converting = domain::settlement::converting_target(&load_invoice(db, p.invoice_id).await?, p).is_some();
+    let invoice_ids: Vec<Uuid> = due.iter().map(|(p, _)| p.invoice_id).collect();
+    let invoices: HashMap<Uuid, invoice::Model> = invoice::Entity::find()
+        .filter(invoice::Column::Id.is_in(invoice_ids))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|i| (i.id, i))
+        .collect();
+    let converting = |p: &payment::Model| -> Result<bool, PipelineError> {
+        let inv = invoices
+            .get(&p.invoice_id)
+            .ok_or_else(|| PipelineError::Invariant(format!("invoice {} missing", p.invoice_id)))?;
+        Ok(domain::settlement::converting_target(inv, p).is_some())
+    };
+    let mut groups: BTreeMap<(bool, i32), Vec<Uuid>> = BTreeMap::new();
+    for (p, confirmations) in due {
+        groups.entry((converting(p)?, *confirmations)).or_default().push(p.id);
+    }
     let txn = domain::db::begin_write(db).await?;
     let now = Utc::now();
-    let amount = p.amount.0;
-    // Confirmed (and, for passthrough, stamped credited) in one guarded update: of two
-    // trackers, one moves it.
-    let mut update = payment::Entity::update_many()
-        .col_expr(payment::Column::Status, Expr::value(PaymentStatus::Confirmed.as_str()))
-        .col_expr(payment::Column::ConfirmedAt, Expr::value(now))
-        .col_expr(payment::Column::Confirmations, Expr::value(confirmations))
-        .col_expr(payment::Column::CheckedAt, Expr::value(now));
-    if !converting {
-        update = update
-            .col_expr(payment::Column::CreditedAt, Expr::value(now))
-            .col_expr(payment::Column::CreditedGateId, Expr::value(p.gate_id.clone()))
-            .col_expr(payment::Column::CreditedAmount, Expr::value(Amount::new(amount)));
+    // Confirmed (and, for passthrough, stamped credited) by guarded updates: of two trackers,
+    // one moves each payment.
+    let mut moved = Vec::with_capacity(due.len());
+    for ((converting, confirmations), ids) in groups {
+        let mut update = payment::Entity::update_many()
+            .col_expr(payment::Column::Status, Expr::value(PaymentStatus::Confirmed.as_str()))
+            .col_expr(payment::Column::ConfirmedAt, Expr::value(now))
+            .col_expr(payment::Column::Confirmations, Expr::value(confirmations))
+            .col_expr(payment::Column::CheckedAt, Expr::value(now));
+        if !converting {
+            update = update
+                .col_expr(payment::Column::CreditedAt, Expr::value(now))
+                .col_expr(payment::Column::CreditedGateId, Expr::col(payment::Column::GateId))
+                .col_expr(payment::Column::CreditedAmount, Expr::col(payment::Column::Amount));
+        }
+        let rows = update
+            .filter(payment::Column::Id.is_in(ids))
+            .filter(payment::Column::Status.eq(PaymentStatus::Confirming))
+            .filter(payment::Column::CreditedAt.is_null())
+            .exec_with_returning(&txn)
+            .await?;
+        moved.extend(rows.into_iter().map(|p| (p, converting)));
     }
-    let moved = update
-        .filter(payment::Column::Id.eq(p.id))
-        .filter(payment::Column::Status.eq(PaymentStatus::Confirming))
-        .filter(payment::Column::CreditedAt.is_null())
-        .exec_with_returning(&txn)
-        .await?;
-    let Some(p) = moved.into_iter().next() else {
-        txn.rollback().await?;
-        return Ok(());
-    };
-    // The invoice's row lock serializes this invoice's confirmations and reversals.
-    let inv = lock_invoice(&txn, p.invoice_id).await?;
-    let gate = domain::gates::find(&p.gate_id).ok_or_else(|| PipelineError::Invariant("unknown gate".into()))?;
-    if let Some(sa) = inv.static_address_id {
-        add_static_total(&txn, sa, amount).await?;
+    moved.sort_by_key(|(p, _)| (p.invoice_id, p.id));
+    let invoices = invoices_see_confirmations(&txn, &moved, now).await?;
+    // After the invoices' own events: `balance.credited` follows each payment it credits.
+    let mut credited = Vec::with_capacity(moved.len());
+    for (p, converting) in &moved {
+        if *converting {
+            continue;
+        }
+        let inv = invoices.get(&p.invoice_id).ok_or_else(|| PipelineError::Invariant("invoice not locked".into()))?;
+        let gate = domain::gates::find(&p.gate_id).ok_or_else(|| PipelineError::Invariant("unknown gate".into()))?;
+        let credit = events::Credit {
+            outcome: "source_credited",
+            failure_class: Some("not_required"),
+            credited_gate: gate,
+            credited_amount: p.amount.0,
+        };
+        credited.push((inv, p, credit));
     }
-    let inv = refresh_amount_paid(&txn, &inv).await?;
-    let expired = inv.expires_at.is_some_and(|e| e < now);
-    if inv.status.takes_late_deposits() || (inv.status == InvoiceStatus::Underpaid && expired) {
-        events::emit_invoice(&txn, kind::INVOICE_LATE_DEPOSIT, &inv, Some(&p)).await?;
-    } else if matches!(inv.status, InvoiceStatus::Pending | InvoiceStatus::Confirming | InvoiceStatus::Underpaid) {
+    events::emit_balance_credits(&txn, &credited).await?;
+    // Last: the balances (pending released and available credited, one posting per balance).
+    let credits: Vec<Credit<'_>> = credited
+        .iter()
+        .map(|(inv, p, _)| Credit {
+            payment: p,
+            merchant_id: inv.merchant_id,
+            gate: &p.gate_id,
+            amount: p.amount.0,
+            release_pending: true,
+        })
+        .collect();
+    ledger::post_credits(&txn, &credits).await?;
+    txn.commit().await?;
+    Ok(moved.into_iter().map(|(p, _)| p).collect())
+}
+
+/// Invoices per statement where a batch reads or writes them by id.
+const INVOICES_PER_STATEMENT: usize = 200;
+
+/// The invoices' side of the confirmations of `moved` (confirmed by the caller's transaction,
+/// sorted by invoice): each invoice is locked (in id order; the lock serializes an invoice's
+/// confirmations and reversals) and read, its static address's total grows by each payment,
+/// `amount_paid` becomes the sum of its confirmed payments, and it moves per the PRODUCT.md
+/// table with its event, caused by its first payment here, or records each payment as a late
+/// deposit. Returns the invoices as of before their transitions (their id and external id name
+/// the credits' events).
+async fn invoices_see_confirmations<C: ConnectionTrait>(
+    txn: &C,
+    moved: &[(payment::Model, bool)],
+    now: chrono::DateTime<Utc>,
+) -> Result<HashMap<Uuid, invoice::Model>, PipelineError> {
+    let mut ids: Vec<Uuid> = moved.iter().map(|(p, _)| p.invoice_id).collect();
+    ids.dedup();
+    let mut invoices = HashMap::with_capacity(ids.len());
+    let (mut paid, mut unconfirmed) = (HashMap::<Uuid, Decimal>::new(), std::collections::HashSet::new());
+    for chunk in ids.chunks(INVOICES_PER_STATEMENT) {
+        let mut lock = invoice::Entity::find().filter(invoice::Column::Id.is_in(chunk.iter().copied()));
+        if txn.get_database_backend() == sea_orm::DatabaseBackend::Postgres {
+            // (SQLite: the write transaction is the only writer.)
+            lock = lock.order_by_asc(invoice::Column::Id).lock_exclusive();
+        }
+        invoices.extend(lock.all(txn).await?.into_iter().map(|inv| (inv.id, inv)));
+        let payments = payment::Entity::find()
+            .filter(payment::Column::InvoiceId.is_in(chunk.iter().copied()))
+            .filter(payment::Column::Status.is_in([PaymentStatus::Confirmed, PaymentStatus::Confirming]))
+            .all(txn)
+            .await?;
+        for p in payments {
+            match p.status {
+                PaymentStatus::Confirmed => {
+                    let sum = paid.entry(p.invoice_id).or_default();
+                    *sum = sum.checked_add(p.amount.0).ok_or(ledger::LedgerError::Overflow)?;
+                }
+                PaymentStatus::Confirming => {
+                    unconfirmed.insert(p.invoice_id);
+                }
+                PaymentStatus::Reversed => {}
+            }
+        }
+    }
+    if invoices.len() != ids.len() {
+        return Err(PipelineError::Invariant("a confirmed payment's invoice is missing".into()));
+    }
+    for (p, _) in moved {
+        if let Some(sa) = invoices[&p.invoice_id].static_address_id {
+            add_static_total(txn, sa, p.amount.0).await?;
+        }
+    }
+    for chunk in ids.chunks(INVOICES_PER_STATEMENT) {
+        let mut amount_paid = CaseStatement::new();
+        for id in chunk {
+            let sum = paid.get(id).copied().unwrap_or_default();
+            amount_paid = amount_paid.case(invoice::Column::Id.eq(*id), Expr::value(Amount::new(sum)));
+        }
+        invoice::Entity::update_many()
+            .col_expr(invoice::Column::AmountPaid, amount_paid.finally(Expr::col(invoice::Column::AmountPaid)).into())
+            .col_expr(invoice::Column::UpdatedAt, Expr::value(now))
+            .filter(invoice::Column::Id.is_in(chunk.iter().copied()))
+            .exec(txn)
+            .await?;
+    }
+    let merchants: Vec<Uuid> = invoices.values().map(|i| i.merchant_id).collect();
+    let tolerance_pct: HashMap<Uuid, Decimal> = entity::merchant::Entity::find()
+        .filter(entity::merchant::Column::Id.is_in(merchants))
+        .all(txn)
+        .await?
+        .into_iter()
+        .map(|m| (m.id, m.underpayment_tolerance_percent.0))
+        .collect();
+
+    // Per invoice: its late deposits, or the transition its payments make.
+    let mut late = Vec::new();
+    let mut transitions: Vec<((InvoiceStatus, InvoiceTrigger), Vec<Uuid>)> = Vec::new();
+    let mut caused = HashMap::new();
+    for (p, _) in moved {
+        let inv =
+            invoices.get_mut(&p.invoice_id).ok_or_else(|| PipelineError::Invariant("invoice not locked".into()))?;
+        inv.amount_paid = Amount::new(paid.get(&inv.id).copied().unwrap_or_default());
+        let expired = inv.expires_at.is_some_and(|e| e < now);
+        if inv.status.takes_late_deposits() || (inv.status == InvoiceStatus::Underpaid && expired) {
+            late.push(p);
+            continue;
+        }
+        if caused.contains_key(&inv.id)
+            || !matches!(inv.status, InvoiceStatus::Pending | InvoiceStatus::Confirming | InvoiceStatus::Underpaid)
+        {
+            continue;
+        }
         let requested = inv.amount_requested.map_or(Decimal::ZERO, |a| a.0);
-        let tolerance = tolerance(&txn, inv.merchant_id, requested).await?;
+        let pct = tolerance_pct.get(&inv.merchant_id).copied().unwrap_or_default();
+        let tolerance =
+            requested.checked_mul(pct).and_then(|v| v.checked_div(Decimal::ONE_HUNDRED)).unwrap_or_default();
         let paid = inv.amount_paid.0;
         let trigger = if paid > requested + tolerance {
             Some((InvoiceTrigger::ConfirmedOver, kind::INVOICE_OVERPAID))
         } else if paid >= requested - tolerance {
             Some((InvoiceTrigger::ConfirmedExact, kind::INVOICE_PAID))
-        } else if !has_unconfirmed(&txn, inv.id).await? {
+        } else if !unconfirmed.contains(&inv.id) {
             Some((InvoiceTrigger::ConfirmedShort, kind::INVOICE_UNDERPAID))
         } else {
             None
         };
-        if let Some((trigger, event)) = trigger
-            && let Some(after) = transition(&txn, &inv, trigger).await?
-        {
-            events::emit_invoice(&txn, event, &after, Some(&p)).await?;
+        if let Some((trigger, event)) = trigger {
+            match transitions.iter_mut().find(|(key, _)| *key == (inv.status, trigger)) {
+                Some((_, ids)) => ids.push(inv.id),
+                None => transitions.push(((inv.status, trigger), vec![inv.id])),
+            }
+            caused.insert(inv.id, (event, p));
         }
     }
-    if !converting {
-        // After the invoice's own event: `balance.credited` follows the payment it credits.
-        let credit = events::Credit {
-            outcome: "source_credited",
-            failure_class: Some("not_required"),
-            credited_gate: gate,
-            credited_amount: amount,
-        };
-        events::emit_balance_credited(&txn, &inv, &p, credit).await?;
-        // Last: the balance (pending released and available credited in one posting).
-        ledger::post_credit(
-            &txn,
-            &Credit { payment: &p, merchant_id: inv.merchant_id, gate: &p.gate_id, amount, release_pending: true },
-        )
-        .await?;
+    let mut after = Vec::new();
+    for ((from, trigger), ids) in transitions {
+        after.extend(transition_many(txn, from, trigger, &ids).await?);
     }
-    txn.commit().await?;
-    Ok(())
+    let mut events: Vec<(&str, &invoice::Model, Option<&payment::Model>)> = Vec::with_capacity(moved.len());
+    for p in late {
+        events.push((kind::INVOICE_LATE_DEPOSIT, &invoices[&p.invoice_id], Some(p)));
+    }
+    for inv in &after {
+        let (event, cause) = caused[&inv.id];
+        events.push((event, inv, Some(cause)));
+    }
+    events::emit_invoices(txn, &events).await?;
+    Ok(invoices)
 }
 
 /// A deposit seen but not confirmed within the monitoring window makes a `confirming` invoice
@@ -484,17 +796,6 @@ async fn has_unconfirmed<C: ConnectionTrait>(txn: &C, invoice_id: Uuid) -> Resul
         .one(txn)
         .await?
         .is_some())
-}
-
-/// The merchant's tolerance in the invoice's asset: requested × percent / 100.
-async fn tolerance<C: ConnectionTrait>(
-    txn: &C,
-    merchant_id: Uuid,
-    requested: Decimal,
-) -> Result<Decimal, PipelineError> {
-    let m = entity::merchant::Entity::find_by_id(merchant_id).one(txn).await?;
-    let pct = m.map_or(Decimal::ZERO, |m| m.underpayment_tolerance_percent.0);
-    Ok(requested.checked_mul(pct).and_then(|v| v.checked_div(Decimal::ONE_HUNDRED)).unwrap_or(Decimal::ZERO))
 }
 
 /// Adds `delta` to a static address's `total_received` in the caller's write transaction. The

@@ -287,15 +287,15 @@ impl Converter {
         match net {
             Some(net) => post_conversion(&txn, &p, inv, source, target, net, conv).await?,
             None => {
-                ledger::post_credit(
+                ledger::post_credits(
                     &txn,
-                    &ledger::Credit {
+                    &[ledger::Credit {
                         payment: &p,
                         merchant_id: inv.merchant_id,
                         gate: source.id,
                         amount: p.amount.0,
                         release_pending: true,
-                    },
+                    }],
                 )
                 .await?
             }

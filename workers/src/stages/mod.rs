@@ -26,7 +26,7 @@ pub use deliverer::DeliverWebhook;
 pub use executor::ExecutePayout;
 pub use mailer::SendInvoiceEmail;
 pub use scanner::ScanGate;
-pub use tracker::{TrackPayment, stale_after};
+pub use tracker::{TrackDue, TrackPayment, stale_after};
 
 use crate::chain::Chains;
 use crate::chain::signer::Signers;
@@ -162,7 +162,10 @@ fn settings(cfg: &Config, queue: &str) -> StageSettings {
 pub fn register(rt: Runtime, stage: Stage, ctx: &StageCtx) -> Runtime {
     match stage {
         Stage::DepositScanner => on(rt, ctx, |ctx, job| async move { scanner::handle(&ctx, job).await }),
-        Stage::ConfirmationTracker => on(rt, ctx, |ctx, job| async move { tracker::handle(&ctx, job).await }),
+        Stage::ConfirmationTracker => {
+            let rt = on(rt, ctx, |ctx, job| async move { tracker::handle(&ctx, job).await });
+            on(rt, ctx, |ctx, job| async move { tracker::handle_due(&ctx, job).await })
+        }
         Stage::SettlementConverter => on(rt, ctx, |ctx, job| async move { converter::handle(&ctx, job).await }),
         Stage::PayoutExecutor => on(rt, ctx, |ctx, job| async move { executor::handle(&ctx, job).await }),
         Stage::WebhookDeliverer => {

@@ -9,7 +9,10 @@ use tokio_util::sync::CancellationToken;
 use super::{StageCtx, repeat};
 use crate::pipeline::scanner;
 use crate::platform::{Job, JobError};
-use crate::stages::tracker::TrackPayment;
+use crate::stages::tracker::TrackDue;
+
+/// Payments handed to the tracker per job: confirmed in one transaction.
+const DUE_PER_JOB: usize = 200;
 
 /// Scan one gate's new blocks.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -38,8 +41,8 @@ pub(super) async fn handle(ctx: &StageCtx, job: ScanGate) -> Result<(), JobError
         // block suffices) go to the tracker now; the others wait for the block that completes
         // them. A lost push only delays: the sweeper finds payments nobody checked lately.
         let due = scanner::due_payments(&ctx.db, job.environment, chain.gate(), report.from, report.to).await?;
-        for payment_id in due {
-            ctx.queues.push(TrackPayment { payment_id, token: None }).await?;
+        for ids in due.chunks(DUE_PER_JOB) {
+            ctx.queues.push(TrackDue { payment_ids: ids.to_vec() }).await?;
         }
     }
     // Deposits still in the mempool show as `confirming` with 0 confirmations; the block that

@@ -26,13 +26,38 @@ impl Job for TrackPayment {
     const QUEUE: &'static str = "track-payment";
 }
 
+/// The payments whose confirmations a scan completed, handed over at once: confirmed together,
+/// then each followed by its own [`TrackPayment`] chain.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TrackDue {
+    pub payment_ids: Vec<Uuid>,
+}
+
+impl Job for TrackDue {
+    const QUEUE: &'static str = "track-due";
+}
+
 pub(super) async fn handle(ctx: &StageCtx, job: TrackPayment) -> Result<(), JobError> {
     let pipeline = &ctx.config.pipeline;
-    match tracker::track_payment_chain(&ctx.db, &ctx.chains, pipeline, job.payment_id, job.token).await? {
-        tracker::Next::Done | tracker::Next::Superseded => Ok(()),
+    let next = tracker::track_payment_chain(&ctx.db, &ctx.chains, pipeline, job.payment_id, job.token).await?;
+    recheck(ctx, job.payment_id, next).await
+}
+
+pub(super) async fn handle_due(ctx: &StageCtx, job: TrackDue) -> Result<(), JobError> {
+    let (tracked, failed) = tracker::track_due(&ctx.db, &ctx.chains, &ctx.config.pipeline, &job.payment_ids).await;
+    for (payment_id, next) in tracked {
+        recheck(ctx, payment_id, next).await?;
+    }
+    failed.map_or(Ok(()), |e| Err(e.into()))
+}
+
+/// Schedules the payment's next look, if it needs one.
+async fn recheck(ctx: &StageCtx, payment_id: Uuid, next: tracker::Next) -> Result<(), JobError> {
+    match next {
+        tracker::Next::Done | tracker::Next::Superseded | tracker::Next::AwaitsHandOver => Ok(()),
         tracker::Next::Recheck { after, token } => {
             // A lost push is found by the sweeper once `next_check_at` is overdue.
-            ctx.queues.push_after(TrackPayment { payment_id: job.payment_id, token: Some(token) }, after).await?;
+            ctx.queues.push_after(TrackPayment { payment_id, token: Some(token) }, after).await?;
             Ok(())
         }
     }

@@ -132,9 +132,21 @@ pub async fn emit_balance_credited<C: ConnectionTrait>(
     p: &payment::Model,
     credit: Credit<'_>,
 ) -> Result<bool, DbErr> {
-    let data = balance_credited_data(inv, p, credit);
-    let key = format!("{}:{}", kind::BALANCE_CREDITED, payment_tag(p));
-    Ok(emit(txn, inv.merchant_id, inv.environment, kind::BALANCE_CREDITED, key, data).await?.is_some())
+    Ok(emit_balance_credits(txn, &[(inv, p, credit)]).await? == 1)
+}
+
+/// [`emit_balance_credited`] for many payments in multi-row inserts. Returns how many were new.
+pub async fn emit_balance_credits<C: ConnectionTrait>(
+    txn: &C,
+    credits: &[(&invoice::Model, &payment::Model, Credit<'_>)],
+) -> Result<u64, DbErr> {
+    let now = Utc::now();
+    let rows = credits.iter().map(|(inv, p, credit)| {
+        let key = format!("{}:{}", kind::BALANCE_CREDITED, payment_tag(p));
+        let data = balance_credited_data(inv, p, *credit);
+        event::Model::new(inv.merchant_id, inv.environment, kind::BALANCE_CREDITED, key, data, now)
+    });
+    insert_new(txn, rows).await
 }
 
 /// `data` of `balance.credited`.
@@ -184,15 +196,20 @@ pub async fn emit_invoices<C: ConnectionTrait>(
     events: &[(&str, &invoice::Model, Option<&payment::Model>)],
 ) -> Result<u64, DbErr> {
     let now = Utc::now();
+    let rows = events.iter().map(|(event_type, inv, cause)| {
+        let key = invoice_dedupe_key(event_type, inv, *cause);
+        event::Model::new(inv.merchant_id, inv.environment, event_type, key, invoice_data(inv, *cause), now)
+    });
+    insert_new(txn, rows).await
+}
+
+/// Inserts `rows` in multi-row inserts (500 a statement), each unless its `dedupe_key` exists;
+/// returns how many were new.
+async fn insert_new<C: ConnectionTrait>(txn: &C, rows: impl Iterator<Item = event::Model>) -> Result<u64, DbErr> {
+    let rows: Vec<event::ActiveModel> = rows.map(event::ActiveModel::from).collect();
     let mut new = 0;
-    for chunk in events.chunks(500) {
-        let rows = chunk.iter().map(|(event_type, inv, cause)| {
-            let key = invoice_dedupe_key(event_type, inv, *cause);
-            let row =
-                event::Model::new(inv.merchant_id, inv.environment, event_type, key, invoice_data(inv, *cause), now);
-            event::ActiveModel::from(row)
-        });
-        new += event::Entity::insert_many(rows)
+    for chunk in rows.chunks(500) {
+        new += event::Entity::insert_many(chunk.iter().cloned())
             .on_conflict(OnConflict::column(event::Column::DedupeKey).do_nothing().to_owned())
             .exec_without_returning(txn)
             .await?;
