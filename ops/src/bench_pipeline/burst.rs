@@ -7,13 +7,10 @@ use std::time::Instant;
 use anyhow::Context;
 use chrono::Utc;
 use domain::chain::sandbox::SandboxChain;
-use domain::gates::Gate;
-use entity::invoice;
 use rust_decimal::Decimal;
-use sea_orm::DatabaseConnection;
 use tokio::task::JoinSet;
 
-use super::{BenchPipelineArgs, pct, profile, read_back, secs, wait_for_credits};
+use super::{Run, pct, profile, read_back, secs, wait_for_credits};
 
 const TARGET_CREDITS_PER_SEC: f64 = 500.0;
 const TARGET_P99_MS: f64 = 2000.0;
@@ -22,14 +19,8 @@ const BURST_PAYERS: usize = 32;
 
 /// Sends every deposit at once, waits for every credit, prints the figures; returns whether the
 /// targets hold.
-pub(super) async fn run(
-    args: &BenchPipelineArgs,
-    gate: &'static Gate,
-    interval_ms: u64,
-    db: &DatabaseConnection,
-    invoices: &[(invoice::Model, Decimal)],
-    prefix: &str,
-) -> anyhow::Result<bool> {
+pub(super) async fn run(run: &Run<'_>) -> anyhow::Result<bool> {
+    let Run { args, gate, interval_ms, db, invoices, prefix } = *run;
     // Every payer at once, as many in flight as the pool has connections (the sandbox chain
     // serializes deposits on its row lock anyway; more would only queue for a connection).
     let payments: Arc<Vec<(String, Decimal)>> = Arc::new(super::payments_of(invoices)?);

@@ -204,11 +204,8 @@ async fn measure(args: &BenchPipelineArgs, gate: &'static Gate, db_url: &str, pr
         async move { stage_stop.cancelled().await },
     ));
     wait_for_scanner(&state.db, gate).await?;
-    let targets = if args.sustained {
-        sustained::run(args, gate, interval_ms, &state.db, &invoices, prefix).await
-    } else {
-        burst::run(args, gate, interval_ms, &state.db, &invoices, prefix).await
-    };
+    let run = Run { args, gate, interval_ms, db: &state.db, invoices: &invoices, prefix };
+    let targets = if args.sustained { sustained::run(&run).await } else { burst::run(&run).await };
     stop.cancel();
     workers.await.context("worker task")?.context("workers")?;
     let targets = targets?;
@@ -265,6 +262,17 @@ async fn create_invoices(
         all.extend(r??);
     }
     Ok(all)
+}
+
+/// What a paying mode needs: the options, the gate and its block interval, the database the
+/// workers use, the invoices (each with the amount it is paid), the Redis key prefix.
+struct Run<'a> {
+    args: &'a BenchPipelineArgs,
+    gate: &'static Gate,
+    interval_ms: u64,
+    db: &'a DatabaseConnection,
+    invoices: &'a [(invoice::Model, Decimal)],
+    prefix: &'a str,
 }
 
 /// Waits until the scanner's first tip read has created the chain (block 1) and its cursor: the

@@ -10,12 +10,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use chrono::{DateTime, Utc};
 use domain::chain::sandbox::SandboxChain;
-use domain::gates::Gate;
-use entity::invoice;
-use rust_decimal::Decimal;
-use sea_orm::DatabaseConnection;
 
-use super::{BenchPipelineArgs, Sample, pct, profile, read_back, secs, wait_for_credits};
+use super::{Run, Sample, pct, profile, read_back, secs, wait_for_credits};
 
 /// Issue 18's goals: at least this many credits a second, sustained for at least `GOAL_SECS`,
 /// with p99 from the completing block to the credit under `GOAL_P99_MS` and no growing backlog.
@@ -25,14 +21,8 @@ const GOAL_P99_MS: f64 = 1000.0;
 /// Slices of payments sent per second.
 const SLICES_PER_SEC: usize = 10;
 
-pub(super) async fn run(
-    args: &BenchPipelineArgs,
-    gate: &'static Gate,
-    interval_ms: u64,
-    db: &DatabaseConnection,
-    invoices: &[(invoice::Model, Decimal)],
-    prefix: &str,
-) -> anyhow::Result<bool> {
+pub(super) async fn run(run: &Run<'_>) -> anyhow::Result<bool> {
+    let Run { args, gate, interval_ms, db, invoices, prefix } = *run;
     let payments = super::payments_of(invoices)?;
     let n = payments.len();
     let chain = SandboxChain::new(db.clone(), gate, interval_ms);
