@@ -30,6 +30,12 @@ pub enum PipelineError {
     Invariant(String),
 }
 
+/// Until this depth a credited payment is still watched for reversal: twice its required
+/// confirmations.
+pub fn final_depth(required: i32) -> i32 {
+    required.saturating_mul(2)
+}
+
 /// Applies `trigger` to the invoice with a guarded update (`WHERE status = <from>`) and returns
 /// the invoice after it, or `None` when the trigger does not apply or another writer moved the
 /// invoice first. `paid_at` is set on the way to paid/overpaid.

@@ -707,7 +707,7 @@ pub async fn due_payments(
         .filter(
             Condition::any()
                 .add(completed(PaymentStatus::Confirming, required))
-                .add(completed(PaymentStatus::Confirmed, super::tracker::final_depth(required))),
+                .add(completed(PaymentStatus::Confirmed, super::final_depth(required))),
         )
         .all(db)
         .await?

@@ -18,7 +18,7 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use super::{PipelineError, transition, transition_many};
+use super::{PipelineError, final_depth, transition, transition_many};
 use crate::chain::{Chain, Chains, TxStatus};
 use domain::config::PipelineConfig;
 use domain::events::{self, kind};
@@ -38,12 +38,6 @@ pub enum Next {
     /// No job: the scanner hands the payment over with the block that completes its next
     /// milestone (the sweeper, once `next_check_at` is overdue, should that be lost).
     AwaitsHandOver,
-}
-
-/// Until this depth a credited payment is still watched for reversal: twice its required
-/// confirmations.
-pub fn final_depth(required: i32) -> i32 {
-    required.saturating_mul(2)
 }
 
 /// [`track_payment_chain`] as the start of a new job chain (a scan's hand-over, the sweeper, a
