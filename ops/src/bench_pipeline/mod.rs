@@ -64,7 +64,7 @@ pub struct BenchPipelineArgs {
     /// Override `pipeline.track_interval_ms` (default 1000).
     #[arg(long)]
     track_interval_ms: Option<u64>,
-    /// Override `pipeline.stage_concurrency` of `track-payment` (default 4).
+    /// Override `pipeline.stage_concurrency` of the tracker's queues, `track-due` and `track-payment` (default 4).
     #[arg(long)]
     track_concurrency: Option<usize>,
     /// Instead of one burst, pay `--rate` invoices a second for `--secs` seconds (rate × secs
@@ -139,6 +139,7 @@ async fn measure(args: &BenchPipelineArgs, gate: &'static Gate, db_url: &str, pr
     }
     if let Some(v) = args.track_concurrency {
         config.pipeline.stage_concurrency.insert("track-payment".into(), v);
+        config.pipeline.stage_concurrency.insert("track-due".into(), v);
     }
     let interval_ms = config.sandbox.interval_ms(gate.id);
     ensure!(interval_ms > 0, "the block interval must be positive (blocks are timed, never mined by hand here)");
@@ -156,12 +157,13 @@ async fn measure(args: &BenchPipelineArgs, gate: &'static Gate, db_url: &str, pr
         }
     );
     println!(
-        "intervals: block {} ms, scan {} ms, track {} ms, sweep {} ms; concurrency deposit-scan {}, track-payment {}",
+        "intervals: block {} ms, scan {} ms, track {} ms, sweep {} ms; concurrency deposit-scan {}, track-due {}, track-payment {}",
         interval_ms,
         config.pipeline.scan_interval_ms,
         config.pipeline.track_interval_ms,
         config.pipeline.sweep_interval_ms,
         stage_conc("deposit-scan"),
+        stage_conc("track-due"),
         stage_conc("track-payment"),
     );
     println!(
