@@ -478,6 +478,11 @@ async fn confirm_together(
             .await?;
         moved.extend(rows.into_iter().map(|p| (p, converting)));
     }
+    if moved.is_empty() {
+        // All confirmed before (a replay, or another tracker): nothing to write.
+        txn.rollback().await?;
+        return Ok(Vec::new());
+    }
     moved.sort_by_key(|(p, _)| (p.invoice_id, p.id));
     let invoices = invoices_see_confirmations(&txn, &moved, now).await?;
     // After the invoices' own events: `balance.credited` follows each payment it credits.
@@ -568,8 +573,11 @@ async fn invoices_see_confirmations<C: ConnectionTrait>(
     for chunk in ids.chunks(INVOICES_PER_STATEMENT) {
         let mut amount_paid = CaseStatement::new();
         for id in chunk {
-            let sum = paid.get(id).copied().unwrap_or_default();
-            amount_paid = amount_paid.case(invoice::Column::Id.eq(*id), Expr::value(Amount::new(sum)));
+            let sum = Amount::new(paid.get(id).copied().unwrap_or_default());
+            amount_paid = amount_paid.case(invoice::Column::Id.eq(*id), Expr::value(sum));
+            if let Some(inv) = invoices.get_mut(id) {
+                inv.amount_paid = sum;
+            }
         }
         invoice::Entity::update_many()
             .col_expr(invoice::Column::AmountPaid, amount_paid.finally(Expr::col(invoice::Column::AmountPaid)).into())
@@ -592,9 +600,7 @@ async fn invoices_see_confirmations<C: ConnectionTrait>(
     let mut transitions: Vec<((InvoiceStatus, InvoiceTrigger), Vec<Uuid>)> = Vec::new();
     let mut caused = HashMap::new();
     for (p, _) in moved {
-        let inv =
-            invoices.get_mut(&p.invoice_id).ok_or_else(|| PipelineError::Invariant("invoice not locked".into()))?;
-        inv.amount_paid = Amount::new(paid.get(&inv.id).copied().unwrap_or_default());
+        let inv = invoices.get(&p.invoice_id).ok_or_else(|| PipelineError::Invariant("invoice not locked".into()))?;
         let expired = inv.expires_at.is_some_and(|e| e < now);
         if inv.status.takes_late_deposits() || (inv.status == InvoiceStatus::Underpaid && expired) {
             late.push(p);
