@@ -38,6 +38,15 @@ pub trait Filter<E: EntityTrait> {
     fn apply(&self, q: Select<E>) -> Select<E>;
 }
 
+/// The list filter `currency=…`: a gate id (`tron_usdt`) selects that gate's rows, anything else
+/// the rows of that asset code (`usdt` as `USDT`, on every network).
+pub fn currency_is<C: ColumnTrait>(gate_id: C, currency: C, given: &str) -> sea_orm::sea_query::SimpleExpr {
+    match crate::gates::find(given) {
+        Some(g) => gate_id.eq(g.id),
+        None => currency.eq(given.to_ascii_uppercase()),
+    }
+}
+
 impl Principal {
     /// Every row of `E` this key may see: its merchant's, in its environment.
     pub fn rows<E: Owned>(&self) -> Select<E> {

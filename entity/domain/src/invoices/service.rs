@@ -247,11 +247,7 @@ impl Filter<invoice::Entity> for ListFilter {
             q = q.filter(invoice::Column::Status.eq(s));
         }
         if let Some(c) = &self.currency {
-            // An asset code (`USDT`) or a gate id (`tron_usdt`).
-            q = match gates::find(c) {
-                Some(g) => q.filter(invoice::Column::GateId.eq(g.id)),
-                None => q.filter(invoice::Column::Currency.eq(c.to_ascii_uppercase())),
-            };
+            q = q.filter(owned::currency_is(invoice::Column::GateId, invoice::Column::Currency, c));
         }
         if let Some(n) = &self.network {
             q = q.filter(invoice::Column::Network.eq(n.as_str()));

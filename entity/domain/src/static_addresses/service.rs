@@ -87,10 +87,7 @@ pub struct ListFilter {
 impl Filter<static_address::Entity> for ListFilter {
     fn apply(&self, mut q: Select<static_address::Entity>) -> Select<static_address::Entity> {
         if let Some(c) = &self.currency {
-            q = match gates::find(c) {
-                Some(g) => q.filter(static_address::Column::GateId.eq(g.id)),
-                None => q.filter(static_address::Column::Currency.eq(c.to_ascii_uppercase())),
-            };
+            q = q.filter(owned::currency_is(static_address::Column::GateId, static_address::Column::Currency, c));
         }
         if let Some(n) = &self.network {
             q = q.filter(static_address::Column::Network.eq(n.as_str()));
