@@ -1202,3 +1202,64 @@ async fn a_hand_over_confirms_its_payments_together_and_credits_each_once() {
     // Confirmed together, an invoice's payments count together: it is paid once, at the first.
     assert_eq!(p.events(a).await, ["invoice.confirming", "invoice.paid", "balance.credited", "balance.credited"]);
 }
+
+#[tokio::test]
+async fn the_sandbox_answers_a_batch_of_looks_each_in_its_place() {
+    use workers::chain::{Look, TxStatus};
+    let p = pipe().await;
+    let (_, deep) = p.paid_invoice("BTC", "bitcoin", "1").await;
+    p.mine("bitcoin", 2).await;
+    let (_, reversed) = p.paid_invoice("BTC", "bitcoin", "0.5").await;
+    p.mine("bitcoin", 1).await;
+    p.reverse_and_step(&reversed).await;
+    let (_, unmined) = p.paid_invoice("BTC", "bitcoin", "0.25").await;
+    fn look(d: &Value) -> Look<'_> {
+        Look {
+            tx_hash: d["tx_hash"].as_str().unwrap(),
+            output_index: d["output_index"].as_i64().unwrap(),
+            seen_at: None,
+        }
+    }
+    let mut looks = vec![look(&deep), look(&reversed), look(&unmined), look(&deep)];
+    looks.push(Look { tx_hash: "no-such-transfer", output_index: 0, seen_at: None });
+    looks.push(Look { output_index: 1, ..look(&deep) });
+    let chain = p.chains.get(Environment::Test, "bitcoin").unwrap();
+    let batch: Vec<TxStatus> = chain.statuses(&looks).await.into_iter().map(Result::unwrap).collect();
+    let expected = [
+        TxStatus::Confirmations(3),
+        TxStatus::Gone,
+        TxStatus::Confirmations(0),
+        TxStatus::Confirmations(3),
+        TxStatus::Gone,
+        TxStatus::Gone,
+    ];
+    assert_eq!(batch, expected);
+    // The same answers as the looks one by one.
+    for (l, want) in looks.iter().zip(expected) {
+        assert_eq!(chain.status(l.tx_hash, l.output_index, l.seen_at).await.unwrap(), want, "{l:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_timed_sandbox_says_when_its_next_block_is_due() {
+    use domain::chain::sandbox::SandboxChain;
+    use workers::chain::Chain;
+    let p = pipe().await;
+    let gate = domain::gates::find("bitcoin").unwrap();
+    // The suite's chains move only when mined: no block is ever due by time.
+    assert_eq!(p.chains.get(Environment::Test, "bitcoin").unwrap().next_block_at().await, None);
+    let timed = SandboxChain::new(p.app.state.db.clone(), gate, 200);
+    let before = chrono::Utc::now();
+    let at = Chain::next_block_at(&timed).await.expect("a timed chain knows its next block");
+    let after = chrono::Utc::now();
+    assert!(at > before && at <= after + chrono::Duration::milliseconds(200), "{before} < {at} <= {after} + 200 ms");
+    // Once the tip has grown by that block, the next one is due later.
+    let tip = timed.tip().await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while timed.tip().await.unwrap() == tip {
+        assert!(std::time::Instant::now() < deadline, "the timed chain never grew");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(chrono::Utc::now() >= at, "a block came before it was due");
+    assert!(Chain::next_block_at(&timed).await.unwrap() > at);
+}

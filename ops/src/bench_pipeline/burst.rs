@@ -42,6 +42,7 @@ pub(super) async fn run(run: &Run<'_>) -> anyhow::Result<bool> {
         r??;
     }
     let burst_secs = t.elapsed().as_secs_f64();
+    super::analyze_chain(db).await?;
     let metrics = wait_for_credits(db, gate, invoices.len(), args.timeout_secs).await?;
     let timeline = read_back(db, gate, interval_ms).await?;
 

@@ -71,8 +71,9 @@ pub struct BenchPipelineArgs {
     /// invoices; `--invoices` is ignored) and measure whether the pipeline keeps up.
     #[arg(long)]
     sustained: bool,
-    /// Invoices paid per second with `--sustained`.
-    #[arg(long, default_value_t = 1000)]
+    /// Invoices paid per second with `--sustained`. 5 % above the 1,000 credits/s goal: the
+    /// window's figure is at best the offered rate, less its edges.
+    #[arg(long, default_value_t = 1050)]
     rate: usize,
     /// Seconds of paying with `--sustained`.
     #[arg(long, default_value_t = 60)]
@@ -279,6 +280,14 @@ struct Run<'a> {
 
 /// Waits until the scanner's first tip read has created the chain (block 1) and its cursor: the
 /// workers are up.
+/// Statistics of the sandbox's transfers as autovacuum keeps them on a running deployment. The
+/// benchmark's chain is minutes old: without them the planner takes the tracker's batched look
+/// (`tx_hash IN (…)`) for a scan of every transfer of the gate (150 ms a batch instead of 1 ms).
+async fn analyze_chain(db: &DatabaseConnection) -> anyhow::Result<()> {
+    db.execute_unprepared("ANALYZE sandbox_transfers").await?;
+    Ok(())
+}
+
 async fn wait_for_scanner(db: &DatabaseConnection, gate: &Gate) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(30);
     while entity::scan_cursor::Entity::find_by_id((Environment::Test, gate.id.to_owned())).one(db).await?.is_none() {

@@ -36,6 +36,9 @@ pub(super) async fn run(run: &Run<'_>) -> anyhow::Result<bool> {
         let due = (args.rate * slice / SLICES_PER_SEC).min(n);
         if due > sent {
             chain.deposit_many(&payments[sent..due]).await.context("bulk sandbox deposit")?;
+            if sent == 0 {
+                super::analyze_chain(db).await?;
+            }
             sent = due;
         }
         if tokio::time::Instant::now() > due_at {

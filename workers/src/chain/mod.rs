@@ -32,6 +32,18 @@ pub struct Transfer {
     pub block_height: u64,
 }
 
+/// One transfer the tracker asks the chain about ([`Chain::statuses`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Look<'a> {
+    pub tx_hash: &'a str,
+    pub output_index: i64,
+    /// The block (ledger, slot) it was recorded in; `None`: not in a block when seen.
+    pub seen_at: Option<u64>,
+}
+
+/// Looks of one batch in flight at once where an adapter asks them one by one.
+pub const LOOKS_AT_ONCE: usize = 8;
+
 /// Where a seen transfer stands on the chain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TxStatus {
@@ -138,6 +150,23 @@ pub trait Chain: Send + Sync {
     /// holds that block's history (a pruned or lagging node answers an error, retried): an
     /// adapter whose nodes may keep part of the history asks within `seen_at`.
     async fn status(&self, tx_hash: &str, output_index: i64, seen_at: Option<u64>) -> Result<TxStatus, ChainError>;
+    /// [`Chain::status`] of several transfers, each answer in the place of its look (a failed
+    /// look fails alone). By default each is asked on its own, [`LOOKS_AT_ONCE`] in flight; an
+    /// adapter that can answer many in one request overrides it.
+    async fn statuses(&self, looks: &[Look<'_>]) -> Vec<Result<TxStatus, ChainError>> {
+        let mut answers = Vec::with_capacity(looks.len());
+        for part in looks.chunks(LOOKS_AT_ONCE) {
+            let asked = part.iter().map(|l| self.status(l.tx_hash, l.output_index, l.seen_at));
+            answers.extend(futures::future::join_all(asked).await);
+        }
+        answers
+    }
+    /// When the next block is due, where the adapter knows it (the sandbox's blocks are timed):
+    /// the scanner then looks right after it instead of at its next poll. `None` (the default,
+    /// every live chain): the scanner polls every `pipeline.scan_interval_ms`.
+    async fn next_block_at(&self) -> Option<chrono::DateTime<chrono::Utc>> {
+        None
+    }
     /// Whether one `Gone` answer is final. False for any chain read from a remote node (a
     /// lagging node or a reorganisation can hide a transaction for a while): the tracker then
     /// reverses only after the transaction stayed missing over a span of blocks. True only

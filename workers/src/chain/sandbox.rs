@@ -2,6 +2,8 @@
 //! `domain::chain::sandbox::SandboxChain` (the test helpers, `ops sandbox`), which every process
 //! shares through the database; payouts signed by the sandbox signer land in `sandbox_broadcast`.
 
+use std::collections::{HashMap, HashSet};
+
 use chrono::Utc;
 pub use domain::chain::sandbox::SandboxChain;
 use domain::chain::sandbox::{failure_destination, sandbox_fee};
@@ -11,7 +13,7 @@ use sea_orm::sea_query::OnConflict;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 
 use super::signer::SandboxTx;
-use super::{Broadcast, Chain, ChainError, Outgoing, SignedTx, Transfer, TxStatus};
+use super::{Broadcast, Chain, ChainError, Look, Outgoing, SignedTx, Transfer, TxStatus};
 
 /// Accepts a sandbox-signed transaction into the block after the tip (once per hash).
 async fn send(chain: &SandboxChain, tx: &SignedTx) -> Result<Broadcast, ChainError> {
@@ -46,6 +48,33 @@ async fn send(chain: &SandboxChain, tx: &SignedTx) -> Result<Broadcast, ChainErr
     Ok(if n == 1 { Broadcast::Accepted } else { Broadcast::AlreadyKnown })
 }
 
+/// Transfers read per statement by [`Chain::statuses`].
+const LOOKS_PER_READ: usize = 500;
+
+/// What the chain says of each look, in one read of the transfers (by hash, within the gate)
+/// per [`LOOKS_PER_READ`] and one of the tip. A reversed transfer is gone.
+async fn look_up(chain: &SandboxChain, looks: &[Look<'_>]) -> Result<Vec<TxStatus>, ChainError> {
+    let mut on_chain: HashMap<(String, i64), i64> = HashMap::with_capacity(looks.len());
+    for part in looks.chunks(LOOKS_PER_READ) {
+        let hashes: HashSet<&str> = part.iter().map(|l| l.tx_hash).collect();
+        let rows = sandbox_transfer::Entity::find()
+            .filter(sandbox_transfer::Column::GateId.eq(chain.gate().id))
+            .filter(sandbox_transfer::Column::TxHash.is_in(hashes))
+            .filter(sandbox_transfer::Column::ReversedAt.is_null())
+            .all(chain.db())
+            .await?;
+        on_chain.extend(rows.into_iter().map(|t| ((t.tx_hash, t.output_index), t.block_height)));
+    }
+    let tip = chain.tip().await? as i64;
+    Ok(looks
+        .iter()
+        .map(|l| match on_chain.get(&(l.tx_hash.to_owned(), l.output_index)) {
+            None => TxStatus::Gone,
+            Some(&h) => TxStatus::Confirmations(if h > tip { 0 } else { (tip - h + 1) as u64 }),
+        })
+        .collect())
+}
+
 #[async_trait::async_trait]
 impl Chain for SandboxChain {
     fn gate(&self) -> &'static Gate {
@@ -77,16 +106,24 @@ impl Chain for SandboxChain {
             .collect())
     }
 
-    async fn status(&self, tx_hash: &str, output_index: i64, _seen_at: Option<u64>) -> Result<TxStatus, ChainError> {
-        let t = sandbox_transfer::Entity::find()
-            .filter(sandbox_transfer::Column::GateId.eq(self.gate().id))
-            .filter(sandbox_transfer::Column::TxHash.eq(tx_hash))
-            .filter(sandbox_transfer::Column::OutputIndex.eq(output_index))
-            .one(self.db())
-            .await?;
-        let Some(t) = t.filter(|t| t.reversed_at.is_none()) else { return Ok(TxStatus::Gone) };
-        let tip = self.tip().await? as i64;
-        Ok(TxStatus::Confirmations(if t.block_height > tip { 0 } else { (tip - t.block_height + 1) as u64 }))
+    async fn status(&self, tx_hash: &str, output_index: i64, seen_at: Option<u64>) -> Result<TxStatus, ChainError> {
+        let mut one = look_up(self, &[Look { tx_hash, output_index, seen_at }]).await?;
+        Ok(one.pop().unwrap_or(TxStatus::Gone))
+    }
+
+    /// One read of the batch's transfers (by hash, within the gate) and one of the tip.
+    async fn statuses(&self, looks: &[Look<'_>]) -> Vec<Result<TxStatus, ChainError>> {
+        match look_up(self, looks).await {
+            Ok(all) => all.into_iter().map(Ok).collect(),
+            Err(e) => {
+                let why = e.to_string();
+                looks.iter().map(|_| Err(ChainError::Unavailable(why.clone()))).collect()
+            }
+        }
+    }
+
+    async fn next_block_at(&self) -> Option<chrono::DateTime<Utc>> {
+        SandboxChain::next_block_at(self).await.ok().flatten()
     }
 
     /// A sandbox transfer is gone only when it was reversed on purpose (`reversed_at` is set in

@@ -105,15 +105,19 @@ impl<'a> Scanner<'a> {
         Self { db, chain, env, batch, ahead: None }
     }
 
+    /// The blocks (`from..=to`) the next call to [`Scanner::next`] records, read from the chain
+    /// now if they were not read ahead. `Ok(None)` when there are none.
+    pub async fn peek(&mut self) -> Result<Option<(u64, u64)>, PipelineError> {
+        if self.ahead.is_none() {
+            self.ahead = read_next(self.db, self.chain, self.env, self.batch).await?;
+        }
+        Ok(self.ahead.as_ref().map(|r| (r.from, r.to)))
+    }
+
     /// Records the next batch. `Ok(None)` when there is nothing new (or another scanner took it).
     pub async fn next(&mut self) -> Result<Option<ScanReport>, PipelineError> {
-        let read = match self.ahead.take() {
-            Some(read) => read,
-            None => match read_next(self.db, self.chain, self.env, self.batch).await? {
-                Some(read) => read,
-                None => return Ok(None),
-            },
-        };
+        self.peek().await?;
+        let Some(read) = self.ahead.take() else { return Ok(None) };
         let next_from = read.to + 1;
         let ahead = async {
             let tip = self.chain.tip().await?;
@@ -177,23 +181,20 @@ async fn record(
     }
     let recorded = record_transfers(&txn, env, chain, to, &transfers, Seen::InBlock).await?;
     txn.commit().await?;
-    // Keep unconfirmed payments' confirmations current for readers up to the depth they need
-    // (one statement per scan; integer arithmetic, not money); past it the tracker, which
-    // credits them, writes what it reads. Bounded by the payments of the last blocks, not by
-    // every payment still waiting for its credit. Outside the transaction: it locks nothing else.
+    // Keep unconfirmed payments' confirmations current for readers while they stay short of
+    // the depth they need (one statement per scan; integer arithmetic, not money). A payment
+    // these blocks bring to its depth is the tracker's, which confirms it and writes what it
+    // reads, possibly at this moment: the two never lock the same rows. Bounded by the payments
+    // of the last blocks, not by every payment still waiting for its credit. Outside the
+    // transaction: it locks nothing else.
+    let depth = sea_orm::sea_query::ExprTrait::sub(Expr::val((to + 1) as i64), Expr::col(payment::Column::BlockHeight));
     payment::Entity::update_many()
-        .col_expr(
-            payment::Column::Confirmations,
-            sea_orm::sea_query::ExprTrait::sub(Expr::val((to + 1) as i64), Expr::col(payment::Column::BlockHeight)),
-        )
+        .col_expr(payment::Column::Confirmations, depth.clone())
         .filter(payment::Column::Environment.eq(env))
         .filter(payment::Column::GateId.eq(gate.id))
         .filter(payment::Column::Status.eq(PaymentStatus::Confirming))
         .filter(payment::Column::BlockHeight.lte(to as i64))
-        .filter(sea_orm::sea_query::ExprTrait::lt(
-            Expr::col(payment::Column::Confirmations),
-            Expr::col(payment::Column::RequiredConfirmations),
-        ))
+        .filter(sea_orm::sea_query::ExprTrait::lt(depth, Expr::col(payment::Column::RequiredConfirmations)))
         .exec(db)
         .await?;
     Ok(Some(ScanReport { from, to, transfers: report_len, recorded }))

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use chrono::Utc;
 use entity::{
-    Amount, Bucket, EntryType, InvoiceStatus, InvoiceTrigger, PaymentStatus, invoice, payment, static_address,
+    Amount, Bucket, EntryType, Environment, InvoiceStatus, InvoiceTrigger, PaymentStatus, invoice, payment,
+    static_address,
 };
 use rust_decimal::Decimal;
 use sea_orm::sea_query::{CaseStatement, Expr};
@@ -19,7 +20,7 @@ use sea_orm::{
 use uuid::Uuid;
 
 use super::{PipelineError, final_depth, transition, transition_many};
-use crate::chain::{Chain, Chains, TxStatus};
+use crate::chain::{Chain, Chains, Look, TxStatus};
 use domain::config::PipelineConfig;
 use domain::events::{self, kind};
 use domain::ledger::{self, Credit, Posting};
@@ -89,24 +90,30 @@ pub async fn track_due(
         Err(e) => return (Vec::new(), Some(e.into())),
     };
     // What the chain says of each: at its required depth (to confirm), at its final depth (to
-    // stop watching), or anything else (its own track below).
-    let looks: Vec<(payment::Model, i32)> = futures::stream::iter(payments)
-        .filter(|p| {
-            let watched = matches!(p.status, PaymentStatus::Confirming | PaymentStatus::Confirmed);
-            std::future::ready(watched && p.missing_since_height.is_none())
-        })
-        .map(|p| async move {
-            let chain = chains.get(p.environment, &p.gate_id)?;
-            // A failed look is taken again by the payment's own track below.
-            match chain.status(&p.tx_hash, p.output_index, seen_at(&p)).await.ok()? {
-                TxStatus::Confirmations(n) => Some((p, i32::try_from(n).unwrap_or(i32::MAX))),
-                TxStatus::Gone => None,
+    // stop watching), or anything else (its own track below). One batch of looks per chain.
+    let mut by_chain: HashMap<(Environment, String), Vec<payment::Model>> = HashMap::new();
+    for p in payments {
+        let watched = matches!(p.status, PaymentStatus::Confirming | PaymentStatus::Confirmed);
+        if watched && p.missing_since_height.is_none() {
+            by_chain.entry((p.environment, p.gate_id.clone())).or_default().push(p);
+        }
+    }
+    let mut looks: Vec<(payment::Model, i32)> = Vec::new();
+    for ((env, gate_id), payments) in by_chain {
+        let Some(chain) = chains.get(env, &gate_id) else { continue };
+        let asked: Vec<Look<'_>> = payments
+            .iter()
+            .map(|p| Look { tx_hash: &p.tx_hash, output_index: p.output_index, seen_at: seen_at(p) })
+            .collect();
+        let answers = chain.statuses(&asked).await;
+        drop(asked);
+        // A failed look (or a gone transfer) is taken again by the payment's own track below.
+        for (p, answer) in payments.into_iter().zip(answers) {
+            if let Ok(TxStatus::Confirmations(n)) = answer {
+                looks.push((p, i32::try_from(n).unwrap_or(i32::MAX)));
             }
-        })
-        .buffer_unordered(LOOKS_AT_ONCE)
-        .filter_map(std::future::ready)
-        .collect()
-        .await;
+        }
+    }
     let (mut due, mut finals) = (Vec::new(), Vec::new());
     for (p, n) in looks {
         match p.status {
@@ -150,7 +157,7 @@ pub async fn track_due(
     let rest = payment_ids.iter().copied().filter(|id| !handled.contains(id));
     let tracked: Vec<(Uuid, Result<Next, PipelineError>)> = futures::stream::iter(rest)
         .map(|id| async move { (id, track_payment(db, chains, cfg, id).await) })
-        .buffer_unordered(LOOKS_AT_ONCE)
+        .buffer_unordered(TRACKS_AT_ONCE)
         .collect()
         .await;
     for (id, r) in tracked {
@@ -198,8 +205,8 @@ async fn finish(db: &DatabaseConnection, ids: &[Uuid], confirmations: i32) -> Re
     Ok(ids.iter().map(|id| (*id, Next::Done)).collect())
 }
 
-/// Chain looks and payment tracks of one batch in flight at once.
-const LOOKS_AT_ONCE: usize = 8;
+/// Payment tracks of one batch in flight at once.
+const TRACKS_AT_ONCE: usize = crate::chain::LOOKS_AT_ONCE;
 
 /// Stores the chain's next look (or that there is none) on the payment.
 async fn schedule(db: &DatabaseConnection, id: Uuid, again: Option<Duration>) -> Result<Next, PipelineError> {

@@ -2,11 +2,17 @@
 //! the adapter reads one, its mempool) and hands the payments whose confirmations they completed
 //! to the tracker.
 
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
 use entity::Environment;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
 
-use super::{StageCtx, repeat};
+use super::StageCtx;
+use crate::chain::Chain;
 use crate::pipeline::scanner;
 use crate::platform::{Job, JobError};
 use crate::stages::tracker::TrackDue;
@@ -34,16 +40,21 @@ pub(super) async fn handle(ctx: &StageCtx, job: ScanGate) -> Result<(), JobError
     // one read from the chain meanwhile.
     let mut scan = scanner::Scanner::new(&ctx.db, chain.as_ref(), job.environment, batch);
     for _ in 0..20 {
+        let Some((from, to)) = scan.peek().await? else {
+            break;
+        };
+        // The payments recorded before whose confirmations these blocks complete go to the
+        // tracker first, so their credits do not wait for this batch's new deposits; then the
+        // new ones that one block suffices for. The others wait for the block that completes
+        // them. A lost push only delays: the sweeper finds payments nobody checked lately.
+        let early = scanner::due_payments(&ctx.db, job.environment, chain.gate(), from, to).await?;
+        hand_over(ctx, &early).await?;
         let Some(report) = scan.next().await? else {
             break;
         };
-        // The payments whose confirmations these blocks completed (new ones included when one
-        // block suffices) go to the tracker now; the others wait for the block that completes
-        // them. A lost push only delays: the sweeper finds payments nobody checked lately.
-        let due = scanner::due_payments(&ctx.db, job.environment, chain.gate(), report.from, report.to).await?;
-        for ids in due.chunks(DUE_PER_JOB) {
-            ctx.queues.push(TrackDue { payment_ids: ids.to_vec() }).await?;
-        }
+        let early: HashSet<Uuid> = early.into_iter().collect();
+        let new = scanner::due_payments(&ctx.db, job.environment, chain.gate(), report.from, report.to).await?;
+        hand_over(ctx, &new.into_iter().filter(|id| !early.contains(id)).collect::<Vec<_>>()).await?;
     }
     // Deposits still in the mempool show as `confirming` with 0 confirmations; the block that
     // takes them hands them to the tracker as above.
@@ -51,16 +62,104 @@ pub(super) async fn handle(ctx: &StageCtx, job: ScanGate) -> Result<(), JobError
     Ok(())
 }
 
-/// Every `scan_interval_ms`, a scan job for every watched gate.
+/// Hands `due` payments to the tracker, [`DUE_PER_JOB`] a job.
+async fn hand_over(ctx: &StageCtx, due: &[Uuid]) -> Result<(), JobError> {
+    for ids in due.chunks(DUE_PER_JOB) {
+        ctx.queues.push(TrackDue { payment_ids: ids.to_vec() }).await?;
+    }
+    Ok(())
+}
+
+/// A scan job for every watched gate every `scan_interval_ms`, and right after each block where
+/// the chain knows when its blocks come (the sandbox's timed blocks): a block is scanned as soon
+/// as it exists, not up to an interval later.
 pub(super) async fn background(ctx: StageCtx, stop: CancellationToken) {
-    let every = std::time::Duration::from_millis(ctx.config.pipeline.scan_interval_ms.max(10));
-    repeat(&stop, every, || async {
-        for (environment, chain) in ctx.chains.all() {
-            let job = ScanGate { environment, gate_id: chain.gate().id.into() };
+    let every = Duration::from_millis(ctx.config.pipeline.scan_interval_ms.max(10));
+    let chains = ctx.chains.all();
+    let mut due: Vec<Instant> = vec![Instant::now(); chains.len()];
+    while !stop.is_cancelled() {
+        for ((environment, chain), at) in chains.iter().zip(due.iter_mut()) {
+            if *at > Instant::now() {
+                continue;
+            }
+            let job = ScanGate { environment: *environment, gate_id: chain.gate().id.into() };
             if let Err(e) = ctx.queues.push(job).await {
                 tracing::warn!(error = %e, "could not enqueue a scan");
             }
+            *at = next_scan(chain.as_ref(), every).await;
         }
-    })
-    .await
+        let Some(&first) = due.iter().min() else { return };
+        tokio::select! {
+            () = stop.cancelled() => break,
+            () = tokio::time::sleep_until(first.max(Instant::now() + MIN_GAP).into()) => {}
+        }
+    }
+}
+
+/// Least time between two scan jobs of one gate.
+const MIN_GAP: Duration = Duration::from_millis(10);
+/// How long after a block's due time its scan is pushed (the scan itself reads it later still).
+const AFTER_BLOCK: Duration = Duration::from_millis(2);
+
+/// When to push the next scan of `chain`: after `every`, or just after its next block if that is
+/// sooner.
+async fn next_scan(chain: &dyn Chain, every: Duration) -> Instant {
+    let polled = Instant::now() + every;
+    let Some(block_at) = chain.next_block_at().await else { return polled };
+    let until = (block_at - Utc::now()).to_std().unwrap_or_default();
+    polled.min(Instant::now() + until + AFTER_BLOCK)
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::DateTime;
+
+    use super::*;
+    use crate::chain::{ChainError, Transfer, TxStatus};
+
+    /// A chain that says only when its next block is due.
+    struct Timed(Option<DateTime<Utc>>);
+
+    #[async_trait::async_trait]
+    impl Chain for Timed {
+        fn gate(&self) -> &'static domain::gates::Gate {
+            domain::gates::find("bitcoin").expect("a gate")
+        }
+        async fn tip(&self) -> Result<u64, ChainError> {
+            Ok(1)
+        }
+        async fn transfers(&self, _: u64, _: u64) -> Result<Vec<Transfer>, ChainError> {
+            Ok(Vec::new())
+        }
+        async fn status(&self, _: &str, _: i64, _: Option<u64>) -> Result<TxStatus, ChainError> {
+            Ok(TxStatus::Gone)
+        }
+        async fn next_block_at(&self) -> Option<DateTime<Utc>> {
+            self.0
+        }
+    }
+
+    #[tokio::test]
+    async fn a_gate_is_scanned_right_after_its_next_block_or_at_the_poll_interval() {
+        let every = Duration::from_secs(1);
+        let slack = Duration::from_millis(50);
+        // A live chain: the poll interval.
+        let start = Instant::now();
+        let at = next_scan(&Timed(None), every).await;
+        assert!(at >= start + every && at <= Instant::now() + every);
+        // A block due in 100 ms: just after it.
+        let start = Instant::now();
+        let at = next_scan(&Timed(Some(Utc::now() + chrono::Duration::milliseconds(100))), every).await;
+        assert!(
+            at >= start + Duration::from_millis(90) && at <= start + Duration::from_millis(100) + AFTER_BLOCK + slack
+        );
+        // One due in 5 s: the poll comes first.
+        let start = Instant::now();
+        let at = next_scan(&Timed(Some(Utc::now() + chrono::Duration::seconds(5))), every).await;
+        assert!(at >= start + every && at <= Instant::now() + every);
+        // One already due: now.
+        let start = Instant::now();
+        let at = next_scan(&Timed(Some(Utc::now() - chrono::Duration::seconds(1))), every).await;
+        assert!(at >= start && at <= Instant::now() + AFTER_BLOCK);
+    }
 }

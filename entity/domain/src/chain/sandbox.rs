@@ -72,6 +72,16 @@ impl SandboxChain {
             .ok_or_else(|| sea_orm::DbErr::RecordNotFound("sandbox chain".into()))
     }
 
+    /// When the block after the current tip is due (`None`: blocks are made by hand only).
+    pub async fn next_block_at(&self) -> Result<Option<DateTime<Utc>>, sea_orm::DbErr> {
+        if self.interval_ms == 0 {
+            return Ok(None);
+        }
+        let r = self.row(&self.db).await?;
+        let (_, advanced_at) = due(self.interval_ms, r.advanced_at, Utc::now());
+        Ok(Some(advanced_at + Duration::milliseconds(self.interval_ms as i64)))
+    }
+
     /// Adds `extra` blocks plus the ones due by time, with a guarded update; returns the height.
     pub async fn advance<C: ConnectionTrait>(&self, db: &C, extra: i64) -> Result<i64, sea_orm::DbErr> {
         loop {
