@@ -4,6 +4,9 @@
 //! attempt under concurrency, lost jobs found again, secret rotation, and outbound safety at
 //! connect time. Runs on SQLite, and on PostgreSQL with `pg-tests`.
 
+#[allow(dead_code)] // the queue helpers this suite does not use
+mod common;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -504,4 +507,42 @@ async fn unordered_deliveries_do_not_wait() {
     assert!(later.wait_for_earlier, "dispatch still marks it; the deliverer does not wait");
     assert_eq!(h.drive(later.id).await, Outcome::Delivered);
     assert_eq!(rx.received()[0].event, "invoice.paid");
+}
+
+/// Back-pressure: the dispatcher keeps at most `max_queued` deliveries waiting in the queue; the
+/// other events wait in the outbox and are dispatched oldest first as the queue empties.
+#[tokio::test]
+async fn the_dispatcher_stops_at_max_queued_and_leaves_later_events_in_the_outbox() {
+    let h = Hooks::new(fast()).await;
+    h.endpoint(Environment::Test, "http://127.0.0.1:9/hook").await;
+    let mut events = Vec::new();
+    for n in 0..7 {
+        events.push(h.event(Environment::Test, "invoice.paid", n).await);
+    }
+    let tq = common::TestQueues::new().await;
+    let mut config = (*h.app.state.config).clone();
+    (config.webhooks.max_queued, config.webhooks.dispatch_batch) = (3, 2);
+    let ctx = workers::stages::StageCtx::new(&[], h.db().clone(), Arc::new(config), tq.queues.clone()).unwrap();
+    let queue = tq.queues.full_name("webhook-deliver");
+    // The events each delivery was made for, oldest first.
+    let delivered = || async {
+        let rows = webhook_delivery::Entity::find().order_by_asc(webhook_delivery::Column::EventCreatedAt).all(h.db());
+        rows.await.unwrap().into_iter().map(|d| d.event_id).collect::<Vec<_>>()
+    };
+    workers::stages::deliverer::dispatch(&ctx).await.unwrap();
+    assert_eq!(tq.queues.depth("webhook-deliver").await.unwrap().waiting, 3);
+    assert_eq!(delivered().await, events[..3]);
+    // Full: the next rounds leave the outbox alone.
+    workers::stages::deliverer::dispatch(&ctx).await.unwrap();
+    assert_eq!(delivered().await, events[..3]);
+    let waiting = event::Entity::find().filter(event::Column::DispatchedAt.is_null()).count(h.db()).await.unwrap();
+    assert_eq!(waiting, 4);
+    // Taken by workers: the next oldest, up to the bound again, then the last one.
+    tq.take_waiting(&queue).await;
+    workers::stages::deliverer::dispatch(&ctx).await.unwrap();
+    assert_eq!(delivered().await, events[..6]);
+    tq.take_waiting(&queue).await;
+    workers::stages::deliverer::dispatch(&ctx).await.unwrap();
+    assert_eq!(delivered().await, events);
+    tq.cleanup().await;
 }

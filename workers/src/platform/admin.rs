@@ -115,6 +115,18 @@ impl Queues {
         }
     }
 
+    /// Depth of one queue (stage or full name).
+    pub async fn depth(&self, queue: &str) -> anyhow::Result<QueueDepth> {
+        let queue = self.full_name(queue);
+        match &self.conn {
+            Conn::Redis(conn) => redis_depth(&mut conn.clone(), queue).await,
+            Conn::Sqlite(pool) => {
+                let mut one = sqlite_depths(pool, vec![queue]).await?;
+                one.pop().context("a depth for the queue asked")
+            }
+        }
+    }
+
     /// Up to `limit` dead jobs of `queue` (stage or full name), newest first.
     pub async fn dead(&self, queue: &str, limit: usize) -> anyhow::Result<Vec<DeadJob>> {
         let queue = self.full_name(queue);

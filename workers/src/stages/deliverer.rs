@@ -38,17 +38,23 @@ pub(super) async fn handle(ctx: &StageCtx, job: DeliverWebhook) -> Result<(), Jo
 }
 
 /// Moves new outbox events into deliveries and enqueues them, round after round while full
-/// rounds come back.
-async fn dispatch(ctx: &StageCtx) -> anyhow::Result<()> {
-    let batch = ctx.config.webhooks.dispatch_batch;
+/// rounds come back, as long as the queue holds fewer than `max_queued` waiting deliveries
+/// (back-pressure: past that, the events wait in the outbox, oldest first).
+pub async fn dispatch(ctx: &StageCtx) -> anyhow::Result<()> {
+    let (batch, max_queued) = (ctx.config.webhooks.dispatch_batch, ctx.config.webhooks.max_queued);
     loop {
-        let round = webhooks::dispatch::dispatch_batch(&ctx.db, batch).await?;
+        let waiting = ctx.queues.depth(DeliverWebhook::QUEUE).await?.waiting;
+        let room = batch.min(max_queued.saturating_sub(waiting));
+        if room == 0 {
+            return Ok(());
+        }
+        let round = webhooks::dispatch::dispatch_batch(&ctx.db, room).await?;
         if !round.deliveries.is_empty() {
             ctx.queues
                 .push_many(round.deliveries.into_iter().map(|delivery_id| DeliverWebhook { delivery_id }))
                 .await?;
         }
-        if (round.events as u64) < batch {
+        if (round.events as u64) < room {
             return Ok(());
         }
     }

@@ -34,6 +34,11 @@ pub struct WebhooksConfig {
     pub dispatch_interval_ms: u64,
     /// Events moved per round.
     pub dispatch_batch: u64,
+    /// Deliveries due and waiting in the queue at most. Past it the dispatcher leaves new
+    /// events in the outbox, oldest first, until the deliverers catch up: under more load than
+    /// they can send, the work per second stays that of what is sent, and the backlog drains in
+    /// the order the events happened.
+    pub max_queued: u64,
     /// How often lost deliveries (job gone with a flushed queue, deliverer killed mid-attempt)
     /// are re-enqueued.
     pub sweep_interval_ms: u64,
@@ -64,6 +69,7 @@ impl Default for WebhooksConfig {
             previous_secret_keys: Vec::new(),
             dispatch_interval_ms: 100,
             dispatch_batch: 500,
+            max_queued: 1000,
             sweep_interval_ms: 5_000,
             stale_after_secs: 60,
             rotation_overlap_secs: 24 * 3600,
@@ -90,6 +96,9 @@ impl WebhooksConfig {
                 "webhooks",
                 "dispatch_batch, dispatch_interval_ms and sweep_interval_ms must be at least 1",
             );
+        }
+        if self.max_queued == 0 {
+            return invalid("webhooks.max_queued", "must be at least 1");
         }
         if self.stale_after_secs == 0 {
             return invalid("webhooks.stale_after_secs", "must be at least 1");
