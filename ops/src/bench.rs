@@ -25,8 +25,9 @@ pub struct BenchArgs {
     /// Name of the scratch database (dropped and recreated).
     #[arg(long, default_value = "paygate_bench")]
     database: String,
-    /// Concurrent HTTP connections (and pgbench clients).
-    #[arg(long, default_value_t = 64)]
+    /// Concurrent HTTP connections (and pgbench clients). 32 saturates two cores; more only
+    /// queue requests (64: about 10 % more requests a second, p99 near twice as long).
+    #[arg(long, default_value_t = 32)]
     concurrency: usize,
     /// Measured seconds of each HTTP run (off, on, on, off) and of the pgbench run.
     #[arg(long, default_value_t = 10)]
@@ -34,7 +35,7 @@ pub struct BenchArgs {
     /// Unmeasured warm-up seconds before the HTTP run.
     #[arg(long, default_value_t = 2)]
     warmup: u64,
-    /// Exit non-zero unless the targets hold (>= 40% of the raw insert rate, p99 < 25 ms, and
+    /// Exit non-zero unless the targets hold (>= 50% of the raw insert rate, p99 < 15 ms, and
     /// with rate limits on >= 95% of the rate with them off).
     #[arg(long)]
     check: bool,
@@ -61,6 +62,11 @@ struct HttpResult {
     p999_ms: f64,
     max_ms: f64,
 }
+
+/// Issue 18: invoice creation at this share of PostgreSQL's raw single-row insert rate or more.
+const GOAL_RAW_SHARE: f64 = 0.50;
+/// Issue 18: p99 of an invoice creation under this load, in milliseconds.
+const GOAL_P99_MS: f64 = 15.0;
 
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     // Off, on, on, off (each on a fresh database): a drift of the machine over the run (other
@@ -106,9 +112,18 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         http.p999_ms
     );
     println!("raw PostgreSQL single-row insert (pgbench): {raw_tps:.0} tps");
-    println!("ratio: {:.1}% of the raw insert rate (target >= 40%), p99 target < 25 ms", ratio * 100.0);
-    let pass = ratio >= 0.40 && http.p99_ms < 25.0 && http.errors == 0 && off.errors == 0 && limits_ratio >= 0.95;
-    println!("result: {}", if pass { "PASS" } else { "FAIL" });
+    // Issue 18's goals, with limits on (the production setting).
+    let verdict = |ok: bool| if ok { "PASS" } else { "FAIL" };
+    let (ratio_ok, p99_ok) = (ratio >= GOAL_RAW_SHARE, http.p99_ms < GOAL_P99_MS);
+    println!(
+        "goal >= {:.0}% of the raw insert rate: {:.1}%, {}",
+        GOAL_RAW_SHARE * 100.0,
+        ratio * 100.0,
+        verdict(ratio_ok)
+    );
+    println!("goal p99 < {GOAL_P99_MS:.0} ms: {:.2} ms, {}", http.p99_ms, verdict(p99_ok));
+    let pass = ratio_ok && p99_ok && http.errors == 0 && off.errors == 0 && limits_ratio >= 0.95;
+    println!("result: {}", verdict(pass));
     admin.execute_unprepared(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", args.database)).await?;
     if args.check && !pass {
         bail!("benchmark targets not met");

@@ -302,7 +302,12 @@ fn overload(
     // The backlog once the load stopped: how far each delivery arrived from its event's place.
     let mut drain: Vec<&&Received> = window.iter().filter(|r| r.at > load_off).collect();
     drain.sort_by_key(|r| r.at);
-    let seq: Vec<u64> = drain.iter().filter_map(|r| r.body["data"]["n"].as_u64()).collect();
+    // Due times: the events' `created_at` (events written together share one, in no order).
+    let seq: Vec<i64> = drain
+        .iter()
+        .filter_map(|r| chrono::DateTime::parse_from_rfc3339(r.body["created_at"].as_str()?).ok())
+        .map(|t| t.timestamp_micros())
+        .collect();
     let displaced = displacement(&seq);
     let drain_secs = drain.last().map_or(0.0, |r| (r.at - load_off).num_milliseconds() as f64 / 1000.0);
     // Attempts run side by side (the stage's concurrency, and as many fetched ahead): within
@@ -317,11 +322,19 @@ fn overload(
     held_ok && order_ok
 }
 
-/// The largest distance between an item's place in `seq` and its place once sorted.
-fn displacement(seq: &[u64]) -> usize {
-    let mut sorted: Vec<(u64, usize)> = seq.iter().copied().zip(0..).collect();
+/// The largest distance between an item's place in `seq` and the places its value takes once
+/// sorted (equal values may come in any order among themselves).
+fn displacement(seq: &[i64]) -> usize {
+    let mut sorted = seq.to_vec();
     sorted.sort_unstable();
-    sorted.iter().enumerate().map(|(place, (_, arrived))| place.abs_diff(*arrived)).max().unwrap_or(0)
+    seq.iter()
+        .enumerate()
+        .map(|(place, v)| {
+            let (lo, hi) = (sorted.partition_point(|x| x < v), sorted.partition_point(|x| x <= v) - 1);
+            if place < lo { lo - place } else { place.saturating_sub(hi) }
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 /// `count` events of mixed kinds, spread over the merchants, created now.
@@ -368,5 +381,9 @@ mod tests {
         assert_eq!(displacement(&[2, 1, 3, 4]), 1);
         assert_eq!(displacement(&[4, 1, 2, 3]), 3);
         assert_eq!(displacement(&[10, 20, 40, 30, 50]), 1);
+        // Equal due times in any order are in order.
+        assert_eq!(displacement(&[1, 2, 2, 3, 2]), 1);
+        assert_eq!(displacement(&[2, 2, 1, 2, 2]), 2);
+        assert_eq!(displacement(&[5, 5, 5, 5]), 0);
     }
 }
