@@ -133,6 +133,22 @@ impl Fleet {
     }
 }
 
+impl Drop for Fleet {
+    /// Its Redis keys go with it, as its SQLite files go with `dir`. Its processes, started after
+    /// it, have been dropped (killed) by then.
+    fn drop(&mut self) {
+        let (url, prefix) = (self.queue_var("PAYGATE_QUEUE__REDIS_URL"), self.queue_var("PAYGATE_QUEUE__PREFIX"));
+        if url.is_empty() || prefix.is_empty() {
+            return;
+        }
+        let Ok(mut conn) = redis::Client::open(url).and_then(|c| c.get_connection()) else { return };
+        let keys: Vec<String> = redis::cmd("KEYS").arg(format!("{prefix}:*")).query(&mut conn).unwrap_or_default();
+        if !keys.is_empty() {
+            let _: redis::RedisResult<()> = redis::cmd("DEL").arg(&keys).query(&mut conn);
+        }
+    }
+}
+
 /// Waits until `GET <url>/ready` answers 200 (and `/health` too).
 pub async fn wait_ready(http: &reqwest::Client, p: &Proc) {
     let deadline = Instant::now() + Duration::from_secs(60);
