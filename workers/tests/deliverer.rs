@@ -530,7 +530,7 @@ async fn the_dispatcher_stops_at_max_queued_and_leaves_later_events_in_the_outbo
         rows.await.unwrap().into_iter().map(|d| d.event_id).collect::<Vec<_>>()
     };
     workers::stages::deliverer::dispatch(&ctx).await.unwrap();
-    assert_eq!(tq.queues.depth("webhook-deliver").await.unwrap().waiting, 3);
+    assert_eq!(tq.queues.waiting("webhook-deliver").await.unwrap(), 3);
     assert_eq!(delivered().await, events[..3]);
     // Full: the next rounds leave the outbox alone.
     workers::stages::deliverer::dispatch(&ctx).await.unwrap();

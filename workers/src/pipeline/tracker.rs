@@ -106,7 +106,6 @@ pub async fn track_due(
             .map(|p| Look { tx_hash: &p.tx_hash, output_index: p.output_index, seen_at: seen_at(p) })
             .collect();
         let answers = chain.statuses(&asked).await;
-        drop(asked);
         // A failed look (or a gone transfer) is taken again by the payment's own track below.
         for (p, answer) in payments.into_iter().zip(answers) {
             if let Ok(TxStatus::Confirmations(n)) = answer {

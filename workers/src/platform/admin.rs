@@ -115,14 +115,20 @@ impl Queues {
         }
     }
 
-    /// Depth of one queue (stage or full name).
-    pub async fn depth(&self, queue: &str) -> anyhow::Result<QueueDepth> {
+    /// Jobs of one queue (stage or full name) due and waiting for a worker: [`QueueDepth::waiting`]
+    /// alone, in one round trip (the webhook dispatcher asks every round).
+    pub async fn waiting(&self, queue: &str) -> anyhow::Result<u64> {
         let queue = self.full_name(queue);
         match &self.conn {
-            Conn::Redis(conn) => redis_depth(&mut conn.clone(), queue).await,
+            Conn::Redis(conn) => {
+                let mut pipe = redis::pipe();
+                waiting_cmds(&mut pipe, &redis_config(&queue), now_ms() / 1000);
+                let (active, due): (u64, u64) = pipe.query_async(&mut conn.clone()).await?;
+                Ok(active + due)
+            }
             Conn::Sqlite(pool) => {
                 let mut one = sqlite_depths(pool, vec![queue]).await?;
-                one.pop().context("a depth for the queue asked")
+                Ok(one.pop().context("a depth for the queue asked")?.waiting)
             }
         }
     }
@@ -312,16 +318,19 @@ async fn sqlite_dead(pool: &SqlitePool, queue: &str, limit: usize) -> anyhow::Re
         .collect()
 }
 
+/// Adds the two counts of a Redis queue's waiting jobs to `pipe`: the active list, and the
+/// scheduled jobs already due at `now` (seconds).
+fn waiting_cmds(pipe: &mut redis::Pipeline, cfg: &apalis_redis::Config, now: u64) {
+    pipe.cmd("LLEN").arg(cfg.active_jobs_list());
+    pipe.cmd("ZCOUNT").arg(cfg.scheduled_jobs_set()).arg("-inf").arg(now);
+}
+
 async fn redis_depth(conn: &mut ConnectionManager, queue: String) -> anyhow::Result<QueueDepth> {
     let cfg = redis_config(&queue);
     let now = now_ms() / 1000;
-    let (active, due, later, dead, workers): (u64, u64, u64, u64, Vec<String>) = redis::pipe()
-        .cmd("LLEN")
-        .arg(cfg.active_jobs_list())
-        .cmd("ZCOUNT")
-        .arg(cfg.scheduled_jobs_set())
-        .arg("-inf")
-        .arg(now)
+    let mut pipe = redis::pipe();
+    waiting_cmds(&mut pipe, &cfg, now);
+    let (active, due, later, dead, workers): (u64, u64, u64, u64, Vec<String>) = pipe
         .cmd("ZCOUNT")
         .arg(cfg.scheduled_jobs_set())
         .arg(format!("({now}"))

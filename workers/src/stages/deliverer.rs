@@ -43,7 +43,7 @@ pub(super) async fn handle(ctx: &StageCtx, job: DeliverWebhook) -> Result<(), Jo
 pub async fn dispatch(ctx: &StageCtx) -> anyhow::Result<()> {
     let (batch, max_queued) = (ctx.config.webhooks.dispatch_batch, ctx.config.webhooks.max_queued);
     loop {
-        let waiting = ctx.queues.depth(DeliverWebhook::QUEUE).await?.waiting;
+        let waiting = ctx.queues.waiting(DeliverWebhook::QUEUE).await?;
         let room = batch.min(max_queued.saturating_sub(waiting));
         if room == 0 {
             return Ok(());

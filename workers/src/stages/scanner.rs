@@ -88,7 +88,7 @@ pub(super) async fn background(ctx: StageCtx, stop: CancellationToken) {
             }
             *at = next_scan(chain.as_ref(), every).await;
         }
-        let Some(&first) = due.iter().min() else { return };
+        let first = due.iter().min().copied().unwrap_or_else(|| Instant::now() + every);
         tokio::select! {
             () = stop.cancelled() => break,
             () = tokio::time::sleep_until(first.max(Instant::now() + MIN_GAP).into()) => {}
