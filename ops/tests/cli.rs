@@ -224,7 +224,7 @@ fn refuses_bad_input_and_bad_configuration() {
 fn serve_embedded_default_seeds_once_and_serves() {
     use std::io::{BufRead, BufReader};
     let ops = Ops::new();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = testkit::fleet::free_port();
     let db = format!("sqlite://{}?mode=rwc", ops.dir.path().join("serve.db").display());
     let start = || {
         Command::new(env!("CARGO_BIN_EXE_ops"))
@@ -372,7 +372,7 @@ fn webhook_endpoints_secrets_and_listener() {
     assert!(key.trim().len() == 64 && key.trim().bytes().all(|b| b.is_ascii_hexdigit()));
 
     // The local listener verifies signatures: 200 for a signed body, 400 otherwise.
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = testkit::fleet::free_port();
     let child = Command::new(env!("CARGO_BIN_EXE_ops"))
         .args(["webhooks", "listen", "--port", &port.to_string(), "--secret", &secret])
         .stdout(std::process::Stdio::piped())

@@ -35,8 +35,19 @@ impl Proc {
     }
 }
 
+/// A port nothing listens on, never the same twice in this test process: the kernel may hand a
+/// just-released port out again, and two tests running side by side would then start their
+/// processes on one port (one fails to bind, and the other's test talks to the wrong process).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|p| p.into_inner());
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 /// A binary of another workspace package, built next to this test (`cargo test --workspace`
