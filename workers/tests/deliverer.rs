@@ -245,6 +245,88 @@ async fn after_the_last_retry_a_delivery_is_dead_until_replayed() {
     assert!(matches!(admin::replay(h.db(), Uuid::now_v7()).await, Err(WebhookError::UnknownDelivery(_))));
 }
 
+/// Attempts running at once share their claims and records (`deliver::group`): each still gets
+/// its own outcome: the delivered ones succeed once, the failed ones are scheduled again, a
+/// duplicated job sends nothing, and a record whose delivery another deliverer took over is
+/// refused while the rest of its group is written.
+#[tokio::test]
+async fn attempts_running_together_are_written_together_each_in_its_own_right() {
+    let h = Hooks::new(fast()).await;
+    let ok_rx = Receiver::start(ANY.parse().unwrap(), &[], Behaviour::Ok(Duration::from_millis(300))).await.unwrap();
+    let failing_rx = Receiver::start(ANY.parse().unwrap(), &[], Behaviour::Status(500)).await.unwrap();
+    let ok_secret = h.endpoint(Environment::Test, &ok_rx.url()).await;
+    let failing_secret = h.endpoint(Environment::Live, &failing_rx.url()).await;
+    ok_rx.set_secrets(&[&ok_secret]);
+    failing_rx.set_secrets(&[&failing_secret]);
+    for n in 0..30 {
+        h.event(Environment::Test, events::kind::BALANCE_CREDITED, n).await;
+    }
+    for n in 0..10 {
+        h.event(Environment::Live, events::kind::BALANCE_CREDITED, n).await;
+    }
+    let ids = h.dispatch().await;
+    assert_eq!(ids.len(), 40);
+    let env_of = |d: &webhook_delivery::Model| d.environment;
+    let mut test_ids = Vec::new();
+    for id in &ids {
+        if env_of(&h.delivery(*id).await) == Environment::Test {
+            test_ids.push(*id);
+        }
+    }
+    // Every delivery once, the first five twice (a duplicated job).
+    let jobs: Vec<Uuid> = ids.iter().chain(&ids[..5]).copied().collect();
+    let tasks: Vec<_> = jobs
+        .iter()
+        .map(|&id| {
+            let d = h.deliverer.clone();
+            tokio::spawn(async move { (id, d.attempt(id).await.unwrap()) })
+        })
+        .collect();
+    // While the test receiver holds its answers, another deliverer takes one delivery over (as
+    // after a lapsed lease): its attempt count moves on.
+    let taken = test_ids[7];
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while h.delivery(taken).await.lease_until.is_none() {
+        assert!(std::time::Instant::now() < deadline, "the attempt never claimed {taken}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    webhook_delivery::Entity::update_many()
+        .col_expr(webhook_delivery::Column::AttemptCount, Expr::value(2))
+        .filter(webhook_delivery::Column::Id.eq(taken))
+        .exec(h.db())
+        .await
+        .unwrap();
+    let mut outcomes = std::collections::HashMap::<Uuid, Vec<Outcome>>::new();
+    for t in tasks {
+        let (id, outcome) = t.await.unwrap();
+        outcomes.entry(id).or_default().push(outcome);
+    }
+    for id in &ids {
+        let mut got = outcomes[id].clone();
+        got.retain(|o| *o != Outcome::Skipped);
+        let d = h.delivery(*id).await;
+        let attempts = h.attempts(*id).await;
+        assert_eq!(attempts.len(), 1, "one attempt row for {id}");
+        if *id == taken {
+            assert!(got.is_empty(), "the taken-over delivery's record is refused: {:?}", outcomes[id]);
+            assert_eq!((d.status, d.attempt_count), (DeliveryStatus::Pending, 2), "left to its new owner");
+        } else if test_ids.contains(id) {
+            assert_eq!(got, [Outcome::Delivered], "{id}");
+            assert_eq!((d.status, d.attempt_count, d.last_status_code), (DeliveryStatus::Succeeded, 1, Some(200)));
+            assert!(d.delivered_at.is_some() && d.lease_until.is_none() && attempts[0].succeeded);
+        } else {
+            assert!(matches!(got[..], [Outcome::RetryAfter(_)]), "{id}: {got:?}");
+            assert_eq!((d.status, d.retry_step, d.last_status_code), (DeliveryStatus::Retrying, 1, Some(500)));
+            assert_eq!(attempts[0].status_code, Some(500));
+        }
+    }
+    assert_eq!(ok_rx.count(), 30, "each test delivery sent once, the taken-over one too");
+    assert_eq!(failing_rx.count(), 10);
+    assert!(ok_rx.received().iter().chain(&failing_rx.received()).all(|r| r.verified));
+    let (claims, records) = h.deliverer.group_writes();
+    assert!(claims < 45 && records < 40, "45 jobs at once took {claims} claims and {records} records");
+}
+
 #[tokio::test]
 async fn concurrent_jobs_for_one_delivery_send_it_once() {
     let h = Hooks::new(fast()).await;

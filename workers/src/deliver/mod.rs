@@ -6,14 +6,18 @@
 //! the delivery id header). Deliveries about one invoice (or payout) are sent in the order their
 //! events happened: one whose earlier sibling is still open is not claimed, and waits for it.
 
+mod group;
+
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use entity::{DeliveryStatus, DeliveryTrigger, Environment, webhook_attempt, webhook_delivery, webhook_endpoint};
+
+use group::{Batcher, MAX_GROUP, Record};
 use sea_orm::sea_query::Expr;
-use sea_orm::{ColumnTrait, DatabaseConnection, DbErr, EntityTrait, IntoActiveModel, QueryFilter, QuerySelect};
+use sea_orm::{ColumnTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter, QuerySelect};
 use uuid::Uuid;
 
 use domain::config::WebhooksConfig;
@@ -77,6 +81,10 @@ pub struct Deliverer {
     cfg: WebhooksConfig,
     policy: TargetPolicy,
     cache: Mutex<HashMap<(Uuid, Environment), Cached>>,
+    /// Claims and records of the attempts running at once, written together (`group`); started
+    /// on first use, on the runtime the attempts run on.
+    claims: OnceLock<Batcher<Uuid, Option<webhook_delivery::Model>>>,
+    records: OnceLock<Batcher<Record, bool>>,
 }
 
 impl Deliverer {
@@ -88,11 +96,19 @@ impl Deliverer {
             sbox,
             cfg,
             cache: Mutex::new(HashMap::new()),
+            claims: OnceLock::new(),
+            records: OnceLock::new(),
         })
     }
 
     pub fn config(&self) -> &WebhooksConfig {
         &self.cfg
+    }
+
+    /// How many grouped writes ran so far: (claims, records). Attempts running at once share
+    /// them (`group`), so under load these grow far slower than the attempts.
+    pub fn group_writes(&self) -> (u64, u64) {
+        (self.claims.get().map_or(0, Batcher::runs), self.records.get().map_or(0, Batcher::runs))
     }
 
     /// Runs the attempt that is due for `delivery_id`, if one is.
@@ -102,7 +118,7 @@ impl Deliverer {
         // sweeper.
         let mut tries = 0;
         let d = loop {
-            if let Some(d) = self.claim(delivery_id, Utc::now()).await? {
+            if let Some(d) = self.claim(delivery_id).await? {
                 break d;
             }
             tries += 1;
@@ -128,24 +144,18 @@ impl Deliverer {
         self.record(&d, &url, started_at, latency, result).await
     }
 
-    /// Takes the attempt: open, due, and not leased by a live attempt.
-    async fn claim(&self, id: Uuid, now: DateTime<Utc>) -> Result<Option<webhook_delivery::Model>, DbErr> {
-        use sea_orm::sea_query::ExprTrait;
-        let lease = Duration::from_millis(self.cfg.timeout_ms) + LEASE_MARGIN;
-        let until = now + chrono::Duration::from_std(lease).unwrap_or(chrono::Duration::seconds(60));
-        let mut claim = webhook_delivery::Entity::update_many()
-            .col_expr(webhook_delivery::Column::AttemptCount, Expr::col(webhook_delivery::Column::AttemptCount).add(1))
-            .col_expr(webhook_delivery::Column::LeaseUntil, Expr::value(until))
-            .col_expr(webhook_delivery::Column::UpdatedAt, Expr::value(now))
-            .filter(webhook_delivery::Column::Id.eq(id))
-            .filter(webhook_delivery::Column::Status.is_in([DeliveryStatus::Pending, DeliveryStatus::Retrying]))
-            .filter(webhook_delivery::Column::NextAttemptAt.lte(now))
-            .filter(webhook_delivery::Column::LeaseUntil.is_null().or(webhook_delivery::Column::LeaseUntil.lt(now)));
-        if self.cfg.ordered {
-            claim = claim.filter(Expr::cust(NO_EARLIER_OPEN));
-        }
-        let rows = claim.exec_with_returning(&self.db).await?;
-        Ok(rows.into_iter().next())
+    /// Takes the attempt: open, due, and not leased by a live attempt (with the others claimed
+    /// at this moment, `group::claim`).
+    async fn claim(&self, id: Uuid) -> Result<Option<webhook_delivery::Model>, DbErr> {
+        let claims = self.claims.get_or_init(|| {
+            let (db, timeout, ordered) =
+                (self.db.clone(), Duration::from_millis(self.cfg.timeout_ms), self.cfg.ordered);
+            Batcher::start(MAX_GROUP, move |ids| {
+                let db = db.clone();
+                async move { group::claim(&db, timeout, ordered, ids).await }
+            })
+        });
+        claims.call(id).await
     }
 
     /// The earliest open delivery with the same order key as `d` whose event happened before
@@ -273,7 +283,6 @@ impl Deliverer {
             Verdict::Dead => DeliveryTrigger::FailedFinal,
         };
         let next = d.status.on(trigger).expect("a claimed delivery is open");
-        let now = Utc::now();
         let attempt = webhook_attempt::Model {
             id: Uuid::now_v7(),
             delivery_id: d.id,
@@ -286,27 +295,24 @@ impl Deliverer {
             response_body: body,
             succeeded: ok,
         };
-        let mut update = webhook_delivery::Entity::update_many()
-            .col_expr(webhook_delivery::Column::Status, Expr::value(next.as_str()))
-            .col_expr(webhook_delivery::Column::LeaseUntil, Expr::value(Option::<DateTime<Utc>>::None))
-            .col_expr(webhook_delivery::Column::LastStatusCode, Expr::value(code.map(i32::from)))
-            .col_expr(webhook_delivery::Column::LastError, Expr::value(error))
-            .col_expr(webhook_delivery::Column::UpdatedAt, Expr::value(now))
-            .filter(webhook_delivery::Column::Id.eq(d.id))
-            .filter(webhook_delivery::Column::Status.eq(d.status))
-            .filter(webhook_delivery::Column::AttemptCount.eq(d.attempt_count));
-        update = match verdict {
-            Verdict::Delivered => update.col_expr(webhook_delivery::Column::DeliveredAt, Expr::value(now)),
-            Verdict::Retry(delay) => update
-                .col_expr(webhook_delivery::Column::RetryStep, Expr::value(d.retry_step.saturating_add(1)))
-                .col_expr(webhook_delivery::Column::NextAttemptAt, Expr::value(now + chrono_delay(delay)))
-                .col_expr(webhook_delivery::Column::EnqueuedAt, Expr::value(now)),
-            Verdict::Dead => update.col_expr(webhook_delivery::Column::DeadAt, Expr::value(now)),
+        let record = Record {
+            attempt,
+            from: d.status,
+            attempt_count: d.attempt_count,
+            retry_step: d.retry_step,
+            next,
+            verdict,
+            code: code.map(i32::from),
+            error,
         };
-        let txn = domain::db::begin_write(&self.db).await?;
-        webhook_attempt::Entity::insert(attempt.into_active_model()).exec_without_returning(&txn).await?;
-        let applied = update.exec(&txn).await?.rows_affected == 1;
-        txn.commit().await?;
+        let records = self.records.get_or_init(|| {
+            let db = self.db.clone();
+            Batcher::start(MAX_GROUP, move |records| {
+                let db = db.clone();
+                async move { group::record(&db, records).await }
+            })
+        });
+        let applied = records.call(record).await?;
         if !applied {
             // The lease lapsed and another deliverer took the delivery over; it decides.
             return Ok(Outcome::Skipped);
