@@ -626,5 +626,4 @@ async fn the_dispatcher_stops_at_max_queued_and_leaves_later_events_in_the_outbo
     tq.take_waiting(&queue).await;
     workers::stages::deliverer::dispatch(&ctx).await.unwrap();
     assert_eq!(delivered().await, events);
-    tq.cleanup().await;
 }

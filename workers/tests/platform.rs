@@ -36,10 +36,10 @@ async fn recv<T>(rx: &mut mpsc::UnboundedReceiver<T>) -> T {
     tokio::time::timeout(WAIT, rx.recv()).await.expect("timed out waiting for a job").expect("channel open")
 }
 
-/// Stops the runtime gracefully, then removes the test's queues.
+/// Stops the runtime gracefully, then removes the test's queues (dropping them).
 async fn stop_and_clean_up(running: Running, t: TestQueues) {
     running.stop().await;
-    t.cleanup().await;
+    drop(t);
 }
 
 /// Waits until every `(counter, queue, value)` of `prom`'s rendering has its value.
@@ -122,7 +122,6 @@ async fn a_job_runs_once_and_can_enqueue_follow_ups() {
     // Completed jobs are purged (by the janitor, or here).
     t.queues.purge_done("ping").await.unwrap();
     assert_eq!(t.stored_jobs(&ping).await, 0);
-    t.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -155,7 +154,6 @@ async fn retries_with_backoff_until_success() {
     assert!(rx.try_recv().is_err(), "processed once");
     assert_eq!(metric(&prom.render(), metrics::JOBS_FAILED, &queue), None);
     assert!(t.queues.dead(Ping::QUEUE, 10).await.unwrap().is_empty());
-    t.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -241,7 +239,6 @@ async fn permanent_failure_is_dead_at_once_and_replay_all_counts() {
     assert_eq!(progress.last(), Some(&(3, 3)));
     let depth = t.queues.depths().await.unwrap().pop().unwrap();
     assert_eq!((depth.waiting + depth.scheduled, depth.dead), (3, 0), "{depth:?}");
-    t.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -330,7 +327,6 @@ async fn jobs_survive_a_killed_runtime() {
     seen.sort();
     assert_eq!(seen, [1, 2]);
     second.kill().await;
-    t.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

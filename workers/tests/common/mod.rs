@@ -107,28 +107,24 @@ impl TestQueues {
             }
         }
     }
+}
 
-    /// Removes this test's Redis keys (SQLite files go with the temp dir).
-    pub async fn cleanup(self) {
-        if let QueueBackend::Redis { url, prefix } = &self.backend {
-            let client = redis::Client::open(url.as_str()).unwrap();
-            let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-            let keys: Vec<String> = redis::cmd("KEYS").arg(format!("{prefix}:*")).query_async(&mut conn).await.unwrap();
-            if !keys.is_empty() {
-                redis::cmd("DEL").arg(keys).query_async::<()>(&mut conn).await.unwrap();
-            }
-            // apalis' global list of worker sets.
-            let lists: Vec<String> = redis::cmd("ZRANGE")
-                .arg("core:apalis:queues:list")
-                .arg(0)
-                .arg(-1)
-                .query_async(&mut conn)
-                .await
-                .unwrap();
-            let ours: Vec<&String> = lists.iter().filter(|k| k.starts_with(&format!("{prefix}:"))).collect();
-            if !ours.is_empty() {
-                redis::cmd("ZREM").arg("core:apalis:queues:list").arg(ours).query_async::<()>(&mut conn).await.unwrap();
-            }
+/// Removes the test's Redis keys when it ends, passed or failed (SQLite files go with the temp
+/// dir): the prefix's keys and its entries in apalis' global list of worker sets.
+impl Drop for TestQueues {
+    fn drop(&mut self) {
+        let QueueBackend::Redis { url, prefix } = &self.backend else { return };
+        let Ok(mut conn) = redis::Client::open(url.as_str()).and_then(|c| c.get_connection()) else { return };
+        let keys: Vec<String> = redis::cmd("KEYS").arg(format!("{prefix}:*")).query(&mut conn).unwrap_or_default();
+        if !keys.is_empty() {
+            let _: redis::RedisResult<()> = redis::cmd("DEL").arg(keys).query(&mut conn);
+        }
+        let lists: Vec<String> =
+            redis::cmd("ZRANGE").arg("core:apalis:queues:list").arg(0).arg(-1).query(&mut conn).unwrap_or_default();
+        let ours: Vec<&String> = lists.iter().filter(|k| k.starts_with(&format!("{prefix}:"))).collect();
+        if !ours.is_empty() {
+            let _: redis::RedisResult<()> =
+                redis::cmd("ZREM").arg("core:apalis:queues:list").arg(ours).query(&mut conn);
         }
     }
 }
