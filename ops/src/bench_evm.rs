@@ -96,6 +96,7 @@ pub async fn run(args: BenchEvmScanArgs) -> anyhow::Result<()> {
     .fetching(net.fetch_concurrency);
     // Where the time goes: reading the blocks alone, in the scanner's batches, no database.
     let reading = Instant::now();
+    let anvil_cpu = anvil.cpu_secs();
     let mut read = 0usize;
     let mut from = start + 1;
     while from <= end {
@@ -109,6 +110,19 @@ pub async fn run(args: BenchEvmScanArgs) -> anyhow::Result<()> {
         net.fetch_concurrency,
         read as f64 / secs
     );
+    // What the node itself spends serving them bounds any reader on the same machine.
+    if let (Some(before), Some(after)) = (anvil_cpu, anvil.cpu_secs())
+        && read > 0
+    {
+        let per_transfer = (after - before) / read as f64;
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        println!(
+            "anvil's own CPU serving them: {:.2} s, {:.0} µs/transfer: with all {cores} cores, anvil alone could serve at most {:.0} transfers/s",
+            after - before,
+            per_transfer * 1e6,
+            cores as f64 / per_transfer.max(f64::MIN_POSITIVE)
+        );
+    }
     let watch = Watch { receivers: &receivers[..sent], another: &random_address, tagged_on: None };
     compare_watched(&args.load, "evm", &chain, &watch, (start, end), Some(EVM_GOAL_TPS)).await
 }

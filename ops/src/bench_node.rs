@@ -60,6 +60,22 @@ impl Drop for NodeProcess {
 }
 
 impl NodeProcess {
+    /// CPU time the node process has used so far (user + system, all its threads), from
+    /// `/proc/<pid>/stat`; `None` off Linux.
+    pub fn cpu_secs(&self) -> Option<f64> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).ok()?;
+        // Fields after the command name (which may hold spaces): state is field 3, utime 14, stime 15.
+        let rest: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+        let ticks: f64 = rest.get(11)?.parse::<f64>().ok()? + rest.get(12)?.parse::<f64>().ok()?;
+        let per_sec = std::process::Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse::<f64>().ok())
+            .unwrap_or(100.0);
+        Some(ticks / per_sec)
+    }
+
     pub fn evm(child: Child, url: String) -> NodeProcess {
         NodeProcess { child, url, http: reqwest::Client::new(), auth: None, jsonrpc: "2.0", _dir: None }
     }
