@@ -5,6 +5,7 @@
 //! delivery back on the queue and it is sent again (at least once; receivers de-duplicate by
 //! the delivery id header). Deliveries about one invoice (or payout) are sent in the order their
 //! events happened: one whose earlier sibling is still open is not claimed, and waits for it.
+//! Attempts running at once share their claim and record writes (`group`, a group commit).
 
 mod group;
 
@@ -14,8 +15,6 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use entity::{DeliveryStatus, DeliveryTrigger, Environment, webhook_attempt, webhook_delivery, webhook_endpoint};
-
-use group::{Batcher, MAX_GROUP, Record};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter, QuerySelect};
 use uuid::Uuid;
@@ -24,6 +23,8 @@ use domain::config::WebhooksConfig;
 use domain::webhooks::outbound::{self, TargetPolicy, error_chain};
 use domain::webhooks::secrets::SecretBox;
 use domain::webhooks::{DELIVERY_HEADER, EVENT_HEADER, WebhookError, endpoints, signature};
+
+use group::{Batcher, MAX_GROUP, Record};
 
 /// A delivery held back behind an earlier one with the same order key looks again this long
 /// after that one's next attempt.
