@@ -11,7 +11,9 @@ use crate::ratelimit::RateLimiter;
 
 #[derive(Clone)]
 pub struct HttpState {
-    pub domain: AppState,
+    /// Behind one `Arc`: every extractor and middleware clones the state, and a clone of
+    /// `AppState` itself touches eight reference counts that every request thread shares.
+    pub domain: Arc<AppState>,
     /// Request throttling (`crate::ratelimit`): in process, or shared through Redis.
     pub limiter: Arc<RateLimiter>,
 }
@@ -20,7 +22,7 @@ impl HttpState {
     pub fn new(domain: AppState) -> anyhow::Result<HttpState> {
         let config: &Config = &domain.config;
         let limiter = Arc::new(RateLimiter::new(&config.rate_limits, config.redis_url.as_deref())?);
-        Ok(HttpState { domain, limiter })
+        Ok(HttpState { domain: Arc::new(domain), limiter })
     }
 }
 

@@ -3,7 +3,7 @@
 //! environment's network.
 
 use bitcoin::bip32::Xpub;
-use bitcoin::secp256k1::{Secp256k1, VerifyOnly};
+use bitcoin::secp256k1::{All, Secp256k1};
 
 use super::base58;
 use super::error::{AddressError, DeriveError, invalid};
@@ -36,13 +36,13 @@ fn network(net: ChainNet) -> bitcoin::Network {
 
 /// P2WPKH address `0/index` of the account.
 pub(super) fn derive(
-    secp: &Secp256k1<VerifyOnly>,
+    secp: &Secp256k1<All>,
     chain: &Xpub,
     net: ChainNet,
     index: u64,
 ) -> Result<DerivedAddress, DeriveError> {
     let child = keys::derive_child(secp, chain, FAMILY, index)?;
-    let address = bitcoin::Address::p2wpkh(&child.to_pub(), network(net));
+    let address = bitcoin::Address::p2wpkh(&bitcoin::CompressedPublicKey(child), network(net));
     Ok(DerivedAddress::plain(address.to_string()))
 }
 

@@ -2,7 +2,7 @@
 //! `0x` + 40 hex digits whose mixed case, if any, matches the checksum.
 
 use bitcoin::bip32::Xpub;
-use bitcoin::secp256k1::{Secp256k1, VerifyOnly};
+use bitcoin::secp256k1::{All, PublicKey, Secp256k1};
 
 use super::error::{AddressError, DeriveError, invalid};
 use super::keys;
@@ -15,14 +15,14 @@ pub(super) const BUILTIN_TEST_XPUB: &str =
     "xpub6D6JeLSjLwEYdf6L6RMGSiHFc4z3xUu8V8oQN1ag7PcBUR1Ckou41GF4L9zyv6sXL7qjGwBZVW6RwvRnifwRow9yBdfp5LzFXcrSjy5SKfb";
 
 /// Address `0/index` of the account, EIP-55 checksummed.
-pub(super) fn derive(secp: &Secp256k1<VerifyOnly>, chain: &Xpub, index: u64) -> Result<DerivedAddress, DeriveError> {
+pub(super) fn derive(secp: &Secp256k1<All>, chain: &Xpub, index: u64) -> Result<DerivedAddress, DeriveError> {
     let child = keys::derive_child(secp, chain, FAMILY, index)?;
     Ok(DerivedAddress::plain(account_id(&child).to_checksum(None)))
 }
 
 /// Ethereum-style account id: last 20 bytes of keccak256(uncompressed pubkey without 0x04).
-pub(super) fn account_id(key: &Xpub) -> alloy_primitives::Address {
-    let uncompressed = key.public_key.serialize_uncompressed();
+pub(super) fn account_id(key: &PublicKey) -> alloy_primitives::Address {
+    let uncompressed = key.serialize_uncompressed();
     alloy_primitives::Address::from_raw_public_key(&uncompressed[1..])
 }
 

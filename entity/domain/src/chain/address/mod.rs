@@ -23,7 +23,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use ::bitcoin::bip32::Xpub;
-use ::bitcoin::secp256k1::{Secp256k1, VerifyOnly};
+use ::bitcoin::secp256k1::{All, Secp256k1};
 
 mod base58;
 mod bitcoin;
@@ -118,7 +118,7 @@ pub struct AddressDeriver {
 
 struct Inner {
     net: ChainNet,
-    secp: Secp256k1<VerifyOnly>,
+    secp: Secp256k1<All>,
     /// External-chain (`…/0`) keys, one level below the configured account key.
     bitcoin: Option<Xpub>,
     evm: Option<Xpub>,
@@ -149,7 +149,7 @@ impl AddressDeriver {
         key_prefix: &str,
         builtin_solana: bool,
     ) -> Result<Self, AddressConfigError> {
-        let secp = Secp256k1::verification_only();
+        let secp = Secp256k1::new();
         let key = |field: &str| {
             if key_prefix.is_empty() { field.to_owned() } else { format!("{key_prefix}.{field}") }
         };

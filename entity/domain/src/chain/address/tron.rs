@@ -2,7 +2,7 @@
 //! `0x41` prefix in base58check (`T…`); payouts to that form only.
 
 use bitcoin::bip32::Xpub;
-use bitcoin::secp256k1::{Secp256k1, VerifyOnly};
+use bitcoin::secp256k1::{All, Secp256k1};
 
 use super::base58;
 use super::error::{AddressError, DeriveError, invalid};
@@ -18,7 +18,7 @@ pub(super) const BUILTIN_TEST_XPUB: &str =
     "xpub6D6t97EK4FUvSRbpmwzCwK9gX6oguPJ3s4WRSd1LbhxvP2LCQoHqt7zPjfN7mywpa5jLktx4F8CstFpWE2iQLew8qzDmvssCsqJ9HRqcVQ9";
 
 /// Address `0/index` of the account.
-pub(super) fn derive(secp: &Secp256k1<VerifyOnly>, chain: &Xpub, index: u64) -> Result<DerivedAddress, DeriveError> {
+pub(super) fn derive(secp: &Secp256k1<All>, chain: &Xpub, index: u64) -> Result<DerivedAddress, DeriveError> {
     let child = keys::derive_child(secp, chain, FAMILY, index)?;
     Ok(DerivedAddress::plain(address_of(&evm::account_id(&child).0)))
 }
