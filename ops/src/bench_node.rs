@@ -1,5 +1,7 @@
 //! What the scan benchmarks (`bench-evm-scan`, `bench-scan`) share: the node process they start
 //! (anvil, litecoind) and talk JSON-RPC to, killed when dropped, and the load options.
+//! Floats here are measurements (CPU seconds), never money.
+#![allow(clippy::float_arithmetic)]
 
 use std::process::Child;
 
