@@ -122,25 +122,23 @@ pub(super) async fn claim(
     Ok(ids.iter().map(|id| claimed.remove(id)).collect())
 }
 
-/// The outcome of one claimed attempt, to be written.
+/// The outcome of one claimed attempt, to be written: its attempt row (whose number, answer
+/// code and error the delivery's update takes too) and the delivery's transition.
 pub(super) struct Record {
     pub attempt: webhook_attempt::Model,
-    /// The delivery as claimed: the update applies only while it is still so (status and
-    /// attempt count), i.e. while no other deliverer took it over after the lease lapsed.
+    /// The delivery's status as claimed: the update applies only while it and the attempt count
+    /// are still so, i.e. while no other deliverer took it over after the lease lapsed.
     pub from: DeliveryStatus,
-    pub attempt_count: i32,
     pub retry_step: i32,
     pub next: DeliveryStatus,
     pub verdict: Verdict,
-    pub code: Option<i32>,
-    pub error: Option<String>,
 }
 
 impl Record {
     /// Deliveries whose records share this key are updated by one statement.
     fn group_key(&self) -> Option<(DeliveryStatus, Option<i32>)> {
         match self.verdict {
-            Verdict::Delivered => Some((self.from, self.code)),
+            Verdict::Delivered => Some((self.from, self.attempt.status_code)),
             Verdict::Retry(_) | Verdict::Dead => None,
         }
     }
@@ -150,8 +148,8 @@ impl Record {
         let update = webhook_delivery::Entity::update_many()
             .col_expr(webhook_delivery::Column::Status, Expr::value(self.next.as_str()))
             .col_expr(webhook_delivery::Column::LeaseUntil, Expr::value(Option::<DateTime<Utc>>::None))
-            .col_expr(webhook_delivery::Column::LastStatusCode, Expr::value(self.code))
-            .col_expr(webhook_delivery::Column::LastError, Expr::value(self.error.clone()))
+            .col_expr(webhook_delivery::Column::LastStatusCode, Expr::value(self.attempt.status_code))
+            .col_expr(webhook_delivery::Column::LastError, Expr::value(self.attempt.error.clone()))
             .col_expr(webhook_delivery::Column::UpdatedAt, Expr::value(now))
             .filter(webhook_delivery::Column::Status.eq(self.from));
         match self.verdict {
@@ -167,7 +165,7 @@ impl Record {
     fn guard(&self) -> Condition {
         Condition::all()
             .add(webhook_delivery::Column::Id.eq(self.attempt.delivery_id))
-            .add(webhook_delivery::Column::AttemptCount.eq(self.attempt_count))
+            .add(webhook_delivery::Column::AttemptCount.eq(self.attempt.attempt_no))
     }
 }
 

@@ -292,20 +292,11 @@ impl Deliverer {
             started_at,
             latency_ms: i64::try_from(latency.as_millis()).unwrap_or(i64::MAX),
             status_code: code.map(i32::from),
-            error: error.clone(),
+            error,
             response_body: body,
             succeeded: ok,
         };
-        let record = Record {
-            attempt,
-            from: d.status,
-            attempt_count: d.attempt_count,
-            retry_step: d.retry_step,
-            next,
-            verdict,
-            code: code.map(i32::from),
-            error,
-        };
+        let record = Record { attempt, from: d.status, retry_step: d.retry_step, next, verdict };
         let records = self.records.get_or_init(|| {
             let db = self.db.clone();
             Batcher::start(MAX_GROUP, move |records| {
