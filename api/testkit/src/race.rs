@@ -100,3 +100,72 @@ impl TestApp {
         in_flight.answers().await
     }
 }
+
+/// A merchant's balances held locked by a transaction of the test's own (PostgreSQL: the
+/// balance rows; SQLite: the database write lock), so requests that reserve a balance queue up
+/// behind it and are provably in flight together. Released on `release` (or drop).
+pub struct BalanceWriteBlock {
+    txn: sea_orm::DatabaseTransaction,
+    _conn: sea_orm::DatabaseConnection,
+}
+
+impl BalanceWriteBlock {
+    pub async fn release(self) {
+        self.txn.rollback().await.expect("release the balance lock");
+    }
+}
+
+impl TestApp {
+    /// Locks `merchant`'s balances on a separate connection (see [`BalanceWriteBlock`]).
+    pub async fn block_balance_writes(&self, merchant: Uuid) -> BalanceWriteBlock {
+        use sea_orm::sea_query::Expr;
+        use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+        let conn = sea_orm::Database::connect(&self.db.url).await.expect("second connection");
+        let txn = domain::db::begin_write(&conn).await.expect("begin");
+        entity::balance::Entity::update_many()
+            .col_expr(entity::balance::Column::UpdatedAt, Expr::col(entity::balance::Column::UpdatedAt))
+            .filter(entity::balance::Column::MerchantId.eq(merchant))
+            .exec(&txn)
+            .await
+            .expect("lock the balances");
+        BalanceWriteBlock { txn, _conn: conn }
+    }
+
+    /// Waits (polling, 30 s deadline) until at least `n` of the app's database connections are
+    /// stuck behind a lock: on PostgreSQL, sessions waiting on a lock; on SQLite, every pooled
+    /// connection checked out (reads never wait in WAL mode, so a connection that stays out is
+    /// one waiting for the write lock).
+    pub async fn wait_blocked_writers(&self, n: usize) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        // Probed on a connection of its own: the app's pool may be all taken by the waiters.
+        let probe = sea_orm::Database::connect(&self.db.url).await.expect("probe connection");
+        loop {
+            let blocked = self.blocked_writers(&probe).await;
+            if blocked >= n {
+                return;
+            }
+            assert!(std::time::Instant::now() < deadline, "only {blocked} of {n} writers got blocked");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
+    #[cfg(feature = "pg")]
+    async fn blocked_writers(&self, probe: &sea_orm::DatabaseConnection) -> usize {
+        use sea_orm::{ConnectionTrait, Statement};
+        let sql = "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() \
+                   AND wait_event_type = 'Lock'";
+        let row = probe
+            .query_one_raw(Statement::from_string(sea_orm::DatabaseBackend::Postgres, sql))
+            .await
+            .expect("pg_stat_activity")
+            .expect("a row");
+        row.try_get::<i64>("", "n").expect("count") as usize
+    }
+
+    #[cfg(not(feature = "pg"))]
+    async fn blocked_writers(&self, _probe: &sea_orm::DatabaseConnection) -> usize {
+        let pool = self.state.db.get_sqlite_connection_pool();
+        let max = self.state.config.db.max_connections.min(8) as usize;
+        if pool.size() as usize == max { max - pool.num_idle() } else { 0 }
+    }
+}

@@ -1,0 +1,96 @@
+//! A reversed payment whose transfer is on the chain again (a reorganisation back to the fork
+//! that holds it, or the transaction mined again) is recorded again as if new.
+
+use chrono::Utc;
+use entity::{Environment, PaymentStatus, invoice, payment};
+use sea_orm::sea_query::Expr;
+use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter};
+
+use super::record::{Recorded, invoice_sees_deposit, post_seen};
+use crate::chain::Transfer;
+use crate::pipeline::PipelineError;
+
+/// The tracker's side of a revival: a reversed payment's transaction is on the chain again in
+/// block `block_height`, possibly one the scanner has passed (a reorganisation switched back to
+/// the fork that holds it). Revives it as the scanner would, in one transaction. Returns
+/// whether it was revived (`false`: it was not reversed any more).
+pub(crate) async fn revive_on_chain(
+    db: &DatabaseConnection,
+    p: &payment::Model,
+    block_height: u64,
+    tip: u64,
+) -> Result<bool, PipelineError> {
+    let t = Transfer {
+        tx_hash: p.tx_hash.clone(),
+        output_index: p.output_index,
+        address_key: String::new(),
+        amount: p.amount.0,
+        block_height,
+    };
+    let txn = domain::db::begin_write(db).await?;
+    let Some(seen) = revive(&txn, p.environment, &p.gate_id, &t, tip).await? else {
+        txn.rollback().await?;
+        return Ok(false);
+    };
+    post_seen(&txn, p.environment, &p.gate_id, std::slice::from_ref(&seen)).await?;
+    txn.commit().await?;
+    Ok(true)
+}
+
+/// A transfer already recorded is seen again. If its payment was reversed (the transaction
+/// vanished long enough, then a reorganisation brought it back or it was mined again), the
+/// payment is revived: recorded again as if new (`confirming`, its amount back in `pending`,
+/// nothing credited: the reversal took back any credit), so it confirms and is credited once
+/// more by the usual path, with the usual events. Its invoice follows the PRODUCT.md table: a
+/// `pending` one becomes `confirming`; an `invalid` or `expired` one takes it as a late deposit.
+/// A conversion record the reversal ended is removed, so the converter quotes it afresh. `Ok(None)`
+/// when the payment is live (nothing to do).
+pub(super) async fn revive<C: ConnectionTrait>(
+    txn: &C,
+    env: Environment,
+    gate_id: &str,
+    t: &Transfer,
+    tip: u64,
+) -> Result<Option<Recorded>, PipelineError> {
+    let now = Utc::now();
+    let null = || Expr::cust("NULL");
+    let revived = payment::Entity::update_many()
+        .col_expr(payment::Column::Status, Expr::value(PaymentStatus::Confirming.as_str()))
+        .col_expr(payment::Column::BlockHeight, Expr::value(t.block_height as i64))
+        .col_expr(
+            payment::Column::Confirmations,
+            Expr::value(i32::try_from(tip.saturating_sub(t.block_height) + 1).unwrap_or(i32::MAX)),
+        )
+        .col_expr(payment::Column::DetectedAt, Expr::value(now))
+        .col_expr(payment::Column::CheckedAt, Expr::value(now))
+        .col_expr(payment::Column::ConfirmedAt, null())
+        .col_expr(payment::Column::CreditedAt, null())
+        .col_expr(payment::Column::CreditedGateId, null())
+        .col_expr(payment::Column::CreditedAmount, null())
+        .col_expr(payment::Column::ReversedAt, null())
+        .col_expr(payment::Column::MissingSinceHeight, null())
+        .col_expr(payment::Column::MissingLastHeight, null())
+        .col_expr(payment::Column::MissingChecks, Expr::value(0))
+        .col_expr(payment::Column::NextCheckAt, null())
+        .col_expr(payment::Column::TrackToken, null())
+        .col_expr(
+            payment::Column::Revivals,
+            sea_orm::sea_query::ExprTrait::add(Expr::col(payment::Column::Revivals), 1),
+        )
+        .filter(payment::Column::Environment.eq(env))
+        .filter(payment::Column::GateId.eq(gate_id))
+        .filter(payment::Column::TxHash.eq(&t.tx_hash))
+        .filter(payment::Column::OutputIndex.eq(t.output_index))
+        .filter(payment::Column::Status.eq(PaymentStatus::Reversed))
+        .exec_with_returning(txn)
+        .await?;
+    let Some(p) = revived.into_iter().next() else { return Ok(None) };
+    tracing::info!(payment_id = %p.id, tx_hash = %p.tx_hash, "reversed deposit is on chain again; revived");
+    entity::settlement_conversion::Entity::delete_by_id(p.id).exec(txn).await?;
+    let inv = invoice::Entity::find_by_id(p.invoice_id)
+        .one(txn)
+        .await?
+        .ok_or_else(|| PipelineError::Invariant(format!("invoice of payment {} missing", p.id)))?;
+    invoice_sees_deposit(txn, &inv, &p).await?;
+    Ok(Some(Recorded { merchant_id: inv.merchant_id, payment_id: p.id, amount: p.amount.0 }))
+}
