@@ -5,9 +5,11 @@
 //! the invoice's `confirming` transition.
 //!
 //! Reading the chain and moving the cursor are here; what a batch's transfers write (payments,
-//! invoices, pending balances, unclaimed deposits) is in `record`; a reversed payment whose
-//! transfer is on the chain again is revived by `revive`.
+//! the invoices' moves, unclaimed deposits) is in `record`; what each recorded deposit does to
+//! its invoice and pending balance, in `deposit`; a reversed payment whose transfer is on the
+//! chain again is revived by `revive`.
 
+mod deposit;
 mod record;
 mod revive;
 

@@ -6,18 +6,18 @@ use std::collections::{HashMap, HashSet};
 
 use chrono::{Duration, Utc};
 use entity::{
-    Amount, Bucket, EntryType, Environment, InvoiceStatus, InvoiceTrigger, PaymentStatus, UnclaimedReason, invoice,
-    payment, static_address, unclaimed_deposit,
+    Amount, Environment, InvoiceStatus, InvoiceTrigger, PaymentStatus, UnclaimedReason, invoice, payment,
+    static_address, unclaimed_deposit,
 };
 use sea_orm::sea_query::{Expr, OnConflict};
 use sea_orm::{ColumnTrait, Condition, ConnectionTrait, EntityTrait, QueryFilter, TryInsertResult};
 use uuid::Uuid;
 
+use super::deposit::{Recorded, invoice_sees_deposit, post_seen};
 use super::revive::revive;
 use crate::chain::{Chain, Transfer};
-use crate::pipeline::{PipelineError, transition};
+use crate::pipeline::PipelineError;
 use domain::events::{self, kind};
-use domain::ledger::{self, Posting};
 
 /// Where a scan saw its transfers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -272,36 +272,6 @@ async fn unclaimed<C: ConnectionTrait>(
     Ok(())
 }
 
-/// Seen deposits' amounts go to their merchant's `pending` balance: one entry each, the balance
-/// row locked and written once. `seen` all belong to one merchant.
-pub(super) async fn post_seen<C: ConnectionTrait>(
-    txn: &C,
-    env: Environment,
-    gate_id: &str,
-    seen: &[Recorded],
-) -> Result<(), PipelineError> {
-    let Some(first) = seen.first() else { return Ok(()) };
-    let postings: Vec<Posting> = seen
-        .iter()
-        .map(|s| Posting {
-            bucket: Bucket::Pending,
-            amount: s.amount,
-            entry_type: EntryType::InvoiceCredit,
-            reference: Some(("payment", s.payment_id)),
-            description: Some("deposit seen, awaiting confirmations".into()),
-        })
-        .collect();
-    ledger::post(txn, ledger::Account::of(first.merchant_id, env, gate_id), &postings).await?;
-    Ok(())
-}
-
-/// A payment recorded by this scan, whose amount is still to be posted to `pending`.
-pub(super) struct Recorded {
-    pub(super) merchant_id: Uuid,
-    pub(super) payment_id: Uuid,
-    pub(super) amount: rust_decimal::Decimal,
-}
-
 /// The invoice a static address deposit creates: one per transfer, with an id derived from the
 /// transfer so a replayed scan finds the same invoice instead of making another.
 async fn static_invoice<C: ConnectionTrait>(
@@ -373,27 +343,5 @@ async fn settle_height<C: ConnectionTrait>(
         .filter(payment::Column::BlockHeight.ne(height))
         .exec(txn)
         .await?;
-    Ok(())
-}
-
-/// A recorded deposit moves a `pending` invoice to `confirming` (or, past its window, to
-/// `expired` first: it is then a late deposit).
-pub(super) async fn invoice_sees_deposit<C: ConnectionTrait>(
-    txn: &C,
-    inv: &invoice::Model,
-    p: &payment::Model,
-) -> Result<(), PipelineError> {
-    let now = Utc::now();
-    let inv = invoice::Entity::find_by_id(inv.id).one(txn).await?.unwrap_or_else(|| inv.clone());
-    if inv.status == InvoiceStatus::Pending {
-        if inv.expires_at.is_some_and(|e| e < now) {
-            // The window closed before the sweeper noticed: expire first; this is a late deposit.
-            if let Some(after) = transition(txn, &inv, InvoiceTrigger::Expire).await? {
-                events::emit_invoice(txn, kind::INVOICE_EXPIRED, &after, None).await?;
-            }
-        } else if let Some(after) = transition(txn, &inv, InvoiceTrigger::DepositSeen).await? {
-            events::emit_invoice(txn, kind::INVOICE_CONFIRMING, &after, Some(p)).await?;
-        }
-    }
     Ok(())
 }

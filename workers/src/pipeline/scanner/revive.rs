@@ -6,7 +6,7 @@ use entity::{Environment, PaymentStatus, invoice, payment};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter};
 
-use super::record::{Recorded, invoice_sees_deposit, post_seen};
+use super::deposit::{Recorded, invoice_sees_deposit, post_seen};
 use crate::chain::Transfer;
 use crate::pipeline::PipelineError;
 
