@@ -1,7 +1,8 @@
-//! Support shared by this crate's suites: the step-by-step `pipe` of `pipeline` and
-//! `settlement`; for the live chain suites, the `live` app stepping the live pipeline, the fake
-//! TRON, Solana and XRP nodes of `tron_live`, `solana_live` and `xrp_live` (served by
-//! `fake_node`), the Litecoin Core regtest nodes of `bitcoin_regtest`, and its hot-wallet payouts (`btc_payouts`). Each test binary
+//! Support shared by this crate's suites: the step-by-step `pipe` of `pipeline`, `pipeline_live`
+//! and `settlement`, with the pipeline suites' own `steps` and `scripted` chain; for the live
+//! chain suites, the `live` app stepping the live pipeline, the fake TRON, Solana and XRP nodes of
+//! `tron_live`, `solana_live` and `xrp_live` (served by `fake_node`), the Litecoin Core regtest
+//! nodes of `bitcoin_regtest`, and its hot-wallet payouts (`btc_payouts`). Each test binary
 //! includes it with `mod support;` and uses what it needs.
 #![allow(dead_code)]
 
@@ -12,9 +13,11 @@ pub mod litesvm;
 pub mod live;
 pub mod payouts;
 pub mod pipe;
+pub mod scripted;
 pub mod smtp_sink;
 pub mod solana_node;
 pub mod solana_payouts;
+pub mod steps;
 pub mod tron_node;
 pub mod tron_payouts;
 pub mod xrp_node;
