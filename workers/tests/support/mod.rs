@@ -2,11 +2,12 @@
 //! and `settlement`, with the pipeline suites' own `steps` and `scripted` chain; for the live
 //! chain suites, the `live` app stepping the live pipeline, the fake TRON, Solana and XRP nodes of
 //! `tron_live`, `solana_live` and `xrp_live` (served by `fake_node`), the Litecoin Core regtest
-//! nodes of `bitcoin_regtest`, and its hot-wallet payouts (`btc_payouts`). Each test binary
-//! includes it with `mod support;` and uses what it needs.
+//! nodes of `bitcoin_regtest`, and its hot-wallet payouts (`btc_payouts`); the EVM suites' app on
+//! anvil (`evm_node`). Each test binary includes it with `mod support;` and uses what it needs.
 #![allow(dead_code)]
 
 pub mod btc_payouts;
+pub mod evm_node;
 pub mod fake_node;
 pub mod litecoind;
 pub mod litesvm;
