@@ -11,7 +11,7 @@ use uuid::Uuid;
 use workers::pipeline::{scanner, sweeper};
 
 /// The shared step-by-step pipeline (`pipe`) with the pipeline suites' own steps.
-pub struct Pipe(pub super::pipe::Pipe);
+pub struct Pipe(super::pipe::Pipe);
 
 impl std::ops::Deref for Pipe {
     type Target = super::pipe::Pipe;
