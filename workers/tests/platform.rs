@@ -291,6 +291,44 @@ async fn graceful_shutdown_lets_the_in_flight_job_finish() {
     stop_and_clean_up(running, t).await;
 }
 
+/// Jobs still running when a graceful stop begins can enqueue their follow-ups. Each round keeps
+/// chains of jobs flowing (every job pushes the next), so the backend is always fetching,
+/// acknowledging or claiming something, then stops the runtime mid-stream: every push a handler
+/// began must have gone through. (On the SQLite queue, a worker that stopped driving its backend
+/// while jobs ran left a half-done transaction holding the write lock, and a running job's push
+/// waited on it for the busy timeout and failed: see `runner::stop_when_drained`, `draining`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_running_when_a_stop_begins_can_still_enqueue() {
+    const CHAINS: u64 = 4;
+    for round in 0..8 {
+        let t = TestQueues::new().await;
+        let (begun, pushed) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
+        let (b, p) = (begun.clone(), pushed.clone());
+        let busy = platform::StageSettings { concurrency: CHAINS as usize, ..stage(1) };
+        let running = Running::start(Runtime::new(t.queues.clone()).stage(busy, move |job: Ping, ctx: JobCtx| {
+            let (begun, pushed) = (b.clone(), p.clone());
+            async move {
+                begun.fetch_add(1, Ordering::SeqCst);
+                ctx.queues().push(Ping { invoice_id: job.invoice_id + CHAINS }).await?;
+                pushed.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            }
+        }));
+        for invoice_id in 0..CHAINS {
+            t.queues.push(Ping { invoice_id }).await.unwrap();
+        }
+        eventually(WAIT, "the chains to run", || {
+            let flowing = pushed.load(Ordering::SeqCst) >= 20 + round;
+            async move { flowing.then_some(()) }
+        })
+        .await;
+        running.stop().await;
+        let (begun, pushed) = (begun.load(Ordering::SeqCst), pushed.load(Ordering::SeqCst));
+        assert_eq!(pushed, begun, "round {round}: a job running when the stop began could not enqueue");
+        drop(t);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jobs_survive_a_killed_runtime() {
     let t = TestQueues::new().await;

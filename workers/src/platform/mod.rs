@@ -13,6 +13,7 @@
 mod admin;
 mod backend;
 mod config;
+mod draining;
 mod http;
 pub mod metrics;
 mod runner;

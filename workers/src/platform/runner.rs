@@ -9,7 +9,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use apalis::prelude::BackendExt;
-use apalis::prelude::{AbortError, BoxDynError, Task, WorkerBuilder, WorkerBuilderExt};
+use apalis::prelude::{AbortError, BoxDynError, Task, WorkerBuilder, WorkerBuilderExt, WorkerContext, WorkerError};
 use apalis_redis::RedisStorage;
 use apalis_sqlite::SqliteStorage;
 use futures::FutureExt;
@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::backend::{Conn, Envelope, Queues, millis, now_ms, redis_config};
 use super::config::{RuntimeSettings, StageSettings};
+use super::draining::Draining;
 use super::{Job, metrics, valid_queue_name};
 
 /// How a handler failed.
@@ -280,7 +281,8 @@ async fn run_worker(
 ) -> anyhow::Result<()> {
     let service = StageService { stage: stage.clone(), queues: queues.clone(), worker: name.into() };
     let concurrency = stage.settings.concurrency;
-    let stop = token.clone().cancelled_owned().map(Ok::<(), std::io::Error>);
+    let token = token.clone();
+    let stop = move |worker| stop_when_drained(worker, token.clone());
     match &queues.conn {
         Conn::Redis(conn) => {
             let config = redis_config(&stage.queue)
@@ -289,7 +291,12 @@ async fn run_worker(
                 .missed_heartbeats(3);
             let storage =
                 RedisStorage::<Value>::new(conn.clone()).with_config(config).poll_with_interval(settings.poll_interval);
-            WorkerBuilder::new(name).backend(storage).concurrency(concurrency).build(service).run_until(stop).await?;
+            WorkerBuilder::new(name)
+                .backend(storage)
+                .concurrency(concurrency)
+                .build(service)
+                .run_with_ctx(stop)
+                .await?;
         }
         Conn::Sqlite(pool) => {
             let config = apalis_sqlite::Config::default()
@@ -297,12 +304,34 @@ async fn run_worker(
                 .batch_size(concurrency)
                 .heartbeat_interval(settings.heartbeat_interval)
                 .missed_heartbeats(3);
-            let storage =
-                SqliteStorage::<Value>::new(pool).with_config(config).poll_with_interval(settings.poll_interval);
-            WorkerBuilder::new(name).backend(storage).concurrency(concurrency).build(service).run_until(stop).await?;
+            let storage = Draining::new(
+                SqliteStorage::<Value>::new(pool).with_config(config).poll_with_interval(settings.poll_interval),
+            );
+            WorkerBuilder::new(name)
+                .backend(storage)
+                .concurrency(concurrency)
+                .build(service)
+                .run_with_ctx(stop)
+                .await?;
         }
     }
     Ok(())
+}
+
+/// Stops `worker` once `token` is cancelled, in two steps: pause (no job is fetched any more, and
+/// apalis still drives the backend, so the acknowledgements, claims and, on SQLite, the fetch it
+/// has begun commit: see [`Draining`]), then stop once the jobs in flight are done. Stopping at
+/// once stops driving the backend while jobs still run: on the SQLite queue a transaction left
+/// half-way keeps the write lock, and a running job that enqueues a follow-up waits on it for
+/// the whole busy timeout (30 s), then fails.
+async fn stop_when_drained(worker: WorkerContext, token: CancellationToken) -> Result<(), WorkerError> {
+    token.cancelled().await;
+    if worker.pause().is_ok() {
+        while worker.has_pending_tasks() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+    worker.stop()
 }
 
 /// The apalis service of a stage: decodes the envelope, runs the handler, and turns its outcome
