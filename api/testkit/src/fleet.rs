@@ -20,11 +20,12 @@ impl Proc {
         self.child.wait().unwrap();
     }
 
-    /// SIGTERM, then the exit status (within 30 s).
+    /// SIGTERM, then the exit status (within 60 s: longer than a worker's own shutdown timeout,
+    /// 30 s by default, after which it abandons jobs still running and exits).
     pub fn terminate(&mut self) -> std::process::ExitStatus {
         let pid = self.child.id().to_string();
         assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
                 return status;
