@@ -291,12 +291,8 @@ async fn run_worker(
                 .missed_heartbeats(3);
             let storage =
                 RedisStorage::<Value>::new(conn.clone()).with_config(config).poll_with_interval(settings.poll_interval);
-            WorkerBuilder::new(name)
-                .backend(storage)
-                .concurrency(concurrency)
-                .build(service)
-                .run_with_ctx(stop)
-                .await?;
+            let worker = WorkerBuilder::new(name).backend(storage).concurrency(concurrency).build(service);
+            worker.run_with_ctx(stop).await?;
         }
         Conn::Sqlite(pool) => {
             let config = apalis_sqlite::Config::default()
@@ -307,12 +303,8 @@ async fn run_worker(
             let storage = Draining::new(
                 SqliteStorage::<Value>::new(pool).with_config(config).poll_with_interval(settings.poll_interval),
             );
-            WorkerBuilder::new(name)
-                .backend(storage)
-                .concurrency(concurrency)
-                .build(service)
-                .run_with_ctx(stop)
-                .await?;
+            let worker = WorkerBuilder::new(name).backend(storage).concurrency(concurrency).build(service);
+            worker.run_with_ctx(stop).await?;
         }
     }
     Ok(())
