@@ -20,16 +20,19 @@ pub enum PayoutCmd {
         #[arg(long)]
         reason: String,
     },
-    /// Fail an approved or queued payout that was never signed: its funds are released (a
-    /// refund follows) and `payout.failed` carries the reason. Refused for a payout with a
-    /// signed transaction (it may be mined): use `replace`.
+    /// Fail an approved, queued or processing payout whose transaction can never be mined:
+    /// never signed, or signed and provably dead as its gate's node shows (expired past its
+    /// window on TRON/Solana/XRP, its nonce used by another transaction at depth on EVM, an
+    /// input double-spent at depth on Bitcoin). Its funds are released (a refund follows) and
+    /// `payout.failed` carries the reason. Refused while the transaction may still be mined.
     Fail {
         payout_id: Uuid,
         #[arg(long)]
         reason: String,
     },
-    /// List payouts whose signed transaction is not in a block after `--older-than` since its
-    /// broadcast (or since queued, when the node has not accepted it yet).
+    /// List payouts still queued or processing `--older-than` after their broadcast (or after
+    /// they were queued), on every chain, each with why it waits (never signed, in the mempool,
+    /// short of its depth, unknown to the node, provably dead).
     Stuck {
         /// e.g. 10m, 90s, 2h.
         #[arg(long, default_value = "10m", value_parser = parse_age)]
@@ -78,48 +81,28 @@ fn parse_alloc(s: &str) -> Result<entity::FeeAllocation, String> {
     entity::FeeAllocation::parse(s).ok_or_else(|| format!("expected customer or merchant, got {s:?}"))
 }
 
-/// Prints the payouts not in a block after `older_than`: one line each with its age, nonce
-/// state and what the chain says (where this process can ask it: sandbox, configured EVM nodes).
+/// Prints the payouts waiting longer than `older_than`, one line each with its age and why.
 async fn stuck_payouts(
     db: &sea_orm::DatabaseConnection,
     config: &Config,
     older_than: chrono::Duration,
 ) -> anyhow::Result<()> {
-    use workers::chain::{Outgoing, SignedTx};
     let chains = workers::chain::Chains::new(db, &config.sandbox).with_live(config);
-    let now = chrono::Utc::now();
-    let mut listed = 0;
-    for p in domain::payouts::operator::stuck_candidates(db, older_than).await? {
-        let hash = p.tx_hash.clone().unwrap_or_default();
-        let chain = match chains.get(p.environment, &p.gate_id) {
-            Some(c) => match c
-                .outgoing(&SignedTx { tx_hash: hash.clone(), raw: p.signed_tx.clone().unwrap_or_default() })
-                .await
-            {
-                Ok(Outgoing::Confirmations { confirmations, .. }) if confirmations > 0 => continue,
-                Ok(Outgoing::Failed(_)) => continue,
-                Ok(Outgoing::Confirmations { .. }) => "in the mempool".to_owned(),
-                Ok(Outgoing::Unknown) => "unknown to the node".to_owned(),
-                Ok(Outgoing::Expired) => "expired unseen: the executor signs it again".to_owned(),
-                // The error may name the endpoint (and a provider key in its URL): not printed.
-                Err(_) => "the node did not answer".to_owned(),
-            },
-            None => "no chain adapter here".to_owned(),
-        };
-        let since = p.broadcast_at.or(p.queued_at).unwrap_or(p.updated_at);
+    let stuck = workers::executor::operator::stuck(db, &chains, older_than).await?;
+    for s in &stuck {
+        let p = &s.payout;
         println!(
             "{} {} {} {} tx={} waiting={}m ({})",
             p.id,
             p.environment,
             p.gate_id,
             p.status.as_str(),
-            hash,
-            (now - since).num_minutes(),
-            chain
+            p.tx_hash.as_deref().unwrap_or("-"),
+            s.waiting_minutes,
+            s.why
         );
-        listed += 1;
     }
-    if listed == 0 {
+    if stuck.is_empty() {
         println!("no stuck payouts");
     }
     Ok(())
@@ -171,9 +154,13 @@ pub async fn run(config: &Config, cmd: PayoutCmd, actor: &str) -> anyhow::Result
             if reason.trim().is_empty() {
                 bail!("--reason must not be empty");
             }
+            // The node is asked first (no network read inside the write transaction); the
+            // failure is then guarded on exactly the transaction it judged.
+            let chains = workers::chain::Chains::new(&db, &config.sandbox).with_live(config);
+            let dead = workers::executor::operator::dead_tx(&chains, &payouts::load(&db, payout_id).await?).await?;
             let txn = domain::db::begin_write(&db).await?;
             let before = payouts::load(&txn, payout_id).await?;
-            let p = payouts::fail_unsent(&txn, payout_id, reason.trim()).await?;
+            let p = payouts::fail(&txn, payout_id, reason.trim(), dead.as_ref()).await?;
             record(&txn, payout_entry(actor, "payout.fail", &before, &p, Some(reason.trim()))).await?;
             txn.commit().await?;
             println!("{} {} ({})", p.id, p.status.as_str(), p.failure_reason.unwrap_or_default());

@@ -499,14 +499,15 @@ fn payouts_fail_stuck_and_replace() {
     }
     let unsigned = insert_payout(&db, &merchant, "10", "queued", false, 30);
     let stuck = insert_payout(&db, &merchant, "20", "processing", true, 20);
+    let never_signed = insert_payout(&db, &merchant, "5", "queued", false, 25);
     let balances = |env: &str| ops.ok(&["ledger", "balances", "--merchant", &merchant, "--env", env]);
-    assert!(balances("test").contains("available=90 pending=0 reserved=10"), "{}", balances("test"));
+    assert!(balances("test").contains("available=85 pending=0 reserved=15"), "{}", balances("test"));
     assert!(balances("live").contains("available=80 pending=0 reserved=20"), "{}", balances("live"));
 
     // fail: the never-signed payout fails with the reason and its funds come back.
     let out = ops.ok(&["payouts", "fail", &unsigned, "--reason", "hot wallet key lost"]);
     assert!(out.contains("failed") && out.contains("failed by operator: hot wallet key lost"), "{out}");
-    assert!(balances("test").contains("available=100 pending=0 reserved=0"), "{}", balances("test"));
+    assert!(balances("test").contains("available=95 pending=0 reserved=5"), "{}", balances("test"));
     // …but never one with a signed transaction (it may be mined), nor twice, nor without a reason.
     let refused = ops.run_env(&["payouts", "fail", &stuck, "--reason", "x"], &[]);
     let err = String::from_utf8_lossy(&refused.stderr);
@@ -515,9 +516,12 @@ fn payouts_fail_stuck_and_replace() {
     assert!(!ops.run_env(&["payouts", "fail", &stuck, "--reason", " "], &[]).status.success());
     assert!(balances("live").contains("available=80 pending=0 reserved=20"), "{}", balances("live"));
 
-    // stuck: the broadcast payout the chain does not have, after the threshold only.
+    // stuck: the broadcast payout the chain does not have and the queued one never signed,
+    // each with why it waits, after the threshold only.
     let out = ops.ok(&["payouts", "stuck"]);
     assert!(out.contains(&stuck) && out.contains("processing") && out.contains(EVM_TX.0), "{out}");
+    let line = out.lines().find(|l| l.contains(&never_signed)).unwrap_or_else(|| panic!("{out}"));
+    assert!(line.contains("queued") && line.contains("never signed") && line.contains("waiting=2"), "{line}");
     assert!(!out.contains(&unsigned), "{out}");
     assert!(out.contains("waiting=20m") || out.contains("waiting=19m"), "{out}");
     assert!(ops.ok(&["payouts", "stuck", "--older-than", "30m"]).contains("no stuck payouts"));

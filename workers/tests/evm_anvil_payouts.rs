@@ -376,3 +376,69 @@ async fn a_payout_whose_nonce_another_transaction_used_fails_once_that_one_is_de
     let b = x.balance().await;
     assert_eq!((b.available.0, b.reserved.0), (d("2"), Decimal::ZERO), "released exactly");
 }
+
+/// `ops payouts fail` on a signed payout: refused while its transaction may still be mined,
+/// done once the node shows its nonce used by another transaction at the gate's depth.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_fails_a_signed_payout_only_once_its_nonce_is_used_at_depth() {
+    use domain::payouts::operator;
+    use entity::PayoutStatus;
+    use workers::executor::operator::dead_tx;
+    let x = Payouts::start().await;
+    let db = &x.app.state.db;
+    let (id, executor) = x.sent_to_the_mempool(0x51, "0.05").await;
+    let original = x.row(id).await.tx_hash.unwrap();
+    // In the mempool: it may be mined.
+    assert_eq!(dead_tx(&executor.chains, &x.row(id).await).await.unwrap(), None);
+    let err = operator::fail(db, id, "stuck", None).await.unwrap_err().to_string();
+    assert!(err.contains("may still be mined"), "{err}");
+    x.anvil.rpc("anvil_dropTransaction", json!([original])).await;
+    let other = json!({"from": HOT_WALLET, "to": HOT_WALLET, "value": "0x0", "nonce": "0x0"});
+    x.anvil.rpc("eth_sendTransaction", json!([other])).await;
+    x.anvil.mine(1).await;
+    // Its nonce used one block deep: a reorganisation could still undo that.
+    assert_eq!(dead_tx(&executor.chains, &x.row(id).await).await.unwrap(), None);
+    x.anvil.mine(11).await;
+    let dead = dead_tx(&executor.chains, &x.row(id).await).await.unwrap().expect("dead at depth");
+    assert_eq!(dead.tx_hash, original);
+    assert!(dead.why.contains("nonce 0 was used by another transaction"), "{dead:?}");
+    let p = operator::fail(db, id, "stuck", Some(&dead)).await.unwrap();
+    assert_eq!(p.status, PayoutStatus::Failed);
+    let b = x.balance().await;
+    assert_eq!((b.available.0, b.reserved.0), (d("2"), Decimal::ZERO), "released exactly");
+    assert_eq!(testkit::event_payloads(db, "payout.failed").await.len(), 1);
+}
+
+/// Two executors on one payout: B parked at its fee read before anything was signed; A signs
+/// and stores the payout's transaction, which the node refuses for now (no gas in the hot
+/// wallet), so the payout stays `queued` with it. Released, B's fee read is refused for good:
+/// its verdict is about an unsigned payout, which this one no longer is, so B looks again and
+/// the payout keeps its transaction (and its nonce) and completes once the wallet is refilled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_executor_refused_before_signing_never_fails_a_payout_another_executor_signed() {
+    use entity::PayoutStatus;
+    use support::interleave::{Stop, stale};
+    let x = Payouts::start().await;
+    let db = &x.app.state.db;
+    x.set_balance(1).await;
+    let id = x.payout(&checksummed(0x61), "0.05").await;
+    let a = x.executor();
+    let stop = Stop::armed();
+    let b = stale(&a, "ethereum", None, Some(stop.clone()));
+    let parked = tokio::spawn(async move { b.execute(id).await });
+    stop.parked().await;
+    a.execute(id).await.unwrap();
+    let p = x.row(id).await;
+    let h1 = p.tx_hash.clone().expect("A stored its transaction");
+    assert_eq!(p.status, PayoutStatus::Queued, "refused for now: no gas");
+    stop.release();
+    parked.await.unwrap().unwrap();
+    let p = x.row(id).await;
+    assert_eq!((p.status, p.tx_hash.as_deref()), (PayoutStatus::Queued, Some(h1.as_str())), "{:?}", p.failure_reason);
+    assert!(x.balance().await.reserved.0 > Decimal::ZERO, "still reserved");
+    assert!(testkit::event_payloads(db, "payout.failed").await.is_empty());
+    x.set_balance(10u128.pow(20)).await;
+    x.run_until(&[id], PayoutStatus::Completed, 4).await;
+    assert_eq!(x.row(id).await.tx_hash.as_deref(), Some(h1.as_str()), "the stored transaction, nonce 0");
+    assert_eq!(x.tx_count().await, 1);
+}

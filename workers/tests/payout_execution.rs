@@ -445,25 +445,43 @@ async fn an_operator_fails_an_unsigned_payout_releasing_its_funds_but_never_a_si
     x.executor.execute(signed).await.unwrap();
     assert_eq!(x.balance().await, (d("56"), d("44")), "13 + 8 + 23 reserved");
 
-    let p = domain::payouts::operator::fail_unsent(&db, queued, "hot wallet key lost").await.unwrap();
+    let p = domain::payouts::operator::fail(&db, queued, "hot wallet key lost", None).await.unwrap();
     assert_eq!(p.status, PayoutStatus::Failed);
     assert_eq!(p.failure_reason.as_deref(), Some("failed by operator: hot wallet key lost"));
-    let p = domain::payouts::operator::fail_unsent(&db, approved, "merchant asked").await.unwrap();
+    let p = domain::payouts::operator::fail(&db, approved, "merchant asked", None).await.unwrap();
     assert_eq!(p.status, PayoutStatus::Failed);
     assert_eq!(x.balance().await, (d("77"), d("23")), "both released exactly; the signed one still held");
     let failed = x.events("payout.failed").await;
     assert_eq!(failed.len(), 2);
     assert!(failed.iter().any(|e| e["failure_reason"] == "failed by operator: hot wallet key lost"), "{failed:?}");
 
-    let err = domain::payouts::operator::fail_unsent(&db, signed, "no").await.unwrap_err().to_string();
+    let err = domain::payouts::operator::fail(&db, signed, "no", None).await.unwrap_err().to_string();
     assert!(err.contains("signed transaction") && err.contains("replace"), "{err}");
     assert_eq!(x.row(signed).await.status, PayoutStatus::Processing);
     // A sandbox transaction has no account nonce: nothing could displace it, so no replacement.
     let err = domain::payouts::operator::request_replace(&db, signed).await.unwrap_err().to_string();
     assert!(err.contains("cannot be replaced"), "{err}");
-    assert!(domain::payouts::operator::fail_unsent(&db, queued, "again").await.is_err(), "already failed");
+    assert!(domain::payouts::operator::fail(&db, queued, "again", None).await.is_err(), "already failed");
     assert_eq!(x.balance().await, (d("77"), d("23")));
     assert_eq!(x.events("payout.failed").await.len(), 2);
+
+    // A node's verdict about another transaction than the one the payout holds changes nothing.
+    use domain::payouts::operator::DeadTx;
+    let held = x.row(signed).await.tx_hash.unwrap();
+    let other = DeadTx { tx_hash: "0xother".into(), why: "expired".into() };
+    let err = domain::payouts::operator::fail(&db, signed, "no", Some(&other)).await.unwrap_err().to_string();
+    assert!(err.contains("may still be mined"), "{err}");
+    assert_eq!(x.row(signed).await.status, PayoutStatus::Processing);
+    // Provably dead (what the node said of exactly its transaction): failed, funds released.
+    let dead = DeadTx { tx_hash: held.clone(), why: "expired unseen past its window".into() };
+    let p = domain::payouts::operator::fail(&db, signed, "stuck", Some(&dead)).await.unwrap();
+    assert_eq!(p.status, PayoutStatus::Failed);
+    assert_eq!(
+        p.failure_reason.as_deref(),
+        Some(format!("failed by operator: stuck (transaction {held}: expired unseen past its window)").as_str())
+    );
+    assert_eq!(x.balance().await, (d("100"), d("0")), "every reservation released exactly");
+    assert_eq!(x.events("payout.failed").await.len(), 3);
 }
 
 /// EIP-1559 fees of `max_fee_per_gas` and `priority_fee_per_gas`.

@@ -190,6 +190,20 @@ pub trait Chain: Send + Sync {
         let _ = tx;
         Err(ChainError::Unavailable(format!("payouts are not supported on {} yet", self.gate().id)))
     }
+    /// `Some(why)` when payout transaction `tx` can provably never be mined, so an operator may
+    /// end its payout (`ops payouts fail`): by default when [`Chain::outgoing`] says it expired
+    /// past its validity window unseen (TRON, Solana, XRP) or failed at the gate's depth. EVM
+    /// adds a nonce used by another transaction at depth (replaced), Bitcoin an input spent by
+    /// another transaction at depth (double-spent). `None`: it may still be mined (or was).
+    async fn dead(&self, tx: &SignedTx) -> Result<Option<String>, ChainError> {
+        Ok(match self.outgoing(tx).await? {
+            Outgoing::Expired => {
+                Some("expired unseen: its validity window passed and the node searched all of it".into())
+            }
+            Outgoing::Failed(reason) => Some(format!("failed on chain: {reason}")),
+            Outgoing::Unknown | Outgoing::Confirmations { .. } => None,
+        })
+    }
 }
 
 /// The chain of every (environment, gate) the pipeline can watch.

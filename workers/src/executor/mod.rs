@@ -11,6 +11,13 @@
 //! the chain about that transaction before sending it, so a restart re-sends the same bytes at
 //! most (which the network treats as the same transaction), never a new one. Every transition
 //! is a guarded update; two executors on one payout cannot both apply one.
+//!
+//! Two jobs on one payout are normal (the poller re-enqueues a payout not looked at for
+//! `stale_after_secs`, and a job may wait minutes before its next look), so a job may still hold
+//! a transaction that another job has replaced since. Every verdict is therefore about the
+//! transaction it judged ([`Judged`]): a transition that ends, re-signs or moves a payout on
+//! because of a chain's answer is guarded on that transaction's hash (or, before anything was
+//! signed, on `signed_tx IS NULL`), and a guard that no longer matches means "look again".
 
 use std::time::Duration;
 
@@ -25,8 +32,10 @@ use crate::chain::signer::{PayoutTx, Signers};
 use crate::chain::{Broadcast, Chain, ChainError, Chains, Outgoing, SignedTx};
 use domain::events;
 use domain::ledger::{self, LedgerError, Posting};
+use domain::payouts::lifecycle::Judged;
 use wallet::{lock_nonce, take_outputs, unspent};
 
+pub mod operator;
 mod replace;
 mod wallet;
 
@@ -126,30 +135,31 @@ impl Executor {
             }
             return Ok(Step::Stop(Next::After(self.recheck.max(Duration::from_secs(60)))));
         }
-        self.transition(p, PayoutTrigger::Queue, payout::Column::QueuedAt).await?;
+        self.transition(p, PayoutTrigger::Queue, payout::Column::QueuedAt, Judged::Unsigned).await?;
         Ok(Step::Again)
     }
 
-    /// A guarded status change stamping `at_column`, with the refund (if any) following it in
-    /// the same transaction.
+    /// A guarded status change stamping `at_column` (guarded on the payout's status and on the
+    /// transaction the change was judged on), with the refund (if any) following it in the same
+    /// transaction.
     async fn transition(
         &self,
         p: &payout::Model,
         trigger: PayoutTrigger,
         at_column: payout::Column,
+        judged: Judged<'_>,
     ) -> Result<bool, ExecError> {
         let next =
             p.status.on(trigger).ok_or_else(|| ExecError::Other(format!("{:?} from {:?}", trigger, p.status)))?;
         let now = Utc::now();
         let txn = domain::db::begin_write(&self.db).await?;
-        let moved = payout::Entity::update_many()
+        let update = payout::Entity::update_many()
             .col_expr(payout::Column::Status, Expr::value(next.as_str()))
             .col_expr(at_column, Expr::value(now))
             .col_expr(payout::Column::UpdatedAt, Expr::value(now))
             .filter(payout::Column::Id.eq(p.id))
-            .filter(payout::Column::Status.eq(p.status))
-            .exec_with_returning(&txn)
-            .await?;
+            .filter(payout::Column::Status.eq(p.status));
+        let moved = judged.guard(update).exec_with_returning(&txn).await?;
         let Some(after) = moved.into_iter().next() else {
             txn.rollback().await?;
             return Ok(false);
@@ -175,20 +185,21 @@ impl Executor {
                 Err(step) => return Ok(step),
             },
         };
+        let judged = Judged::Tx(&tx.tx_hash);
         // Reconcile before sending: a transaction the chain knows is not sent again.
         match chain.outgoing(&tx).await? {
             Outgoing::Unknown => match chain.broadcast(&tx).await? {
                 Broadcast::Accepted | Broadcast::AlreadyKnown => {}
                 Broadcast::Retry(reason) => return Ok(self.retry_later(p, &reason)),
-                Broadcast::Rejected(reason) => return self.refused(p, &tx.raw, &reason).await,
-                Broadcast::Displaced(reason) => return self.fail(p, &reason).await,
+                Broadcast::Rejected(reason) => return self.refused(p, &tx, &reason).await,
+                Broadcast::Displaced(reason) => return self.fail(p, judged, &reason).await,
             },
             Outgoing::Confirmations { .. } => {}
-            Outgoing::Failed(reason) => return self.fail(p, &reason).await,
+            Outgoing::Failed(reason) => return self.fail(p, judged, &reason).await,
             Outgoing::Expired => return self.sign_again(p, &tx).await,
         }
         fail::fail_point!("payout-after-broadcast");
-        self.transition(p, PayoutTrigger::Broadcast, payout::Column::BroadcastAt).await?;
+        self.transition(p, PayoutTrigger::Broadcast, payout::Column::BroadcastAt, judged).await?;
         Ok(Step::Again)
     }
 
@@ -205,8 +216,9 @@ impl Executor {
         // transaction waits or is replaced).
         let account = signer.nonce_account().await?;
         unsigned.fees = match signer.fees(&unsigned).await {
-            // Nothing was ever signed for it: failing it releases funds no transaction can move.
-            Err(ChainError::Refused(why)) => return Ok(Err(self.fail(p, &why).await?)),
+            // Nothing was signed for it (guarded: unless another executor signed meanwhile):
+            // failing it releases funds no transaction can move.
+            Err(ChainError::Refused(why)) => return Ok(Err(self.fail(p, Judged::Unsigned, &why).await?)),
             fees => fees?,
         };
         let funding = signer.funding().await?;
@@ -272,10 +284,14 @@ impl Executor {
         };
         let gate = chain.gate();
         let tx = SignedTx { tx_hash, raw };
+        let judged = Judged::Tx(&tx.tx_hash);
         match chain.outgoing(&tx).await? {
             Outgoing::Confirmations { confirmations, fee } if confirmations >= u64::from(gate.confirmations) => {
-                self.complete(p, fee.unwrap_or(p.configured_network_fee_amount.0)).await?;
-                Ok(Step::Stop(Next::Done))
+                match self.complete(p, judged, fee.unwrap_or(p.configured_network_fee_amount.0)).await? {
+                    true => Ok(Step::Stop(Next::Done)),
+                    // Moved on meanwhile (another job completed it, or holds another transaction).
+                    false => Ok(Step::Again),
+                }
             }
             Outgoing::Confirmations { confirmations: 0, .. } => {
                 // Sent but not in a block: say so once it has waited long (a fee below the
@@ -292,10 +308,10 @@ impl Executor {
             Outgoing::Unknown => match chain.broadcast(&tx).await? {
                 Broadcast::Accepted | Broadcast::AlreadyKnown => Ok(Step::Stop(Next::After(self.recheck))),
                 Broadcast::Retry(reason) => Ok(self.retry_later(p, &reason)),
-                Broadcast::Rejected(reason) => self.refused(p, &tx.raw, &reason).await,
-                Broadcast::Displaced(reason) => self.fail(p, &reason).await,
+                Broadcast::Rejected(reason) => self.refused(p, &tx, &reason).await,
+                Broadcast::Displaced(reason) => self.fail(p, judged, &reason).await,
             },
-            Outgoing::Failed(reason) => self.fail(p, &reason).await,
+            Outgoing::Failed(reason) => self.fail(p, judged, &reason).await,
             Outgoing::Expired => self.sign_again(p, &tx).await,
         }
     }
@@ -312,8 +328,9 @@ impl Executor {
         let mut unsigned = unsigned(p)?;
         unsigned.nonce = signer.signed_terms(&old.raw).map(|(nonce, _)| nonce);
         unsigned.fees = match signer.fees(&unsigned).await {
-            // The old transaction can never enter the chain and no other was signed.
-            Err(ChainError::Refused(why)) => return self.fail(p, &why).await,
+            // The old transaction can never enter the chain and no other was signed since
+            // (guarded on the old one: another job may have signed its successor meanwhile).
+            Err(ChainError::Refused(why)) => return self.fail(p, Judged::Tx(&old.tx_hash), &why).await,
             fees => fees?,
         };
         let tx = signer.sign(&unsigned).await?;
@@ -341,10 +358,10 @@ impl Executor {
         Step::Stop(Next::After(delay))
     }
 
-    async fn fail(&self, p: &payout::Model, reason: &str) -> Result<Step, ExecError> {
-        let trigger = PayoutTrigger::Fail;
-        if domain::payouts::lifecycle::end_with_release(&self.db, p, trigger, Some(reason)).await?.is_none() {
-            // Someone else moved it; look again.
+    /// Fails the payout because of what the chain said about `judged`, releasing its funds;
+    /// if the payout moved on meanwhile (another status, another transaction), looks again.
+    async fn fail(&self, p: &payout::Model, judged: Judged<'_>, reason: &str) -> Result<Step, ExecError> {
+        if domain::payouts::lifecycle::fail_judged(&self.db, p, judged, reason).await?.is_none() {
             return Ok(Step::Again);
         }
         tracing::info!(payout = %p.id, reason, "payout failed");
@@ -353,8 +370,9 @@ impl Executor {
 
     /// `processing` → `completed`: the reservation leaves as the payout's debit, its fee and the
     /// network fee estimate; a merchant-paid network fee is then settled at the real fee (the
-    /// difference comes back to `available`). One transaction, guarded.
-    async fn complete(&self, p: &payout::Model, actual_fee: Decimal) -> Result<(), ExecError> {
+    /// difference comes back to `available`). One transaction, guarded on the status and on the
+    /// transaction found at depth (`judged`); false when that guard did not match.
+    async fn complete(&self, p: &payout::Model, judged: Judged<'_>, actual_fee: Decimal) -> Result<bool, ExecError> {
         let next = p.status.on(PayoutTrigger::Complete).ok_or_else(|| ExecError::Other("cannot complete".into()))?;
         let estimate = p.configured_network_fee_amount.0;
         // Signers cap the fee at the estimate where the chain lets them (EVM, Bitcoin, XRP); a
@@ -377,19 +395,17 @@ impl Executor {
         let debit = p.merchant_debit_amount.0.checked_sub(back).ok_or_else(|| ExecError::Other("overflow".into()))?;
         let now = Utc::now();
         let txn = domain::db::begin_write(&self.db).await?;
-        let moved = payout::Entity::update_many()
+        let update = payout::Entity::update_many()
             .col_expr(payout::Column::Status, Expr::value(next.as_str()))
             .col_expr(payout::Column::NetworkFee, Expr::value(entity::Amount::new(actual_fee)))
             .col_expr(payout::Column::MerchantDebitAmount, Expr::value(entity::Amount::new(debit)))
             .col_expr(payout::Column::CompletedAt, Expr::value(now))
             .col_expr(payout::Column::UpdatedAt, Expr::value(now))
             .filter(payout::Column::Id.eq(p.id))
-            .filter(payout::Column::Status.eq(p.status))
-            .exec(&txn)
-            .await?;
-        if moved.rows_affected == 0 {
+            .filter(payout::Column::Status.eq(p.status));
+        if judged.guard(update).exec(&txn).await?.rows_affected == 0 {
             txn.rollback().await?;
-            return Ok(());
+            return Ok(false);
         }
         let is_refund = refund::Entity::find().filter(refund::Column::PayoutId.eq(p.id)).one(&txn).await?.is_some();
         let fee_type = if is_refund { EntryType::RefundFee } else { EntryType::PayoutFee };
@@ -427,7 +443,7 @@ impl Executor {
         events::emit_payout(&txn, events::kind::PAYOUT_COMPLETED, &after).await?;
         txn.commit().await?;
         tracing::info!(payout = %p.id, fee = %actual_fee, "payout completed");
-        Ok(())
+        Ok(true)
     }
 }
 

@@ -12,20 +12,23 @@ use uuid::Uuid;
 
 use super::{ExecError, Executor, Next, Step};
 use crate::chain::{Broadcast, Chain, Outgoing, SignedTx};
+use domain::payouts::lifecycle::{Judged, replace_judged};
 
 impl Executor {
     /// The node refused the transaction for good. Without a nonce the payout fails now; with one
     /// (an account-based chain) the nonce must not stay a gap before later payouts: a
     /// zero-value transaction to the hot wallet takes it, and the payout fails once that one is
-    /// mined (see [`Executor::replace`]).
-    pub(super) async fn refused(&self, p: &payout::Model, raw: &str, reason: &str) -> Result<Step, ExecError> {
+    /// mined (see [`Executor::replace`]). Either only while the payout still holds `tx`.
+    pub(super) async fn refused(&self, p: &payout::Model, tx: &SignedTx, reason: &str) -> Result<Step, ExecError> {
+        let judged = Judged::Tx(&tx.tx_hash);
         let signer = self.signers.get(p.environment, &p.gate_id);
-        let has_nonce = signer.is_some_and(|s| s.signed_terms(raw).is_some());
+        let has_nonce = signer.is_some_and(|s| s.signed_terms(&tx.raw).is_some());
         if !has_nonce {
-            return self.fail(p, reason).await;
+            return self.fail(p, judged, reason).await;
         }
-        tracing::warn!(payout = %p.id, reason, "payout transaction refused for good; its nonce is filled by a zero-value transaction, then the payout fails");
-        domain::payouts::lifecycle::insert_replacement(&self.db, p.id, &format!("{reason} (nonce filled)")).await?;
+        if replace_judged(&self.db, p, judged, &format!("{reason} (nonce filled)")).await? {
+            tracing::warn!(payout = %p.id, reason, "payout transaction refused for good; its nonce is filled by a zero-value transaction, then the payout fails");
+        }
         Ok(Step::Again)
     }
 
@@ -46,29 +49,29 @@ impl Executor {
         r: payout_replacement::Model,
     ) -> Result<Step, ExecError> {
         let gate = chain.gate();
-        if let (Some(tx_hash), Some(raw)) = (&p.tx_hash, &p.signed_tx) {
-            match chain.outgoing(&SignedTx { tx_hash: tx_hash.clone(), raw: raw.clone() }).await? {
-                Outgoing::Confirmations { confirmations, .. } if confirmations > 0 => {
-                    tracing::info!(payout = %p.id, "the original payout transaction was mined; its replacement cannot be");
-                    if p.status == PayoutStatus::Queued {
-                        self.transition(p, PayoutTrigger::Broadcast, payout::Column::BroadcastAt).await?;
-                        return Ok(Step::Again);
-                    }
-                    return self.follow(p, chain).await;
+        let (Some(original), Some(raw)) = (p.tx_hash.as_deref(), p.signed_tx.as_deref()) else {
+            return Err(ExecError::Other(format!("payout {}: no signed transaction to replace", p.id)));
+        };
+        // Every verdict below is about the payout's transaction as read (the replacement takes
+        // its nonce).
+        let judged = Judged::Tx(original);
+        match chain.outgoing(&SignedTx { tx_hash: original.to_owned(), raw: raw.to_owned() }).await? {
+            Outgoing::Confirmations { confirmations, .. } if confirmations > 0 => {
+                tracing::info!(payout = %p.id, "the original payout transaction was mined; its replacement cannot be");
+                if p.status == PayoutStatus::Queued {
+                    self.transition(p, PayoutTrigger::Broadcast, payout::Column::BroadcastAt, judged).await?;
+                    return Ok(Step::Again);
                 }
-                Outgoing::Failed(reason) => return self.fail(p, &reason).await,
-                Outgoing::Confirmations { .. } | Outgoing::Unknown | Outgoing::Expired => {}
+                return self.follow(p, chain).await;
             }
+            Outgoing::Failed(reason) => return self.fail(p, judged, &reason).await,
+            Outgoing::Confirmations { .. } | Outgoing::Unknown | Outgoing::Expired => {}
         }
         let rtx = match (r.tx_hash, r.signed_tx) {
             (Some(tx_hash), Some(raw)) => SignedTx { tx_hash, raw },
             _ => {
-                let (Some(signer), Some(raw)) = (self.signers.get(p.environment, &p.gate_id), p.signed_tx.as_deref())
-                else {
-                    return Err(ExecError::Other(format!(
-                        "payout {}: no signer or signed transaction to replace",
-                        p.id
-                    )));
+                let Some(signer) = self.signers.get(p.environment, &p.gate_id) else {
+                    return Err(ExecError::Other(format!("payout {}: no signer to sign its replacement", p.id)));
                 };
                 let (nonce, fees) = signer
                     .signed_terms(raw)
@@ -93,7 +96,7 @@ impl Executor {
         match chain.outgoing(&rtx).await? {
             Outgoing::Confirmations { confirmations, .. } if confirmations >= u64::from(gate.confirmations) => {
                 let reason = format!("{} (replaced by {})", r.reason, rtx.tx_hash);
-                self.fail(p, &reason).await
+                self.fail(p, judged, &reason).await
             }
             Outgoing::Confirmations { .. } => Ok(Step::Stop(Next::After(self.recheck))),
             Outgoing::Unknown => match chain.broadcast(&rtx).await? {
@@ -108,7 +111,7 @@ impl Executor {
                 }
                 Broadcast::Retry(reason) => Ok(self.retry_later(p, &reason)),
                 // Neither the original (checked above) nor the replacement has the nonce.
-                Broadcast::Displaced(reason) => self.fail(p, &reason).await,
+                Broadcast::Displaced(reason) => self.fail(p, judged, &reason).await,
                 Broadcast::Rejected(reason) => {
                     tracing::error!(payout = %p.id, reason, "the replacement transaction was refused for good; the payout waits for an operator");
                     Ok(Step::Stop(Next::After(self.recheck.max(Duration::from_secs(60)))))

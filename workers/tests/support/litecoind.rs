@@ -101,6 +101,9 @@ impl Litecoind {
             .arg(if txindex { "-txindex=1" } else { "-txindex=0" })
             .args(["-vbparams=mweb:-2:0", "-server=1", "-listen=1", "-discover=0", "-dnsseed=0"])
             .args(["-rpcuser=paygate", "-fallbackfee=0.0002", "-printtoconsole=0"])
+            // Bitcoin Core replaces a transaction signalling BIP 125 by a higher-fee conflict;
+            // Litecoin Core only when asked.
+            .arg("-mempoolreplacement=1")
             .arg(format!("-rpcpassword={password}"))
             .arg(format!("-rpcport={rpc_port}"))
             .arg(format!("-port={p2p_port}"))

@@ -9,6 +9,7 @@
 pub mod btc_payouts;
 pub mod evm_node;
 pub mod fake_node;
+pub mod interleave;
 pub mod litecoind;
 pub mod litesvm;
 pub mod live;

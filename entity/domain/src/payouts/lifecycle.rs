@@ -11,7 +11,8 @@ use uuid::Uuid;
 use crate::domain_error::DomainError;
 use crate::ledger::{self, Posting};
 
-/// Moves a payout out of a reservation-holding status with a guarded update and releases the
+/// Moves a payout that has no transaction yet (`pending_approval`, `approved`: cancel, reject)
+/// out of its reservation-holding status with a guarded update on its status and releases the
 /// reservation in the same transaction. `Ok(None)` when the guard did not match.
 pub async fn end_with_release(
     db: &impl crate::db::WriteDb,
@@ -19,7 +20,50 @@ pub async fn end_with_release(
     trigger: PayoutTrigger,
     failure_reason: Option<&str>,
 ) -> Result<Option<payout::Model>, ReleaseError> {
-    end_guarded(db, p, trigger, failure_reason, false).await
+    end_guarded(db, p, trigger, failure_reason, None).await
+}
+
+/// The transaction of a payout that a verdict was reached about. A transition that ends a
+/// payout, re-signs it or moves it on because of what the chain said about one transaction
+/// applies only while the payout still holds that transaction: two jobs on one payout are
+/// normal (a stale job still holding an older transaction may answer after a newer one was
+/// signed and sent), and a guard that no longer matches means "look again", never "done".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Judged<'a> {
+    /// Nothing was signed for the payout (`signed_tx IS NULL`).
+    Unsigned,
+    /// The payout's stored transaction with this hash.
+    Tx(&'a str),
+}
+
+impl Judged<'_> {
+    /// The guard of an update on `payout` that requires the judged transaction to be current.
+    pub fn guard(self, update: sea_orm::UpdateMany<payout::Entity>) -> sea_orm::UpdateMany<payout::Entity> {
+        match self {
+            Judged::Unsigned => update.filter(payout::Column::SignedTx.is_null()),
+            Judged::Tx(hash) => update.filter(payout::Column::TxHash.eq(hash)),
+        }
+    }
+
+    /// Whether `p` still holds the judged transaction.
+    pub fn holds(self, p: &payout::Model) -> bool {
+        match self {
+            Judged::Unsigned => p.signed_tx.is_none(),
+            Judged::Tx(hash) => p.signed_tx.is_some() && p.tx_hash.as_deref() == Some(hash),
+        }
+    }
+}
+
+/// Fails a payout because of what the chain said about transaction `judged` (or, `Unsigned`,
+/// before anything was signed), releasing its reservation in the same transaction. `Ok(None)`:
+/// the payout moved on meanwhile (another status, or another transaction now): look again.
+pub async fn fail_judged(
+    db: &impl crate::db::WriteDb,
+    p: &payout::Model,
+    judged: Judged<'_>,
+    reason: &str,
+) -> Result<Option<payout::Model>, ReleaseError> {
+    end_guarded(db, p, PayoutTrigger::Fail, Some(reason), Some(judged)).await
 }
 
 /// Why ending a payout with its release failed: nothing a caller did wrong.
@@ -39,14 +83,14 @@ impl From<ReleaseError> for DomainError {
     }
 }
 
-/// [`end_with_release`]; with `unsigned` the guard also requires that no signed transaction
-/// was stored meanwhile (an operator ending a payout the executor may be signing right now).
+/// [`end_with_release`]; with `judged` the guard also requires that the payout still holds
+/// the judged transaction (or none), see [`Judged`].
 pub(crate) async fn end_guarded(
     db: &impl crate::db::WriteDb,
     p: &payout::Model,
     trigger: PayoutTrigger,
     failure_reason: Option<&str>,
-    unsigned: bool,
+    judged: Option<Judged<'_>>,
 ) -> Result<Option<payout::Model>, ReleaseError> {
     let Some(next) = p.status.on(trigger) else { return Ok(None) };
     let now = Utc::now();
@@ -56,8 +100,8 @@ pub(crate) async fn end_guarded(
         .col_expr(payout::Column::UpdatedAt, Expr::value(now))
         .filter(payout::Column::Id.eq(p.id))
         .filter(payout::Column::Status.eq(p.status));
-    if unsigned {
-        update = update.filter(payout::Column::SignedTx.is_null());
+    if let Some(judged) = judged {
+        update = judged.guard(update);
     }
     if next == PayoutStatus::Cancelled {
         update = update.col_expr(payout::Column::CancelledAt, Expr::value(now));
@@ -117,4 +161,28 @@ pub async fn insert_replacement<C: ConnectionTrait>(
         .exec_without_returning(db)
         .await?;
     Ok(())
+}
+
+/// [`insert_replacement`] because of what the chain said about transaction `judged`: only while
+/// the payout is still in `p`'s status and holds that transaction (a guarded touch of the
+/// payout row in the same transaction, which also holds the row until the request is stored).
+/// False: the payout moved on meanwhile; look again.
+pub async fn replace_judged(
+    db: &impl crate::db::WriteDb,
+    p: &payout::Model,
+    judged: Judged<'_>,
+    reason: &str,
+) -> Result<bool, sea_orm::DbErr> {
+    let txn = crate::db::begin_write(db).await?;
+    let touch = payout::Entity::update_many()
+        .col_expr(payout::Column::UpdatedAt, Expr::value(Utc::now()))
+        .filter(payout::Column::Id.eq(p.id))
+        .filter(payout::Column::Status.eq(p.status));
+    if judged.guard(touch).exec(&txn).await?.rows_affected == 0 {
+        txn.rollback().await?;
+        return Ok(false);
+    }
+    insert_replacement(&txn, p.id, reason).await?;
+    txn.commit().await?;
+    Ok(true)
 }

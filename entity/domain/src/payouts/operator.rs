@@ -6,7 +6,7 @@ use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder};
 use uuid::Uuid;
 
-use super::lifecycle::{ReleaseError, end_guarded, end_with_release, insert_replacement};
+use super::lifecycle::{Judged, ReleaseError, end_guarded, end_with_release, insert_replacement};
 use super::service::settings;
 
 #[derive(Debug, thiserror::Error)]
@@ -68,32 +68,60 @@ pub async fn reject(db: &impl crate::db::WriteDb, id: Uuid, reason: &str) -> Res
     }
 }
 
-/// Operator failure (`ops payouts fail`) of an `approved` or `queued` payout that has no signed
-/// transaction (so nothing of it can ever be mined): `failed` with the operator's reason,
-/// reservation released (a refund follows), `payout.failed` emitted. A payout with a stored
-/// signed transaction is refused: it may be in a mempool; `ops payouts replace` ends it safely.
-pub async fn fail_unsent(db: &impl crate::db::WriteDb, id: Uuid, reason: &str) -> Result<payout::Model, OperatorError> {
+/// What the gate's node said of a payout's signed transaction when the operator asked to fail
+/// the payout: it can provably never be mined (read by the caller, before any write).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadTx {
+    /// The transaction the node was asked about.
+    pub tx_hash: String,
+    /// Why it can never be mined (expired past its window, its nonce or inputs used by another
+    /// transaction at depth, failed at depth).
+    pub why: String,
+}
+
+/// Operator failure (`ops payouts fail`) of an `approved`, `queued` or `processing` payout:
+/// `failed` with the operator's reason, reservation released (a refund follows),
+/// `payout.failed` emitted. Allowed when nothing was signed for it, or when its signed
+/// transaction is provably dead (`dead`, what the gate's node said of exactly the transaction
+/// the payout holds). A payout whose transaction may still be mined is refused. Guarded on the
+/// transaction judged: if the executor signed another one meanwhile, nothing is done.
+pub async fn fail(
+    db: &impl crate::db::WriteDb,
+    id: Uuid,
+    reason: &str,
+    dead: Option<&DeadTx>,
+) -> Result<payout::Model, OperatorError> {
     let p = load(db, id).await?;
-    if let Some(hash) = p.tx_hash.as_deref().filter(|_| p.signed_tx.is_some()) {
+    if !matches!(p.status, PayoutStatus::Approved | PayoutStatus::Queued | PayoutStatus::Processing) {
         return Err(OperatorError::Failed(format!(
-            "payout {id} has a signed transaction ({hash}) that may be mined; use `ops payouts replace {id}` instead"
-        )));
-    }
-    if !matches!(p.status, PayoutStatus::Approved | PayoutStatus::Queued) {
-        return Err(OperatorError::Failed(format!(
-            "payout {id} is {}; only approved or queued payouts that were never signed can be failed",
+            "payout {id} is {}; only approved, queued or processing payouts can be failed",
             p.status.as_str()
         )));
     }
-    let reason = format!("failed by operator: {reason}");
-    match end_guarded(db, &p, PayoutTrigger::Fail, Some(&reason), true).await? {
+    let (judged, reason) = match (p.tx_hash.as_deref().filter(|_| p.signed_tx.is_some()), dead) {
+        (None, _) => (Judged::Unsigned, format!("failed by operator: {reason}")),
+        (Some(hash), Some(d)) if d.tx_hash == hash => {
+            (Judged::Tx(hash), format!("failed by operator: {reason} (transaction {hash}: {})", d.why))
+        }
+        (Some(hash), _) => {
+            return Err(OperatorError::Failed(format!(
+                "payout {id} has a signed transaction ({hash}) that may still be mined; it can be failed once \
+                 the node shows it can never be (expired past its window, its nonce or inputs used by another \
+                 transaction at depth); on EVM `ops payouts replace {id}` ends it sooner"
+            )));
+        }
+    };
+    match end_guarded(db, &p, PayoutTrigger::Fail, Some(&reason), Some(judged)).await? {
         Some(after) => Ok(after),
         None => {
             let now = load(db, id).await?;
             Err(OperatorError::Failed(format!(
                 "payout {id} changed meanwhile (now {}{}); nothing done",
                 now.status.as_str(),
-                if now.signed_tx.is_some() { ", signed" } else { "" }
+                match now.tx_hash.as_deref() {
+                    Some(h) if now.signed_tx.is_some() => format!(", transaction {h}"),
+                    _ => String::new(),
+                }
             )))
         }
     }
@@ -130,9 +158,9 @@ pub async fn request_replace(
         .ok_or_else(|| OperatorError::Failed("replacement request vanished".into()))
 }
 
-/// Payouts with a signed transaction that have waited longer than `older_than` since their
-/// broadcast (or, never accepted by the node, since they were queued), oldest first: the
-/// candidates of `ops payouts stuck` (which asks the chain which of them are mined).
+/// Payouts in `queued` or `processing` that have waited longer than `older_than` since their
+/// broadcast (or, never accepted by a node, since they were queued), signed or not, oldest
+/// first: the candidates of `ops payouts stuck` (which asks the chain why each one waits).
 pub async fn stuck_candidates(
     db: &sea_orm::DatabaseConnection,
     older_than: Duration,
@@ -140,7 +168,6 @@ pub async fn stuck_candidates(
     use sea_orm::sea_query::Condition;
     let before = Utc::now() - older_than;
     payout::Entity::find()
-        .filter(payout::Column::SignedTx.is_not_null())
         .filter(
             Condition::any()
                 .add(

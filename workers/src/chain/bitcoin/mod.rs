@@ -301,6 +301,44 @@ impl Chain for BitcoinChain {
         Ok(Outgoing::Confirmations { confirmations, fee: Some(Decimal::new(fee, 8).normalize()) })
     }
 
+    /// Dead once unknown to the node while one of its inputs was spent by another transaction
+    /// in a block at least the gate's confirmation count deep (double-spent): the UTXO set no
+    /// longer has the input (`gettxout`, mempool left out), and no block younger than that depth
+    /// spends it.
+    async fn dead(&self, tx: &SignedTx) -> Result<Option<String>, ChainError> {
+        if self.outgoing(tx).await? != Outgoing::Unknown {
+            return Ok(None);
+        }
+        let ours = decode(&json!(tx.raw))?;
+        let mut spent = Vec::new();
+        for i in &ours.input {
+            let o = i.previous_output;
+            let out = self.rpc.call("gettxout", json!([o.txid.to_string(), o.vout, false])).await?;
+            if out.is_null() {
+                spent.push(o);
+            }
+        }
+        let Some(first) = spent.first().copied() else { return Ok(None) };
+        let tip = self.tip().await?;
+        let young = u64::from(self.gate.confirmations).saturating_sub(1);
+        for height in tip.saturating_sub(young).saturating_add(1)..=tip {
+            let hash = self.block_hash(height).await?;
+            let block = self.rpc.call("getblock", json!([hash, 2])).await?;
+            let txs = block["tx"].as_array().ok_or_else(|| bad("getblock", &block))?;
+            for t in txs {
+                let t = decode(&t["hex"])?;
+                if t.input.iter().any(|i| spent.contains(&i.previous_output)) {
+                    // Spent, but not deep enough yet: a reorganisation could undo it.
+                    return Ok(None);
+                }
+            }
+        }
+        Ok(Some(format!(
+            "double-spent: its input {}:{} was spent by another transaction at least {} blocks deep",
+            first.txid, first.vout, self.gate.confirmations
+        )))
+    }
+
     async fn status(&self, tx_hash: &str, _output_index: i64, _seen_at: Option<u64>) -> Result<TxStatus, ChainError> {
         let Some(tx) = self.rpc.call_or_none("getrawtransaction", json!([tx_hash, true]), NOT_FOUND).await? else {
             // Missing only if the node could have found it.

@@ -185,6 +185,19 @@ impl Chain for EvmChain {
         self.broadcast_raw(tx).await
     }
 
+    /// Dead once unknown to the node while its nonce was used by another transaction of the hot
+    /// wallet at the gate's depth (replaced), or failed at depth.
+    async fn dead(&self, tx: &SignedTx) -> Result<Option<String>, ChainError> {
+        Ok(match self.outgoing(tx).await? {
+            Outgoing::Unknown => self
+                .nonce_used_at_depth(&tx.raw)
+                .await?
+                .map(|nonce| format!("replaced: nonce {nonce} was used by another transaction of the hot wallet")),
+            Outgoing::Failed(reason) => Some(format!("failed on chain: {reason}")),
+            Outgoing::Confirmations { .. } | Outgoing::Expired => None,
+        })
+    }
+
     /// Where a payout transaction stands: unknown (never sent or dropped), in the mempool,
     /// mined with its confirmations and fee (gas used × effective gas price, in the network's
     /// coin: the fee of a native payout; a token payout's fee is paid in the coin, so `None`),
