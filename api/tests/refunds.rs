@@ -260,8 +260,10 @@ async fn amount_is_capped_by_the_credit_minus_refunds() {
     let s = setup("100").await;
     // Extra funds on the balance do not raise the cap: it is what this invoice credited.
     s.adjust("500", "f").await;
-    // Below the gate minimum / not covering the fees: amount_out_of_range.
-    s.refund("0", &s.body("0.5")).await.assert_error(422, "amount_out_of_range", Some("amount"));
+    // Not covering fees taken from the refund (customer allocation: 1 + 2): amount_out_of_range.
+    s.allocate(FeeAllocation::Customer).await;
+    s.refund("0", &s.body("2.5")).await.assert_error(422, "amount_out_of_range", Some("amount"));
+    s.allocate(FeeAllocation::Merchant).await;
     let r = s.refund("1", &s.body("100.000001")).await;
     r.assert_error(422, "refund_exceeds_credit", Some("amount"));
     assert!(r.body["error"]["message"].as_str().unwrap().contains("refundable 100"), "{}", r.body);
@@ -526,4 +528,28 @@ async fn a_refund_amount_with_more_digits_than_fit_is_refused_not_rounded() {
     assert!(r.details()[0].contains("significant digits"), "{}", r.body);
     assert_eq!(s.refund_count().await, 0);
     assert_eq!(s.balance().await, ("100".into(), "0".into()));
+}
+
+/// The invoice minimum and maximum (spec 2.10: per-invoice amounts) do not bound a refund: it is
+/// bounded by what the invoice credited and has not refunded (spec 2.6). An overpaid invoice's
+/// surplus below the gate's invoice minimum (0.5 USDT; tron_usdt invoices start at 1) is
+/// refundable.
+#[tokio::test]
+async fn an_overpaid_surplus_below_the_invoice_minimum_can_be_refunded() {
+    // The invoice asked 100 USDT and was credited 100.5.
+    let s = setup("100.5").await;
+    let r = s.refund("surplus", &s.body("0.5")).await;
+    assert_eq!(r.status.as_u16(), 201, "{}", r.body);
+    assert_fields(
+        r.data(),
+        json!({"amount": "0.5", "recipient_amount": "0.5", "merchant_debit_amount": "3.5", "status": "pending"}),
+    );
+    assert_eq!(s.balance().await, ("97".into(), "3.5".into()), "0.5 + refund fee 1 + network fee 2 reserved");
+    let credit = testkit::invoice_credit(&s.app.state.db, s.invoice, "tron_usdt").await;
+    assert_eq!(credit.refunded.0, d("0.5"));
+    // The credit stays the bound: nothing more than what is left.
+    s.refund("more", &s.body("100.000001")).await.assert_error(422, "refund_exceeds_credit", Some("amount"));
+    // Fees taken from the refund must still leave the payer something.
+    s.allocate(FeeAllocation::Customer).await;
+    s.refund("eaten", &s.body("0.5")).await.assert_error(422, "amount_out_of_range", Some("amount"));
 }
