@@ -118,7 +118,7 @@ pub async fn serve_metrics(
 }
 
 /// The accept loop behind `serve`, for any router: HTTP/1.1 with a header read timeout, a
-/// request timeout (503 `request_timeout` in the error envelope), an idle keep-alive timeout
+/// request timeout (504 `request_timeout` in the error envelope), an idle keep-alive timeout
 /// and at most `max_connections` connections (the next client waits in the listen backlog).
 /// Handlers see the peer as `ConnectInfo<SocketAddr>`. When `shutdown` resolves, no new
 /// connection is accepted, idle ones close, and in-flight requests finish first.
@@ -290,16 +290,17 @@ impl Drop for Busy {
     }
 }
 
-/// Answers 503 `request_timeout` (error envelope, same request id) when the inner service has no
+/// Answers 504 `request_timeout` (error envelope, same request id) when the inner service has no
 /// response within `limit`; the handler's future is dropped, so an open database transaction
-/// rolls back.
+/// rolls back. 504, not 503: spec §7 keeps 503 for a gate that is offline, and a gateway
+/// timeout is what the client met (the service is up; this request took too long).
 async fn request_timeout_layer(State(limit): State<Duration>, mut req: Request, next: Next) -> Response {
     let id = crate::envelope::assign_request_id(&mut req);
     match tokio::time::timeout(limit, next.run(req)).await {
         Ok(resp) => resp,
         Err(_) => crate::envelope::response_with_request_id(id, || {
             ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
+                StatusCode::GATEWAY_TIMEOUT,
                 ErrorCode::RequestTimeout,
                 format!("the request took longer than {} ms", limit.as_millis()),
             )

@@ -34,11 +34,12 @@ crate::envelope::documented! {
     StaticAddressListEnvelope = Vec<StaticAddressResponse>;
 }
 
-/// Create a permanent static deposit address.
+/// Create a permanent static deposit address. Success is 200: spec §4 ("unless stated, success
+/// returns 200") states no other code for this endpoint.
 #[utoipa::path(post, path = "/v1/addresses", tag = "addresses", request_body = CreateStaticAddressRequest,
     security(("api_key" = [])),
     responses(
-        (status = 201, description = "Created", body = inline(StaticAddressEnvelope)),
+        (status = 200, description = "The new static address", body = inline(StaticAddressEnvelope)),
         (status = 400, description = "Malformed request", body = ErrorEnvelope),
         (status = 401, description = "Missing, malformed, unknown or revoked key", body = ErrorEnvelope),
         (status = 403, description = "Key lacks addresses:write", body = ErrorEnvelope),
@@ -51,7 +52,7 @@ pub async fn create_address(
     body: JsonBody<CreateStaticAddressRequest>,
 ) -> ApiResult<Data<StaticAddressResponse>> {
     let model = service::create(&state, &auth, body.value).await?;
-    Ok(Data::created(StaticAddressResponse::from_model(&model)))
+    Ok(Data::ok(StaticAddressResponse::from_model(&model)))
 }
 
 /// List static addresses of the key's merchant and environment, newest first.

@@ -198,7 +198,9 @@ pub async fn reverse_deposit(
         return Err(ApiError::not_found("deposit"));
     }
     let gate = gates::find(&t.gate_id).ok_or_else(|| ApiError::internal("deposit on an unknown gate"))?;
-    let t = sandbox_payments::reverse(&state, gate, id).await?.ok_or_else(|| ApiError::not_found("deposit"))?;
+    let t = sandbox_payments::reverse(&state.db, &state.config.sandbox, gate, id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("deposit"))?;
     Ok(Data::ok(t.into()))
 }
 
@@ -241,6 +243,9 @@ pub async fn mine_blocks(
     if !(1..=1000).contains(&req.count) {
         return Err(ApiError::unprocessable(ErrorCode::ValidationError, "count", "1 to 1000 blocks"));
     }
-    let height = sandbox_payments::chain(&state, gate).mine(req.count).await.map_err(ApiError::internal)?;
+    let height = sandbox_payments::chain(&state.db, &state.config.sandbox, gate)
+        .mine(req.count)
+        .await
+        .map_err(ApiError::internal)?;
     Ok(Data::ok(ChainTip { gate_id: gate.id.into(), height }))
 }

@@ -12,6 +12,7 @@ use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
 use serde_json::{Value, json};
 use testkit::TestApp;
 use testkit::d;
+use testkit::race::send_all;
 use uuid::Uuid;
 use workers::pipeline::sweeper;
 
@@ -178,7 +179,79 @@ async fn a_draft_is_activated_once_on_the_chosen_gate_even_when_raced() {
     let amount = if gate == "tron" { "30" } else { "0.0005" };
     assert_eq!(got["amount_requested"], amount);
     assert_eq!(activations(&app, &id).await, 1);
-    activate(&app, &id, "tron_usdt").await.assert_error(409, "invoice_not_activatable", None);
+    // Asking again for the gate it was activated on answers that activation; another gate is 409.
+    let (won, lost) = if gate == "tron" { ("tron_usdt", "bitcoin") } else { ("bitcoin", "tron_usdt") };
+    let again = activate(&app, &id, won).await;
+    assert_eq!(again.status.as_u16(), 200, "{}", again.body);
+    assert_eq!(again.data()["address"], got["deposit_address"]);
+    activate(&app, &id, lost).await.assert_error(409, "invoice_not_activatable", None);
+    assert_eq!(activations(&app, &id).await, 1);
+}
+
+/// Payers activating one draft at the same moment take one deposit address between them: the
+/// address is taken only after the activation's guarded update succeeded, in its transaction,
+/// so a finite pool (live Solana) loses no entry to the requests that lost. Indices are reserved
+/// one at a time here (`address_block_size` 1, as live Solana pools always are), so the counter
+/// shows every address taken. Every caller sees the same activation. The requests are held
+/// behind a lock on the invoice row until all of them wait for it, so they all read the draft
+/// before any activation commits.
+#[tokio::test]
+async fn concurrent_activations_of_one_draft_take_one_address_and_all_see_it() {
+    use entity::derivation_counter;
+    const N: usize = 8;
+    let app = TestApp::spawn_with(|c| c.invoices.address_block_size = 1).await;
+    let (_, key) = app.test_key().await;
+    let id = app.create_invoice(&key, json!({"is_deferred": true, "amount_fiat": "30", "fiat_currency": "USD"})).await
+        ["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let counter = || async {
+        derivation_counter::Entity::find_by_id(("test".to_owned(), "solana".to_owned()))
+            .one(&app.state.db)
+            .await
+            .unwrap()
+            .map_or(0, |c| c.next_index)
+    };
+    assert_eq!(counter().await, 0);
+
+    let (_conn, hold) = hold_invoice(&app, &id).await;
+    let url = app.url(&format!("/checkout/{id}/activate"));
+    let in_flight = send_all((0..N).map(|_| app.http.post(&url).json(&json!({"gate_id": "solana"}))));
+    app.wait_blocked_writers(N).await;
+    hold.rollback().await.unwrap();
+    let answers = in_flight.answers().await;
+
+    assert_eq!(counter().await, 1, "one address taken from the counter: {answers:?}");
+    let mut addresses = std::collections::HashSet::new();
+    for (status, body) in &answers {
+        assert_eq!(*status, 200, "{body}");
+        assert_eq!(body["data"]["status"], "pending", "{body}");
+        addresses.insert(body["data"]["address"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(addresses.len(), 1, "every caller sees the one activation: {addresses:?}");
+    assert_eq!(activations(&app, &id).await, 1);
+    let got = app.get(&format!("/v1/invoices/{id}"), Some(&key)).await.data().clone();
+    assert_eq!((got["status"].as_str(), got["activation_count"].as_i64()), (Some("pending"), Some(1)));
+    assert_eq!(Some(got["deposit_address"].as_str().unwrap()), addresses.iter().next().map(String::as_str));
+    // The next address goes to the next invoice.
+    let next = app.create_invoice(&key, json!({"currency": "SOL", "amount": "1"})).await;
+    assert_ne!(next["deposit_address"], got["deposit_address"]);
+}
+
+/// A transaction of the test's own on another connection that holds the invoice `id` (PostgreSQL:
+/// its row lock; SQLite: the database write lock) until rolled back; with its connection.
+async fn hold_invoice(app: &TestApp, id: &str) -> (sea_orm::DatabaseConnection, sea_orm::DatabaseTransaction) {
+    let conn = sea_orm::Database::connect(&app.db.url).await.unwrap();
+    let txn = domain::db::begin_write(&conn).await.unwrap();
+    let held = invoice::Entity::update_many()
+        .col_expr(invoice::Column::UpdatedAt, Expr::col(invoice::Column::UpdatedAt))
+        .filter(invoice::Column::Id.eq(Uuid::parse_str(id).unwrap()))
+        .exec(&txn)
+        .await
+        .unwrap();
+    assert_eq!(held.rows_affected, 1);
+    (conn, txn)
 }
 
 #[tokio::test]

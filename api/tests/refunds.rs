@@ -260,8 +260,10 @@ async fn amount_is_capped_by_the_credit_minus_refunds() {
     let s = setup("100").await;
     // Extra funds on the balance do not raise the cap: it is what this invoice credited.
     s.adjust("500", "f").await;
-    // Below the gate minimum / not covering the fees: amount_out_of_range.
-    s.refund("0", &s.body("0.5")).await.assert_error(422, "amount_out_of_range", Some("amount"));
+    // Not covering fees taken from the refund (customer allocation: 1 + 2): amount_out_of_range.
+    s.allocate(FeeAllocation::Customer).await;
+    s.refund("0", &s.body("2.5")).await.assert_error(422, "amount_out_of_range", Some("amount"));
+    s.allocate(FeeAllocation::Merchant).await;
     let r = s.refund("1", &s.body("100.000001")).await;
     r.assert_error(422, "refund_exceeds_credit", Some("amount"));
     assert!(r.body["error"]["message"].as_str().unwrap().contains("refundable 100"), "{}", r.body);
@@ -526,4 +528,91 @@ async fn a_refund_amount_with_more_digits_than_fit_is_refused_not_rounded() {
     assert!(r.details()[0].contains("significant digits"), "{}", r.body);
     assert_eq!(s.refund_count().await, 0);
     assert_eq!(s.balance().await, ("100".into(), "0".into()));
+}
+
+/// The invoice minimum and maximum (spec 2.10: per-invoice amounts) do not bound a refund: it is
+/// bounded by what the invoice credited and has not refunded (spec 2.6). An overpaid invoice's
+/// surplus below the gate's invoice minimum (0.5 USDT; tron_usdt invoices start at 1) is
+/// refundable.
+#[tokio::test]
+async fn an_overpaid_surplus_below_the_invoice_minimum_can_be_refunded() {
+    // The invoice asked 100 USDT and was credited 100.5.
+    let s = setup("100.5").await;
+    let r = s.refund("surplus", &s.body("0.5")).await;
+    assert_eq!(r.status.as_u16(), 201, "{}", r.body);
+    assert_fields(
+        r.data(),
+        json!({"amount": "0.5", "recipient_amount": "0.5", "merchant_debit_amount": "3.5", "status": "pending"}),
+    );
+    assert_eq!(s.balance().await, ("97".into(), "3.5".into()), "0.5 + refund fee 1 + network fee 2 reserved");
+    let credit = testkit::invoice_credit(&s.app.state.db, s.invoice, "tron_usdt").await;
+    assert_eq!(credit.refunded.0, d("0.5"));
+    // The credit stays the bound: nothing more than what is left.
+    s.refund("more", &s.body("100.000001")).await.assert_error(422, "refund_exceeds_credit", Some("amount"));
+    // Fees taken from the refund must still leave the payer something.
+    s.allocate(FeeAllocation::Customer).await;
+    s.refund("eaten", &s.body("0.5")).await.assert_error(422, "amount_out_of_range", Some("amount"));
+}
+
+/// Spec 2.6: a completed refund's `merchant_debit_amount` is what the merchant was charged: the
+/// amount, the refund fee and the actual network fee its payout reports, the payout's figure and
+/// the ledger's, not the estimate reserved at creation. Run by the payout executor on the
+/// sandbox chain (which charges 90 % of the estimate: 1.8 of 2).
+#[tokio::test]
+async fn a_completed_refund_charges_what_its_payout_and_the_ledger_charged() {
+    use entity::{Bucket, ledger_entry};
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+    use workers::chain::Chains;
+    use workers::chain::signer::Signers;
+    use workers::executor::{Executor, Next};
+
+    let app = TestApp::spawn_with(|c| {
+        c.fees.insert("tron_usdt".into(), GateFees { payout_fee: d("5"), network_fee: d("2"), refund_fee: d("1") });
+        c.sandbox.block_interval_ms = 0;
+    })
+    .await;
+    let (merchant, key) = app.test_key().await;
+    testkit::set_payout_settings(&app.state.db, merchant, Environment::Test, |s| {
+        (s.payout_auto_approve, s.payout_delay_secs) = (true, 0);
+    })
+    .await;
+    let invoice = app.create_invoice_id(&key, json!({"currency": "USDT", "network": "tron", "amount": "100"})).await;
+    credit_invoice(&app, merchant, invoice, "tron_usdt", "100").await;
+    let body =
+        json!({"invoice_id": invoice, "currency": "USDT", "network": "tron", "amount": "40", "destination": TRON_DEST});
+    let r = app.post_idempotent("/v1/refunds", &key, "charged", &body).await;
+    assert_eq!(r.status.as_u16(), 201, "{}", r.body);
+    assert_eq!(r.data()["merchant_debit_amount"], "43", "the estimate: 40 + 1 + 2");
+    let refund_id = r.data()["id"].as_str().unwrap().to_owned();
+    let payout_id = Uuid::parse_str(r.data()["payout_id"].as_str().unwrap()).unwrap();
+
+    let db = app.state.db.clone();
+    let executor = Executor {
+        chains: Chains::new(&db, &app.state.config.sandbox),
+        signers: Signers::sandbox(),
+        recheck: std::time::Duration::from_millis(10),
+        db,
+    };
+    assert_ne!(executor.execute(payout_id).await.unwrap(), Next::Done, "broadcast, not yet confirmed");
+    let tron_usdt = domain::gates::find("tron_usdt").unwrap();
+    domain::chain::sandbox::SandboxChain::new(app.state.db.clone(), tron_usdt, 0).mine(19).await.unwrap();
+    assert_eq!(executor.execute(payout_id).await.unwrap(), Next::Done);
+
+    let refund = app.get(&format!("/v1/refunds/{refund_id}"), Some(&key)).await.data().clone();
+    let payout = app.get(&format!("/v1/payouts/{payout_id}"), Some(&key)).await.data().clone();
+    assert_eq!((refund["status"].as_str(), payout["status"].as_str()), (Some("completed"), Some("completed")));
+    assert_eq!(refund["network_fee"], "1.8");
+    assert_eq!(payout["merchant_debit_amount"], "42.8", "40 + 1 + the actual 1.8");
+    assert_eq!(refund["merchant_debit_amount"], payout["merchant_debit_amount"], "{refund}");
+    // The ledger charged the same: what left `available` for this payout, net of the estimate's
+    // unused part that came back.
+    let entries = ledger_entry::Entity::find()
+        .filter(ledger_entry::Column::ReferenceId.eq(payout_id))
+        .filter(ledger_entry::Column::Bucket.eq(Bucket::Available))
+        .all(&app.state.db)
+        .await
+        .unwrap();
+    let charged: Decimal = -entries.iter().map(|e| e.amount.0).sum::<Decimal>();
+    assert_eq!(charged, d("42.8"), "{entries:?}");
+    assert_ledger_consistent(&app, merchant, "57.2", "0").await;
 }

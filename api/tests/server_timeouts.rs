@@ -161,8 +161,9 @@ async fn connections_beyond_max_connections_wait_until_one_closes() {
     assert_eq!(body, "ok");
 }
 
+/// A request that times out is 504 `request_timeout` (spec §7 keeps 503 for an offline gate).
 #[tokio::test]
-async fn handler_running_past_the_request_timeout_gets_503_request_timeout_envelope() {
+async fn handler_running_past_the_request_timeout_gets_504_request_timeout_envelope() {
     let app = ok_router().route("/slow", get(std::future::pending::<&'static str>));
     let server = Server::start(app, ServerConfig { request_timeout_ms: 300, ..settings() }).await;
     let http = reqwest::Client::new();
@@ -170,7 +171,7 @@ async fn handler_running_past_the_request_timeout_gets_503_request_timeout_envel
         .await
         .expect("an answer, not a hung connection")
         .unwrap();
-    assert_eq!(r.status(), 503);
+    assert_eq!(r.status(), 504);
     let header_id = r.headers().get("x-request-id").expect("x-request-id").to_str().unwrap().to_owned();
     let body: serde_json::Value = r.json().await.unwrap();
     assert_eq!(body["error"]["code"], "request_timeout", "{body}");
@@ -182,6 +183,27 @@ async fn handler_running_past_the_request_timeout_gets_503_request_timeout_envel
     // Quick handlers are unaffected.
     let r = http.get(format!("http://{}/ok", server.addr)).send().await.unwrap();
     assert_eq!(r.status(), 200);
+}
+
+/// Any operation can outlast the request timeout: `/openapi.json` lists 504 `request_timeout` on
+/// every one, and no operation lists a timeout under 503 (kept for offline gates).
+#[tokio::test]
+async fn openapi_lists_504_request_timeout_on_every_operation() {
+    let app = TestApp::spawn().await;
+    let doc = app.get("/openapi.json", None).await;
+    let paths = doc.body["paths"].as_object().unwrap();
+    let mut operations = 0;
+    for (path, item) in paths {
+        for (method, op) in item.as_object().unwrap() {
+            operations += 1;
+            let timeout = &op["responses"]["504"];
+            assert!(timeout["description"].as_str().is_some_and(|d| d.contains("request_timeout")), "{method} {path}");
+            assert_eq!(timeout["content"]["application/json"]["schema"]["$ref"], "#/components/schemas/ErrorEnvelope");
+            let unavailable = op["responses"]["503"]["description"].as_str().unwrap_or("");
+            assert!(!unavailable.contains("timeout"), "{method} {path}: {unavailable}");
+        }
+    }
+    assert!(operations >= 20, "{operations} operations");
 }
 
 #[tokio::test]

@@ -28,9 +28,10 @@ const STATIC_ADDRESS_FIELDS: [&str; 12] = [
     "network",
 ];
 
+/// `POST /v1/addresses`, which answers 200 (spec §4: "unless stated, success returns 200").
 async fn create_address(app: &TestApp, key: &str, body: Value) -> Value {
     let r = app.post("/v1/addresses", Some(key), &body).await;
-    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(r.status, 200, "{}", r.body);
     r.data().clone()
 }
 
@@ -475,6 +476,8 @@ async fn openapi_documents_the_address_endpoints() {
     ] {
         assert!(doc.body["paths"][path][method].is_object(), "{method} {path} not documented");
     }
+    let created = &doc.body["paths"]["/v1/addresses"]["post"]["responses"];
+    assert!(created.get("200").is_some() && created.get("201").is_none(), "{created}");
     let schema = &doc.body["components"]["schemas"]["StaticAddressResponse"]["properties"];
     for f in STATIC_ADDRESS_FIELDS {
         assert!(schema.get(f).is_some(), "{f} missing from the schema");

@@ -1,10 +1,12 @@
 //! `ops sandbox`: drive the test environment's sandbox chains from the command line (the same
-//! operations as the API's test helpers, for any merchant).
+//! operations as the API's test helpers, for any merchant, through the same domain functions,
+//! `domain::sandbox_payments`).
 
 use anyhow::{Context, bail};
 use clap::Subcommand;
 use domain::chain::sandbox::SandboxChain;
 use domain::config::Config;
+use domain::sandbox_payments;
 use entity::{Environment, invoice, static_address};
 use rust_decimal::Decimal;
 use sea_orm::{DatabaseConnection, EntityTrait};
@@ -23,7 +25,8 @@ pub enum SandboxCmd {
         #[arg(long)]
         tx_hash: Option<String>,
     },
-    /// Take a deposit off the sandbox chain (as a reorg would).
+    /// Take a deposit off the sandbox chain (as a reorg would) and wake the confirmation tracker
+    /// for its payment, however deep, as `POST /v1/test/deposits/{id}/reverse` does.
     Reverse { deposit_id: Uuid },
     /// Mine blocks on a gate's sandbox chain.
     Mine {
@@ -34,9 +37,12 @@ pub enum SandboxCmd {
     },
 }
 
+fn gate(gate_id: &str) -> anyhow::Result<&'static domain::gates::Gate> {
+    domain::gates::find(gate_id).with_context(|| format!("unknown gate {gate_id:?}"))
+}
+
 fn chain(db: &DatabaseConnection, config: &Config, gate_id: &str) -> anyhow::Result<SandboxChain> {
-    let gate = domain::gates::find(gate_id).with_context(|| format!("unknown gate {gate_id:?}"))?;
-    Ok(SandboxChain::new(db.clone(), gate, config.sandbox.interval_ms(gate.id)))
+    Ok(sandbox_payments::chain(db, &config.sandbox, gate(gate_id)?))
 }
 
 pub async fn run(db: &DatabaseConnection, config: &Config, cmd: SandboxCmd) -> anyhow::Result<()> {
@@ -75,7 +81,9 @@ pub async fn run(db: &DatabaseConnection, config: &Config, cmd: SandboxCmd) -> a
                 .one(db)
                 .await?
                 .with_context(|| format!("no sandbox deposit {deposit_id}"))?;
-            chain(db, config, &t.gate_id)?.reverse(deposit_id).await?;
+            sandbox_payments::reverse(db, &config.sandbox, gate(&t.gate_id)?, deposit_id)
+                .await?
+                .with_context(|| format!("no sandbox deposit {deposit_id}"))?;
             println!("{deposit_id} reversed");
         }
         SandboxCmd::Mine { gate, blocks } => {

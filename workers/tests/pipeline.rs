@@ -248,7 +248,7 @@ async fn unconfirmed_past_the_monitoring_window_is_invalid_but_still_credited_la
 async fn static_address_deposits_create_invoices() {
     let p = pipe().await;
     let a = p.app.post("/v1/addresses", Some(&p.key), &json!({"currency": "USDT", "network": "tron"})).await;
-    assert_eq!(a.status.as_u16(), 201, "{}", a.body);
+    assert_eq!(a.status.as_u16(), 200, "{}", a.body);
     let id = a.data()["id"].as_str().unwrap().to_owned();
     p.deposit(json!({"address_id": id}), "25").await;
     p.deposit(json!({"address_id": id}), "5.5").await;

@@ -218,11 +218,21 @@ pub async fn view(state: &HttpState, id: Uuid) -> ApiResult<CheckoutView> {
 /// invoice gets its deposit address (a re-activation keeps the one it had) and a new
 /// `expires_at`, moves to `pending` with a guarded update, and `invoice.activated` is written
 /// in the same transaction.
+///
+/// The deposit address is taken only after the guarded update succeeded, in its transaction
+/// (`AddressBook::allocate_in`): payers activating one draft at once take one address between
+/// them, so a finite pool (live Solana) loses no entry to the losers, and nothing is taken when
+/// the transaction rolls back. A request that finds the invoice already activated on the gate it
+/// asks for (by a concurrent click, or a repeat) answers with that activation, so every caller
+/// sees the same invoice and address; asking for another gate then is 409.
 pub async fn activate(state: &HttpState, id: Uuid, req: ActivateRequest) -> ApiResult<invoice::Model> {
     let inv = load(state, id).await?;
     let now = Utc::now();
     let has_payments = payments(state, id).await?.iter().any(|p| p.status != PaymentStatus::Reversed);
     let Some(trigger) = activation(&inv, has_payments, now) else {
+        if gates::find(&req.gate_id).is_some_and(|g| activated_on(&inv, g.id)) {
+            return Ok(inv);
+        }
         return Err(ApiError::conflict(
             ErrorCode::InvoiceNotActivatable,
             format!("an invoice that is {} cannot be activated", inv.status.as_str()),
@@ -247,13 +257,6 @@ pub async fn activate(state: &HttpState, id: Uuid, req: ActivateRequest) -> ApiR
     let amount = price(state, &inv, gate)?;
     state.check_amount_range(inv.environment, gate, amount)?;
     let merchant = state.merchant(inv.merchant_id).await?;
-    let (address, tag, key, index) = match (&inv.deposit_address, &inv.address_key) {
-        (Some(a), Some(k)) => (a.clone(), inv.deposit_address_tag.clone(), k.clone(), inv.derivation_index),
-        _ => {
-            let a = state.addresses.allocate(&state.db, inv.environment, gate.family).await?;
-            (a.address, a.tag, a.key, Some(a.index))
-        }
-    };
     let rate_of = |fiat: &str| state.rates.get(inv.environment, gate.asset, fiat).map(|r| r.rate);
     let fiat_value = |fiat: &str| -> Option<Amount> {
         if inv.fiat_currency.as_deref() == Some(fiat) {
@@ -271,10 +274,6 @@ pub async fn activate(state: &HttpState, id: Uuid, req: ActivateRequest) -> ApiR
         .col_expr(invoice::Column::AmountRequested, Expr::value(Amount::new(amount)))
         .col_expr(invoice::Column::AmountUsd, Expr::value(fiat_value("USD")))
         .col_expr(invoice::Column::AmountInBaseCurrency, Expr::value(fiat_value(&merchant.base_currency)))
-        .col_expr(invoice::Column::DepositAddress, Expr::value(address))
-        .col_expr(invoice::Column::DepositAddressTag, Expr::value(tag))
-        .col_expr(invoice::Column::AddressKey, Expr::value(key))
-        .col_expr(invoice::Column::DerivationIndex, Expr::value(index))
         .col_expr(invoice::Column::ExpiresAt, Expr::value(now + Duration::seconds(merchant.invoice_lifetime_secs)))
         .col_expr(invoice::Column::ActivatedAt, Expr::value(now))
         .col_expr(invoice::Column::ActivationCount, Expr::value(inv.activation_count + 1))
@@ -288,13 +287,42 @@ pub async fn activate(state: &HttpState, id: Uuid, req: ActivateRequest) -> ApiR
         .filter(invoice::Column::ActivationCount.eq(inv.activation_count))
         .exec_with_returning(&txn)
         .await?;
-    let Some(after) = moved.into_iter().next() else {
+    let Some(mut after) = moved.into_iter().next() else {
         txn.rollback().await?;
+        // Someone else moved the invoice since it was read: look again.
+        let now_is = load(state, id).await?;
+        if now_is.activation_count > inv.activation_count && activated_on(&now_is, gate.id) {
+            return Ok(now_is);
+        }
         return Err(ApiError::conflict(ErrorCode::InvoiceNotActivatable, "the invoice changed meanwhile; reload"));
     };
+    // The guard held (the row is this transaction's until it ends): now the address, if the
+    // invoice has none yet (a re-activation keeps its own).
+    if after.deposit_address.is_none() || after.address_key.is_none() {
+        let a = state.addresses.allocate_in(&txn, inv.environment, gate.family).await?;
+        let addressed = invoice::Entity::update_many()
+            .col_expr(invoice::Column::DepositAddress, Expr::value(a.address))
+            .col_expr(invoice::Column::DepositAddressTag, Expr::value(a.tag))
+            .col_expr(invoice::Column::AddressKey, Expr::value(a.key))
+            .col_expr(invoice::Column::DerivationIndex, Expr::value(Some(a.index)))
+            .filter(invoice::Column::Id.eq(inv.id))
+            .exec_with_returning(&txn)
+            .await?;
+        after = addressed.into_iter().next().ok_or_else(|| ApiError::internal("activated invoice vanished"))?;
+    }
     events::emit_invoice(&txn, kind::INVOICE_ACTIVATED, &after, None).await?;
     txn.commit().await?;
     Ok(after)
+}
+
+/// Whether `inv` is a deferred invoice activated on `gate_id` and still waiting for payment
+/// with its address: what an activation on that gate would have made of it.
+fn activated_on(inv: &invoice::Model, gate_id: &str) -> bool {
+    inv.is_deferred
+        && inv.activation_count > 0
+        && inv.status == InvoiceStatus::Pending
+        && inv.gate_id.as_deref() == Some(gate_id)
+        && inv.address_key.is_some()
 }
 
 /// Test environment only (404 in live, as if the route did not exist): a sandbox deposit of

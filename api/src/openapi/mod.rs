@@ -18,8 +18,9 @@ impl Modify for SecurityAddon {
     }
 }
 
-/// Adds 429 `rate_limited` (with `Retry-After` and the `RateLimit-*` headers) and 500
-/// `internal_error` to every operation: any request can be throttled or meet a server fault.
+/// Adds 429 `rate_limited` (with `Retry-After` and the `RateLimit-*` headers), 500
+/// `internal_error` and 504 `request_timeout` to every operation: any request can be throttled,
+/// meet a server fault or outlast `[server] request_timeout_ms`.
 struct CommonResponses;
 
 impl Modify for CommonResponses {
@@ -46,6 +47,10 @@ impl Modify for CommonResponses {
             .description("internal_error: quote meta.request_id to support")
             .content("application/json", envelope())
             .build();
+        let timeout = ResponseBuilder::new()
+            .description("request_timeout: no response within the server's request timeout; a retry with the same idempotency key is safe")
+            .content("application/json", envelope())
+            .build();
         for item in openapi.paths.paths.values_mut() {
             let ops = [
                 &mut item.get,
@@ -61,6 +66,7 @@ impl Modify for CommonResponses {
                 let r = &mut op.responses.responses;
                 r.entry("429".into()).or_insert_with(|| RefOr::T(throttled.clone()));
                 r.entry("500".into()).or_insert_with(|| RefOr::T(internal.clone()));
+                r.entry("504".into()).or_insert_with(|| RefOr::T(timeout.clone()));
             }
         }
     }

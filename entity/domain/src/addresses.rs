@@ -157,6 +157,28 @@ impl AddressBook {
                 }
             }
         };
+        self.derive(env, family, index)
+    }
+
+    /// The next unused address of `family` in `env`, taken in the caller's transaction `txn`:
+    /// one index reserved from the counter by `txn` itself, so it is taken only if `txn`
+    /// commits (a rollback, or a derivation error, takes none) and nothing is held in memory.
+    /// For allocations that must follow a guarded update (checkout activation), where the
+    /// address is wanted only once the caller knows it won: a finite pool (live Solana) loses
+    /// no entry to a request that lost. Costs one counter update, which stays locked until
+    /// `txn` ends.
+    pub async fn allocate_in<C: ConnectionTrait>(
+        &self,
+        txn: &C,
+        env: Environment,
+        family: AddressFamily,
+    ) -> Result<Allocated, DomainError> {
+        let end = reserve(txn, env, family, 1).await?;
+        self.derive(env, family, end - 1)
+    }
+
+    /// Address number `index` of `family` in `env`.
+    fn derive(&self, env: Environment, family: AddressFamily, index: i64) -> Result<Allocated, DomainError> {
         let idx = u64::try_from(index).map_err(DomainError::internal)?;
         let derived = self.deriver(env).derive(family, idx).map_err(|e| match e {
             // Operational states, not bugs: the gate cannot issue addresses right now.
@@ -202,7 +224,12 @@ impl AddressBook {
 }
 
 /// Atomically moves the counter forward by `n`; returns the new end (exclusive).
-async fn reserve(db: &DatabaseConnection, env: Environment, family: AddressFamily, n: i64) -> Result<i64, DomainError> {
+async fn reserve<C: ConnectionTrait>(
+    db: &C,
+    env: Environment,
+    family: AddressFamily,
+    n: i64,
+) -> Result<i64, DomainError> {
     use derivation_counter::Column as C;
     derivation_counter::Entity::insert(derivation_counter::ActiveModel {
         environment: Set(env.as_str().to_owned()),

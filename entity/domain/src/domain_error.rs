@@ -28,7 +28,7 @@ pub enum ErrorCode {
     RateLimited,
     PayloadTooLarge,
     NotReady,
-    /// 503: the server's `request_timeout_ms` elapsed before the response was ready.
+    /// 504: the server's `request_timeout_ms` elapsed before the response was ready.
     RequestTimeout,
     InternalError,
 }

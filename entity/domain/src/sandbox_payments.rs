@@ -1,22 +1,23 @@
 //! Sandbox payments of the test environment: transfers into the next block of a gate's sandbox
-//! chain. The test helpers (`POST /v1/test/deposits`) and the checkout page's test-mode buttons
-//! both pay through here.
+//! chain, and their reversal. The test helpers (`POST /v1/test/deposits`, `…/reverse`), the
+//! checkout page's test-mode buttons and `ops sandbox` all go through here.
 
 use chrono::{DateTime, Utc};
 use entity::{Environment, PaymentStatus, payment, sandbox_transfer};
 use rust_decimal::Decimal;
 use sea_orm::sea_query::Expr;
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter};
 use uuid::Uuid;
 
 use crate::chain::sandbox::SandboxChain;
+use crate::config::SandboxConfig;
 use crate::domain_error::{DomainError, DomainResult};
 use crate::gates::Gate;
 use crate::state::AppState;
 
-/// `gate`'s sandbox chain, with the block interval configured for it.
-pub fn chain(state: &AppState, gate: &'static Gate) -> SandboxChain {
-    SandboxChain::new(state.db.clone(), gate, state.config.sandbox.interval_ms(gate.id))
+/// `gate`'s sandbox chain on `db`, with the block interval `sandbox` configures for it.
+pub fn chain(db: &DatabaseConnection, sandbox: &SandboxConfig, gate: &'static Gate) -> SandboxChain {
+    SandboxChain::new(db.clone(), gate, sandbox.interval_ms(gate.id))
 }
 
 /// Puts a transfer of `amount` to `address_key` into the next block of `gate`'s sandbox chain
@@ -28,7 +29,10 @@ pub async fn deposit_to(
     amount: Decimal,
     tx_hash: Option<&str>,
 ) -> DomainResult<sandbox_transfer::Model> {
-    chain(state, gate).deposit(address_key, amount, tx_hash).await.map_err(DomainError::internal)
+    chain(&state.db, &state.config.sandbox, gate)
+        .deposit(address_key, amount, tx_hash)
+        .await
+        .map_err(DomainError::internal)
 }
 
 /// Takes a transfer off `gate`'s sandbox chain, as a reorganisation or a double spend would,
@@ -38,13 +42,15 @@ pub async fn deposit_to(
 /// the payment (invoice, ledger, events). Without the wake-up a payment deeper than the
 /// tracker's watch (twice its confirmations) would never be looked at again. Idempotent: a
 /// repeated call wakes the tracker again, and a reversed payment is not touched. `None`: no such
-/// transfer on this chain.
+/// transfer on this chain. The API's test helper and `ops sandbox reverse` both call this (the
+/// caller checks who may).
 pub async fn reverse(
-    state: &AppState,
+    db: &DatabaseConnection,
+    sandbox: &SandboxConfig,
     gate: &'static Gate,
     transfer_id: Uuid,
 ) -> DomainResult<Option<sandbox_transfer::Model>> {
-    let Some(t) = chain(state, gate).reverse(transfer_id).await.map_err(DomainError::internal)? else {
+    let Some(t) = chain(db, sandbox, gate).reverse(transfer_id).await.map_err(DomainError::internal)? else {
         return Ok(None);
     };
     payment::Entity::update_many()
@@ -53,7 +59,7 @@ pub async fn reverse(
         .filter(payment::Column::GateId.eq(gate.id))
         .filter(payment::Column::TxHash.eq(t.tx_hash.as_str()))
         .filter(payment::Column::Status.ne(PaymentStatus::Reversed))
-        .exec(&state.db)
+        .exec(db)
         .await?;
     Ok(Some(t))
 }

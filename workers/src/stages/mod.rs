@@ -119,7 +119,7 @@ impl StageCtx {
                 chains: chains.clone(),
                 signers: Signers::sandbox()
                     .with_evm(&config.evm)?
-                    .with_bitcoin(&config.bitcoin)?
+                    .with_bitcoin(&config.bitcoin, &config.addresses.live)?
                     .with_xrp(&config.xrp)?
                     .with_tron(&config.tron)?
                     .with_solana(&config.solana)?,

@@ -44,7 +44,7 @@ impl std::ops::Deref for BtcPayouts {
 }
 
 fn signers(cfg: &domain::config::Config) -> Signers {
-    Signers::default().with_bitcoin(&cfg.bitcoin).unwrap()
+    Signers::default().with_bitcoin(&cfg.bitcoin, &cfg.addresses.live).unwrap()
 }
 
 impl BtcPayouts {

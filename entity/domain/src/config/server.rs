@@ -13,7 +13,7 @@ pub struct ServerConfig {
     /// A client must send a request's complete header block within this time (counted from
     /// when the connection starts waiting for it), else the connection is closed (slowloris).
     pub header_read_timeout_ms: u64,
-    /// A request whose response is not ready within this time gets 503 `request_timeout`.
+    /// A request whose response is not ready within this time gets 504 `request_timeout`.
     pub request_timeout_ms: u64,
     /// A keep-alive connection with no request in flight is closed after this long idle.
     pub idle_timeout_ms: u64,

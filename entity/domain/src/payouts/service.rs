@@ -204,14 +204,23 @@ pub struct PayoutSpec<'a> {
     pub fee_kind: FeeKind,
 }
 
-/// The payout path shared by payouts and refunds: gate online with a payout signer, amount within the gate's range,
-/// destination (and tag) valid for the chain, fees priced with the merchant's allocation and
-/// the status its approval setting gives. Nothing is written.
+/// The payout path shared by payouts and refunds: gate online with a payout signer, amount
+/// within the gate's range (payouts only), destination (and tag) valid for the chain, fees priced
+/// with the merchant's allocation and the status its approval setting gives. Nothing is written.
+///
+/// The gate's min/max (spec 2.10) are per-invoice amounts. A payout keeps them as its own bounds
+/// (no withdrawal so small that its network fee is most of it); a refund is bounded by the
+/// invoice's refundable credit instead (spec 2.6, checked by `refunds::service`), so an
+/// overpayment's surplus below the invoice minimum can be paid back. Either must cover the fees
+/// taken from it (`quote`: customer allocation), the network fee included.
 pub async fn prepare(state: &AppState, who: &Principal, spec: PayoutSpec<'_>) -> DomainResult<payout::Model> {
     let (env, gate, amount) = (who.environment, spec.gate, spec.amount);
     state.ensure_online(env, gate)?;
     state.ensure_payable(env, gate)?;
-    state.check_amount_range(env, gate, amount)?;
+    match spec.fee_kind {
+        FeeKind::Payout => state.check_amount_range(env, gate, amount)?,
+        FeeKind::Refund => {}
+    }
     if let Err(e) = validate_address(gate.family, chain_net(env), spec.destination, None) {
         return Err(DomainError::unprocessable(ErrorCode::ValidationError, "destination", e.to_string()));
     }

@@ -33,6 +33,7 @@ use serde_json::{Value, json};
 use super::super::evm::Rpc;
 use super::super::signer::{Funding, PayoutTx, Signer, Signers, WalletOutput, hot_wallet_secret};
 use super::super::{ChainError, SignedTx};
+use domain::chain::address::{AccountKeysConfig, AddressDeriver, AddressFamily, ChainNet};
 use domain::config::BitcoinConfig;
 
 /// The hot wallet's key: the first BIP84 receiving address of the account.
@@ -195,17 +196,49 @@ impl BitcoinSigner {
 }
 
 impl Signers {
-    /// Adds the live Bitcoin hot wallet when `[bitcoin]` names a node and a key.
-    pub fn with_bitcoin(mut self, cfg: &BitcoinConfig) -> Result<Signers, ChainError> {
+    /// Adds the live Bitcoin hot wallet when `[bitcoin]` names a node and a key. `deposits` are
+    /// the live deposit keys (`addresses.live`): a hot wallet whose address is one of the deposit
+    /// addresses is refused (see [`refuse_deposit_address`]), so the executor does not start.
+    pub fn with_bitcoin(mut self, cfg: &BitcoinConfig, deposits: &AccountKeysConfig) -> Result<Signers, ChainError> {
         if !cfg.configured() {
             return Ok(self);
         }
         let Some(signer) = BitcoinSigner::load(cfg)? else { return Ok(self) };
+        refuse_deposit_address(cfg, &signer.address(), deposits)?;
         let gate = domain::gates::find("bitcoin").ok_or_else(|| unavailable("no bitcoin gate"))?;
         tracing::info!(address = %signer.address(), "bitcoin payout hot wallet");
         self.insert(entity::Environment::Live, gate, std::sync::Arc::new(signer));
         Ok(self)
     }
+}
+
+/// Refuses a hot wallet whose address `hot` is one of the live deposit addresses (the key is
+/// the deposit account's own seed): the change of every payout would land on an invoice's
+/// address, where the scanner records it as that merchant's deposit and credits it. The error
+/// names the configured key (`bitcoin.hot_wallet_key` or `bitcoin.hot_wallet_key_file`) and
+/// `addresses.live.bitcoin_xpub`.
+///
+/// Deposit addresses are `<account>/0/<index>` of the configured account key; the hot wallet is
+/// `m/84'/0'/0'/0/0` of its master key. The two meet only when the account key is the master's
+/// own `m/84'/0'/0'` (below it every step is hardened, so no other account reaches it), and
+/// then at index 0: comparing with deposit address 0 is the whole check.
+fn refuse_deposit_address(cfg: &BitcoinConfig, hot: &Address, deposits: &AccountKeysConfig) -> Result<(), ChainError> {
+    let only_bitcoin = AccountKeysConfig { bitcoin_xpub: deposits.bitcoin_xpub.clone(), ..Default::default() };
+    let deriver = AddressDeriver::from_config(&only_bitcoin, ChainNet::Mainnet, "addresses.live")
+        .map_err(|e| unavailable(e.to_string()))?;
+    if !deriver.supports(AddressFamily::Bitcoin) {
+        return Ok(());
+    }
+    let first = deriver.derive(AddressFamily::Bitcoin, 0).map_err(unavailable)?;
+    if first.address != hot.to_string() {
+        return Ok(());
+    }
+    let key = if cfg.hot_wallet_key.is_some() { "bitcoin.hot_wallet_key" } else { "bitcoin.hot_wallet_key_file" };
+    Err(unavailable(format!(
+        "{key}: the hot wallet's address {hot} is deposit address 0 of addresses.live.bitcoin_xpub \
+         (the key is the deposit account's own): payout change sent there would be credited to \
+         the invoice holding that address. Configure a hot wallet key of its own"
+    )))
 }
 
 /// Which outputs a payout spends and what it pays.
@@ -356,6 +389,52 @@ mod tests {
     }
 
     const TO: &str = "bc1qw508d6qejxtdg4y5r3zarvary0c5xw7kv8f3t4";
+
+    /// BIP84's account key of the same vector, `m/84'/0'/0'` of [`XPRV`], as deposit key.
+    const ZPUB: &str = "zpub6rFR7y4Q2AijBEqTUquhVz398htDFrtymD9xYYfG1m4wAcvPhXNfE3EfH1r1ADqtfSdVCToUG868RvUUkgDKf31mGDtKsAYz2oz2AGutZYs";
+
+    /// `Signers::with_bitcoin` as the payout executor's start-up calls it: its error, if any.
+    fn start_up(key: Option<&str>, key_file: Option<&std::path::Path>, deposit_xpub: &str) -> Result<(), String> {
+        let cfg = BitcoinConfig {
+            rpc_url: "http://node:8332".into(),
+            hot_wallet_key: key.map(|k| domain::config::Redacted(k.to_owned())),
+            hot_wallet_key_file: key_file.map(std::path::Path::to_owned),
+            ..Default::default()
+        };
+        let deposits = AccountKeysConfig { bitcoin_xpub: Some(deposit_xpub.into()), ..Default::default() };
+        match Signers::default().with_bitcoin(&cfg, &deposits) {
+            Ok(signers) => {
+                assert!(signers.get(entity::Environment::Live, "bitcoin").is_some());
+                Ok(())
+            }
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    #[test]
+    fn a_hot_wallet_key_of_the_deposit_account_is_refused_at_start_up() {
+        // The key whose m/84'/0'/0' is the deposit account: its hot wallet address is deposit
+        // address 0 (bc1qcr8te…, BIP84's first receiving address).
+        let err = start_up(Some(XPRV), None, ZPUB).unwrap_err();
+        assert!(err.contains("bitcoin.hot_wallet_key:") && err.contains("addresses.live.bitcoin_xpub"), "{err}");
+        assert!(err.contains("bc1qcr8te4kr609gcawutmrza0j4xv80jy8z306fyu"), "{err}");
+        let err = start_up(Some(ZPRV), None, ZPUB).unwrap_err();
+        assert!(err.contains("bitcoin.hot_wallet_key:"), "the same key as zprv: {err}");
+        // From a file, the file's setting is named.
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("hot.key");
+        std::fs::write(&file, format!("{XPRV}\n")).unwrap();
+        let err = start_up(None, Some(&file), ZPUB).unwrap_err();
+        assert!(err.contains("bitcoin.hot_wallet_key_file:"), "{err}");
+        // A key of its own starts.
+        let own = Xpriv::new_master(bitcoin::NetworkKind::Main, &[0x42; 32]).unwrap().to_string();
+        assert_eq!(start_up(Some(&own), None, ZPUB), Ok(()));
+        // So does the vector's key beside another deposit account (`m/84'/0'/1'`).
+        let secp = Secp256k1::new();
+        let other = parse_xprv(XPRV).unwrap().derive_priv(&secp, &DerivationPath::from_str("m/84'/0'/1'").unwrap());
+        let other = bitcoin::bip32::Xpub::from_priv(&secp, &other.unwrap()).to_string();
+        assert_eq!(start_up(Some(XPRV), None, &other), Ok(()));
+    }
 
     #[test]
     fn the_largest_outputs_cover_amount_and_fee_with_change_back() {
