@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -22,7 +22,7 @@ use sea_orm::{
     ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait, IntoActiveModel, QueryFilter,
     QueryTrait,
 };
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{OwnedRwLockWriteGuard, RwLock, mpsc, oneshot};
 use uuid::Uuid;
 
 use super::{LEASE_MARGIN, NO_EARLIER_OPEN, Verdict, chrono_delay};
@@ -37,6 +37,10 @@ type Reply<T> = oneshot::Sender<Result<T, String>>;
 pub(crate) struct Batcher<Req, Resp> {
     tx: mpsc::UnboundedSender<(Req, Reply<Resp>)>,
     runs: Arc<AtomicU64>,
+    /// Requests handed in and not answered yet.
+    pending: Arc<AtomicUsize>,
+    /// Taken for reading by each run; [`hold`](Batcher::hold) takes it for writing.
+    gate: Arc<RwLock<()>>,
 }
 
 impl<Req: Send + 'static, Resp: Send + 'static> Batcher<Req, Resp> {
@@ -50,9 +54,18 @@ impl<Req: Send + 'static, Resp: Send + 'static> Batcher<Req, Resp> {
         let (tx, mut rx) = mpsc::unbounded_channel::<(Req, Reply<Resp>)>();
         let runs = Arc::new(AtomicU64::new(0));
         let counted = runs.clone();
+        let gate = Arc::new(RwLock::new(()));
+        let held = gate.clone();
         tokio::spawn(async move {
             let mut group = Vec::with_capacity(max);
             while rx.recv_many(&mut group, max).await > 0 {
+                let _open = held.read().await;
+                // Whatever arrived while the gate was held (or since the first request) joins.
+                while group.len() < max
+                    && let Ok(request) = rx.try_recv()
+                {
+                    group.push(request);
+                }
                 counted.fetch_add(1, Ordering::Relaxed);
                 let (requests, replies): (Vec<Req>, Vec<Reply<Resp>>) = group.drain(..).unzip();
                 let count = requests.len();
@@ -75,7 +88,7 @@ impl<Req: Send + 'static, Resp: Send + 'static> Batcher<Req, Resp> {
                 }
             }
         });
-        Batcher { tx, runs }
+        Batcher { tx, runs, pending: Arc::new(AtomicUsize::new(0)), gate }
     }
 
     /// Groups run so far.
@@ -83,12 +96,41 @@ impl<Req: Send + 'static, Resp: Send + 'static> Batcher<Req, Resp> {
         self.runs.load(Ordering::Relaxed)
     }
 
+    /// Requests handed in and not answered yet.
+    pub fn pending(&self) -> usize {
+        self.pending.load(Ordering::SeqCst)
+    }
+
+    /// Holds the next run back until the guard is dropped; the requests arriving meanwhile
+    /// wait, and then run as one group (up to the maximum). Tests use it to put chosen
+    /// requests in one group.
+    pub async fn hold(&self) -> OwnedRwLockWriteGuard<()> {
+        self.gate.clone().write_owned().await
+    }
+
     /// Hands `req` to the next group and waits for its answer.
     pub async fn call(&self, req: Req) -> Result<Resp, DbErr> {
         let stopped = || DbErr::Custom("the deliverer's group writer has stopped".to_owned());
         let (reply, answer) = oneshot::channel();
+        let _pending = Pending::count(&self.pending);
         self.tx.send((req, reply)).map_err(|_| stopped())?;
         answer.await.map_err(|_| stopped())?.map_err(DbErr::Custom)
+    }
+}
+
+/// One request counted as pending while it lives (also when its caller gives up waiting).
+struct Pending<'a>(&'a AtomicUsize);
+
+impl<'a> Pending<'a> {
+    fn count(pending: &'a AtomicUsize) -> Pending<'a> {
+        pending.fetch_add(1, Ordering::SeqCst);
+        Pending(pending)
+    }
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -201,8 +243,6 @@ pub(super) async fn record(db: &DatabaseConnection, records: Vec<Record>) -> Res
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::AtomicUsize;
-
     use super::*;
 
     #[tokio::test]
@@ -229,6 +269,30 @@ mod tests {
         let runs = runs.load(Ordering::SeqCst);
         assert!((1..100).contains(&runs), "100 requests waiting together ran {runs} times");
         assert_eq!(batcher.runs(), runs as u64);
+    }
+
+    #[tokio::test]
+    async fn requests_arriving_while_held_run_as_one_group() {
+        let batcher = Arc::new(Batcher::start(MAX_GROUP, |group: Vec<u32>| async move {
+            let size = u32::try_from(group.len()).unwrap();
+            Ok(group.into_iter().map(|_| size).collect())
+        }));
+        let held = batcher.hold().await;
+        let calls: Vec<_> = (0..20u32)
+            .map(|n| {
+                let b = batcher.clone();
+                tokio::spawn(async move { b.call(n).await.unwrap() })
+            })
+            .collect();
+        while batcher.pending() < 20 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(batcher.runs(), 0, "nothing runs while held");
+        drop(held);
+        for call in calls {
+            assert_eq!(call.await.unwrap(), 20, "every request ran in the one group");
+        }
+        assert_eq!((batcher.runs(), batcher.pending()), (1, 0));
     }
 
     #[tokio::test]

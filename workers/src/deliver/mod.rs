@@ -112,6 +112,18 @@ impl Deliverer {
         (self.claims.get().map_or(0, Batcher::runs), self.records.get().map_or(0, Batcher::runs))
     }
 
+    /// Holds the writing of attempts' records back until the guard is dropped: the records
+    /// finished meanwhile are then written as one group. For tests that need chosen attempts
+    /// in one group; [`records_pending`](Deliverer::records_pending) tells when they are all in.
+    pub async fn hold_records(&self) -> tokio::sync::OwnedRwLockWriteGuard<()> {
+        self.records().hold().await
+    }
+
+    /// Records handed to the group writer and not written yet.
+    pub fn records_pending(&self) -> usize {
+        self.records.get().map_or(0, Batcher::pending)
+    }
+
     /// Runs the attempt that is due for `delivery_id`, if one is.
     pub async fn attempt(&self, delivery_id: Uuid) -> Result<Outcome, WebhookError> {
         // A claim refused because an earlier sibling was open can find it closed a moment
@@ -157,6 +169,17 @@ impl Deliverer {
             })
         });
         claims.call(id).await
+    }
+
+    /// The group writer of attempts' records (`group::record`).
+    fn records(&self) -> &Batcher<Record, bool> {
+        self.records.get_or_init(|| {
+            let db = self.db.clone();
+            Batcher::start(MAX_GROUP, move |records| {
+                let db = db.clone();
+                async move { group::record(&db, records).await }
+            })
+        })
     }
 
     /// The earliest open delivery with the same order key as `d` whose event happened before
@@ -297,14 +320,7 @@ impl Deliverer {
             succeeded: ok,
         };
         let record = Record { attempt, from: d.status, retry_step: d.retry_step, next, verdict };
-        let records = self.records.get_or_init(|| {
-            let db = self.db.clone();
-            Batcher::start(MAX_GROUP, move |records| {
-                let db = db.clone();
-                async move { group::record(&db, records).await }
-            })
-        });
-        let applied = records.call(record).await?;
+        let applied = self.records().call(record).await?;
         if !applied {
             // The lease lapsed and another deliverer took the delivery over; it decides.
             return Ok(Outcome::Skipped);
