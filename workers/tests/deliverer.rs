@@ -1,14 +1,16 @@
 //! Webhook delivery, driven in-process against real loopback receivers that verify every
 //! signature: environments kept apart, the spec's body, the retry schedule through a receiver
 //! that is down, failing, slow and rate limiting, dead deliveries and replay, one send per
-//! attempt under concurrency, lost jobs found again, secret rotation, and outbound safety at
-//! connect time. Runs on SQLite, and on PostgreSQL with `pg-tests`.
+//! attempt under concurrency, lost jobs found again, secret rotation, outbound safety at
+//! connect time, and records the database cannot store failing no other delivery of their
+//! group. Runs on SQLite, and on PostgreSQL with `pg-tests`.
 
 #[allow(dead_code)] // the queue helpers this suite does not use
 mod common;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use api::webhooks::receiver::{Behaviour, Receiver};
@@ -64,15 +66,63 @@ impl Hooks {
 
     /// Sets the endpoint through the same path as `ops webhooks set`; returns the secret.
     async fn endpoint(&self, env: Environment, url: &str) -> String {
+        self.endpoint_of(self.merchant, env, url).await
+    }
+
+    async fn endpoint_of(&self, merchant: Uuid, env: Environment, url: &str) -> String {
         let policy = TargetPolicy { allow_insecure: true };
-        let (_, secret) = endpoints::set(self.db(), &sbox(), policy, self.merchant, env, url).await.unwrap();
+        let (_, secret) = endpoints::set(self.db(), &sbox(), policy, merchant, env, url).await.unwrap();
         secret.expect("a new endpoint's secret")
     }
 
     async fn event(&self, env: Environment, kind: &str, n: usize) -> Uuid {
+        self.event_of(self.merchant, env, kind, n).await
+    }
+
+    async fn event_of(&self, merchant: Uuid, env: Environment, kind: &str, n: usize) -> Uuid {
         let data = json!({"invoice_id": Uuid::now_v7(), "status": "paid", "n": n});
         let key = format!("{kind}:{}", Uuid::now_v7());
-        events::emit(self.db(), self.merchant, env, kind, key, data).await.unwrap().expect("a new event")
+        events::emit(self.db(), merchant, env, kind, key, data).await.unwrap().expect("a new event")
+    }
+
+    /// Another merchant whose test endpoint is a receiver that answers 200 and verifies.
+    async fn merchant_with_receiver(&self) -> (Uuid, Receiver) {
+        let merchant = self.app.merchant().await;
+        let rx = Receiver::start(ANY.parse().unwrap(), &[], Behaviour::Ok(Duration::ZERO)).await.unwrap();
+        rx.set_secrets(&[&self.endpoint_of(merchant, Environment::Test, &rx.url()).await]);
+        (merchant, rx)
+    }
+
+    /// Attempts every delivery of `ids` at once, their records written as one group (the
+    /// deliverer's record writer is held until all of them are in). Each delivery's outcome.
+    async fn attempt_in_one_group(&self, ids: &[Uuid]) -> std::collections::HashMap<Uuid, Result<Outcome, String>> {
+        let held = self.deliverer.hold_records().await;
+        let groups_before = self.deliverer.group_writes().1;
+        let tasks: Vec<_> = ids
+            .iter()
+            .map(|&id| {
+                let d = self.deliverer.clone();
+                tokio::spawn(async move { (id, d.attempt(id).await.map_err(|e| e.to_string())) })
+            })
+            .collect();
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while self.deliverer.records_pending() < ids.len() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{} records of {} came",
+                self.deliverer.records_pending(),
+                ids.len()
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        drop(held);
+        let mut outcomes = std::collections::HashMap::new();
+        for t in tasks {
+            let (id, outcome) = t.await.unwrap();
+            outcomes.insert(id, outcome);
+        }
+        assert_eq!(self.deliverer.group_writes().1, groups_before + 1, "the records were written as one group");
+        outcomes
     }
 
     async fn dispatch(&self) -> Vec<Uuid> {
@@ -626,4 +676,159 @@ async fn the_dispatcher_stops_at_max_queued_and_leaves_later_events_in_the_outbo
     tq.take_waiting(&queue).await;
     workers::stages::deliverer::dispatch(&ctx).await.unwrap();
     assert_eq!(delivered().await, events);
+}
+
+/// A receiver that answers every request 200 with `body`, byte for byte; counts the requests.
+struct RawReceiver {
+    url: String,
+    count: Arc<AtomicUsize>,
+}
+
+impl RawReceiver {
+    async fn start(body: Vec<u8>) -> RawReceiver {
+        let count = Arc::new(AtomicUsize::new(0));
+        let counted = count.clone();
+        let app = axum::Router::new().fallback(move || async move {
+            counted.fetch_add(1, Ordering::SeqCst);
+            body
+        });
+        let listener = tokio::net::TcpListener::bind(ANY).await.unwrap();
+        let url = format!("http://{}/webhooks", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        RawReceiver { url, count }
+    }
+
+    fn count(&self) -> usize {
+        self.count.load(Ordering::SeqCst)
+    }
+}
+
+/// A merchant's endpoint answering bytes a text column cannot hold as they are (a NUL byte,
+/// which PostgreSQL refuses in text, invalid UTF-8, more characters than the column's width),
+/// its record written in one group with the records of other merchants' deliveries: its body is
+/// stored escaped, and every delivery of the group is recorded delivered once and sent once
+/// (before, the group's one transaction failed as a whole and every delivery in it was sent
+/// again).
+#[tokio::test]
+async fn a_body_with_a_nul_byte_is_stored_escaped_and_fails_no_other_merchants_record() {
+    let h = Hooks::new(WebhooksConfig { response_body_limit: 8192, ..fast() }).await;
+    let mut body = b"ok\0\xff done ".to_vec();
+    body.extend(std::iter::repeat_n(b'x', 5000));
+    let odd = RawReceiver::start(body).await;
+    h.endpoint(Environment::Test, &odd.url).await;
+    let odd_event = h.event(Environment::Test, events::kind::INVOICE_PAID, 0).await;
+    let mut others = Vec::new();
+    for _ in 0..3 {
+        let (merchant, rx) = h.merchant_with_receiver().await;
+        for n in 0..4 {
+            h.event_of(merchant, Environment::Test, events::kind::BALANCE_CREDITED, n).await;
+        }
+        others.push(rx);
+    }
+    let ids = h.dispatch().await;
+    assert_eq!(ids.len(), 13);
+
+    let outcomes = h.attempt_in_one_group(&ids).await;
+    // The other merchants' deliveries first, then the odd one.
+    let mut checked = Vec::new();
+    for id in &ids {
+        let odd_last = h.delivery(*id).await.event_id == odd_event;
+        checked.push((odd_last, *id));
+    }
+    checked.sort();
+    for (_, id) in &checked {
+        assert_eq!(outcomes[id], Ok(Outcome::Delivered), "{id}");
+        let d = h.delivery(*id).await;
+        assert_eq!((d.status, d.attempt_count, d.last_status_code), (DeliveryStatus::Succeeded, 1, Some(200)), "{id}");
+        assert!(d.delivered_at.is_some() && d.lease_until.is_none());
+        let attempts = h.attempts(*id).await;
+        assert_eq!(attempts.len(), 1, "one attempt row for {id}");
+        assert!(attempts[0].succeeded);
+        if d.event_id == odd_event {
+            // NUL and the invalid byte as U+FFFD; cut to the column's 4096 characters.
+            let stored = attempts[0].response_body.clone().expect("the body is stored");
+            assert!(stored.starts_with("ok\u{FFFD}\u{FFFD} done xxx"), "{:?}", &stored[..20]);
+            assert!(!stored.contains('\0'));
+            assert_eq!(stored.chars().count(), 4096);
+            assert!(stored.ends_with("x…"));
+        }
+    }
+    // Sent once each; a job for any of them again sends nothing.
+    for id in &ids {
+        assert_eq!(h.deliverer.attempt(*id).await.unwrap(), Outcome::Skipped);
+    }
+    assert_eq!(odd.count(), 1);
+    for rx in &others {
+        assert_eq!(rx.count(), 4);
+        assert!(rx.received().iter().all(|r| r.verified));
+    }
+}
+
+/// A record the database refuses even written alone (here a stray attempt row already holds the
+/// attempt's number, so the unique index refuses it whatever its text) fails only itself: the
+/// rest of its group is written (each delivery recorded delivered, sent once), and its delivery
+/// is dead with the reason rather than sent again and again; a replay sends it again.
+#[tokio::test]
+async fn a_record_refused_even_alone_leaves_only_its_delivery_dead_with_the_reason() {
+    let h = Hooks::new(fast()).await;
+    let mut receivers = Vec::new();
+    let mut first = None;
+    for _ in 0..3 {
+        let (merchant, rx) = h.merchant_with_receiver().await;
+        for n in 0..3 {
+            let e = h.event_of(merchant, Environment::Test, events::kind::INVOICE_PAID, n).await;
+            first.get_or_insert(e);
+        }
+        receivers.push(rx);
+    }
+    let ids = h.dispatch().await;
+    assert_eq!(ids.len(), 9);
+    let mut refused = None;
+    for id in &ids {
+        if Some(h.delivery(*id).await.event_id) == first {
+            refused = Some(*id);
+        }
+    }
+    let refused = refused.expect("the first event's delivery");
+    let stray = webhook_attempt::Model {
+        id: Uuid::now_v7(),
+        delivery_id: refused,
+        attempt_no: 1,
+        url: "stray".into(),
+        started_at: Utc::now(),
+        latency_ms: 0,
+        status_code: None,
+        error: Some("stray".into()),
+        response_body: None,
+        succeeded: false,
+    };
+    webhook_attempt::Entity::insert(webhook_attempt::ActiveModel::from(stray.clone())).exec(h.db()).await.unwrap();
+
+    let outcomes = h.attempt_in_one_group(&ids).await;
+    for id in &ids {
+        let d = h.delivery(*id).await;
+        let attempts = h.attempts(*id).await;
+        if *id == refused {
+            assert_eq!(outcomes[id], Ok(Outcome::Dead));
+            assert_eq!((d.status, d.attempt_count, d.last_status_code), (DeliveryStatus::Dead, 1, Some(200)));
+            assert!(d.dead_at.is_some() && d.lease_until.is_none() && d.delivered_at.is_none());
+            let reason = d.last_error.unwrap_or_default();
+            assert!(reason.contains("could not be recorded"), "{reason}");
+            let rows: Vec<(Uuid, String)> = attempts.iter().map(|a| (a.id, a.url.clone())).collect();
+            assert_eq!(rows, [(stray.id, stray.url.clone())], "only the stray row");
+        } else {
+            assert_eq!(outcomes[id], Ok(Outcome::Delivered), "{id}");
+            assert_eq!((d.status, d.attempt_count, d.last_status_code), (DeliveryStatus::Succeeded, 1, Some(200)));
+            assert_eq!(attempts.len(), 1, "one attempt row for {id}");
+            assert!(attempts[0].succeeded);
+        }
+    }
+    // Each sent once, the refused one too; dead, its job does nothing more.
+    assert_eq!(h.deliverer.attempt(refused).await.unwrap(), Outcome::Skipped);
+    assert!(receivers.iter().all(|rx| rx.count() == 3));
+    // The operator replays it: its next attempt has its own number and is recorded.
+    assert!(admin::replay(h.db(), refused).await.unwrap());
+    assert_eq!(h.drive(refused).await, Outcome::Delivered);
+    assert_eq!(receivers.iter().map(Receiver::count).sum::<usize>(), 10);
+    assert_eq!(h.attempts(refused).await.len(), 2);
 }

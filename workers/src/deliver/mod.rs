@@ -24,7 +24,7 @@ use domain::webhooks::outbound::{self, TargetPolicy, error_chain};
 use domain::webhooks::secrets::SecretBox;
 use domain::webhooks::{DELIVERY_HEADER, EVENT_HEADER, WebhookError, endpoints, signature};
 
-use group::{Batcher, MAX_GROUP, Record};
+use group::{Batcher, MAX_GROUP, Record, Written};
 
 /// A delivery held back behind an earlier one with the same order key looks again this long
 /// after that one's next attempt.
@@ -48,6 +48,11 @@ const NO_EARLIER_OPEN: &str = "(NOT webhook_deliveries.wait_for_earlier OR NOT E
 const LEASE_MARGIN: Duration = Duration::from_secs(5);
 /// Longest error text kept.
 const ERROR_LIMIT: usize = 1000;
+/// Widths, in characters, of the attempt's text columns (`webhook_attempts.url`, `error` (and
+/// the delivery's `last_error`), `response_body`): what is stored is cut to them (`storable`).
+const URL_COLUMN: usize = 2048;
+const ERROR_COLUMN: usize = 1024;
+const BODY_COLUMN: usize = 4096;
 
 /// What the caller should do after [`Deliverer::attempt`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,7 +90,7 @@ pub struct Deliverer {
     /// Claims and records of the attempts running at once, written together (`group`); started
     /// on first use, on the runtime the attempts run on.
     claims: OnceLock<Batcher<Uuid, Option<webhook_delivery::Model>>>,
-    records: OnceLock<Batcher<Record, bool>>,
+    records: OnceLock<Batcher<Record, Result<Written, DbErr>>>,
 }
 
 impl Deliverer {
@@ -110,6 +115,18 @@ impl Deliverer {
     /// them (`group`), so under load these grow far slower than the attempts.
     pub fn group_writes(&self) -> (u64, u64) {
         (self.claims.get().map_or(0, Batcher::runs), self.records.get().map_or(0, Batcher::runs))
+    }
+
+    /// Holds the writing of attempts' records back until the guard is dropped: the records
+    /// finished meanwhile are then written as one group. For tests that need chosen attempts
+    /// in one group; [`records_pending`](Deliverer::records_pending) tells when they are all in.
+    pub async fn hold_records(&self) -> tokio::sync::OwnedRwLockWriteGuard<()> {
+        self.records().hold().await
+    }
+
+    /// Records handed to the group writer and not written yet.
+    pub fn records_pending(&self) -> usize {
+        self.records.get().map_or(0, Batcher::pending)
     }
 
     /// Runs the attempt that is due for `delivery_id`, if one is.
@@ -157,6 +174,17 @@ impl Deliverer {
             })
         });
         claims.call(id).await
+    }
+
+    /// The group writer of attempts' records (`group::record`).
+    fn records(&self) -> &Batcher<Record, Result<Written, DbErr>> {
+        self.records.get_or_init(|| {
+            let db = self.db.clone();
+            Batcher::start(MAX_GROUP, move |records| {
+                let db = db.clone();
+                async move { group::record(&db, records).await }
+            })
+        })
     }
 
     /// The earliest open delivery with the same order key as `d` whose event happened before
@@ -284,35 +312,30 @@ impl Deliverer {
             Verdict::Dead => DeliveryTrigger::FailedFinal,
         };
         let next = d.status.on(trigger).expect("a claimed delivery is open");
+        // What the endpoint answered is the merchant's text: stored as a text column can hold it.
         let attempt = webhook_attempt::Model {
             id: Uuid::now_v7(),
             delivery_id: d.id,
             attempt_no: d.attempt_count,
-            url: url.to_owned(),
+            url: storable(url, URL_COLUMN),
             started_at,
             latency_ms: i64::try_from(latency.as_millis()).unwrap_or(i64::MAX),
             status_code: code.map(i32::from),
-            error,
-            response_body: body,
+            error: error.map(|e| storable(&e, ERROR_COLUMN)),
+            response_body: body.map(|b| storable(&b, BODY_COLUMN)),
             succeeded: ok,
         };
         let record = Record { attempt, from: d.status, retry_step: d.retry_step, next, verdict };
-        let records = self.records.get_or_init(|| {
-            let db = self.db.clone();
-            Batcher::start(MAX_GROUP, move |records| {
-                let db = db.clone();
-                async move { group::record(&db, records).await }
-            })
-        });
-        let applied = records.call(record).await?;
-        if !applied {
+        Ok(match self.records().call(record).await?? {
             // The lease lapsed and another deliverer took the delivery over; it decides.
-            return Ok(Outcome::Skipped);
-        }
-        Ok(match verdict {
-            Verdict::Delivered => Outcome::Delivered,
-            Verdict::Retry(delay) => Outcome::RetryAfter(delay),
-            Verdict::Dead => Outcome::Dead,
+            Written::TakenOver => Outcome::Skipped,
+            // The database refused the record even alone: dead with the reason.
+            Written::Dead => Outcome::Dead,
+            Written::Applied => match verdict {
+                Verdict::Delivered => Outcome::Delivered,
+                Verdict::Retry(delay) => Outcome::RetryAfter(delay),
+                Verdict::Dead => Outcome::Dead,
+            },
         })
     }
 }
@@ -439,6 +462,18 @@ async fn read_prefix(mut resp: reqwest::Response, limit: usize) -> String {
     String::from_utf8_lossy(&buf).into_owned()
 }
 
+/// `s` as a text column of `width` characters holds it, on PostgreSQL and SQLite alike: NUL
+/// (which PostgreSQL refuses in text) becomes U+FFFD, the character invalid UTF-8 in a response
+/// is already read as, and a longer text is cut to `width` characters, the last one `…`.
+fn storable(s: &str, width: usize) -> String {
+    let mut out: String = s.chars().take(width).map(|c| if c == '\0' { '\u{FFFD}' } else { c }).collect();
+    if s.chars().nth(width).is_some() {
+        out.pop();
+        out.push('…');
+    }
+    out
+}
+
 fn truncate(s: &str, max: usize) -> String {
     if s.len() <= max {
         return s.to_owned();
@@ -523,6 +558,15 @@ mod tests {
         assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:30:00 GMT", now), Some(Duration::from_secs(120)));
         assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:00:00 GMT", now), Some(Duration::ZERO));
         assert_eq!(parse_retry_after("soon", now), None);
+    }
+
+    #[test]
+    fn stored_text_has_no_nul_and_fits_its_column() {
+        assert_eq!(storable("ok", 4), "ok");
+        assert_eq!(storable("a\0b\0", 4), "a\u{FFFD}b\u{FFFD}");
+        assert_eq!(storable("abcde", 4), "abc…");
+        assert_eq!(storable("éééé\0", 4), "ééé…");
+        assert_eq!(storable(&String::from_utf8_lossy(b"\xff\0"), 4), "\u{FFFD}\u{FFFD}");
     }
 
     #[test]
