@@ -13,7 +13,10 @@
 //!   rent; the
 //!   recipient's token account given as a destination is refused before anything is signed;
 //! - a payout whose transaction was dropped is signed again once its blockhash expired at
-//!   finalized, and the recipient is paid once.
+//!   finalized, and the recipient is paid once;
+//! - a USDC payout into a token account the issuer froze is refused by the real SPL Token
+//!   program's simulation (`AccountFrozen`) and fails, its funds released; one the hot wallet
+//!   cannot cover (`InsufficientFunds`) waits and goes through once it is funded.
 #![cfg(feature = "litesvm-tests")]
 
 mod support;
@@ -179,4 +182,36 @@ async fn a_dropped_payout_is_signed_again_once_its_blockhash_expired_and_paid_on
     assert_eq!(x.row(id).await.status, PayoutStatus::Completed);
     assert_eq!(node.token_units(&to).await, 5_000_000, "paid once");
     assert_eq!(x.balance("solana_usdc").await, (d("94.99"), Decimal::ZERO));
+}
+
+#[tokio::test]
+async fn a_frozen_recipient_fails_the_payout_and_a_hot_wallet_short_of_usdc_only_delays_one() {
+    let x = payouts(50_000).await;
+    let node = &x.live.node;
+    let e = x.executor();
+    let frozen = destination(0x41);
+    node.call("shim_freeze", json!([frozen])).await;
+    let refused = payout(&x, "USDC", &frozen, "10").await;
+    e.execute(refused).await.unwrap();
+    let p = x.row(refused).await;
+    assert_eq!(p.status, PayoutStatus::Failed, "{p:?}");
+    let reason = p.failure_reason.clone().unwrap_or_default();
+    assert!(reason.contains("InstructionError") && reason.contains("17"), "{reason}");
+    assert_eq!(node.token_units(&frozen).await, 0, "nothing moved");
+    assert_eq!(x.balance("solana_usdc").await, (d("100"), Decimal::ZERO), "released exactly");
+
+    // The hot wallet holds 100 USDC on chain: a payout of more waits until it is funded.
+    testkit::fund(&x.live.app.state.db, x.live.merchant, entity::Environment::Live, "solana_usdc", "100").await;
+    let to = destination(0x42);
+    let big = payout(&x, "USDC", &to, "150").await;
+    e.execute(big).await.unwrap();
+    assert_eq!(x.row(big).await.status, PayoutStatus::Queued, "kept, to be sent again");
+    node.call("shim_mintTo", json!([hot_wallet(), 100_000_000u64])).await;
+    e.execute(big).await.unwrap();
+    e.execute(big).await.unwrap();
+    node.finalize().await;
+    e.execute(big).await.unwrap();
+    assert_eq!(x.row(big).await.status, PayoutStatus::Completed);
+    assert_eq!(node.token_units(&to).await, 150_000_000, "paid once");
+    assert_eq!(node.token_units(&hot_wallet()).await, 50_000_000);
 }

@@ -10,7 +10,8 @@
 //!   valid, never judged expired by a node whose ledger starts after it, and signed again only
 //!   once the finalized height is past its last valid height; the recipient is paid once;
 //! - a transaction that failed in a finalized block, and one the node refuses for good (bad signature,
-//!   a new account below the rent-exempt minimum), fail their payouts and release the funds; a
+//!   a new account below the rent-exempt minimum, a recipient's frozen token account), fail
+//!   their payouts and release the funds; a hot wallet short of funds only delays a payout; a
 //!   destination that is a token account, not a wallet, is refused before anything is signed;
 //! - live Solana payouts are refused (`gate_offline`) without a hot wallet key;
 //! - as deployed: the real `api` and `payout-executor` processes.
@@ -161,6 +162,41 @@ async fn a_failed_transaction_and_refused_ones_fail_their_payouts_and_release_th
     assert!(p.failure_reason.as_deref().unwrap_or("").contains("not a wallet address"), "{p:?}");
     assert_eq!(x.live.node.sent().len(), sent, "nothing sent");
     assert_eq!(x.balance("solana_usdc").await, (d("100"), Decimal::ZERO));
+}
+
+/// Preflight refusals as the programs word them: a transfer into a token account the issuer
+/// froze (SPL Token `AccountFrozen`, custom error 17 of the transfer instruction) can never pass,
+/// so the payout fails and its funds are released; a hot wallet short of USDC (`InsufficientFunds`,
+/// custom error 1) can, so the same transaction is sent again and goes through once funded.
+#[tokio::test]
+async fn a_frozen_token_account_fails_the_payout_and_a_hot_wallet_short_of_funds_only_delays_one() {
+    let x = SolanaPayouts::start(&[("solana_usdc", "100")]).await;
+    let e = x.executor();
+    let frozen = destination(0x4a);
+    x.live.node.with(|c| c.frozen.insert(frozen.clone()));
+    let refused = x.payout("USDC", &frozen, "10").await;
+    e.execute(refused).await.unwrap();
+    let p = x.row(refused).await;
+    assert_eq!(p.status, PayoutStatus::Failed);
+    let reason = p.failure_reason.clone().unwrap_or_default();
+    assert!(reason.contains("InstructionError") && reason.contains("17"), "{reason}");
+    assert_eq!(x.balance("solana_usdc").await, (d("100"), Decimal::ZERO), "released exactly");
+
+    x.live.node.with(|c| c.short_of_funds = true);
+    let to = destination(0x4b);
+    let id = x.payout("USDC", &to, "10").await;
+    e.execute(id).await.unwrap();
+    let waiting = x.row(id).await;
+    assert_eq!(waiting.status, PayoutStatus::Queued, "kept, to be sent again");
+    assert_eq!(x.balance("solana_usdc").await, (d("89.99"), d("10.01")), "still reserved");
+    x.live.node.with(|c| c.short_of_funds = false);
+    e.execute(id).await.unwrap();
+    assert_eq!(x.row(id).await.status, PayoutStatus::Processing);
+    x.finalize_next();
+    e.execute(id).await.unwrap();
+    assert_eq!(x.row(id).await.status, PayoutStatus::Completed);
+    assert_eq!(x.live.node.paid_to(&to), [(waiting.tx_hash.unwrap(), 10_000_000)], "paid once");
+    assert_eq!(x.balance("solana_usdc").await, (d("89.99"), Decimal::ZERO));
 }
 
 #[tokio::test]

@@ -1,17 +1,20 @@
 //! Live TRON payouts (`tron`, `tron_usdt`) against the fake full node (`support::tron_node`),
-//! which decodes each broadcast transaction, recovers its signer and judges its expiration and
-//! reference block as java-tron does. The protobuf is the signer's, pinned to TronWeb's output
-//! by its unit tests.
+//! which decodes each broadcast transaction, recovers its signer, validates its contract and
+//! judges its expiration and reference block as java-tron does. The protobuf is the signer's,
+//! pinned to TronWeb's output by its unit tests.
 //!
 //! - a TRX and a USDT payout are broadcast once and complete at 19 blocks: the TRX one at the
 //!   fee its transaction burnt, the USDT one at its estimate (its energy is paid in TRX), with
 //!   the exact ledger;
 //! - a transaction lost before any block is sent again while it can still enter one, and signed
-//!   again only once its expiration is behind the solidified block and the node holds its
-//!   reference block; the recipient is paid once;
+//!   again only once its expiration is behind the solidified block and the node holds every
+//!   block of its window; the recipient is paid once. The solidified block comes from the full
+//!   node's `/wallet/*` port alone (no `/walletsolidity/*` there);
+//! - a transaction in a block is never signed again, though a node behind the load balancer
+//!   answers the first look-ups (or every look-up by id) "not found";
 //! - a reverted USDT transfer fails its payout once its block is 19 deep (not before: a fork
-//!   could still include it elsewhere) and a bad signature fails it at once, each
-//!   releasing its funds;
+//!   could still include it elsewhere); a bad signature and a transfer to the hot wallet itself
+//!   fail theirs at once, each releasing its funds; a hot wallet short of TRX only delays one;
 //! - live TRON payouts are refused (`gate_offline`) without a hot wallet key.
 
 mod support;
@@ -21,7 +24,7 @@ use rust_decimal::Decimal;
 use serde_json::json;
 use support::live::d;
 use support::tron_node::{FakeTron, SOLID_LAG};
-use support::tron_payouts::{TronPayouts, USDT, destination};
+use support::tron_payouts::{TronPayouts, USDT, destination, hot_wallet};
 use workers::chain::tron::tx::Call;
 
 fn id20(address: &str) -> [u8; 20] {
@@ -95,7 +98,7 @@ async fn a_transaction_lost_before_any_block_is_signed_again_only_once_its_expir
     x.live.node.mine(SOLID_LAG as usize);
     x.live.node.prune_before(x.live.node.height() - SOLID_LAG);
     let err = e.execute(id).await.unwrap_err().to_string();
-    assert!(err.contains("reference block"), "{err}");
+    assert!(err.contains("reference block") && err.contains("not judged expired"), "{err}");
     assert_eq!(x.row(id).await.tx_hash, first.tx_hash);
     // A node that holds it: expired unseen, signed again on a new reference block.
     x.live.node.prune_before(0);
@@ -139,6 +142,119 @@ async fn a_reverted_usdt_transfer_and_a_refused_transaction_fail_their_payouts_a
     assert!(p.failure_reason.as_deref().unwrap_or("").contains("SIGERROR"), "{p:?}");
     assert_eq!(x.balance("tron").await, (d("10"), Decimal::ZERO));
     assert!(x.paid_to(&destination(0x42)).is_empty());
+}
+
+/// A java-tron full node's HTTP port (what `api_url` names) serves `/wallet/*` only; the
+/// solidified block that judges expiry is read there (`/wallet/getnodeinfo`).
+#[tokio::test]
+async fn expiry_is_judged_on_the_full_nodes_wallet_port_alone() {
+    let x = TronPayouts::start(&[("tron", "50")]).await;
+    let solidity = reqwest::Client::new()
+        .post(format!("{}/walletsolidity/getnowblock", x.live.node.url))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(solidity.status().as_u16(), 404, "as on a java-tron full node's HTTP port");
+    let e = x.executor();
+    x.live.node.with(|l| l.losing = true);
+    let id = x.payout("TRX", &destination(0x35), "5").await;
+    e.execute(id).await.unwrap();
+    let first = x.row(id).await.tx_hash;
+    x.live.node.mine(SOLID_LAG as usize + 2);
+    x.live.node.with(|l| l.losing = false);
+    e.execute(id).await.unwrap();
+    let again = x.row(id).await;
+    assert_ne!(again.tx_hash, first, "expired unseen: signed again");
+    x.live.node.mine(19);
+    e.execute(id).await.unwrap();
+    assert_eq!(x.row(id).await.status, PayoutStatus::Completed);
+    assert_eq!(x.paid_to(&destination(0x35)), [(again.tx_hash.unwrap(), 5_000_000)], "paid once");
+}
+
+/// One URL behind a load balancer: the first look-ups reach a node that has not reached the
+/// transaction's block; the solidified block, read next from an up-to-date node, is past its
+/// expiration. The transaction landed: the payout completes with it and is never signed again.
+#[tokio::test]
+async fn a_transaction_in_a_block_is_never_signed_again_because_a_node_behind_answered_first() {
+    let x = TronPayouts::start(&[("tron", "50")]).await;
+    let e = x.executor();
+    let to = destination(0x36);
+    let id = x.payout("TRX", &to, "5").await;
+    e.execute(id).await.unwrap();
+    let sent = x.row(id).await;
+    assert_eq!(sent.status, PayoutStatus::Processing);
+    let block = x.live.node.height() + 1;
+    x.live.node.mine(SOLID_LAG as usize + 3);
+    // A node whose newest block is the one before the transaction's answers the next two calls
+    // (its transaction info and its pending look-up).
+    let behind = x.live.node.height() - (block - 1);
+    x.live.node.with(|l| l.lagging.extend([behind, behind]));
+    e.execute(id).await.unwrap();
+    let p = x.row(id).await;
+    assert_eq!((p.status, p.tx_hash.as_deref()), (PayoutStatus::Completed, sent.tx_hash.as_deref()));
+    assert_eq!(x.live.node.with(|l| l.lagging.len()), 0, "the node behind was asked");
+    assert_eq!(x.broadcasts().len(), 1, "never signed again");
+    assert_eq!(x.paid_to(&to), [(sent.tx_hash.unwrap(), 5_000_000)], "paid once");
+    assert_eq!(x.balance("tron").await, (d("44.733"), Decimal::ZERO));
+}
+
+/// Every look-up by id reaches a node behind (it never shows the transaction), while blocks
+/// come from nodes that hold them: the window's blocks show it landed, so it is not judged
+/// expired; once a node shows it, the payout completes with it.
+#[tokio::test]
+async fn a_transaction_in_a_block_of_its_window_is_not_judged_expired_whatever_the_lookups_say() {
+    let x = TronPayouts::start(&[("tron", "50")]).await;
+    let e = x.executor();
+    let to = destination(0x37);
+    let id = x.payout("TRX", &to, "5").await;
+    e.execute(id).await.unwrap();
+    let sent = x.row(id).await;
+    let block = x.live.node.height() + 1;
+    x.live.node.mine(SOLID_LAG as usize + 3);
+    let behind = x.live.node.height() - (block - 1);
+    x.live.node.with(|l| l.info_lag = behind);
+    let err = e.execute(id).await.unwrap_err().to_string();
+    assert!(err.contains(&format!("is in block {block}")) && err.contains("not judged expired"), "{err}");
+    assert_eq!(x.row(id).await.tx_hash, sent.tx_hash, "never signed again");
+    x.live.node.with(|l| l.info_lag = 0);
+    e.execute(id).await.unwrap();
+    assert_eq!(x.row(id).await.status, PayoutStatus::Completed);
+    assert_eq!(x.broadcasts().len(), 1);
+    assert_eq!(x.paid_to(&to), [(sent.tx_hash.unwrap(), 5_000_000)], "paid once");
+}
+
+/// `CONTRACT_VALIDATE_ERROR` as java-tron's `TransferActuator` words it: a payout to the hot
+/// wallet's own address can never be valid (failed at once, funds released); a hot wallet short
+/// of TRX can pass once funded (the same transaction is sent again, and goes through).
+#[tokio::test]
+async fn a_payout_to_the_hot_wallet_itself_fails_and_one_short_of_trx_waits_for_funds() {
+    let x = TronPayouts::start(&[("tron", "50")]).await;
+    let e = x.executor();
+    let refused = x.payout("TRX", &hot_wallet(), "5").await;
+    e.execute(refused).await.unwrap();
+    let p = x.row(refused).await;
+    assert_eq!(p.status, PayoutStatus::Failed);
+    assert!(p.failure_reason.as_deref().unwrap_or("").contains("Cannot transfer TRX to yourself"), "{p:?}");
+    assert_eq!(x.balance("tron").await, (d("50"), Decimal::ZERO), "released exactly");
+
+    x.live.node.with(|l| l.underfunded = true);
+    let to = destination(0x38);
+    let id = x.payout("TRX", &to, "5").await;
+    e.execute(id).await.unwrap();
+    let waiting = x.row(id).await;
+    assert_eq!(waiting.status, PayoutStatus::Queued, "kept, to be sent again");
+    assert_eq!(x.balance("tron").await, (d("44"), d("6")), "still reserved (5 and the 1 TRX estimate)");
+    x.live.node.with(|l| l.underfunded = false);
+    e.execute(id).await.unwrap();
+    assert_eq!(x.row(id).await.status, PayoutStatus::Processing);
+    x.live.node.mine(19);
+    e.execute(id).await.unwrap();
+    assert_eq!(x.row(id).await.status, PayoutStatus::Completed);
+    let sent: Vec<_> = x.broadcasts().into_iter().map(|r| hex::encode(r.id())).collect();
+    assert_eq!(sent.len(), 3, "the refused one, then one transaction sent twice: {sent:?}");
+    assert_eq!(sent[1], sent[2]);
+    assert_eq!(x.paid_to(&to), [(waiting.tx_hash.unwrap(), 5_000_000)], "paid once");
 }
 
 #[tokio::test]

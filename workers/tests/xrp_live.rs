@@ -4,7 +4,8 @@
 //! runs in the test against it:
 //!
 //! - a tagged payment in a validated ledger is credited exactly once, found across
-//!   `account_tx` pages of other payments, with the exact ledger;
+//!   `account_tx` pages of other payments, with the exact ledger; the same from a node answering
+//!   in API v2 (`tx_json`);
 //! - a partial payment counts only what it delivered (underpaid); an untagged payment, an
 //!   unknown tag and a `tec` result credit nothing, the first two recorded once as unclaimed;
 //! - a transaction the node cannot find reverses nothing on one answer, and confirms when found;
@@ -63,6 +64,24 @@ async fn a_tagged_payment_in_a_validated_ledger_is_credited_once_across_pages() 
     assert_eq!(got["status"], "paid", "validated is final: {got}");
     assert_eq!(l.balance("xrp").await, (d("25"), d("0")));
     assert_eq!(l.status(&other).await, "pending");
+    l.step_over(3).await;
+    l.assert_credited_once(&inv).await;
+    assert_eq!(l.live_payments().await.len(), 1);
+}
+
+/// API v2 answers (`tx_json`, with `hash` and `ledger_index` beside it): the scanner's
+/// `account_tx` and the tracker's `tx` read them as v1's.
+#[tokio::test]
+async fn a_node_answering_in_api_v2_credits_the_same_deposit_once() {
+    let l = live().await;
+    l.node.with(|n| n.api_version = 2);
+    let inv = l.xrp("7").await;
+    let mut pays: Vec<Pay> = (0..5).map(|i| Pay::new(&format!("V{i}"), &l.operator(), Some(777_777), 1)).collect();
+    pays.push(l.pay("B1", &inv, 7));
+    l.node.include(pays);
+    l.step().await;
+    assert_eq!(l.status(&inv).await, "paid");
+    assert_eq!(l.balance("xrp").await, (d("7"), d("0")));
     l.step_over(3).await;
     l.assert_credited_once(&inv).await;
     assert_eq!(l.live_payments().await.len(), 1);

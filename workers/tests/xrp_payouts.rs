@@ -6,9 +6,13 @@
 //!   the ledger shows, with the exact ledger (secp256k1 key);
 //! - a transaction lost before any ledger is signed again with its `Sequence` only once its
 //!   window has passed and the node says it searched all of it, and pays once (ed25519 key);
-//! - a transaction whose `Sequence` the operator used by hand fails its payout, never re-signed;
-//! - a `tec` result fails the payout and releases its funds; a refused (`tem`) one leaves its
-//!   `Sequence` to a no-op `AccountSet`, so the next payout is not stuck behind a gap;
+//! - a transaction whose `Sequence` the operator used by hand fails its payout, never re-signed:
+//!   at its next submission (`tefPAST_SEQ`, the `Sequence` validated for another transaction),
+//!   or once its window passed;
+//! - a `tec` result fails the payout and releases its funds; a refused (`tem`, e.g. a payment to
+//!   the hot wallet itself) one leaves its `Sequence` to a no-op `AccountSet`, so the next payout
+//!   is not stuck behind a gap;
+//! - the fee is read from `tx` answers of both API versions (v1 flat, v2 `tx_json`);
 //! - live XRP payouts are refused (`gate_offline`) without a hot wallet seed.
 
 mod support;
@@ -167,6 +171,85 @@ async fn a_sequence_taken_by_a_transaction_sent_by_hand_fails_the_payout_and_rel
     assert!(p.failure_reason.as_deref().unwrap_or("").contains("used by another transaction"), "{p:?}");
     assert_eq!(x.balance().await, (d("20"), Decimal::ZERO), "released exactly");
     assert!(x.submitted().iter().all(|t| *t == lost));
+}
+
+/// The `Sequence` is taken by a transaction sent by hand while the payout's is still within its
+/// window: its next submission answers `tefPAST_SEQ`, the account's validated `Sequence` is past
+/// it and the blob is in none of the validated ledgers of its window. It can never be applied:
+/// the payout fails at once (not a retry until the window passes), its funds released.
+#[tokio::test]
+async fn a_sequence_validated_for_another_transaction_fails_the_payout_at_its_next_submission() {
+    let x = XrpPayouts::start(SECP256K1_SEED, "20").await;
+    let e = x.executor();
+    x.live.node.with(|l| l.losing = true);
+    let id = x.payout(DEST, None, "2").await;
+    e.execute(id).await.unwrap();
+    let lost = x.signed(id).await;
+    x.live.node.with(|l| l.losing = false);
+    x.live.node.by_hand(&x.wallet);
+    assert!(x.live.node.validated() <= u64::from(lost.last_ledger), "its window is still open");
+    e.execute(id).await.unwrap();
+    let p = x.row(id).await;
+    assert_eq!(p.status, PayoutStatus::Failed);
+    assert!(p.failure_reason.as_deref().unwrap_or("").contains("used by another transaction"), "{p:?}");
+    assert_eq!(x.balance().await, (d("20"), Decimal::ZERO), "released exactly");
+    assert!(x.submitted().iter().all(|t| *t == lost), "never signed again");
+}
+
+/// A payout whose own transaction is validated by the time it is submitted again answers
+/// `tefPAST_SEQ` too: found in its window, it is the same transaction, and the payout completes.
+#[tokio::test]
+async fn a_resubmitted_payment_validated_meanwhile_is_the_same_transaction() {
+    let x = XrpPayouts::start(SECP256K1_SEED, "20").await;
+    let id = x.payout(DEST, None, "2").await;
+    let e = x.executor();
+    e.execute(id).await.unwrap();
+    x.live.node.close(1);
+    let tx =
+        workers::chain::SignedTx { tx_hash: x.row(id).await.tx_hash.unwrap(), raw: x.row(id).await.signed_tx.unwrap() };
+    let chain = workers::chain::Chains::default().with_live(&x.live.app.state.config);
+    let chain = chain.get(entity::Environment::Live, "xrp").unwrap();
+    assert_eq!(chain.broadcast(&tx).await.unwrap(), workers::chain::Broadcast::AlreadyKnown);
+    e.execute(id).await.unwrap();
+    assert_eq!(x.row(id).await.status, PayoutStatus::Completed);
+}
+
+/// `tx` answers in API v1 (the transaction's fields at the top) and v2 (`tx_json`, no top-level
+/// `Fee`): the payout completes at the fee it paid either way.
+#[tokio::test]
+async fn payouts_complete_at_the_fee_shown_by_either_api_version() {
+    for version in [1, 2] {
+        let x = XrpPayouts::start(SECP256K1_SEED, "10").await;
+        x.live.node.with(|l| l.api_version = version);
+        let id = x.payout(DEST, Some("9"), "1").await;
+        let e = x.executor();
+        e.execute(id).await.unwrap();
+        x.live.node.close(1);
+        e.execute(id).await.unwrap();
+        let p = x.row(id).await;
+        assert_eq!((p.status, p.network_fee.0), (PayoutStatus::Completed, d("0.00001")), "API v{version}: {p:?}");
+        assert_eq!(x.balance().await, (d("8.99999"), Decimal::ZERO), "API v{version}");
+    }
+}
+
+/// rippled refuses a payment of XRP to its own account (`temREDUNDANT`): the payout's `Sequence`
+/// goes to a no-op `AccountSet`, and once that is validated the payout fails, its funds released.
+#[tokio::test]
+async fn a_payout_to_the_hot_wallet_itself_fails_once_its_sequence_is_filled() {
+    let x = XrpPayouts::start(SECP256K1_SEED, "30").await;
+    let e = x.executor();
+    let id = x.payout(&x.wallet, None, "3").await;
+    e.execute(id).await.unwrap();
+    let filler = x.submitted().pop().unwrap();
+    assert_eq!((filler.kind, filler.sequence), (Kind::AccountSet, FIRST_SEQUENCE));
+    x.live.node.close(1);
+    e.execute(id).await.unwrap();
+    let p = x.row(id).await;
+    assert_eq!(p.status, PayoutStatus::Failed);
+    assert!(p.failure_reason.as_deref().unwrap_or("").contains("temREDUNDANT"), "{p:?}");
+    assert_eq!(x.balance().await, (d("30"), Decimal::ZERO), "released exactly");
+    let sent: Vec<_> = x.live.node.sent_by(&x.wallet).iter().map(|p| (p.sequence, p.kind)).collect();
+    assert_eq!(sent, [(FIRST_SEQUENCE, "AccountSet")], "nothing paid");
 }
 
 #[tokio::test]

@@ -11,7 +11,9 @@
 //! or expired: `BlockhashNotFound`) and a signature already processed refused
 //! (`AlreadyProcessed`), as a node's preflight does; an accepted one enters a new slot at once,
 //! unless the node is `losing` what it is sent. A USDC payout to an owner without a token
-//! account creates one (its rent charged to the payer in `getTransaction`'s balances).
+//! account creates one (its rent charged to the payer in `getTransaction`'s balances). The
+//! simulation fails as the programs do (custom errors checked against the real programs in
+//! LiteSVM) for a recipient's frozen token account and a hot wallet short of funds.
 
 use std::collections::{HashMap, HashSet};
 
@@ -128,6 +130,12 @@ pub struct Cluster {
     /// Addresses the SPL Token program owns (token accounts, mints) besides the token
     /// accounts payouts created, for `getAccountInfo`.
     pub token_program_owned: HashSet<String>,
+    /// Owners whose token account the mint's freeze authority froze: a transfer into it fails
+    /// as SPL Token does (`AccountFrozen`, custom error 17).
+    pub frozen: HashSet<String>,
+    /// The hot wallet is short of what a payout moves: its transfer fails as the System program
+    /// (`ResultWithNegativeLamports`) or SPL Token (`InsufficientFunds`) does, custom error 1.
+    pub short_of_funds: bool,
 }
 
 pub type FakeSolana = FakeNode<Cluster>;
@@ -267,6 +275,21 @@ impl Cluster {
         let valid = (0..=self.tip()).rev().take(VALIDITY as usize + 1).any(|s| blockhash(s) == tx.blockhash);
         if !valid {
             return Err(refuse("Blockhash not found", json!("BlockhashNotFound")));
+        }
+        // The payment is the last instruction; the simulation fails there as the program does.
+        let last = tx.instructions.len() - 1;
+        let custom = |code: u32| {
+            refuse(
+                &format!("Error processing Instruction {last}: custom program error: {code:#x}"),
+                json!({"InstructionError": [last, {"Custom": code}]}),
+            )
+        };
+        match tx.payment() {
+            Some(Payment::Spl { owner, .. }) if self.frozen.contains(&sol_tx::address(&owner)) => {
+                return Err(custom(17));
+            }
+            Some(_) if self.short_of_funds => return Err(custom(1)),
+            _ => {}
         }
         let ok = !std::mem::take(&mut self.fail_next);
         let include = match tx.payment() {

@@ -6,7 +6,8 @@ It serves the methods the live adapter calls (getSlot, getBlocks, getBlock jsonP
 getSignatureStatuses, minimumLedgerSlot, getLatestBlockhash, getEpochInfo, sendTransaction with
 preflight, getTransaction) over slots the test produces and finalizes (block height = slot),
 and test switches as `shim_*` methods: fund an account, create the mint, pay SOL or tokens from
-a payer of its own, produce and finalize slots, lose what is sent, put what is sent next on a
+a payer of its own, freeze an owner's token account (the mint's freeze authority is that payer),
+produce and finalize slots, lose what is sent, put what is sent next on a
 fork that is later dropped (its accounts restored: confirmed, never finalized), read balances.
 
 Started by `workers/tests/support/litesvm.rs`: prints `port <n>` once it listens on
@@ -155,6 +156,13 @@ class Node:
         keys = list(msg.account_keys)
         before = [self.svm.get_account(k) for k in keys]
         pre, pre_tokens = [self.balance(k) for k in keys], self.token_balances(keys)
+        # Preflight simulates on the node's state and changes nothing: LiteSVM's
+        # `send_transaction` would commit a failing transaction (fee charged, signature
+        # recorded), as a validator does with one sent without preflight.
+        simulated = self.svm.simulate_transaction(tx)
+        if isinstance(simulated, FailedTransactionMetadata):
+            raise RpcError(-32002, f"Transaction simulation failed: {simulated.err()}",
+                           {"err": err_json(simulated.err()), "logs": list(simulated.meta().logs())})
         if self.losing:
             return sig
         result = self.svm.send_transaction(tx)
@@ -204,7 +212,10 @@ class Node:
             create_account(CreateAccountParams(from_pubkey=self.payer.pubkey(), to_pubkey=mint.pubkey(),
                                                lamports=self.svm.minimum_balance_for_rent_exemption(82), space=82,
                                                owner=TOKEN)),
-            Instruction(TOKEN, bytes([20, decimals]) + bytes(self.authority.pubkey()) + bytes([0]),
+            # InitializeMint2 with the payer as mint and freeze authority (a real stablecoin's
+            # issuer can freeze holders' accounts).
+            Instruction(TOKEN, bytes([20, decimals]) + bytes(self.authority.pubkey()) + bytes([1])
+                        + bytes(self.authority.pubkey()),
                         [AccountMeta(mint.pubkey(), False, True)])], [self.payer, mint])
         self.mint_to(self.payer.pubkey(), 1_000_000_000_000)
         return str(mint.pubkey())
@@ -213,6 +224,14 @@ class Node:
         ata = get_associated_token_address(owner, self.mint)
         return self.sign_and_execute([self.create_ata(owner), Instruction(TOKEN, bytes([7]) + struct.pack("<Q", units), [
             AccountMeta(self.mint, False, True), AccountMeta(ata, False, True),
+            AccountMeta(self.authority.pubkey(), True, False)])], [self.payer])
+
+    def freeze(self, owner):
+        """The issuer freezes `owner`'s token account (created empty if missing): SPL Token
+        `FreezeAccount`."""
+        ata = get_associated_token_address(owner, self.mint)
+        return self.sign_and_execute([self.create_ata(owner), Instruction(TOKEN, bytes([10]), [
+            AccountMeta(ata, False, True), AccountMeta(self.mint, False, False),
             AccountMeta(self.authority.pubkey(), True, False)])], [self.payer])
 
     def pay_token(self, owner, units):
@@ -289,6 +308,8 @@ class Node:
         if method == "shim_paySol":
             return self.sign_and_execute([transfer(TransferParams(from_pubkey=self.payer.pubkey(), to_pubkey=key(0),
                                                                   lamports=params[1]))], [self.payer])
+        if method == "shim_freeze":
+            return self.freeze(key(0))
         if method == "shim_payToken":
             return self.pay_token(key(0), params[1])
         if method == "shim_produce":

@@ -5,14 +5,24 @@
 //! by block, with forks. No registry here ships java-tron, so the adapter's tests run against
 //! this (docs/operations.md says which chains run against real node software).
 //!
-//! For payouts it also answers `/wallet/broadcasthex` and `/walletsolidity/getnowblock` (the
-//! block 19 below the newest): a broadcast transaction is decoded, its signature recovered and
-//! checked against its owner, its expiration and reference block (TaPoS) judged as java-tron
-//! does; an accepted one enters the next block mined.
+//! For payouts it also answers `/wallet/broadcasthex` and `/wallet/getnodeinfo` (its
+//! `solidityBlock` 19 below the newest): a broadcast transaction is decoded, its signature
+//! recovered and checked against its owner, its contract validated as `TransferActuator` does
+//! (a transfer to the owner itself, a hot wallet short of TRX), its expiration and reference
+//! block (TaPoS) judged as java-tron does; an accepted one enters the next block mined. As on a
+//! java-tron full node's HTTP port, `/walletsolidity/*` is not served (404).
+//!
+//! One URL behind a load balancer may route each call to another node: `lagging` answers the
+//! next calls, one each, from a node that many blocks behind, and `info_lag` every transaction
+//! look-up. Such a node holds no later block, none of their transactions, and no pending one.
+
+use std::collections::VecDeque;
 
 use alloy_primitives::{B256, Signature};
 use axum::Json;
 use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{Value, json};
 
@@ -112,6 +122,14 @@ pub struct Ledger {
     pub refuse_next: Option<&'static str>,
     /// Whether the next broadcast TRC-20 transfer reverts in its block.
     pub revert_next: bool,
+    /// Whether the hot wallet is short of TRX: a TRX transfer is refused as `TransferActuator`
+    /// refuses it (`balance is not sufficient`).
+    pub underfunded: bool,
+    /// The next calls, one each, are answered by a node this many blocks behind.
+    pub lagging: VecDeque<u64>,
+    /// Every `gettransactioninfobyid` and `gettransactionbyid` is answered by a node this many
+    /// blocks behind.
+    pub info_lag: u64,
 }
 
 pub type FakeTron = FakeNode<Ledger>;
@@ -150,19 +168,30 @@ impl Ledger {
         }
         let known = |t: &Tx| t.id() == id;
         if self.queued.iter().any(known) || self.blocks.iter().flatten().any(known) {
-            return refuse("DUP_TRANSACTION_ERROR", "dup transaction");
+            return refuse("DUP_TRANSACTION_ERROR", "Dup transaction.");
         }
         if let Some(code) = self.refuse_next.take() {
             return refuse(code, "refused by the test");
         }
         let head = self.blocks.len() as u64;
         if raw.expiration_ms <= timestamp(head) {
-            return refuse("TRANSACTION_EXPIRATION_ERROR", "transaction expired");
+            return refuse("TRANSACTION_EXPIRATION_ERROR", "Transaction expired");
         }
         let reference = (1..=head).rev().find(|h| *h & 0xFFFF == raw.ref_block);
         let tapos = reference.is_some_and(|h| hex::decode(block_id(self, h)).unwrap()[8..16] == raw.ref_block_hash);
         if !tapos {
-            return refuse("TAPOS_ERROR", "tapos check error");
+            return refuse("TAPOS_ERROR", "Tapos check error.");
+        }
+        // The actuator's checks come after the expiration and TaPoS (`Manager.processTransaction`).
+        let validate =
+            |message: &str| refuse("CONTRACT_VALIDATE_ERROR", &format!("Contract validate error : {message}"));
+        if let Call::Trx { to, .. } = raw.call {
+            if to == raw.owner {
+                return validate("Cannot transfer TRX to yourself.");
+            }
+            if self.underfunded {
+                return validate("Validate TransferContract error, balance is not sufficient.");
+            }
         }
         if !self.losing {
             let tx = match raw.call {
@@ -238,52 +267,76 @@ impl FakeTron {
     }
 }
 
-fn block_json(l: &Ledger, height: u64) -> Value {
-    let held = height >= l.first_held;
+/// Block `height` as a node whose newest block is `head` answers it (`{}`: not held).
+fn block_json(l: &Ledger, height: u64, head: u64) -> Value {
+    let held = height >= l.first_held && height <= head;
     let Some(txs) = height.checked_sub(1).and_then(|i| l.blocks.get(i as usize)).filter(|_| held) else {
         return json!({});
     };
     json!({
         "blockID": block_id(l, height),
-        "block_header": {"raw_data": {"number": height, "timestamp": timestamp(height)}},
+        "block_header": {"raw_data": {"number": height, "timestamp": timestamp(height),
+                                      "parentHash": block_id(l, height.saturating_sub(1))}},
         "transactions": txs.iter().map(Tx::block_json).collect::<Vec<_>>(),
     })
 }
 
-fn find(l: &Ledger, id: &str) -> Option<(u64, Tx)> {
+/// The block holding transaction `id` on a node whose newest block is `head`.
+fn find(l: &Ledger, id: &str, head: u64) -> Option<(u64, Tx)> {
     l.blocks
         .iter()
+        .take(head as usize)
         .enumerate()
         .find_map(|(i, txs)| txs.iter().find(|t| t.id() == id).map(|t| (i as u64 + 1, t.clone())))
         .filter(|(h, _)| *h >= l.first_held)
+}
+
+/// `Num:<height>,ID:<block id>`, as `/wallet/getnodeinfo` names a block.
+fn node_info_block(l: &Ledger, height: u64) -> String {
+    format!("Num:{height},ID:{}", block_id(l, height))
 }
 
 async fn call(
     State(state): State<Shared<Ledger>>,
     Path((api, method)): Path<(String, String)>,
     Json(body): Json<Value>,
-) -> Json<Value> {
+) -> Response {
     let mut l = state.lock().unwrap();
+    if api != "wallet" {
+        // A java-tron full node's HTTP port serves `/wallet/*` only.
+        return StatusCode::NOT_FOUND.into_response();
+    }
     let num = body["num"].as_u64().unwrap_or(0);
     let id = body["value"].as_str().unwrap_or("").to_owned();
-    Json(match (api.as_str(), method.as_str()) {
-        ("walletsolidity", "getnowblock") => block_json(&l, (l.blocks.len() as u64).saturating_sub(SOLID_LAG).max(1)),
-        ("wallet", "broadcasthex") => l.broadcast(body["transaction"].as_str().unwrap_or("")),
-        (_, other) if api != "wallet" => json!({"Error": format!("unknown method {api}/{other}")}),
-        (_, "getnowblock") => block_json(&l, l.blocks.len() as u64),
-        (_, "getblockbynum") => block_json(&l, num),
-        (_, "gettransactioninfobyblocknum") => {
-            let txs = num.checked_sub(1).and_then(|i| l.blocks.get(i as usize)).cloned().unwrap_or_default();
-            Value::Array(txs.iter().map(|t| t.info_json(num)).collect())
+    // The node (behind the load balancer) this call reaches: `lag` blocks behind the newest.
+    let mut lag = l.lagging.pop_front().unwrap_or(0);
+    if matches!(method.as_str(), "gettransactioninfobyid" | "gettransactionbyid") {
+        lag = lag.max(l.info_lag);
+    }
+    let head = (l.blocks.len() as u64).saturating_sub(lag);
+    Json(match method.as_str() {
+        "broadcasthex" => l.broadcast(body["transaction"].as_str().unwrap_or("")),
+        "getnowblock" => block_json(&l, head, head),
+        "getnodeinfo" => json!({
+            "beginSyncNum": head, "block": node_info_block(&l, head),
+            "solidityBlock": node_info_block(&l, head.saturating_sub(SOLID_LAG).max(1)),
+            "currentConnectCount": 3, "activeConnectCount": 2, "passiveConnectCount": 1, "totalFlow": 0,
+            "peerInfoList": [], "configNodeInfo": {"codeVersion": "4.8.0"}, "machineInfo": {}, "cheatWitnessInfoMap": {},
+        }),
+        "getblockbynum" => block_json(&l, num, head),
+        "gettransactioninfobyblocknum" => {
+            let txs = num.checked_sub(1).filter(|_| num <= head).and_then(|i| l.blocks.get(i as usize));
+            Value::Array(txs.into_iter().flatten().map(|t| t.info_json(num)).collect())
         }
-        (_, "gettransactioninfobyid") => find(&l, &id).map_or(json!({}), |(h, t)| t.info_json(h)),
-        (_, "gettransactionbyid") => {
-            let waiting = l.pending.iter().chain(&l.queued).find(|t| t.id() == id).cloned();
-            match find(&l, &id).map(|(_, t)| t).or(waiting) {
+        "gettransactioninfobyid" => find(&l, &id, head).map_or(json!({}), |(h, t)| t.info_json(h)),
+        "gettransactionbyid" => {
+            let waiting = l.pending.iter().chain(&l.queued).filter(|_| lag == 0).find(|t| t.id() == id).cloned();
+            match find(&l, &id, head).map(|(_, t)| t).or(waiting) {
                 Some(t) => t.block_json(),
                 None => json!({}),
             }
         }
-        (_, other) => json!({"Error": format!("unknown method {other}")}),
+        other => json!({"Error": format!("unknown method {other}")}),
     })
+    .into_response()
 }

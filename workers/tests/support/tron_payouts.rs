@@ -16,6 +16,12 @@ use super::tron_node::FakeTron;
 pub const KEY: &str = "59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d";
 pub const USDT: &str = "TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t";
 
+/// The hot wallet's address (`T…`, of [`KEY`]).
+pub fn hot_wallet() -> String {
+    let key: alloy_signer_local::PrivateKeySigner = KEY.parse().unwrap();
+    address_of(&key.address().into_array())
+}
+
 /// A recipient of nobody's: the account id `[byte; 20]`.
 pub fn destination(byte: u8) -> String {
     address_of(&[byte; 20])

@@ -1,14 +1,18 @@
 //! A fake rippled JSON-RPC node: `ledger` (the validated ledger), `account_tx` (one account's
 //! transactions over a ledger range, in pages with a marker) and `tx`, in rippled's documented
-//! JSON shapes (API v1: `tx` and `meta` per entry, errors as `result.status = "error"`), over
-//! validated ledgers the test closes. No registry here ships rippled (docs/operations.md says
+//! JSON shapes, over validated ledgers the test closes. Both API versions: v1 (the transaction's
+//! fields at the top of a `tx` answer, `tx` and `meta` per `account_tx` entry) and v2
+//! (`tx_json` beside `hash`, `ledger_index`, `close_time_iso`, `meta`; `DeliverMax` for a
+//! payment's `Amount`), as the request's `api_version` asks, else `api_version` (1, rippled's
+//! default). Errors as `result.status = "error"`. No registry here ships rippled (docs/operations.md says
 //! which chains run against real node software).
 //!
 //! For payouts it also answers `account_info`, `fee` and `submit`: a submitted blob is decoded,
-//! its signature checked against its `SigningPubKey` and that key against its `Account`, and
-//! its `Sequence`, `LastLedgerSequence` and fee judged as rippled does (`tefPAST_SEQ`,
-//! `terPRE_SEQ`, `tefMAX_LEDGER`, `telINSUF_FEE_P`); an accepted one enters the next ledger the
-//! test closes, unless its window passed first.
+//! its signature checked against its `SigningPubKey` and that key against its `Account`, a
+//! payment to its own account refused (`temREDUNDANT`), and its `Sequence`,
+//! `LastLedgerSequence` and fee judged as rippled does (`tefPAST_SEQ`, `terPRE_SEQ`,
+//! `tefMAX_LEDGER`, `telINSUF_FEE_P`); an accepted one enters the next ledger the test closes,
+//! unless its window passed first.
 
 use std::collections::{HashMap, HashSet};
 
@@ -85,6 +89,32 @@ impl Pay {
         }
     }
 
+    /// The transaction as API `version` shows it in a `tx` answer (`meta` and `validated` are
+    /// the caller's): v1 flat, v2 under `tx_json` with its hash and ledger beside it.
+    fn answer(&self, ledger: Option<u64>, version: u64) -> Value {
+        let mut tx = self.tx_json(ledger);
+        if version < 2 {
+            if let Some(amount) = tx.get("Amount").cloned() {
+                tx["DeliverMax"] = amount;
+            }
+            return tx;
+        }
+        let fields = tx.as_object_mut().expect("an object");
+        let hash = fields.remove("hash");
+        let index = fields.remove("ledger_index");
+        fields.remove("date");
+        if let Some(amount) = fields.remove("Amount") {
+            fields.insert("DeliverMax".into(), amount);
+        }
+        let mut out = json!({"tx_json": tx, "hash": hash});
+        if let Some(index) = index {
+            out["ledger_index"] = index.clone();
+            out["ledger_hash"] = json!(format!("{:064X}", index.as_u64().unwrap_or(0)));
+            out["close_time_iso"] = json!("2026-01-01T00:00:00Z");
+        }
+        out
+    }
+
     /// `ledger`: the validated ledger holding it; `None` while it is only in the open ledger.
     fn tx_json(&self, ledger: Option<u64>) -> Value {
         let mut tx = json!({
@@ -138,6 +168,8 @@ pub struct Ledgers {
     pub refuse_next: Option<&'static str>,
     /// The `TransactionResult` the next submitted payment gets in its ledger (`tec…`).
     pub fail_next: Option<&'static str>,
+    /// The API version a request that names none gets (rippled's default is 1).
+    pub api_version: u64,
 }
 
 pub type FakeRippled = FakeNode<Ledgers>;
@@ -174,8 +206,13 @@ impl Ledgers {
             return Err("invalidTransaction");
         }
         let mut pay = Pay::submitted(&tx);
-        let known = |p: &Pay| p.hash == pay.hash;
-        if self.open.iter().any(|(p, _)| known(p)) || self.ledgers.iter().flatten().any(known) {
+        // Preflight (`Payment::preflight`, before any ledger is read): XRP to its own account.
+        if pay.kind == "Payment" && pay.destination == pay.account {
+            return Ok("temREDUNDANT");
+        }
+        // As `Transactor::checkSeqProxy`: `tefALREADY` only for a transaction in the open ledger;
+        // one validated before has a used `Sequence`, `tefPAST_SEQ` below.
+        if self.open.iter().any(|(p, _)| p.hash == pay.hash) {
             return Ok("tefALREADY");
         }
         if let (Some(code), "Payment") = (self.refuse_next, pay.kind) {
@@ -211,7 +248,12 @@ impl Ledgers {
 impl FakeRippled {
     /// Serves on 127.0.0.1:0 with `ledgers` empty validated ledgers.
     pub async fn start(ledgers: usize) -> FakeRippled {
-        let state = Ledgers { ledgers: vec![Vec::new(); ledgers.max(1)], open_ledger_fee: 10, ..Default::default() };
+        let state = Ledgers {
+            ledgers: vec![Vec::new(); ledgers.max(1)],
+            open_ledger_fee: 10,
+            api_version: 1,
+            ..Default::default()
+        };
         FakeNode::serve(state, "/", post(call)).await
     }
 
@@ -288,6 +330,7 @@ async fn call(State(state): State<Shared<Ledgers>>, Json(req): Json<Value>) -> J
     let mut l = state.lock().unwrap();
     let p = &req["params"][0];
     let validated = FIRST_LEDGER + l.ledgers.len() as u64 - 1;
+    let version = p["api_version"].as_u64().unwrap_or(l.api_version);
     let result = match req["method"].as_str().unwrap_or("") {
         "ledger" => {
             if p["ledger_index"] != "validated" {
@@ -307,7 +350,16 @@ async fn call(State(state): State<Shared<Ledgers>>, Json(req): Json<Value>) -> J
                     l.ledgers[(ledger - FIRST_LEDGER) as usize]
                         .iter()
                         .filter(|pay| pay.destination == account)
-                        .map(move |pay| json!({"tx": pay.tx_json(Some(ledger)), "meta": pay.meta(), "validated": true}))
+                        .map(move |pay| {
+                            let mut entry = if version < 2 {
+                                json!({"tx": pay.tx_json(Some(ledger))})
+                            } else {
+                                pay.answer(Some(ledger), version)
+                            };
+                            entry["meta"] = pay.meta();
+                            entry["validated"] = json!(true);
+                            entry
+                        })
                         .collect::<Vec<_>>()
                 })
                 .collect();
@@ -333,7 +385,7 @@ async fn call(State(state): State<Shared<Ledgers>>, Json(req): Json<Value>) -> J
                         && range.0.is_none_or(|min| min <= ledger)
                         && range.1.is_none_or(|max| ledger <= max) =>
                 {
-                    let mut tx = pay.tx_json(Some(ledger));
+                    let mut tx = pay.answer(Some(ledger), version);
                     tx["meta"] = pay.meta();
                     tx["validated"] = json!(true);
                     tx
@@ -341,7 +393,7 @@ async fn call(State(state): State<Shared<Ledgers>>, Json(req): Json<Value>) -> J
                 Some((_, pay)) if l.forgotten.contains(&pay.hash) => return Json(error("txnNotFound", p)),
                 None if l.open.iter().any(|(pay, _)| pay.hash.eq_ignore_ascii_case(hash)) => {
                     let (pay, _) = l.open.iter().find(|(pay, _)| pay.hash.eq_ignore_ascii_case(hash)).unwrap();
-                    let mut tx = pay.tx_json(None);
+                    let mut tx = pay.answer(None, version);
                     tx["validated"] = json!(false);
                     tx
                 }
@@ -363,8 +415,14 @@ async fn call(State(state): State<Shared<Ledgers>>, Json(req): Json<Value>) -> J
                 Some("validated") => next,
                 _ => return Json(error("invalidParams", p)),
             };
-            json!({"account_data": {"Account": account, "Balance": "100000000000", "Sequence": sequence},
-                   "ledger_current_index": validated + 1, "validated": p["ledger_index"] == "validated"})
+            let mut r = json!({"account_data": {"Account": account, "Balance": "100000000000", "Sequence": sequence},
+                               "validated": p["ledger_index"] == "validated"});
+            if p["ledger_index"] == "validated" {
+                r["ledger_index"] = json!(validated);
+            } else {
+                r["ledger_current_index"] = json!(validated + 1);
+            }
+            r
         }
         "fee" => json!({"current_ledger_size": "0", "current_queue_size": "0",
                         "drops": {"base_fee": "10", "median_fee": "5000", "minimum_fee": "10",

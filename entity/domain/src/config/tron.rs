@@ -10,6 +10,8 @@ use super::{ConfigError, Redacted, invalid};
 #[serde(deny_unknown_fields, default)]
 pub struct TronConfig {
     /// Base URL of the node's HTTP API (`http://fullnode:8090`, `https://api.trongrid.io`).
+    /// Every call is a `/wallet/*` path, which a java-tron full node serves on its HTTP port
+    /// (the solidified block too, from `/wallet/getnodeinfo`): its solidity port is not used.
     /// Empty: TRON is not watched in live (its gates are offline).
     pub api_url: String,
     /// Sent as `TRON-PRO-API-KEY` (TronGrid); never logged.

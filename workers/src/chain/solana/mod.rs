@@ -20,9 +20,11 @@
 //!   never land.
 //! - Every scan re-reads `rescan_slots` slots before the cursor (payments are unique per
 //!   signature and account index, so nothing twice).
-//! - Payouts (`wallet`: the hot wallet's signer; `tx`: the wire format): `sendTransaction` with
-//!   preflight (a transaction the simulation refuses was sent nowhere: retried, or refused for
-//!   good when it can never be valid). [`Chain::outgoing`] asks for the signature's status
+//! - Payouts (`wallet`: the hot wallet's signer; `tx`: the wire format; `send`: what a refusal
+//!   means): `sendTransaction` with preflight (a transaction the simulation refuses was sent
+//!   nowhere: retried when it can pass, the hot wallet short of SOL or USDC; refused for good
+//!   when no retry can change it, a frozen or foreign-owned token account, bytes that are no
+//!   valid transaction). [`Chain::outgoing`] asks for the signature's status
 //!   first: found, it is judged once `finalized`: failed (`err`) or confirmed (a SOL payout's fee
 //!   is its `meta.fee`; a USDC payout's fee and any token account rent are paid in SOL and
 //!   logged). Unknown, it expired only once the finalized block height is past its blockhash's
@@ -30,6 +32,7 @@
 //!   "unknown" had processed that finalized slot, and its ledger reaches back to the slot the
 //!   blockhash was read at: the executor then signs the payout again.
 
+mod send;
 pub mod tx;
 pub mod wallet;
 
@@ -38,6 +41,8 @@ use std::sync::Arc;
 
 use rust_decimal::Decimal;
 use serde_json::{Value, json};
+
+pub use send::classify_send_error;
 
 use super::evm::Rpc;
 use super::{Broadcast, Chain, ChainError, Outgoing, SignedTx, Transfer, TxStatus};
@@ -181,28 +186,6 @@ pub fn token_transfers(block: &Value, slot: u64, mint: &str, decimals: u32) -> V
     out
 }
 
-/// What `sendTransaction`'s error says about a payout transaction. With preflight, a refused
-/// transaction reached no validator.
-pub fn classify_send_error(error: &Value) -> Broadcast {
-    let message = error["message"].as_str().unwrap_or("");
-    let err = &error["data"]["err"];
-    let why = if err.is_null() { message.to_owned() } else { format!("{message} ({err})") };
-    if *err == "AlreadyProcessed" {
-        return Broadcast::AlreadyKnown;
-    }
-    // A SOL payout that would leave a new recipient account below the rent-exempt minimum
-    // can never pass; the hot wallet's own (account 0) can, once it is funded.
-    let rent_short = err["InsufficientFundsForRent"]["account_index"].as_u64().is_some_and(|i| i != 0);
-    match error["code"].as_i64() {
-        // A bad signature, or bytes the node cannot read as a transaction: never valid.
-        Some(-32003 | -32602) => Broadcast::Rejected(why),
-        _ if rent_short => Broadcast::Rejected(format!("{why}: a new account needs at least the rent-exempt minimum")),
-        // The simulation failed (blockhash not seen yet, the hot wallet short of SOL or tokens,
-        // …) or the node is unhealthy: kept and sent again (signed again once expired).
-        _ => Broadcast::Retry(why),
-    }
-}
-
 impl SolanaChain {
     /// The network fee of a finalized payout transaction in the gate's asset: a SOL payout's
     /// `meta.fee`; `None` for USDC, whose fee and any token account rent are paid in SOL (logged).
@@ -298,7 +281,13 @@ impl Chain for SolanaChain {
         let params = json!([stored.tx, {"encoding": "base64", "preflightCommitment": "confirmed"}]);
         match self.rpc.answer("sendTransaction", &params).await.map_err(ChainError::Unavailable)? {
             Ok(_) => Ok(Broadcast::Accepted),
-            Err(error) => Ok(classify_send_error(&error)),
+            Err(error) => {
+                // A custom error is its program's own code: read with the instructions' programs.
+                let decoded = tx::decode(&stored.bytes()?)
+                    .map_err(|e| ChainError::Unavailable(format!("our own Solana transaction: {e}")))?;
+                let programs: Vec<tx::Pubkey> = decoded.instructions.iter().map(|(p, _, _)| *p).collect();
+                Ok(classify_send_error(&error, &programs))
+            }
         }
     }
 
@@ -394,33 +383,6 @@ mod tests {
     fn tb(index: u64, mint: &str, owner: &str, amount: &str) -> Value {
         json!({"accountIndex": index, "mint": mint, "owner": owner,
                "uiTokenAmount": {"amount": amount, "decimals": 6}})
-    }
-
-    #[test]
-    fn send_errors_retry_what_can_pass_and_refuse_what_never_can() {
-        let kind = |code: i64, err: Value| match classify_send_error(
-            &json!({"code": code, "message": "m", "data": {"err": err}}),
-        ) {
-            Broadcast::Accepted => "accepted",
-            Broadcast::AlreadyKnown => "known",
-            Broadcast::Retry(_) => "retry",
-            Broadcast::Rejected(_) => "rejected",
-            Broadcast::Displaced(_) => "displaced",
-        };
-        assert_eq!(kind(-32002, json!("AlreadyProcessed")), "known");
-        for err in [
-            json!("BlockhashNotFound"),
-            json!("InsufficientFundsForFee"),
-            json!("AccountNotFound"),
-            json!({"InstructionError": [1, {"Custom": 1}]}),
-            json!({"InsufficientFundsForRent": {"account_index": 0}}),
-        ] {
-            assert_eq!(kind(-32002, err.clone()), "retry", "{err}");
-        }
-        assert_eq!(kind(-32005, Value::Null), "retry", "node unhealthy");
-        assert_eq!(kind(-32003, Value::Null), "rejected", "bad signature");
-        assert_eq!(kind(-32602, Value::Null), "rejected", "not a transaction");
-        assert_eq!(kind(-32002, json!({"InsufficientFundsForRent": {"account_index": 1}})), "rejected", "below rent");
     }
 
     #[test]

@@ -17,16 +17,25 @@
 //!   and log index, so nothing twice).
 //! - Addresses arrive in the node's hex form (`41` + 20 bytes) and are matched in their base58
 //!   form (`T…`), as invoices store them.
-//! - Payouts (`wallet`: the hot wallet's signer; `tx`: the protobuf): `/wallet/broadcasthex`
-//!   sends the signed bytes as they are (no JSON round trip that could change the id).
-//!   [`Chain::outgoing`] reads the transaction info: in a block, its depth (a USDT call whose
-//!   receipt failed, `OUT_OF_ENERGY` or `REVERT`, failed once that block is 19 deep, since a
-//!   fork could still put it into another block; a TRX payout's `fee` is its network fee); pending, unconfirmed. Unknown, it expired only once the solidified block's time is
-//!   past its expiration (no block that could hold it can change any more) and the node holds
-//!   its reference block (so it holds every later block, and would know the transaction):
-//!   the executor then signs the payout again.
+//! - Payouts (`wallet`: the hot wallet's signer; `tx`: the protobuf; `send`: what a broadcast
+//!   answer means): `/wallet/broadcasthex` sends the signed bytes as they are (no JSON round
+//!   trip that could change the id). [`Chain::outgoing`] reads the transaction info: in a block,
+//!   its depth (a USDT call whose receipt failed, `OUT_OF_ENERGY` or `REVERT`, failed once that
+//!   block is 19 deep, since a fork could still put it into another block; a TRX payout's `fee`
+//!   is its network fee); pending, unconfirmed. Unknown, it expired only once the solidified
+//!   block's time is past its expiration (no block that could hold it can change any more), and
+//!   only by answers read after that: its id is asked again, then every block of its window (its
+//!   reference block up to the first block after its expiration, all solidified) is read and
+//!   searched, each from a node that holds it. One load-balanced URL may send each call to
+//!   another node, and a node behind knows neither the newest blocks nor their transactions: an
+//!   answer read before, or a block a node does not hold, never makes it expired. The executor
+//!   then signs the payout again.
+//! - Every call is a `/wallet/*` path on `api_url`: a java-tron full node's HTTP port (8090)
+//!   serves them all, TronGrid too. The solidified block is read from `/wallet/getnodeinfo`
+//!   (`solidityBlock`), not from `/walletsolidity/*`, which java-tron serves on another port.
 
 mod api;
+mod send;
 pub mod tx;
 pub mod wallet;
 
@@ -35,6 +44,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 pub use api::TronApi;
+pub use send::classify_broadcast;
 
 use super::evm::{TRANSFER_TOPIC, amount};
 use super::{Broadcast, Chain, ChainError, Outgoing, SignedTx, Transfer, TxStatus, settled_failure};
@@ -83,6 +93,9 @@ pub fn chains(cfg: &TronConfig) -> Vec<Arc<dyn Chain>> {
     }
     out
 }
+
+/// Block interval: one block per 3-second slot (a slot may be missed).
+const BLOCK_MS: u64 = 3_000;
 
 fn bad(what: &str, v: &Value) -> ChainError {
     ChainError::Unavailable(format!("unexpected {what} in TRON API answer: {v}"))
@@ -172,35 +185,6 @@ pub fn token_transfers(infos: &Value, token: Trc20, height: u64) -> Result<Vec<T
         }
     }
     Ok(out)
-}
-
-/// What `/wallet/broadcasthex` said, for the executor.
-pub fn classify_broadcast(answer: &Value) -> Broadcast {
-    if answer["result"] == true {
-        return Broadcast::Accepted;
-    }
-    let code = answer["code"].as_str().unwrap_or("OTHER_ERROR");
-    // java-tron hex-encodes the message.
-    let message = answer["message"].as_str().unwrap_or("");
-    let message =
-        hex::decode(message).ok().and_then(|b| String::from_utf8(b).ok()).unwrap_or_else(|| message.to_owned());
-    let why = format!("{code}: {message}");
-    match code {
-        "DUP_TRANSACTION_ERROR" => Broadcast::AlreadyKnown,
-        // The node is busy or unconnected, the account lacks TRX for bandwidth or the balance,
-        // its reference block is not on this node's chain, or it expired: kept and sent again
-        // (an expired one is signed again once `outgoing` says so).
-        "SERVER_BUSY"
-        | "NO_CONNECTION"
-        | "NOT_ENOUGH_EFFECTIVE_CONNECTION"
-        | "BANDWITH_ERROR"
-        | "CONTRACT_VALIDATE_ERROR"
-        | "TAPOS_ERROR"
-        | "TRANSACTION_EXPIRATION_ERROR" => Broadcast::Retry(why),
-        // A bad signature or an oversized transaction can never be valid.
-        "SIGERROR" | "TOO_BIG_TRANSACTION_ERROR" => Broadcast::Rejected(why),
-        _ => Broadcast::Retry(why),
-    }
 }
 
 impl TronChain {
@@ -294,23 +278,12 @@ impl Chain for TronChain {
         Ok(classify_broadcast(&answer))
     }
 
+    /// By id first (see the module's notes). Unknown, it expired only once the solidified
+    /// block's time is past its expiration, by answers read after that: its id asked again, then
+    /// every block of its window read and searched (each answered by a node that holds it).
     async fn outgoing(&self, tx: &SignedTx) -> Result<Outgoing, ChainError> {
-        let info = self.api.call("/wallet/gettransactioninfobyid", json!({"value": tx.tx_hash})).await?;
-        if let Some(height) = info["blockNumber"].as_u64() {
-            let tip = self.tip().await?;
-            let confirmations = tip.saturating_sub(height) + 1;
-            if let Some(result) = info["receipt"]["result"].as_str()
-                && result != "SUCCESS"
-            {
-                return Ok(settled_failure(confirmations, self.gate, format!("{result} in block {height}")));
-            }
-            // TRX burnt for bandwidth (and energy): the network fee of a TRX payout; a USDT
-            // payout's fee is paid in TRX, so it keeps its configured estimate.
-            let fee = match self.token {
-                None => Some(rust_decimal::Decimal::new(info["fee"].as_i64().unwrap_or(0), 6).normalize()),
-                Some(_) => None,
-            };
-            return Ok(Outgoing::Confirmations { confirmations, fee });
+        if let Some(known) = self.sent(&tx.tx_hash).await? {
+            return Ok(known);
         }
         let pending = self.api.call("/wallet/gettransactionbyid", json!({"value": tx.tx_hash})).await?;
         if pending.get("txID").is_some() {
@@ -318,34 +291,114 @@ impl Chain for TronChain {
         }
         let (raw, _) =
             tx::decode(&tx.raw).map_err(|e| ChainError::Unavailable(format!("our own TRON transaction: {e}")))?;
-        let solid = self.api.call("/walletsolidity/getnowblock", json!({})).await?;
-        let solid_time =
-            solid["block_header"]["raw_data"]["timestamp"].as_u64().ok_or_else(|| bad("timestamp", &solid))?;
+        let (solid, solid_time) = self.solidified().await?;
         if solid_time <= raw.expiration_ms {
-            // A block that may still include it can come (or was never sent).
+            // A block that may still include it can come (or it was never sent).
             return Ok(Outgoing::Unknown);
         }
-        // Its reference block: the height with those low 16 bits nearest to the head at signing
-        // (3-second blocks since the solidified block's time).
-        let solid_height = block_number(&solid).ok_or_else(|| bad("block number", &solid))?;
-        let back = solid_time.saturating_sub(raw.timestamp_ms) / 3_000;
-        let near = solid_height.saturating_sub(back);
-        let low = near & !0xFFFF | raw.ref_block;
-        let reference = [low.wrapping_sub(0x1_0000), low, low + 0x1_0000]
-            .into_iter()
-            .filter(|h| *h <= solid_height)
-            .min_by_key(|h| h.abs_diff(near))
-            .unwrap_or(low);
-        let block = self.api.call("/wallet/getblockbynum", json!({"num": reference})).await?;
-        if block.get("blockID").is_none() {
+        // Past its expiration at the solidified block. The answers above may come from a node
+        // behind (one load-balanced URL can route each call to another node): asked again now,
+        // and then its window searched block by block.
+        if let Some(known) = self.sent(&tx.tx_hash).await? {
+            return Ok(known);
+        }
+        if let Some(height) = self.window_holds(&tx.tx_hash, &raw, solid, solid_time).await? {
             return Err(ChainError::Unavailable(format!(
-                "transaction {} unknown to a TRON node that does not hold its reference block {reference}; \
+                "transaction {} is in block {height}, which the node's transaction info does not show yet; \
                  not judged expired",
                 tx.tx_hash
             )));
         }
         Ok(Outgoing::Expired)
     }
+}
+
+impl TronChain {
+    /// Where a payout transaction the node has in a block stands (`None`: in no block it
+    /// knows): its depth, a failed receipt once that block is 19 deep, the TRX it burnt.
+    async fn sent(&self, tx_hash: &str) -> Result<Option<Outgoing>, ChainError> {
+        let info = self.api.call("/wallet/gettransactioninfobyid", json!({"value": tx_hash})).await?;
+        let Some(height) = info["blockNumber"].as_u64() else { return Ok(None) };
+        let tip = self.tip().await?;
+        let confirmations = tip.saturating_sub(height) + 1;
+        if let Some(result) = info["receipt"]["result"].as_str()
+            && result != "SUCCESS"
+        {
+            return Ok(Some(settled_failure(confirmations, self.gate, format!("{result} in block {height}"))));
+        }
+        // TRX burnt for bandwidth (and energy): the network fee of a TRX payout; a USDT payout's
+        // fee is paid in TRX, so it keeps its configured estimate.
+        let fee = match self.token {
+            None => Some(rust_decimal::Decimal::new(info["fee"].as_i64().unwrap_or(0), 6).normalize()),
+            Some(_) => None,
+        };
+        Ok(Some(Outgoing::Confirmations { confirmations, fee }))
+    }
+
+    /// The solidified block's height and time (ms), on the full node's own HTTP port:
+    /// `/wallet/getnodeinfo` names it (`solidityBlock`, `Num:<height>,ID:<id>`), and
+    /// `/wallet/getblockbynum` gives its time. (`/walletsolidity/*` is served on a java-tron
+    /// node's solidity port, not on the `/wallet/*` port `api_url` names.)
+    async fn solidified(&self) -> Result<(u64, u64), ChainError> {
+        let info = self.api.call("/wallet/getnodeinfo", json!({})).await?;
+        let solid = &info["solidityBlock"];
+        let height = solid.as_str().and_then(node_info_height).ok_or_else(|| bad("solidityBlock", solid))?;
+        let block = self.block(height).await?;
+        let header = &block["block_header"];
+        let time = header["raw_data"]["timestamp"].as_u64().ok_or_else(|| bad("timestamp", header))?;
+        Ok((height, time))
+    }
+
+    /// Searches every block that could hold the transaction `raw` (id `tx_hash`), all at or
+    /// below the solidified block `solid` (time `solid_time`, past its expiration): from a block
+    /// no later than its reference block (whose time the transaction carries) up to the first
+    /// block after its expiration (java-tron may still include it in the block whose parent is
+    /// older than the expiration). Each block must come from a node that holds it; the height
+    /// holding the transaction, if any.
+    async fn window_holds(
+        &self,
+        tx_hash: &str,
+        raw: &tx::Raw,
+        solid: u64,
+        solid_time: u64,
+    ) -> Result<Option<u64>, ChainError> {
+        let not_held = |h: u64, e: ChainError| {
+            ChainError::Unavailable(format!(
+                "transaction {tx_hash} unknown, and block {h} of its window (from its reference block to its \
+                 expiration) could not be read ({e}; a lite full node keeps only recent blocks); not judged expired"
+            ))
+        };
+        // One block per 3-second slot at most: a missed slot only puts the reference block
+        // higher, so this height's block is no later than it.
+        let start = solid.saturating_sub(solid_time.saturating_sub(raw.timestamp_ms) / BLOCK_MS).max(1);
+        for h in start..=solid {
+            let block = self.block(h).await.map_err(|e| not_held(h, e))?;
+            let header = &block["block_header"];
+            let time = header["raw_data"]["timestamp"].as_u64().ok_or_else(|| bad("timestamp", header))?;
+            if h == start && time > raw.timestamp_ms {
+                return Err(ChainError::Unavailable(format!(
+                    "block {h}, the earliest that could precede transaction {tx_hash}'s reference block, is \
+                     later than it; not judged expired"
+                )));
+            }
+            let txs = block["transactions"].as_array().map(Vec::as_slice).unwrap_or_default();
+            if txs.iter().any(|t| t["txID"].as_str().is_some_and(|id| id.eq_ignore_ascii_case(tx_hash))) {
+                return Ok(Some(h));
+            }
+            if time > raw.expiration_ms {
+                return Ok(None);
+            }
+        }
+        Err(ChainError::Unavailable(format!(
+            "no block up to the solidified block {solid} is later than transaction {tx_hash}'s expiration; not \
+             judged expired"
+        )))
+    }
+}
+
+/// The height in a `/wallet/getnodeinfo` block id (`Num:<height>,ID:<hex>`).
+fn node_info_height(id: &str) -> Option<u64> {
+    id.strip_prefix("Num:")?.split(',').next()?.parse().ok()
 }
 
 #[cfg(test)]
@@ -364,28 +417,12 @@ mod tests {
     }
 
     #[test]
-    fn broadcast_answers_retry_what_can_pass_and_refuse_what_never_can() {
-        let kind = |answer: Value| match classify_broadcast(&answer) {
-            Broadcast::Accepted => "accepted".to_owned(),
-            Broadcast::AlreadyKnown => "known".to_owned(),
-            Broadcast::Retry(why) => format!("retry {why}"),
-            Broadcast::Rejected(why) => format!("rejected {why}"),
-            Broadcast::Displaced(why) => format!("displaced {why}"),
-        };
-        assert_eq!(kind(json!({"result": true, "txid": "ab"})), "accepted");
-        assert_eq!(kind(json!({"code": "DUP_TRANSACTION_ERROR", "txid": "ab"})), "known");
-        // "balance is not sufficient", hex-encoded as java-tron sends it.
-        let msg = hex::encode("balance is not sufficient");
-        assert_eq!(
-            kind(json!({"code": "CONTRACT_VALIDATE_ERROR", "message": msg})),
-            "retry CONTRACT_VALIDATE_ERROR: balance is not sufficient"
-        );
-        for code in ["SERVER_BUSY", "BANDWITH_ERROR", "TAPOS_ERROR", "TRANSACTION_EXPIRATION_ERROR", "SOMETHING_NEW"] {
-            assert!(kind(json!({"code": code})).starts_with("retry"), "{code}");
-        }
-        for code in ["SIGERROR", "TOO_BIG_TRANSACTION_ERROR"] {
-            assert!(kind(json!({"code": code})).starts_with("rejected"), "{code}");
-        }
+    fn the_solidified_height_is_read_from_the_node_infos_block_id() {
+        let id = "Num:23474629,ID:00000000016631c5a5e2de2cda5d7a47b7b2c6f1e7dfb0d1f7f9d8e1c1b2a3f4";
+        assert_eq!(node_info_height(id), Some(23_474_629));
+        assert_eq!(node_info_height("Num:7"), Some(7));
+        assert_eq!(node_info_height("ID:00,Num:7"), None);
+        assert_eq!(node_info_height(""), None);
     }
 
     #[test]

@@ -14,22 +14,28 @@
 //! - The tracker asks `tx`: validated and successful counts its depth; not validated yet is
 //!   unconfirmed; unknown (`txnNotFound`) or failed is `Gone`, which reverses nothing before the
 //!   tracker's span of missing checks (a lagging or pruned node can miss a transaction).
-//! - Payouts (`wallet`: the hot wallet's signer; `codec`: the binary format): `submit` sends a
-//!   signed blob; [`Chain::outgoing`] reads it back with `tx` within its validity window
-//!   (`LastLedgerSequence` less the largest `last_ledger_offset` allowed, up to it). Validated and `tesSUCCESS` counts
-//!   its depth (its `Fee` is the network fee); a validated `tec…` failed (fee taken, `Sequence`
-//!   used). Not found once the newest validated ledger is past its `LastLedgerSequence`, with
+//! - Payouts (`wallet`: the hot wallet's signer; `codec`: the binary format; `send`: what a
+//!   `submit` answer means): `submit` sends a signed blob; `tefPAST_SEQ` is read further (the
+//!   account's validated `Sequence` past it and the blob in no validated ledger of its window:
+//!   another transaction took it, `Displaced`). [`Chain::outgoing`] reads it back with `tx`
+//!   within its validity window (`LastLedgerSequence` less the largest `last_ledger_offset`
+//!   allowed, up to it), in either API version's answer (v1: fields at the top; v2: under
+//!   `tx_json`). Validated and `tesSUCCESS` counts its depth (its `Fee` is the network fee); a
+//!   validated `tec…` failed (fee taken, `Sequence` used). Not found once the newest validated ledger is past its `LastLedgerSequence`, with
 //!   `searched_all` over the window and the account's validated `Sequence` not past its own,
 //!   it expired unseen (the executor signs it again with the same `Sequence`); a `Sequence`
 //!   used by another transaction fails the payout.
 
 pub mod codec;
+mod send;
 pub mod wallet;
 
 use std::sync::Arc;
 
 use rust_decimal::Decimal;
 use serde_json::{Value, json};
+
+pub use send::classify_submit;
 
 use super::evm::Rpc;
 use super::{Broadcast, Chain, ChainError, Outgoing, SignedTx, Transfer, TxStatus};
@@ -129,26 +135,6 @@ pub fn deposit(entry: &Value, account: &str) -> Option<Transfer> {
     })
 }
 
-/// What rippled's `submit` said (`engine_result`), for the executor.
-pub fn classify_submit(code: &str, message: &str) -> Broadcast {
-    let why = || format!("{code}: {message}");
-    match code {
-        // Applied to the open ledger, or queued for a later one.
-        "tesSUCCESS" | "terQUEUED" => Broadcast::Accepted,
-        "tefALREADY" => Broadcast::AlreadyKnown,
-        // Applied with a failure (fee taken, `Sequence` used): `outgoing` reports it once validated.
-        c if c.starts_with("tec") => Broadcast::Accepted,
-        // The `Sequence` is used (by this transaction already, or by another) or the window has
-        // passed: `outgoing` decides once it is past, by `tx` and the account's `Sequence`.
-        "tefPAST_SEQ" | "tefMAX_LEDGER" => Broadcast::Retry(why()),
-        // Local (`tel`: fee, queue full) or retry (`ter`: a `Sequence` gap before it, unfunded).
-        c if c.starts_with("tel") || c.starts_with("ter") => Broadcast::Retry(why()),
-        // Malformed, or failed without a fee: it can never succeed.
-        c if c.starts_with("tem") || c.starts_with("tef") => Broadcast::Rejected(why()),
-        _ => Broadcast::Retry(why()),
-    }
-}
-
 impl XrpChain {
     /// [`fetch`] on this chain's node.
     async fn fetch(&self, method: &str, params: Value) -> Result<Value, ChainError> {
@@ -243,6 +229,11 @@ impl Chain for XrpChain {
     async fn broadcast(&self, tx: &SignedTx) -> Result<Broadcast, ChainError> {
         let r = self.fetch("submit", json!({"tx_blob": tx.raw})).await?;
         let code = r["engine_result"].as_str().ok_or_else(|| bad("submit", &r))?;
+        if code == "tefPAST_SEQ"
+            && let Some(settled) = self.sequence_used(tx).await?
+        {
+            return Ok(settled);
+        }
         Ok(classify_submit(code, r["engine_result_message"].as_str().unwrap_or("")))
     }
 
@@ -290,13 +281,61 @@ impl Chain for XrpChain {
         if result != "tesSUCCESS" {
             return Ok(Outgoing::Failed(format!("{result} in ledger {ledger}")));
         }
-        let fee = found["Fee"].as_str().and_then(|f| f.parse::<i64>().ok()).ok_or_else(|| bad("Fee", &found))?;
+        let fee = fee_drops(&found).ok_or_else(|| bad("Fee", &found))?;
         let tip = self.tip().await?;
         Ok(Outgoing::Confirmations {
             confirmations: tip.saturating_sub(ledger) + 1,
             fee: Some(Decimal::new(fee, 6).normalize()),
         })
     }
+}
+
+impl XrpChain {
+    /// A payout `Payment` whose `Sequence` is behind the account's (`tefPAST_SEQ`): whether a
+    /// validated transaction used it. The account's validated `Sequence` is read first, then
+    /// `tx` is looked for in the validated ledgers of its window up to that one: ours,
+    /// validated meanwhile, is found; not found in ledgers rippled says it searched all of,
+    /// another transaction took the `Sequence` and `tx` can never be applied (`Displaced`: the
+    /// payout fails at once instead of after its window). `None`: not settled here (the
+    /// `Sequence` not used in a validated ledger yet, a node without those ledgers), retried.
+    /// Never for the no-op `AccountSet` that replaces a payout: the transaction that took its
+    /// `Sequence` may be the payout itself, validated after the executor last looked at it, so
+    /// that one is settled by `outgoing` (the payout's transaction first).
+    async fn sequence_used(&self, tx: &SignedTx) -> Result<Option<Broadcast>, ChainError> {
+        let signed =
+            codec::Tx::decode(&tx.raw).map_err(|e| ChainError::Unavailable(format!("our own XRP blob: {e}")))?;
+        if !matches!(signed.kind, codec::Kind::Payment { .. }) {
+            return Ok(None);
+        }
+        let account = xrp_address(&signed.account);
+        let info = self.fetch("account_info", json!({"account": account, "ledger_index": "validated"})).await?;
+        let next = info["account_data"]["Sequence"].as_u64().ok_or_else(|| bad("account_info", &info))?;
+        let ledger = info.get("ledger_index").and_then(index).ok_or_else(|| bad("account_info", &info))?;
+        if next <= u64::from(signed.sequence) {
+            return Ok(None);
+        }
+        let last = u64::from(signed.last_ledger).min(ledger);
+        let first = u64::from(signed.last_ledger).saturating_sub(u64::from(domain::config::XRP_MAX_LAST_LEDGER_OFFSET));
+        if first > last {
+            return Ok(None);
+        }
+        let params = json!({"transaction": tx.tx_hash, "min_ledger": first, "max_ledger": last});
+        let r = self.rpc.call("tx", json!([params])).await?;
+        match answer(r.clone()) {
+            Ok(found) if found["validated"] == true => Ok(Some(Broadcast::AlreadyKnown)),
+            Err(e) if e == "txnNotFound" && r["searched_all"] == true => Ok(Some(Broadcast::Displaced(format!(
+                "Sequence {} of {account} was used by another transaction, validated by ledger {ledger}",
+                signed.sequence
+            )))),
+            _ => Ok(None),
+        }
+    }
+}
+
+/// The fee (drops) a `tx` answer shows: API v1 has the transaction's fields at the top, API v2
+/// under `tx_json` (with `hash`, `ledger_index`, `meta` and `validated` at the top in both).
+pub fn fee_drops(found: &Value) -> Option<i64> {
+    found.get("tx_json").unwrap_or(found)["Fee"].as_str()?.parse().ok()
 }
 
 fn xrp_address(account_id: &[u8; 20]) -> String {
@@ -320,30 +359,16 @@ mod tests {
     }
 
     #[test]
-    fn submit_results_retry_what_can_pass_and_refuse_what_never_can() {
-        let kind = |code| match classify_submit(code, "") {
-            Broadcast::Accepted => "accepted",
-            Broadcast::AlreadyKnown => "known",
-            Broadcast::Retry(_) => "retry",
-            Broadcast::Rejected(_) => "rejected",
-            Broadcast::Displaced(_) => "displaced",
-        };
-        for (code, want) in [
-            ("tesSUCCESS", "accepted"),
-            ("terQUEUED", "accepted"),
-            ("tecNO_DST_INSUF_XRP", "accepted"),
-            ("tefALREADY", "known"),
-            ("tefPAST_SEQ", "retry"),
-            ("tefMAX_LEDGER", "retry"),
-            ("terPRE_SEQ", "retry"),
-            ("telINSUF_FEE_P", "retry"),
-            ("telCAN_NOT_QUEUE_FULL", "retry"),
-            ("temBAD_AMOUNT", "rejected"),
-            ("temREDUNDANT", "rejected"),
-            ("tefBAD_AUTH", "rejected"),
-        ] {
-            assert_eq!(kind(code), want, "{code}");
-        }
+    fn the_fee_is_read_from_tx_answers_of_both_api_versions() {
+        let v1 = json!({"Account": OPERATOR, "Fee": "12", "Sequence": 7, "TransactionType": "Payment",
+                        "hash": "AB12", "ledger_index": 90, "meta": {"TransactionResult": "tesSUCCESS"},
+                        "validated": true});
+        let v2 = json!({"tx_json": {"Account": OPERATOR, "Fee": "15", "Sequence": 7, "TransactionType": "Payment"},
+                        "hash": "AB12", "ledger_index": 90, "close_time_iso": "2024-01-01T00:00:00Z",
+                        "meta": {"TransactionResult": "tesSUCCESS"}, "validated": true});
+        assert_eq!(fee_drops(&v1), Some(12));
+        assert_eq!(fee_drops(&v2), Some(15));
+        assert_eq!(fee_drops(&json!({"hash": "AB12"})), None);
     }
 
     #[test]
