@@ -600,3 +600,25 @@ async fn a_timed_sandbox_says_when_its_next_block_is_due() {
     assert!(chrono::Utc::now() >= at, "a block came before it was due");
     assert!(Chain::next_block_at(&timed).await.unwrap() > at);
 }
+
+/// Tracking ends at a defined depth (`pipeline::final_depth`) on the sandbox chains, as on the
+/// live ones: a bitcoin payment (3 confirmations) is watched for a reversal until 6, then never
+/// looked at again; a Solana payment (`finalized`) and an XRP one (a validated ledger) are final
+/// once confirmed, and left alone from then on.
+#[tokio::test]
+async fn sandbox_tracking_ends_at_each_gates_final_depth() {
+    let p = pipe().await;
+    let (btc, _) = p.paid_invoice("BTC", "bitcoin", "0.5").await;
+    p.mine_and_step("bitcoin", 3).await;
+    assert_eq!(p.status(btc).await, "paid");
+    assert!(p.payment_of(btc).await.next_check_at.is_some(), "watched for a reversal until 6 confirmations");
+    p.mine_and_step("bitcoin", 3).await;
+    assert_eq!(p.payment_of(btc).await.confirmations, 6);
+    p.assert_tracking_ended(btc, "bitcoin", 3).await;
+    for (currency, gate) in [("SOL", "solana"), ("XRP", "xrp")] {
+        let (inv, _) = p.paid_invoice(currency, gate, "1").await;
+        p.mine_and_step(gate, 1).await;
+        assert_eq!(p.status(inv).await, "paid", "{gate}");
+        p.assert_tracking_ended(inv, gate, 3).await;
+    }
+}

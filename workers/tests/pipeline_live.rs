@@ -401,3 +401,38 @@ async fn a_batch_read_ahead_is_dropped_when_another_scanner_moved_the_cursor() {
     assert_eq!(p.balance("ethereum").await, (d("0"), d("1")));
     p.assert_ledger("ethereum").await;
 }
+
+/// A deposit seen only in the mempool shows 0 confirmations until it is mined, however many
+/// blocks pass without it (it is recorded at no block), then its block's depth; it is confirmed
+/// at the gate's depth counted from that block.
+#[tokio::test]
+async fn a_mempool_deposit_shows_0_confirmations_until_it_is_mined() {
+    let mut p = pipe().await;
+    let chain = ScriptedChain::install(&mut p, "bitcoin");
+    let inv = p.invoice("BTC", "bitcoin", "0.5").await;
+    chain.send_to_mempool(&p.address_key(inv).await, "0.5");
+    let db = &p.app.state.db;
+    // A scan as the scanner stage runs it (blocks, then the mempool), no tracker look.
+    let scan = async || {
+        while scanner::scan_gate(db, chain.as_ref(), Environment::Test, 100).await.unwrap().is_some() {}
+        scanner::scan_pending(db, chain.as_ref(), Environment::Test).await.unwrap()
+    };
+    assert_eq!(scan().await.len(), 1);
+    let confirmations = async || p.get_invoice(inv).await["payments"][0]["confirmations"].clone();
+    assert_eq!(p.status(inv).await, "confirming");
+    assert_eq!(confirmations().await, 0, "in the mempool");
+    for _ in 0..3 {
+        chain.mine(1);
+        scan().await;
+        assert_eq!(confirmations().await, 0, "blocks without it");
+    }
+    assert_eq!(p.payment_of(inv).await.block_height, None, "no block yet");
+    chain.mine_mempool();
+    scan().await;
+    assert_eq!(confirmations().await, 1, "in its block");
+    assert_eq!(p.payment_of(inv).await.block_height, Some(5));
+    p.mine_scripted_and_step(&chain, 1).await;
+    assert_eq!((confirmations().await, p.status(inv).await), (json!(2), "confirming".to_owned()));
+    p.mine_scripted_and_step(&chain, 1).await;
+    p.assert_state(inv, "paid", "bitcoin", ("0.5", "0")).await;
+}

@@ -14,6 +14,7 @@ use sea_orm::{ColumnTrait, Condition, ConnectionTrait, EntityTrait, QueryFilter,
 use uuid::Uuid;
 
 use super::deposit::{Recorded, invoice_sees_deposit, post_seen};
+use super::depth;
 use super::revive::revive;
 use crate::chain::{Chain, Transfer};
 use crate::pipeline::PipelineError;
@@ -26,6 +27,18 @@ pub(super) enum Seen {
     InBlock,
     /// In the mempool: their height is a guess (the next block).
     InMempool,
+}
+
+impl Seen {
+    /// Where a transfer of a scan at `tip` stands: the block a payment records (none for one
+    /// still in the mempool, whose block is not known: the scan that reads it in a block sets
+    /// it) and its depth ([`depth`]: 0 in the mempool).
+    fn at(self, chain: &dyn Chain, tip: u64, t: &Transfer) -> (Option<i64>, i32) {
+        match self {
+            Seen::InBlock => (i64::try_from(t.block_height).ok(), depth(chain, tip, t.block_height)),
+            Seen::InMempool => (None, 0),
+        }
+    }
 }
 
 /// Matches the batch's transfers to watched addresses (one `IN` lookup on the unique
@@ -84,7 +97,7 @@ pub(super) async fn record_transfers<C: ConnectionTrait>(
             // Not ours.
             (None, None) => continue,
         };
-        matched.push(Matched::new(target, t, tip)?);
+        matched.push(Matched::new(target, t, seen.at(chain, tip, t))?);
     }
     // All new payments in a few multi-row inserts; a transfer recorded before (a rescan, a
     // replay, a payment the chain took back and gave again) is looked at one by one.
@@ -96,10 +109,11 @@ pub(super) async fn record_transfers<C: ConnectionTrait>(
             fresh.push(m);
             continue;
         }
-        if seen == Seen::InBlock {
-            settle_height(txn, env, gate_id, m.transfer, tip).await?;
+        let at = seen.at(chain, tip, m.transfer);
+        if let (Some(height), confirmations) = at {
+            settle_height(txn, env, gate_id, m.transfer, height, confirmations).await?;
         }
-        if let Some(r) = revive(txn, env, gate_id, m.transfer, tip).await? {
+        if let Some(r) = revive(txn, env, gate_id, m.transfer, at).await? {
             recorded.push(r);
         }
     }
@@ -130,14 +144,19 @@ struct Matched<'a> {
 }
 
 impl<'a> Matched<'a> {
-    fn new(invoice: invoice::Model, t: &'a Transfer, tip: u64) -> Result<Self, PipelineError> {
+    /// `(block_height, confirmations)`: where the scan saw the transfer ([`Seen::at`]).
+    fn new(
+        invoice: invoice::Model,
+        t: &'a Transfer,
+        (block_height, confirmations): (Option<i64>, i32),
+    ) -> Result<Self, PipelineError> {
         let gate_id = invoice.gate_id.clone().ok_or_else(|| PipelineError::Invariant("invoice without gate".into()))?;
         let gate = domain::gates::find(&gate_id).ok_or_else(|| PipelineError::Invariant("unknown gate".into()))?;
         let now = Utc::now();
         let payment = payment::Model {
-            confirmations: i32::try_from(tip.saturating_sub(t.block_height) + 1).unwrap_or(i32::MAX),
+            confirmations,
             required_confirmations: gate.confirmations as i32,
-            block_height: Some(t.block_height as i64),
+            block_height,
             // Seen now: the tracker takes it when a scan completes its confirmations (or the
             // sweeper, if that hand-over is lost).
             checked_at: Some(now),
@@ -318,29 +337,29 @@ async fn static_invoice<C: ConnectionTrait>(
     Ok(inv)
 }
 
-/// A confirming payment found in a block other than the one it was recorded at (first seen in
-/// the mempool, or moved by a reorganisation) takes that block's height, so its displayed
-/// confirmations and the scan's hand-over to the tracker follow the real block.
+/// A confirming payment found in block `height`, not the one it was recorded at (first seen in
+/// the mempool, at no block, or moved by a reorganisation), takes that block's height and depth
+/// (`confirmations`), so its displayed confirmations and the scan's hand-over to the tracker
+/// follow the real block.
 async fn settle_height<C: ConnectionTrait>(
     txn: &C,
     env: Environment,
     gate_id: &str,
     t: &Transfer,
-    tip: u64,
+    height: i64,
+    confirmations: i32,
 ) -> Result<(), PipelineError> {
-    let height = t.block_height as i64;
     payment::Entity::update_many()
         .col_expr(payment::Column::BlockHeight, Expr::value(height))
-        .col_expr(
-            payment::Column::Confirmations,
-            Expr::value(i32::try_from(tip.saturating_sub(t.block_height) + 1).unwrap_or(i32::MAX)),
-        )
+        .col_expr(payment::Column::Confirmations, Expr::value(confirmations))
         .filter(payment::Column::Environment.eq(env))
         .filter(payment::Column::GateId.eq(gate_id))
         .filter(payment::Column::TxHash.eq(&t.tx_hash))
         .filter(payment::Column::OutputIndex.eq(t.output_index))
         .filter(payment::Column::Status.eq(PaymentStatus::Confirming))
-        .filter(payment::Column::BlockHeight.ne(height))
+        .filter(
+            Condition::any().add(payment::Column::BlockHeight.is_null()).add(payment::Column::BlockHeight.ne(height)),
+        )
         .exec(txn)
         .await?;
     Ok(())

@@ -66,10 +66,11 @@ pub(super) async fn watch_reversed(
     if let TxStatus::Confirmations(n) = status
         && n > 0
     {
-        crate::pipeline::scanner::revive_on_chain(db, p, tip.saturating_sub(n - 1), tip).await?;
+        let confirmations = i32::try_from(n).unwrap_or(i32::MAX);
+        crate::pipeline::scanner::revive_on_chain(db, p, tip.saturating_sub(n - 1), confirmations).await?;
         return Ok(Some(interval));
     }
-    let until = last.saturating_add(i64::from(final_depth(p.required_confirmations)));
+    let until = last.saturating_add(i64::from(final_depth(&p.gate_id, p.required_confirmations)));
     Ok((i64::try_from(tip).unwrap_or(i64::MAX) < until).then_some(interval))
 }
 
