@@ -133,7 +133,8 @@ impl LiveApp {
         }
     }
 
-    /// One pipeline step: a scan, then one tracker look at every live payment.
+    /// One pipeline step: a scan, then one tracker look at every live payment and at the
+    /// unclaimed deposits still followed.
     pub async fn step(&self) {
         self.scan(&self.chains, 100).await;
         let db = &self.app.state.db;
@@ -143,6 +144,7 @@ impl LiveApp {
         {
             tracker::track_payment(db, &self.chains, cfg, p.id).await.unwrap();
         }
+        tracker::follow_unclaimed(db, &self.chains, cfg).await.unwrap();
     }
 
     /// The tip of `gate`'s live chain.

@@ -6,8 +6,8 @@ use std::collections::{HashMap, HashSet};
 
 use chrono::{Duration, Utc};
 use entity::{
-    Amount, Environment, InvoiceStatus, InvoiceTrigger, PaymentStatus, UnclaimedReason, invoice, payment,
-    static_address, unclaimed_deposit,
+    Amount, Environment, InvoiceStatus, InvoiceTrigger, PaymentStatus, UnclaimedReason, UnclaimedStatus,
+    UnclaimedTrigger, invoice, payment, static_address, unclaimed_deposit,
 };
 use sea_orm::sea_query::{Expr, OnConflict};
 use sea_orm::{ColumnTrait, Condition, ConnectionTrait, EntityTrait, QueryFilter, TryInsertResult};
@@ -87,11 +87,13 @@ pub(super) async fn record_transfers<C: ConnectionTrait>(
             (None, Some(a)) if a.gate_id == gate_id => static_invoice(txn, a, t).await?,
             // Another asset or network sent to one of our addresses: no deposit of this gate.
             (Some(_), _) | (None, Some(_)) => {
-                unclaimed(txn, env, gate_id, t, UnclaimedReason::OtherGate).await?;
+                let seen_as = (seen.at(chain, tip, t).1, seen);
+                unclaimed(txn, env, gate_id, t, UnclaimedReason::OtherGate, seen_as).await?;
                 continue;
             }
             (None, None) if ours => {
-                unclaimed(txn, env, gate_id, t, UnclaimedReason::NoInvoice).await?;
+                let seen_as = (seen.at(chain, tip, t).1, seen);
+                unclaimed(txn, env, gate_id, t, UnclaimedReason::NoInvoice, seen_as).await?;
                 continue;
             }
             // Not ours.
@@ -250,13 +252,17 @@ fn once_per_transfer<C: sea_orm::sea_query::IntoIden>(key: [C; 4]) -> OnConflict
 }
 
 /// Records money that reached us but credits nobody, once per transfer (rescans and replays
-/// find the row already there), and tells the operator the first time.
+/// find the row already there), at the depth the scan saw it (`confirmations`: `confirming`
+/// until the tracker, which follows it, sees it at the gate's depth), and tells the operator
+/// the first time. A transfer recorded before and read in a block again takes that block's
+/// height while still short of its depth, and is followed again if it was gone.
 async fn unclaimed<C: ConnectionTrait>(
     txn: &C,
     env: Environment,
     gate_id: &str,
     t: &Transfer,
     reason: UnclaimedReason,
+    (confirmations, seen): (i32, Seen),
 ) -> Result<(), PipelineError> {
     let row = unclaimed_deposit::Model {
         id: Uuid::now_v7(),
@@ -269,6 +275,12 @@ async fn unclaimed<C: ConnectionTrait>(
         block_height: i64::try_from(t.block_height).unwrap_or(i64::MAX),
         reason,
         seen_at: Utc::now(),
+        status: UnclaimedStatus::Confirming,
+        confirmations,
+        checked_at: None,
+        missing_since_height: None,
+        missing_last_height: None,
+        missing_checks: 0,
         resolved_at: None,
         resolution: None,
     };
@@ -287,6 +299,49 @@ async fn unclaimed<C: ConnectionTrait>(
         tracing::warn!(%env, gate = gate_id, tx_hash = %t.tx_hash, output_index = t.output_index,
             address_key = %t.address_key, amount = %t.amount, %reason,
             "money reached an address of ours but credits no invoice; see `ops deposits unclaimed` and refund it by hand");
+    } else if seen == Seen::InBlock {
+        seen_in_block(txn, env, gate_id, t, confirmations).await?;
+    }
+    Ok(())
+}
+
+/// An unclaimed deposit recorded before, read in block `t.block_height` again: one still short of
+/// its depth (first seen in the mempool, or moved by a reorganisation) takes that block's height
+/// and depth; a gone one is followed again from there (`SeenAgain`). Guarded on its status.
+async fn seen_in_block<C: ConnectionTrait>(
+    txn: &C,
+    env: Environment,
+    gate_id: &str,
+    t: &Transfer,
+    confirmations: i32,
+) -> Result<(), PipelineError> {
+    let height = i64::try_from(t.block_height).unwrap_or(i64::MAX);
+    let row = || {
+        unclaimed_deposit::Entity::update_many()
+            .col_expr(unclaimed_deposit::Column::BlockHeight, Expr::value(height))
+            .col_expr(unclaimed_deposit::Column::Confirmations, Expr::value(confirmations))
+            .filter(unclaimed_deposit::Column::Environment.eq(env))
+            .filter(unclaimed_deposit::Column::GateId.eq(gate_id))
+            .filter(unclaimed_deposit::Column::TxHash.eq(&t.tx_hash))
+            .filter(unclaimed_deposit::Column::OutputIndex.eq(t.output_index))
+    };
+    row()
+        .filter(unclaimed_deposit::Column::Status.eq(UnclaimedStatus::Confirming))
+        .filter(unclaimed_deposit::Column::BlockHeight.ne(height))
+        .exec(txn)
+        .await?;
+    if let Some(next) = UnclaimedStatus::Gone.on(UnclaimedTrigger::SeenAgain) {
+        let revived = row()
+            .col_expr(unclaimed_deposit::Column::Status, Expr::value(next.as_str()))
+            .col_expr(unclaimed_deposit::Column::MissingSinceHeight, Expr::value(Option::<i64>::None))
+            .col_expr(unclaimed_deposit::Column::MissingLastHeight, Expr::value(Option::<i64>::None))
+            .col_expr(unclaimed_deposit::Column::MissingChecks, Expr::value(0))
+            .filter(unclaimed_deposit::Column::Status.eq(UnclaimedStatus::Gone))
+            .exec(txn)
+            .await?;
+        if revived.rows_affected > 0 {
+            tracing::info!(%env, gate = gate_id, tx_hash = %t.tx_hash, "unclaimed deposit back on chain; followed again");
+        }
     }
     Ok(())
 }

@@ -5,10 +5,12 @@
 //!
 //! The tracker's looks and schedule are here; what a confirmation writes (the credit) is in
 //! `credit`, what a transfer gone from the chain does (when to believe it, the reversal) in
-//! `reversal`.
+//! `reversal`; unclaimed deposits, followed until they are final so that only confirmed ones
+//! are returned, in `unclaimed`.
 
 mod credit;
 mod reversal;
+mod unclaimed;
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -27,6 +29,7 @@ use domain::events::{self, kind};
 use credit::confirm;
 pub use credit::confirm_many;
 use reversal::{clear_missing, on_missing, watch_reversed};
+pub use unclaimed::follow_unclaimed;
 
 /// What to do with the payment's job next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
