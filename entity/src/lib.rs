@@ -34,4 +34,5 @@ pub use amount::Amount;
 pub use types::{
     Bucket, ConversionState, ConversionTrigger, DeliveryStatus, DeliveryTrigger, EntryType, Environment, FeeAllocation,
     InvoiceStatus, InvoiceTrigger, PaymentStatus, PayoutStatus, PayoutTrigger, RefundStatus, UnclaimedReason,
+    UnclaimedStatus, UnclaimedTrigger,
 };

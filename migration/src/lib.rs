@@ -22,6 +22,7 @@ mod m20261125_000017_delivery_order;
 mod m20261125_000018_invoice_email;
 mod m20261125_000019_unclaimed_deposits;
 mod m20261125_000020_wallet_spends;
+mod m20261127_000021_unclaimed_depth;
 
 pub struct Migrator;
 
@@ -49,6 +50,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261125_000018_invoice_email::Migration),
             Box::new(m20261125_000019_unclaimed_deposits::Migration),
             Box::new(m20261125_000020_wallet_spends::Migration),
+            Box::new(m20261127_000021_unclaimed_depth::Migration),
         ]
     }
 }

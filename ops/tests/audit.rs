@@ -456,6 +456,13 @@ async fn an_unclaimed_deposit_is_listed_until_resolved_once_with_its_audit_row()
         block_height: 90,
         reason: entity::UnclaimedReason::NoInvoice,
         seen_at: chrono::Utc::now(),
+        // Validated: final, refundable.
+        status: entity::UnclaimedStatus::Final,
+        confirmations: 1,
+        checked_at: Some(chrono::Utc::now()),
+        missing_since_height: None,
+        missing_last_height: None,
+        missing_checks: 0,
         resolved_at: None,
         resolution: None,
     }

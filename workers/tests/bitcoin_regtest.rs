@@ -5,8 +5,9 @@
 //! `scriptPubKey` matching is what finds them. The live pipeline (scanner and tracker rules) runs
 //! in the test against one node (two for the double spend):
 //!
-//! - a deposit in the mempool is `confirming` with 0 confirmations, follows its block, and is
-//!   credited exactly once at 3 confirmations, with the exact ledger;
+//! - a deposit in the mempool is `confirming` with 0 confirmations (from the scan that records
+//!   it, until it is mined), follows its block, and is credited exactly once at 3
+//!   confirmations, with the exact ledger; its tracking ends at 6;
 //! - an underpayment; a payment to an address that is not ours credits nothing;
 //! - a block disconnected sends its deposit back to the mempool: unconfirmed, never reversed;
 //! - a double spend mined on a longer fork reverses the deposit only after the gone span;
@@ -83,6 +84,44 @@ async fn a_mempool_deposit_is_confirming_then_credited_once_at_3_confirmations()
     // Watched to twice its depth; nothing credited twice on the way.
     l.step_over(4).await;
     l.assert_credited_once(&inv).await;
+}
+
+/// A deposit seen only in the mempool shows 0 confirmations from the scan that records it, before
+/// any tracker look, and while blocks pass without it (a fee too low for the miners); then its
+/// block's depth.
+#[tokio::test]
+async fn a_mempool_deposit_shows_0_confirmations_until_it_is_mined() {
+    let l = live().await;
+    let inv = l.btc("0.4").await;
+    let txid = l.node.pay(address(&inv), "0.4").await;
+    l.scan(&l.chains, 100).await;
+    let confirmations = async || l.get(&inv).await["payments"][0]["confirmations"].clone();
+    assert_eq!(l.status(&inv).await, "confirming");
+    assert_eq!(confirmations().await, 0, "in the mempool, before any tracker look");
+    l.node.rpc("prioritisetransaction", json!([txid, 0, -100_000_000])).await;
+    l.node.mine(2).await;
+    l.scan(&l.chains, 100).await;
+    assert_eq!(confirmations().await, 0, "two blocks without it");
+    l.node.rpc("prioritisetransaction", json!([txid, 0, 200_000_000])).await;
+    l.node.mine(1).await;
+    l.scan(&l.chains, 100).await;
+    assert_eq!(confirmations().await, 1, "in its block");
+    assert_eq!(l.payment(&inv).await.block_height, Some(l.node.height().await as i64));
+}
+
+/// Tracking ends at the final depth, twice the gate's 3 blocks (a reversal is watched for until
+/// there): from then on no job, no hand-over, no look at it again.
+#[tokio::test]
+async fn tracking_ends_at_twice_the_gates_depth() {
+    let l = live().await;
+    let inv = l.btc("0.2").await;
+    l.node.pay(address(&inv), "0.2").await;
+    l.step_over(3).await;
+    assert_eq!(l.status(&inv).await, "paid");
+    assert!(l.payment(&inv).await.next_check_at.is_some(), "watched for a reversal");
+    l.step_over(3).await;
+    assert_eq!(l.payment(&inv).await.confirmations, 6);
+    l.assert_tracking_ended(&inv, 3).await;
 }
 
 #[tokio::test]

@@ -4,7 +4,7 @@
 //! rules) runs in the test against it. Run with `--features anvil-tests` (`.ci/run` does).
 //!
 //! - an invoice paid in ETH and one paid with the token, confirmed after the gate's depth (12)
-//!   and credited;
+//!   and credited; tracking ends at twice that depth;
 //! - a deposit removed by `anvil_reorg` before confirmation (pending released, invoice back to
 //!   pending) and another after it (credit taken back, invoice invalid), each only once it
 //!   stayed missing over the gone span; one missing once is not reversed; a reversed one mined
@@ -213,6 +213,32 @@ async fn eth_and_token_deposits_confirm_after_the_gates_depth_and_are_credited()
     assert_eq!(l.balance("ethereum").await, (d("0.5"), d("0")));
     l.assert_ledger("ethereum").await;
     l.assert_ledger("ethereum_usdt").await;
+}
+
+/// Tracking ends at the final depth, twice the gate's 12 blocks (a reversal is watched for until
+/// there): from then on no job, no hand-over of the blocks that follow, no look at it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tracking_ends_at_twice_the_gates_depth() {
+    use support::tracking::assert_tracking_ended;
+    let l = live().await;
+    // Mined at once, one block on top: 2 confirmations.
+    let (inv, _, _) = l.eth_deposit("0.1", 100_000_000_000_000_000, 1).await;
+    assert_eq!(l.payment(&inv).await.confirmations, 2);
+    l.step_over(10).await;
+    assert_eq!(l.status(&inv).await, "paid");
+    assert!(l.payment(&inv).await.next_check_at.is_some(), "watched for a reversal");
+    l.step_over(12).await;
+    let p = l.payment(&inv).await;
+    assert_eq!(p.confirmations, 24);
+    let (db, cfg) = (&l.app.state.db, &l.app.state.config.pipeline);
+    assert_tracking_ended(db, &l.chains, cfg, p.id, None).await;
+    for _ in 0..3 {
+        let from = l.chain("ethereum").tip().await.unwrap() + 1;
+        l.anvil.mine(1).await;
+        l.scan(100).await;
+        let to = l.chain("ethereum").tip().await.unwrap();
+        assert_tracking_ended(db, &l.chains, cfg, p.id, Some(from..=to)).await;
+    }
 }
 
 /// Another asset sent to one of our deposit addresses (the token to an ETH invoice's address)

@@ -273,12 +273,15 @@ async fn every_row_of_the_invoice_table() {
         pairs(&[("invoice_credit", "pending:5"), ("deposit_reversal", "pending:-5")])
     );
 
-    // confirming -> expired when reversed after expires_at.
+    // confirming -> expired when reversed after expires_at (announced as expired too).
     c.wait(&back_to_expired, "confirming").await;
     end_window(&conn, &back_to_expired).await;
     c.reverse(&d_expired).await;
     c.wait(&back_to_expired, "expired").await;
-    assert_eq!(events(&conn, &back_to_expired).await, s(&["invoice.confirming", "invoice.deposit_reversed"]));
+    assert_eq!(
+        events(&conn, &back_to_expired).await,
+        s(&["invoice.confirming", "invoice.deposit_reversed", "invoice.expired"])
+    );
 
     // confirming -> invalid after the monitoring window; credited when it confirms later.
     c.wait(&invalid, "invalid").await;

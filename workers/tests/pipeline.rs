@@ -600,3 +600,68 @@ async fn a_timed_sandbox_says_when_its_next_block_is_due() {
     assert!(chrono::Utc::now() >= at, "a block came before it was due");
     assert!(Chain::next_block_at(&timed).await.unwrap() > at);
 }
+
+/// Tracking ends at a defined depth (`pipeline::final_depth`) on the sandbox chains, as on the
+/// live ones: a bitcoin payment (3 confirmations) is watched for a reversal until 6, then never
+/// looked at again; a Solana payment (`finalized`) and an XRP one (a validated ledger) are final
+/// once confirmed, and left alone from then on.
+#[tokio::test]
+async fn sandbox_tracking_ends_at_each_gates_final_depth() {
+    let p = pipe().await;
+    let (btc, _) = p.paid_invoice("BTC", "bitcoin", "0.5").await;
+    p.mine_and_step("bitcoin", 3).await;
+    assert_eq!(p.status(btc).await, "paid");
+    assert!(p.payment_of(btc).await.next_check_at.is_some(), "watched for a reversal until 6 confirmations");
+    p.mine_and_step("bitcoin", 3).await;
+    assert_eq!(p.payment_of(btc).await.confirmations, 6);
+    p.assert_tracking_ended(btc, "bitcoin", 3).await;
+    for (currency, gate) in [("SOL", "solana"), ("XRP", "xrp")] {
+        let (inv, _) = p.paid_invoice(currency, gate, "1").await;
+        p.mine_and_step(gate, 1).await;
+        assert_eq!(p.status(inv).await, "paid", "{gate}");
+        p.assert_tracking_ended(inv, gate, 3).await;
+    }
+}
+
+/// `invoice.deposit_reversed` carries the invoice's status after the reversal (PRODUCT.md):
+/// `pending` when its only unconfirmed deposit goes, `expired` when that happens past its window
+/// (announced with `invoice.expired` too), `invalid` after credit.
+#[tokio::test]
+async fn a_reversal_announces_the_status_it_leaves_the_invoice_in() {
+    let p = pipe().await;
+    let status_in = async |inv: Uuid, event_type: &str| -> Vec<Value> {
+        let rows = event::Entity::find()
+            .filter(event::Column::InvoiceId.eq(inv))
+            .filter(event::Column::EventType.eq(event_type))
+            .all(&p.app.state.db)
+            .await
+            .unwrap();
+        rows.into_iter().map(|e| e.payload["status"].clone()).collect()
+    };
+    // Its only unconfirmed deposit reversed: back to pending.
+    let (inv, dep) = p.paid_invoice("ETH", "ethereum", "1").await;
+    p.mine_and_step("ethereum", 1).await;
+    p.reverse_and_step(&dep).await;
+    assert_eq!(p.status(inv).await, "pending");
+    assert_eq!(p.events(inv).await, ["invoice.confirming", "invoice.deposit_reversed"]);
+    assert_eq!(status_in(inv, "invoice.deposit_reversed").await, ["pending"]);
+
+    // The same past the invoice's window: expired, and announced as such.
+    let (late, dep) = p.paid_invoice("ETH", "ethereum", "1").await;
+    p.mine_and_step("ethereum", 1).await;
+    force_expired(&p, late).await;
+    p.reverse_and_step(&dep).await;
+    assert_eq!(p.status(late).await, "expired");
+    assert_eq!(p.events(late).await, ["invoice.confirming", "invoice.deposit_reversed", "invoice.expired"]);
+    assert_eq!(status_in(late, "invoice.deposit_reversed").await, ["expired"]);
+    assert_eq!(status_in(late, "invoice.expired").await, ["expired"]);
+
+    // After credit: invalid.
+    let (paid, dep) = p.paid_invoice("ETH", "ethereum", "1").await;
+    p.mine_and_step("ethereum", 12).await;
+    p.reverse_and_step(&dep).await;
+    assert_eq!(p.status(paid).await, "invalid");
+    assert_eq!(status_in(paid, "invoice.deposit_reversed").await, ["invalid"]);
+    assert_eq!(status_in(paid, "invoice.invalid").await, ["invalid"]);
+    p.assert_ledger("ethereum").await;
+}

@@ -401,3 +401,108 @@ async fn a_batch_read_ahead_is_dropped_when_another_scanner_moved_the_cursor() {
     assert_eq!(p.balance("ethereum").await, (d("0"), d("1")));
     p.assert_ledger("ethereum").await;
 }
+
+/// A deposit seen only in the mempool shows 0 confirmations until it is mined, however many
+/// blocks pass without it (it is recorded at no block), then its block's depth; it is confirmed
+/// at the gate's depth counted from that block.
+#[tokio::test]
+async fn a_mempool_deposit_shows_0_confirmations_until_it_is_mined() {
+    let mut p = pipe().await;
+    let chain = ScriptedChain::install(&mut p, "bitcoin");
+    let inv = p.invoice("BTC", "bitcoin", "0.5").await;
+    chain.send_to_mempool(&p.address_key(inv).await, "0.5");
+    let db = &p.app.state.db;
+    // A scan as the scanner stage runs it (blocks, then the mempool), no tracker look.
+    let scan = async || {
+        while scanner::scan_gate(db, chain.as_ref(), Environment::Test, 100).await.unwrap().is_some() {}
+        scanner::scan_pending(db, chain.as_ref(), Environment::Test).await.unwrap()
+    };
+    assert_eq!(scan().await.len(), 1);
+    let confirmations = async || p.get_invoice(inv).await["payments"][0]["confirmations"].clone();
+    assert_eq!(p.status(inv).await, "confirming");
+    assert_eq!(confirmations().await, 0, "in the mempool");
+    for _ in 0..3 {
+        chain.mine(1);
+        scan().await;
+        assert_eq!(confirmations().await, 0, "blocks without it");
+    }
+    assert_eq!(p.payment_of(inv).await.block_height, None, "no block yet");
+    chain.mine_mempool();
+    scan().await;
+    assert_eq!(confirmations().await, 1, "in its block");
+    assert_eq!(p.payment_of(inv).await.block_height, Some(5));
+    p.mine_scripted_and_step(&chain, 1).await;
+    assert_eq!((confirmations().await, p.status(inv).await), (json!(2), "confirming".to_owned()));
+    p.mine_scripted_and_step(&chain, 1).await;
+    p.assert_state(inv, "paid", "bitcoin", ("0.5", "0")).await;
+}
+
+/// An unclaimed deposit (ETH sent to the address of a USDT invoice on ethereum) is followed on
+/// its chain: listed with its confirmations, refundable only at the gate's 12 (resolving it is
+/// refused before), not while the chain does not show it, followed no more once final (24); one
+/// missing over the gone span is gone (nothing to return, no longer listed) until it is mined
+/// again.
+#[tokio::test]
+async fn an_unclaimed_deposit_is_refundable_only_at_the_gates_depth_and_while_on_the_chain() {
+    use domain::unclaimed::{self, ResolveError};
+    use entity::{UnclaimedReason, UnclaimedStatus};
+    use support::tracking::Counting;
+    let mut p = pipe_with(|c| c.pipeline.gone_after_blocks = Some(2)).await;
+    let chain = ScriptedChain::install(&mut p, "ethereum");
+    let usdt = p.invoice("USDT", "ethereum", "10").await;
+    let key = p.address_key(usdt).await;
+    let tx = chain.send(&key, "0.5");
+    p.step().await;
+    let db = &p.app.state.db;
+    let listed = async || unclaimed::list(db, Some(Environment::Test), false).await.unwrap();
+    let refused = async |id: Uuid, why: &str| {
+        let err = unclaimed::resolve(db, id, "returned", "oscar").await.unwrap_err();
+        assert!(matches!(err, ResolveError::NotRefundable(_)) && err.to_string().contains(why), "{err}");
+    };
+    let d = listed().await.remove(0);
+    assert_eq!((d.tx_hash.as_str(), d.reason), (tx.as_str(), UnclaimedReason::OtherGate));
+    assert_eq!((d.status, d.confirmations), (UnclaimedStatus::Confirming, 1));
+    let shown = unclaimed::to_json(&d);
+    assert_eq!(
+        (&shown["confirmations"], &shown["required_confirmations"], &shown["refundable"]),
+        (&json!(1), &json!(12), &json!(false))
+    );
+    refused(d.id, "has 1 of the 12 confirmations ethereum requires").await;
+
+    // At the gate's depth: refundable.
+    p.mine_scripted_and_step(&chain, 11).await;
+    let d = listed().await.remove(0);
+    assert_eq!((d.status, d.confirmations), (UnclaimedStatus::Confirmed, 12));
+    assert_eq!(unclaimed::not_refundable(&d), None);
+    // The chain does not show it: not refundable while it does not.
+    chain.null_once(&tx);
+    p.step().await;
+    let d = listed().await.remove(0);
+    assert!(d.missing_since_height.is_some(), "{d:?}");
+    refused(d.id, "is missing from the ethereum chain").await;
+    // Seen again, then past its final depth: followed no more.
+    p.mine_scripted_and_step(&chain, 12).await;
+    let d = listed().await.remove(0);
+    assert_eq!((d.status, d.confirmations, d.missing_since_height), (UnclaimedStatus::Final, 24, None));
+    let (counted, counting) = Counting::wrap(&p.chains, Environment::Test, "ethereum");
+    let cfg = &p.app.state.config.pipeline;
+    assert_eq!(tracker::follow_unclaimed(db, &counted, cfg).await.unwrap(), 0);
+    assert_eq!(counting.looks(), 0, "a final deposit is not looked at");
+    unclaimed::resolve(db, d.id, "returned in tx 0xabc", "oscar").await.unwrap();
+    assert!(listed().await.is_empty(), "resolved");
+
+    // Another the chain loses for good (2 blocks, 3 checks): gone, not listed, nothing to return.
+    let lost = chain.send(&key, "0.25");
+    p.step().await;
+    p.lose_for(&chain, &lost, 4).await;
+    assert!(listed().await.is_empty(), "gone: not listed");
+    let all = unclaimed::list(db, Some(Environment::Test), true).await.unwrap();
+    let gone = all.iter().find(|d| d.tx_hash == lost).unwrap();
+    assert_eq!(gone.status, UnclaimedStatus::Gone);
+    refused(gone.id, "is gone from the ethereum chain").await;
+    // Mined again: followed again.
+    chain.mine_again(&lost);
+    p.step().await;
+    let d = listed().await.remove(0);
+    assert_eq!((d.tx_hash.as_str(), d.status, d.confirmations), (lost.as_str(), UnclaimedStatus::Confirming, 1));
+}

@@ -3,8 +3,9 @@
 //! cluster's documented shapes over slots the test fills, finalizes and forks). The live
 //! pipeline (scanner and tracker rules) runs in the test against it:
 //!
-//! - a SOL and a USDC deposit are `confirming` at `confirmed` commitment and credited exactly
-//!   once when finalized, with the exact ledger; skipped slots are read past;
+//! - a SOL and a USDC deposit are `confirming` at `confirmed` commitment (0 confirmations) and
+//!   credited exactly once when finalized, with the exact ledger, where their tracking ends;
+//!   skipped slots are read past;
 //! - an underpaid USDC invoice; a failed transaction and another mint credit nothing;
 //! - a confirmed deposit forked away before finalization is reversed only once it stayed missing
 //!   past its blockhash's validity (151 slots), never on a few missing answers;
@@ -181,4 +182,24 @@ async fn a_scanner_started_anew_resumes_at_its_cursor_and_misses_no_slot() {
 async fn live_solana_gates_are_online_only_with_a_node() {
     let without = TestApp::spawn_with(|c| c.addresses.live.solana_pool = pool()).await;
     live().await.assert_online_only_with_a_node(without, None).await;
+}
+
+/// Tracking ends at finalization: `finalized` is final, and the adapter reports it at the gate's
+/// 1 confirmation, its final depth. Before, a block read at `confirmed` commitment counts 0,
+/// from the scan that records it on. Once finalized: no job, no hand-over, no look at it again.
+#[tokio::test]
+async fn tracking_ends_when_a_deposit_is_finalized() {
+    let l = live().await;
+    let inv = l.invoice(json!({"currency": "SOL", "amount": "1"})).await;
+    l.node.include(vec![sol("sigE", &inv, 1_000_000_000, true)]);
+    l.scan(&l.chains, 100).await;
+    assert_eq!(l.status(&inv).await, "confirming");
+    assert_eq!(l.get(&inv).await["payments"][0]["confirmations"], 0, "confirmed commitment, before any tracker look");
+    l.step_over(3).await;
+    assert_eq!(l.payment(&inv).await.confirmations, 0, "not finalized");
+    l.node.finalize();
+    l.step().await;
+    assert_eq!(l.status(&inv).await, "paid");
+    assert_eq!(l.payment(&inv).await.confirmations, 1);
+    l.assert_tracking_ended(&inv, 3).await;
 }

@@ -3,7 +3,7 @@
 //! pipeline (scanner and tracker rules) runs in the test against it:
 //!
 //! - a TRX and a TRC-20 USDT deposit, confirming until the gate's 19 blocks, then credited
-//!   exactly once with the exact ledger;
+//!   exactly once with the exact ledger; tracking ends at twice that depth;
 //! - an underpaid USDT invoice; a reverted USDT call, another contract's transfer and a TRX
 //!   transfer to an unknown address credit nothing;
 //! - a deposit forked away: one missing answer changes nothing, a span of missing checks
@@ -192,4 +192,18 @@ async fn a_scanner_started_anew_resumes_at_its_cursor_and_misses_no_block() {
 #[tokio::test]
 async fn live_tron_gates_are_online_only_with_a_node() {
     live().await.assert_online_only_with_a_node(TestApp::spawn().await, Some("TRX")).await;
+}
+
+/// Tracking ends at the final depth, twice the gate's 19 blocks (a reversal is watched for until
+/// there): from then on no job, no hand-over, no look at it again.
+#[tokio::test]
+async fn tracking_ends_at_twice_the_gates_depth() {
+    let l = live().await;
+    let (inv, _) = trx_deposit(&l, "e1", 5).await;
+    l.step_over(18).await;
+    assert_eq!(l.status(&inv).await, "paid");
+    assert!(l.payment(&inv).await.next_check_at.is_some(), "watched for a reversal");
+    l.step_over(19).await;
+    assert_eq!(l.payment(&inv).await.confirmations, 38);
+    l.assert_tracking_ended(&inv, 3).await;
 }

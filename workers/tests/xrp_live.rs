@@ -5,7 +5,7 @@
 //!
 //! - a tagged payment in a validated ledger is credited exactly once, found across
 //!   `account_tx` pages of other payments, with the exact ledger; the same from a node answering
-//!   in API v2 (`tx_json`);
+//!   in API v2 (`tx_json`); validated, it is final and its tracking ends;
 //! - a partial payment counts only what it delivered (underpaid); an untagged payment, an
 //!   unknown tag and a `tec` result credit nothing, the first two recorded once as unclaimed;
 //! - a transaction the node cannot find reverses nothing on one answer, and confirms when found;
@@ -191,4 +191,16 @@ async fn a_scanner_started_anew_resumes_at_its_cursor_and_misses_no_ledger() {
 #[tokio::test]
 async fn the_live_xrp_gate_is_online_only_with_a_node() {
     live().await.assert_online_only_with_a_node(TestApp::spawn().await, Some("XRP")).await;
+}
+
+/// Tracking ends at validation: a validated ledger is never replaced, so a payment is final at
+/// the gate's 1 confirmation. From then on: no job, no hand-over, no look at it again.
+#[tokio::test]
+async fn tracking_ends_when_a_deposit_is_validated() {
+    let l = live().await;
+    let inv = l.xrp("4").await;
+    l.node.include(vec![l.pay("E1", &inv, 4)]);
+    l.step().await;
+    assert_eq!(l.status(&inv).await, "paid");
+    l.assert_tracking_ended(&inv, 3).await;
 }

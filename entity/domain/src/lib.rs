@@ -31,6 +31,7 @@ pub mod shutdown;
 pub mod state;
 pub mod static_addresses;
 pub mod telemetry;
+pub mod unclaimed;
 pub mod webhooks;
 
 use config::Config;

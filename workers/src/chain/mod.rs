@@ -146,7 +146,10 @@ pub trait Chain: Send + Sync {
         false
     }
     /// Confirmations of a transfer recorded in block (ledger, slot) `seen_at` (`None`: not in
-    /// a block when seen), or `Gone`. "Unknown to the node" is `Gone` only from a node that
+    /// a block when seen), or `Gone`. The depth counts blocks from the transfer's own to the tip
+    /// ([`Chain::depth_counts_blocks`]) except where the chain's answer is finality (Solana: 0
+    /// until `finalized`, then the gate's confirmations and never more); the tracker watches a
+    /// confirmed payment up to its gate's `pipeline::final_depth` of this count, then stops. "Unknown to the node" is `Gone` only from a node that
     /// holds that block's history (a pruned or lagging node answers an error, retried): an
     /// adapter whose nodes may keep part of the history asks within `seen_at`.
     async fn status(&self, tx_hash: &str, output_index: i64, seen_at: Option<u64>) -> Result<TxStatus, ChainError>;
@@ -166,6 +169,14 @@ pub trait Chain: Send + Sync {
     /// every live chain): the scanner polls every `pipeline.scan_interval_ms`.
     async fn next_block_at(&self) -> Option<chrono::DateTime<chrono::Utc>> {
         None
+    }
+    /// Whether [`Chain::status`] counts a transfer's confirmations as the blocks from its own to
+    /// the tip (`tip - height + 1`): the scanner then records a transfer read in block `height`
+    /// at that depth without asking (0 for one not in a block yet). False where the depth is a
+    /// finality only the node can tell (Solana's commitment): the scanner records 0 and the
+    /// tracker asks.
+    fn depth_counts_blocks(&self) -> bool {
+        true
     }
     /// Whether one `Gone` answer is final. False for any chain read from a remote node (a
     /// lagging node or a reorganisation can hide a transaction for a while): the tracker then

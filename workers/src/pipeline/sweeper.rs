@@ -5,11 +5,11 @@
 
 use chrono::{Duration, Utc};
 use entity::{InvoiceStatus, InvoiceTrigger, PaymentStatus, invoice, payment};
-use sea_orm::sea_query::{Condition, Expr, ExprTrait};
+use sea_orm::sea_query::Condition;
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 use uuid::Uuid;
 
-use super::{PipelineError, transition};
+use super::{PipelineError, short_of_final, transition};
 use domain::events::{self, kind};
 
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -66,19 +66,15 @@ pub async fn sweep(db: &DatabaseConnection, stale_after: std::time::Duration) ->
     let candidates = payment::Entity::find()
         .filter(overdue(stale))
         // Every unconfirmed payment, whatever its stored confirmations (a tracker may have died
-        // between storing them and crediting), and credited ones still watched for reversal or
+        // between storing them and crediting), and credited ones short of their final depth
+        // (`pipeline::final_depth`: still watched for reversal) or
         // with a check asked for (a sandbox reversal wakes the tracker however deep: the
         // tracker clears `next_check_at` when it stops watching).
         .filter(
             Condition::any().add(payment::Column::Status.eq(PaymentStatus::Confirming)).add(
-                Condition::all().add(payment::Column::Status.eq(PaymentStatus::Confirmed)).add(
-                    Condition::any()
-                        .add(
-                            Expr::col(payment::Column::Confirmations)
-                                .lt(Expr::col(payment::Column::RequiredConfirmations).mul(2)),
-                        )
-                        .add(payment::Column::NextCheckAt.is_not_null()),
-                ),
+                Condition::all()
+                    .add(payment::Column::Status.eq(PaymentStatus::Confirmed))
+                    .add(Condition::any().add(short_of_final()).add(payment::Column::NextCheckAt.is_not_null())),
             ),
         )
         .order_by_asc(payment::Column::CheckedAt)

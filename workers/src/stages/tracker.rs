@@ -63,7 +63,8 @@ async fn recheck(ctx: &StageCtx, payment_id: Uuid, next: tracker::Next) -> Resul
     }
 }
 
-/// The sweeper, every `sweep_interval_ms`.
+/// The sweeper, every `sweep_interval_ms`; then a look at the unclaimed deposits still
+/// followed (`tracker::follow_unclaimed`).
 pub(super) async fn background(ctx: StageCtx, stop: CancellationToken) {
     let every = Duration::from_millis(ctx.config.pipeline.sweep_interval_ms.max(10));
     let stale_after = stale_after(&ctx.config);
@@ -77,6 +78,9 @@ pub(super) async fn background(ctx: StageCtx, stop: CancellationToken) {
                 }
             }
             Err(e) => tracing::warn!(error = %e, "sweep failed"),
+        }
+        if let Err(e) = tracker::follow_unclaimed(&ctx.db, &ctx.chains, &ctx.config.pipeline).await {
+            tracing::warn!(error = %e, "following unclaimed deposits failed");
         }
     })
     .await

@@ -64,6 +64,23 @@ impl<N: Node> Live<N> {
         }
     }
 
+    /// `inv`'s payment reached the end of its tracking (`tracking::assert_tracking_ended`) and
+    /// stays there over `blocks` more blocks, each scanned as the scanner stage does (without the
+    /// steps' look at every payment): no scan hands it over, and the tracker asks the chain
+    /// nothing about it.
+    pub async fn assert_tracking_ended(&self, inv: &Value, blocks: usize) {
+        let p = self.payment(inv).await;
+        let (db, cfg) = (&self.app.state.db, &self.app.state.config.pipeline);
+        super::tracking::assert_tracking_ended(db, &self.chains, cfg, p.id, None).await;
+        for _ in 0..blocks {
+            let from = self.tip(&p.gate_id).await + 1;
+            self.node.advance(1).await;
+            self.scan(&self.chains, 100).await;
+            let to = self.tip(&p.gate_id).await;
+            super::tracking::assert_tracking_ended(db, &self.chains, cfg, p.id, Some(from..=to)).await;
+        }
+    }
+
     /// [`Live::step_over`] `blocks`; then, of the payments in the chain, only `short`'s counted:
     /// it is underpaid with `paid`, `untouched` is still pending (`why`), and `gate` holds `paid`
     /// available.
@@ -116,15 +133,23 @@ impl LiveApp {
         }
     }
 
-    /// One pipeline step: a scan, then one tracker look at every live payment.
+    /// One pipeline step: a scan, then one tracker look at every live payment and at the
+    /// unclaimed deposits still followed.
     pub async fn step(&self) {
         self.scan(&self.chains, 100).await;
         let db = &self.app.state.db;
+        let cfg = &self.app.state.config.pipeline;
         for p in
             payment::Entity::find().filter(payment::Column::Environment.eq(Environment::Live)).all(db).await.unwrap()
         {
-            tracker::track_payment(db, &self.chains, &self.app.state.config.pipeline, p.id).await.unwrap();
+            tracker::track_payment(db, &self.chains, cfg, p.id).await.unwrap();
         }
+        tracker::follow_unclaimed(db, &self.chains, cfg).await.unwrap();
+    }
+
+    /// The tip of `gate`'s live chain.
+    pub async fn tip(&self, gate: &str) -> u64 {
+        self.chains.get(Environment::Live, gate).expect("a live chain").tip().await.unwrap()
     }
 
     pub async fn invoice(&self, body: Value) -> Value {

@@ -3,7 +3,8 @@
 //! chain suites, the `live` app stepping the live pipeline, the fake TRON, Solana and XRP nodes of
 //! `tron_live`, `solana_live` and `xrp_live` (served by `fake_node`), the Litecoin Core regtest
 //! nodes of `bitcoin_regtest`, and its hot-wallet payouts (`btc_payouts`); the EVM suites' app on
-//! anvil (`evm_node`). Each test binary includes it with `mod support;` and uses what it needs.
+//! anvil (`evm_node`); and for every suite, whether the tracker still has work for a payment
+//! (`tracking`). Each test binary includes it with `mod support;` and uses what it needs.
 #![allow(dead_code)]
 
 pub mod btc_payouts;
@@ -20,6 +21,7 @@ pub mod smtp_sink;
 pub mod solana_node;
 pub mod solana_payouts;
 pub mod steps;
+pub mod tracking;
 pub mod tron_node;
 pub mod tron_payouts;
 pub mod xrp_node;

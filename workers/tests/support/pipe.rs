@@ -83,7 +83,7 @@ impl Pipe {
     }
 
     /// One pass of the deposit pipeline: scan every test gate to its tip, then track every
-    /// payment. Returns the payments the scans recorded.
+    /// payment and follow the unclaimed deposits. Returns the payments the scans recorded.
     pub async fn scan_and_track(&self) -> Vec<Uuid> {
         let db = &self.app.state.db;
         let mut recorded = Vec::new();
@@ -99,6 +99,7 @@ impl Pipe {
         for p in entity::payment::Entity::find().all(db).await.unwrap() {
             tracker::track_payment(db, &self.chains, cfg, p.id).await.unwrap();
         }
+        tracker::follow_unclaimed(db, &self.chains, cfg).await.unwrap();
         recorded
     }
 }

@@ -9,7 +9,8 @@ use uuid::Uuid;
 use super::steps::Pipe;
 
 /// A chain the test scripts block by block, standing in for a live node: transfers, a tip that
-/// moves only when mined, transactions the node does not know (missing) and single null answers.
+/// moves only when mined, a mempool (as Bitcoin's adapter reads one), transactions the node does
+/// not know (missing) and single null answers.
 pub struct ScriptedChain {
     gate: &'static domain::gates::Gate,
     state: std::sync::Mutex<Script>,
@@ -19,6 +20,8 @@ pub struct ScriptedChain {
 pub struct Script {
     tip: u64,
     transfers: Vec<workers::chain::Transfer>,
+    /// Transfers not in a block yet.
+    mempool: Vec<workers::chain::Transfer>,
     missing: std::collections::HashSet<String>,
     gone_once: std::collections::HashSet<String>,
 }
@@ -48,6 +51,30 @@ impl ScriptedChain {
         };
         s.transfers.push(t);
         tx_hash
+    }
+
+    /// A transfer into the mempool, in no block yet; returns its tx hash.
+    pub fn send_to_mempool(&self, address_key: &str, amount: &str) -> String {
+        let mut s = self.state.lock().unwrap();
+        let tx_hash = format!("0x{}", Uuid::new_v4().simple());
+        let t = workers::chain::Transfer {
+            tx_hash: tx_hash.clone(),
+            output_index: 0,
+            address_key: address_key.to_owned(),
+            amount: d(amount),
+            block_height: 0,
+        };
+        s.mempool.push(t);
+        tx_hash
+    }
+
+    /// A new block holding the mempool's transfers.
+    pub fn mine_mempool(&self) {
+        let mut s = self.state.lock().unwrap();
+        s.tip += 1;
+        let tip = s.tip;
+        let mined: Vec<_> = s.mempool.drain(..).map(|t| workers::chain::Transfer { block_height: tip, ..t }).collect();
+        s.transfers.extend(mined);
     }
 
     pub fn mine(&self, blocks: u64) {
@@ -103,6 +130,12 @@ impl workers::chain::Chain for ScriptedChain {
             .collect())
     }
 
+    /// The mempool's transfers, at the block after the tip (as an adapter reports them).
+    async fn pending(&self) -> Result<Vec<workers::chain::Transfer>, workers::chain::ChainError> {
+        let s = self.state.lock().unwrap();
+        Ok(s.mempool.iter().map(|t| workers::chain::Transfer { block_height: s.tip + 1, ..t.clone() }).collect())
+    }
+
     async fn status(
         &self,
         tx_hash: &str,
@@ -112,6 +145,9 @@ impl workers::chain::Chain for ScriptedChain {
         let mut s = self.state.lock().unwrap();
         if s.gone_once.remove(tx_hash) || s.missing.contains(tx_hash) {
             return Ok(workers::chain::TxStatus::Gone);
+        }
+        if s.mempool.iter().any(|t| t.tx_hash == tx_hash) {
+            return Ok(workers::chain::TxStatus::Confirmations(0));
         }
         let t = s.transfers.iter().find(|t| t.tx_hash == tx_hash).unwrap();
         Ok(workers::chain::TxStatus::Confirmations(s.tip.saturating_sub(t.block_height) + 1))

@@ -87,6 +87,24 @@ impl Pipe {
         self.step().await;
     }
 
+    /// `inv`'s payment on `gate` reached the end of its tracking
+    /// (`tracking::assert_tracking_ended`) and stays there over `blocks` more blocks, each mined
+    /// and scanned as the scanner stage does (without the steps' look at every payment): no scan
+    /// hands it over, and the tracker asks the chain nothing about it.
+    pub async fn assert_tracking_ended(&self, inv: Uuid, gate: &str, blocks: u64) {
+        let id = self.payment_of(inv).await.id;
+        let (db, cfg) = (&self.app.state.db, &self.app.state.config.pipeline);
+        let chain = self.chains.get(Environment::Test, gate).unwrap();
+        super::tracking::assert_tracking_ended(db, &self.chains, cfg, id, None).await;
+        for _ in 0..blocks {
+            let from = chain.tip().await.unwrap() + 1;
+            self.mine(gate, 1).await;
+            while scanner::scan_gate(db, chain.as_ref(), Environment::Test, 100).await.unwrap().is_some() {}
+            let to = chain.tip().await.unwrap();
+            super::tracking::assert_tracking_ended(db, &self.chains, cfg, id, Some(from..=to)).await;
+        }
+    }
+
     pub async fn status(&self, id: Uuid) -> String {
         self.get_invoice(id).await["status"].as_str().unwrap().to_owned()
     }

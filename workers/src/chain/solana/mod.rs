@@ -331,7 +331,15 @@ impl Chain for SolanaChain {
         BLOCKHASH_VALIDITY_SLOTS + 1
     }
 
-    /// `getSignatureStatuses` with `searchTransactionHistory`. A signature the node does not
+    /// A slot read at `confirmed` commitment is not final however many slots follow it: only
+    /// the cluster's `finalized` answer ([`Chain::status`]) counts.
+    fn depth_counts_blocks(&self) -> bool {
+        false
+    }
+
+    /// `getSignatureStatuses` with `searchTransactionHistory`: `finalized` counts the gate's
+    /// confirmations (1), which are also its final depth (`pipeline::final_depth`): tracking
+    /// ends there; anything less final counts 0. A signature the node does not
     /// know counts as missing only when the node's ledger still holds the payment's slot
     /// (`minimumLedgerSlot` at or below it): an RPC node keeps a bounded ledger
     /// (`--limit-ledger-size`) and one restarted from a snapshot has none before it, so for an

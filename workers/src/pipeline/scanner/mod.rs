@@ -136,6 +136,17 @@ impl<'a> Scanner<'a> {
     }
 }
 
+/// The confirmations of a transfer read in block `height` with the chain at `tip`, as the
+/// chain's `status` counts them ([`Chain::depth_counts_blocks`]): the blocks from its own to the
+/// tip, so 0 for a transfer not in a block yet (a mempool transfer's height is the block after
+/// the tip); 0 where the depth is a finality only the node can tell (the tracker asks it).
+fn depth(chain: &dyn Chain, tip: u64, height: u64) -> i32 {
+    if !chain.depth_counts_blocks() {
+        return 0;
+    }
+    i32::try_from(tip.saturating_add(1).saturating_sub(height)).unwrap_or(i32::MAX)
+}
+
 /// Records what `read` holds, moving the cursor past it in the same transaction, guarded by the
 /// cursor the read started from. `Ok(None)` when another scanner moved the cursor first.
 async fn record(
@@ -191,30 +202,36 @@ async fn record(
     // these blocks bring to its depth is the tracker's, which confirms it and writes what it
     // reads, possibly at this moment: the two never lock the same rows. Bounded by the payments
     // of the last blocks, not by every payment still waiting for its credit. Outside the
-    // transaction: it locks nothing else.
-    let depth = sea_orm::sea_query::ExprTrait::sub(Expr::val((to + 1) as i64), Expr::col(payment::Column::BlockHeight));
-    payment::Entity::update_many()
-        .col_expr(payment::Column::Confirmations, depth.clone())
-        .filter(payment::Column::Environment.eq(env))
-        .filter(payment::Column::GateId.eq(gate.id))
-        .filter(payment::Column::Status.eq(PaymentStatus::Confirming))
-        .filter(payment::Column::BlockHeight.lte(to as i64))
-        .filter(sea_orm::sea_query::ExprTrait::lt(depth, Expr::col(payment::Column::RequiredConfirmations)))
-        .exec(db)
-        .await?;
+    // transaction: it locks nothing else. Only where the depth counts blocks ([`depth`]).
+    if chain.depth_counts_blocks() {
+        let depth =
+            sea_orm::sea_query::ExprTrait::sub(Expr::val((to + 1) as i64), Expr::col(payment::Column::BlockHeight));
+        payment::Entity::update_many()
+            .col_expr(payment::Column::Confirmations, depth.clone())
+            .filter(payment::Column::Environment.eq(env))
+            .filter(payment::Column::GateId.eq(gate.id))
+            .filter(payment::Column::Status.eq(PaymentStatus::Confirming))
+            .filter(payment::Column::BlockHeight.lte(to as i64))
+            .filter(sea_orm::sea_query::ExprTrait::lt(depth, Expr::col(payment::Column::RequiredConfirmations)))
+            .exec(db)
+            .await?;
+    }
     Ok(Some(ScanReport { from, to, transfers: report_len, recorded }))
 }
 
 /// Records the deposits among the transactions that entered the gate's mempool since the last
-/// look (adapters that read a mempool: Bitcoin), with 0 confirmations: the invoice shows
-/// `confirming` before the first block. Returns the payments newly recorded.
+/// look (adapters that read a mempool: Bitcoin), with 0 confirmations and no block: the invoice
+/// shows `confirming` before the first block, and the payment 0 confirmations until a scan
+/// reads it in a block (which records that block, and hands it to the tracker once its
+/// confirmations are complete). Returns the payments newly recorded.
 pub async fn scan_pending(
     db: &DatabaseConnection,
     chain: &dyn Chain,
     env: Environment,
 ) -> Result<Vec<Uuid>, PipelineError> {
     let transfers = chain.pending().await?;
-    // Each counts 0 confirmations: its height is the block after the tip it was seen at.
+    // Not in a block yet: each counts 0 confirmations (`Seen::at`); its height is a guess, the
+    // block after the tip it was seen at.
     let Some(tip) = transfers.iter().map(|t| t.block_height.saturating_sub(1)).min() else {
         return Ok(Vec::new());
     };
@@ -226,8 +243,8 @@ pub async fn scan_pending(
 
 /// Payments of the gate that blocks `from..=to` (the blocks a scan just read) brought to a
 /// milestone: unconfirmed ones whose required confirmations they completed, and confirmed ones
-/// whose final depth (twice the required confirmations, until which a reversal is watched for)
-/// they completed. The tracker should look at them now rather than at its next poll.
+/// whose final depth (`pipeline::final_depth`, until which a reversal is watched for) they
+/// completed, where that is deeper than the confirmation. The tracker should look at them now rather than at its next poll.
 pub async fn due_payments(
     db: &DatabaseConnection,
     env: Environment,
@@ -243,14 +260,15 @@ pub async fn due_payments(
             .add(payment::Column::BlockHeight.between(from as i64 - back, to as i64 - back))
     };
     let required = i32::try_from(gate.confirmations).unwrap_or(i32::MAX);
+    let until = super::final_depth(gate.id, required);
+    let mut milestones = Condition::any().add(completed(PaymentStatus::Confirming, required));
+    if until > required {
+        milestones = milestones.add(completed(PaymentStatus::Confirmed, until));
+    }
     Ok(payment::Entity::find()
         .filter(payment::Column::Environment.eq(env))
         .filter(payment::Column::GateId.eq(gate.id))
-        .filter(
-            Condition::any()
-                .add(completed(PaymentStatus::Confirming, required))
-                .add(completed(PaymentStatus::Confirmed, super::final_depth(required))),
-        )
+        .filter(milestones)
         .all(db)
         .await?
         .into_iter()

@@ -6,14 +6,15 @@ use std::collections::{HashMap, HashSet};
 
 use chrono::{Duration, Utc};
 use entity::{
-    Amount, Environment, InvoiceStatus, InvoiceTrigger, PaymentStatus, UnclaimedReason, invoice, payment,
-    static_address, unclaimed_deposit,
+    Amount, Environment, InvoiceStatus, InvoiceTrigger, PaymentStatus, UnclaimedReason, UnclaimedStatus,
+    UnclaimedTrigger, invoice, payment, static_address, unclaimed_deposit,
 };
 use sea_orm::sea_query::{Expr, OnConflict};
 use sea_orm::{ColumnTrait, Condition, ConnectionTrait, EntityTrait, QueryFilter, TryInsertResult};
 use uuid::Uuid;
 
 use super::deposit::{Recorded, invoice_sees_deposit, post_seen};
+use super::depth;
 use super::revive::revive;
 use crate::chain::{Chain, Transfer};
 use crate::pipeline::PipelineError;
@@ -26,6 +27,18 @@ pub(super) enum Seen {
     InBlock,
     /// In the mempool: their height is a guess (the next block).
     InMempool,
+}
+
+impl Seen {
+    /// Where a transfer of a scan at `tip` stands: the block a payment records (none for one
+    /// still in the mempool, whose block is not known: the scan that reads it in a block sets
+    /// it) and its depth ([`depth`]: 0 in the mempool).
+    fn at(self, chain: &dyn Chain, tip: u64, t: &Transfer) -> (Option<i64>, i32) {
+        match self {
+            Seen::InBlock => (i64::try_from(t.block_height).ok(), depth(chain, tip, t.block_height)),
+            Seen::InMempool => (None, 0),
+        }
+    }
 }
 
 /// Matches the batch's transfers to watched addresses (one `IN` lookup on the unique
@@ -74,17 +87,19 @@ pub(super) async fn record_transfers<C: ConnectionTrait>(
             (None, Some(a)) if a.gate_id == gate_id => static_invoice(txn, a, t).await?,
             // Another asset or network sent to one of our addresses: no deposit of this gate.
             (Some(_), _) | (None, Some(_)) => {
-                unclaimed(txn, env, gate_id, t, UnclaimedReason::OtherGate).await?;
+                let seen_as = (seen.at(chain, tip, t).1, seen);
+                unclaimed(txn, env, gate_id, t, UnclaimedReason::OtherGate, seen_as).await?;
                 continue;
             }
             (None, None) if ours => {
-                unclaimed(txn, env, gate_id, t, UnclaimedReason::NoInvoice).await?;
+                let seen_as = (seen.at(chain, tip, t).1, seen);
+                unclaimed(txn, env, gate_id, t, UnclaimedReason::NoInvoice, seen_as).await?;
                 continue;
             }
             // Not ours.
             (None, None) => continue,
         };
-        matched.push(Matched::new(target, t, tip)?);
+        matched.push(Matched::new(target, t, seen.at(chain, tip, t))?);
     }
     // All new payments in a few multi-row inserts; a transfer recorded before (a rescan, a
     // replay, a payment the chain took back and gave again) is looked at one by one.
@@ -96,10 +111,11 @@ pub(super) async fn record_transfers<C: ConnectionTrait>(
             fresh.push(m);
             continue;
         }
-        if seen == Seen::InBlock {
-            settle_height(txn, env, gate_id, m.transfer, tip).await?;
+        let at = seen.at(chain, tip, m.transfer);
+        if let (Some(height), confirmations) = at {
+            settle_height(txn, env, gate_id, m.transfer, height, confirmations).await?;
         }
-        if let Some(r) = revive(txn, env, gate_id, m.transfer, tip).await? {
+        if let Some(r) = revive(txn, env, gate_id, m.transfer, at).await? {
             recorded.push(r);
         }
     }
@@ -130,14 +146,19 @@ struct Matched<'a> {
 }
 
 impl<'a> Matched<'a> {
-    fn new(invoice: invoice::Model, t: &'a Transfer, tip: u64) -> Result<Self, PipelineError> {
+    /// `(block_height, confirmations)`: where the scan saw the transfer ([`Seen::at`]).
+    fn new(
+        invoice: invoice::Model,
+        t: &'a Transfer,
+        (block_height, confirmations): (Option<i64>, i32),
+    ) -> Result<Self, PipelineError> {
         let gate_id = invoice.gate_id.clone().ok_or_else(|| PipelineError::Invariant("invoice without gate".into()))?;
         let gate = domain::gates::find(&gate_id).ok_or_else(|| PipelineError::Invariant("unknown gate".into()))?;
         let now = Utc::now();
         let payment = payment::Model {
-            confirmations: i32::try_from(tip.saturating_sub(t.block_height) + 1).unwrap_or(i32::MAX),
+            confirmations,
             required_confirmations: gate.confirmations as i32,
-            block_height: Some(t.block_height as i64),
+            block_height,
             // Seen now: the tracker takes it when a scan completes its confirmations (or the
             // sweeper, if that hand-over is lost).
             checked_at: Some(now),
@@ -231,13 +252,17 @@ fn once_per_transfer<C: sea_orm::sea_query::IntoIden>(key: [C; 4]) -> OnConflict
 }
 
 /// Records money that reached us but credits nobody, once per transfer (rescans and replays
-/// find the row already there), and tells the operator the first time.
+/// find the row already there), at the depth the scan saw it (`confirmations`: `confirming`
+/// until the tracker, which follows it, sees it at the gate's depth), and tells the operator
+/// the first time. A transfer recorded before and read in a block again takes that block's
+/// height while still short of its depth, and is followed again if it was gone.
 async fn unclaimed<C: ConnectionTrait>(
     txn: &C,
     env: Environment,
     gate_id: &str,
     t: &Transfer,
     reason: UnclaimedReason,
+    (confirmations, seen): (i32, Seen),
 ) -> Result<(), PipelineError> {
     let row = unclaimed_deposit::Model {
         id: Uuid::now_v7(),
@@ -250,6 +275,12 @@ async fn unclaimed<C: ConnectionTrait>(
         block_height: i64::try_from(t.block_height).unwrap_or(i64::MAX),
         reason,
         seen_at: Utc::now(),
+        status: UnclaimedStatus::Confirming,
+        confirmations,
+        checked_at: None,
+        missing_since_height: None,
+        missing_last_height: None,
+        missing_checks: 0,
         resolved_at: None,
         resolution: None,
     };
@@ -268,6 +299,49 @@ async fn unclaimed<C: ConnectionTrait>(
         tracing::warn!(%env, gate = gate_id, tx_hash = %t.tx_hash, output_index = t.output_index,
             address_key = %t.address_key, amount = %t.amount, %reason,
             "money reached an address of ours but credits no invoice; see `ops deposits unclaimed` and refund it by hand");
+    } else if seen == Seen::InBlock {
+        seen_in_block(txn, env, gate_id, t, confirmations).await?;
+    }
+    Ok(())
+}
+
+/// An unclaimed deposit recorded before, read in block `t.block_height` again: one still short of
+/// its depth (first seen in the mempool, or moved by a reorganisation) takes that block's height
+/// and depth; a gone one is followed again from there (`SeenAgain`). Guarded on its status.
+async fn seen_in_block<C: ConnectionTrait>(
+    txn: &C,
+    env: Environment,
+    gate_id: &str,
+    t: &Transfer,
+    confirmations: i32,
+) -> Result<(), PipelineError> {
+    let height = i64::try_from(t.block_height).unwrap_or(i64::MAX);
+    let row = || {
+        unclaimed_deposit::Entity::update_many()
+            .col_expr(unclaimed_deposit::Column::BlockHeight, Expr::value(height))
+            .col_expr(unclaimed_deposit::Column::Confirmations, Expr::value(confirmations))
+            .filter(unclaimed_deposit::Column::Environment.eq(env))
+            .filter(unclaimed_deposit::Column::GateId.eq(gate_id))
+            .filter(unclaimed_deposit::Column::TxHash.eq(&t.tx_hash))
+            .filter(unclaimed_deposit::Column::OutputIndex.eq(t.output_index))
+    };
+    row()
+        .filter(unclaimed_deposit::Column::Status.eq(UnclaimedStatus::Confirming))
+        .filter(unclaimed_deposit::Column::BlockHeight.ne(height))
+        .exec(txn)
+        .await?;
+    if let Some(next) = UnclaimedStatus::Gone.on(UnclaimedTrigger::SeenAgain) {
+        let revived = row()
+            .col_expr(unclaimed_deposit::Column::Status, Expr::value(next.as_str()))
+            .col_expr(unclaimed_deposit::Column::MissingSinceHeight, Expr::value(Option::<i64>::None))
+            .col_expr(unclaimed_deposit::Column::MissingLastHeight, Expr::value(Option::<i64>::None))
+            .col_expr(unclaimed_deposit::Column::MissingChecks, Expr::value(0))
+            .filter(unclaimed_deposit::Column::Status.eq(UnclaimedStatus::Gone))
+            .exec(txn)
+            .await?;
+        if revived.rows_affected > 0 {
+            tracing::info!(%env, gate = gate_id, tx_hash = %t.tx_hash, "unclaimed deposit back on chain; followed again");
+        }
     }
     Ok(())
 }
@@ -318,29 +392,29 @@ async fn static_invoice<C: ConnectionTrait>(
     Ok(inv)
 }
 
-/// A confirming payment found in a block other than the one it was recorded at (first seen in
-/// the mempool, or moved by a reorganisation) takes that block's height, so its displayed
-/// confirmations and the scan's hand-over to the tracker follow the real block.
+/// A confirming payment found in block `height`, not the one it was recorded at (first seen in
+/// the mempool, at no block, or moved by a reorganisation), takes that block's height and depth
+/// (`confirmations`), so its displayed confirmations and the scan's hand-over to the tracker
+/// follow the real block.
 async fn settle_height<C: ConnectionTrait>(
     txn: &C,
     env: Environment,
     gate_id: &str,
     t: &Transfer,
-    tip: u64,
+    height: i64,
+    confirmations: i32,
 ) -> Result<(), PipelineError> {
-    let height = t.block_height as i64;
     payment::Entity::update_many()
         .col_expr(payment::Column::BlockHeight, Expr::value(height))
-        .col_expr(
-            payment::Column::Confirmations,
-            Expr::value(i32::try_from(tip.saturating_sub(t.block_height) + 1).unwrap_or(i32::MAX)),
-        )
+        .col_expr(payment::Column::Confirmations, Expr::value(confirmations))
         .filter(payment::Column::Environment.eq(env))
         .filter(payment::Column::GateId.eq(gate_id))
         .filter(payment::Column::TxHash.eq(&t.tx_hash))
         .filter(payment::Column::OutputIndex.eq(t.output_index))
         .filter(payment::Column::Status.eq(PaymentStatus::Confirming))
-        .filter(payment::Column::BlockHeight.ne(height))
+        .filter(
+            Condition::any().add(payment::Column::BlockHeight.is_null()).add(payment::Column::BlockHeight.ne(height)),
+        )
         .exec(txn)
         .await?;
     Ok(())

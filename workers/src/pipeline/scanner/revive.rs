@@ -12,13 +12,14 @@ use crate::pipeline::PipelineError;
 
 /// The tracker's side of a revival: a reversed payment's transaction is on the chain again in
 /// block `block_height`, possibly one the scanner has passed (a reorganisation switched back to
-/// the fork that holds it). Revives it as the scanner would, in one transaction. Returns
-/// whether it was revived (`false`: it was not reversed any more).
+/// the fork that holds it), with `confirmations` as the chain reports them. Revives it as the
+/// scanner would, in one transaction. Returns whether it was revived (`false`: it was not
+/// reversed any more).
 pub(crate) async fn revive_on_chain(
     db: &DatabaseConnection,
     p: &payment::Model,
     block_height: u64,
-    tip: u64,
+    confirmations: i32,
 ) -> Result<bool, PipelineError> {
     let t = Transfer {
         tx_hash: p.tx_hash.clone(),
@@ -28,7 +29,8 @@ pub(crate) async fn revive_on_chain(
         block_height,
     };
     let txn = domain::db::begin_write(db).await?;
-    let Some(seen) = revive(&txn, p.environment, &p.gate_id, &t, tip).await? else {
+    let at = (i64::try_from(block_height).ok(), confirmations);
+    let Some(seen) = revive(&txn, p.environment, &p.gate_id, &t, at).await? else {
         txn.rollback().await?;
         return Ok(false);
     };
@@ -43,24 +45,22 @@ pub(crate) async fn revive_on_chain(
 /// nothing credited: the reversal took back any credit), so it confirms and is credited once
 /// more by the usual path, with the usual events. Its invoice follows the PRODUCT.md table: a
 /// `pending` one becomes `confirming`; an `invalid` or `expired` one takes it as a late deposit.
-/// A conversion record the reversal ended is removed, so the converter quotes it afresh. `Ok(None)`
-/// when the payment is live (nothing to do).
+/// A conversion record the reversal ended is removed, so the converter quotes it afresh. It is
+/// recorded where the scan or the tracker saw it: `(block_height, confirmations)` (no block: in
+/// the mempool). `Ok(None)` when the payment is live (nothing to do).
 pub(super) async fn revive<C: ConnectionTrait>(
     txn: &C,
     env: Environment,
     gate_id: &str,
     t: &Transfer,
-    tip: u64,
+    (block_height, confirmations): (Option<i64>, i32),
 ) -> Result<Option<Recorded>, PipelineError> {
     let now = Utc::now();
     let null = || Expr::cust("NULL");
     let revived = payment::Entity::update_many()
         .col_expr(payment::Column::Status, Expr::value(PaymentStatus::Confirming.as_str()))
-        .col_expr(payment::Column::BlockHeight, Expr::value(t.block_height as i64))
-        .col_expr(
-            payment::Column::Confirmations,
-            Expr::value(i32::try_from(tip.saturating_sub(t.block_height) + 1).unwrap_or(i32::MAX)),
-        )
+        .col_expr(payment::Column::BlockHeight, Expr::value(block_height))
+        .col_expr(payment::Column::Confirmations, Expr::value(confirmations))
         .col_expr(payment::Column::DetectedAt, Expr::value(now))
         .col_expr(payment::Column::CheckedAt, Expr::value(now))
         .col_expr(payment::Column::ConfirmedAt, null())

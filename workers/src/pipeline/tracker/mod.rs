@@ -5,10 +5,12 @@
 //!
 //! The tracker's looks and schedule are here; what a confirmation writes (the credit) is in
 //! `credit`, what a transfer gone from the chain does (when to believe it, the reversal) in
-//! `reversal`.
+//! `reversal`; unclaimed deposits, followed until they are final so that only confirmed ones
+//! are returned, in `unclaimed`.
 
 mod credit;
 mod reversal;
+mod unclaimed;
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -27,6 +29,7 @@ use domain::events::{self, kind};
 use credit::confirm;
 pub use credit::confirm_many;
 use reversal::{clear_missing, on_missing, watch_reversed};
+pub use unclaimed::follow_unclaimed;
 
 /// What to do with the payment's job next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,7 +123,9 @@ pub async fn track_due(
     for (p, n) in looks {
         match p.status {
             PaymentStatus::Confirming if n >= p.required_confirmations => due.push((p, n)),
-            PaymentStatus::Confirmed if n >= final_depth(p.required_confirmations) => finals.push((p.id, n)),
+            PaymentStatus::Confirmed if n >= final_depth(&p.gate_id, p.required_confirmations) => {
+                finals.push((p.id, n))
+            }
             PaymentStatus::Confirming | PaymentStatus::Confirmed | PaymentStatus::Reversed => {}
         }
     }
@@ -140,7 +145,8 @@ pub async fn track_due(
     let interval = Duration::from_millis(cfg.track_interval_ms);
     let mut waits: BTreeMap<Option<Duration>, Vec<Uuid>> = BTreeMap::new();
     for p in &confirmed {
-        waits.entry(next_look(interval, p.confirmations, p.required_confirmations)).or_default().push(p.id);
+        let depths = (p.confirmations, p.required_confirmations, final_depth(&p.gate_id, p.required_confirmations));
+        waits.entry(next_look(interval, depths)).or_default().push(p.id);
     }
     for (again, ids) in waits {
         note(await_hand_over(db, &ids, again).await);
@@ -287,18 +293,19 @@ async fn track(
         PaymentStatus::Confirmed => {}
         PaymentStatus::Reversed => return Ok(None),
     }
-    Ok(next_look(interval, confirmations, p.required_confirmations))
+    let until = final_depth(&p.gate_id, p.required_confirmations);
+    Ok(next_look(interval, (confirmations, p.required_confirmations, until)))
 }
 
-/// When to look at a payment with `confirmations` of `required` again: when its next milestone
-/// is due, assuming about one block per `interval` (`track_interval_ms`): confirmation (the
-/// scanner also triggers it when the block arrives), then final depth (a reversal is still
-/// noticed up to there); never once it is final.
-fn next_look(interval: Duration, confirmations: i32, required: i32) -> Option<Duration> {
-    if confirmations >= final_depth(required) {
+/// When to look at a payment with `(confirmations, required, final)` depths again: when its next
+/// milestone is due, assuming about one block per `interval` (`track_interval_ms`): confirmation
+/// (the scanner also triggers it when the block arrives), then its final depth (a reversal is
+/// still noticed up to there); never once it is final.
+fn next_look(interval: Duration, (confirmations, required, until): (i32, i32, i32)) -> Option<Duration> {
+    if confirmations >= until {
         return None;
     }
-    let target = if confirmations < required { required } else { final_depth(required) };
+    let target = if confirmations < required { required } else { until };
     let blocks = u32::try_from(target - confirmations).unwrap_or(1).clamp(1, 60);
     Some(interval.saturating_mul(blocks))
 }

@@ -66,10 +66,11 @@ pub(super) async fn watch_reversed(
     if let TxStatus::Confirmations(n) = status
         && n > 0
     {
-        crate::pipeline::scanner::revive_on_chain(db, p, tip.saturating_sub(n - 1), tip).await?;
+        let confirmations = i32::try_from(n).unwrap_or(i32::MAX);
+        crate::pipeline::scanner::revive_on_chain(db, p, tip.saturating_sub(n - 1), confirmations).await?;
         return Ok(Some(interval));
     }
-    let until = last.saturating_add(i64::from(final_depth(p.required_confirmations)));
+    let until = last.saturating_add(i64::from(final_depth(&p.gate_id, p.required_confirmations)));
     Ok((i64::try_from(tip).unwrap_or(i64::MAX) < until).then_some(interval))
 }
 
@@ -152,21 +153,21 @@ async fn reverse(db: &DatabaseConnection, p: &payment::Model) -> Result<(), Pipe
                     add_static_total(&txn, sa, -p.amount.0).await?;
                 }
                 let inv = refresh_amount_paid(&txn, &inv).await?;
-                events::emit_invoice(&txn, kind::INVOICE_DEPOSIT_REVERSED, &inv, Some(&p_after)).await?;
-                if let Some(after) = transition(&txn, &inv, InvoiceTrigger::CreditedReversed).await? {
-                    events::emit_invoice(&txn, kind::INVOICE_INVALID, &after, Some(&p_after)).await?;
+                announce_invalid(&txn, &inv, &p_after).await?;
+            } else if inv.status == InvoiceStatus::Confirming && !has_unconfirmed(&txn, inv.id).await? {
+                // Its only unconfirmed deposit: back to `pending`, or `expired` past its window
+                // (PRODUCT.md), announced with the status it moved to.
+                let late = inv.expires_at.is_some_and(|e| e < now);
+                let trigger =
+                    if late { InvoiceTrigger::UnconfirmedReversedLate } else { InvoiceTrigger::UnconfirmedReversed };
+                let after = transition(&txn, &inv, trigger).await?;
+                let now_is = after.as_ref().unwrap_or(&inv);
+                events::emit_invoice(&txn, kind::INVOICE_DEPOSIT_REVERSED, now_is, Some(&p_after)).await?;
+                if let Some(expired) = after.filter(|a| a.status == InvoiceStatus::Expired) {
+                    events::emit_invoice(&txn, kind::INVOICE_EXPIRED, &expired, Some(&p_after)).await?;
                 }
             } else {
                 events::emit_invoice(&txn, kind::INVOICE_DEPOSIT_REVERSED, &inv, Some(&p_after)).await?;
-                if inv.status == InvoiceStatus::Confirming && !has_unconfirmed(&txn, inv.id).await? {
-                    let late = inv.expires_at.is_some_and(|e| e < now);
-                    let trigger = if late {
-                        InvoiceTrigger::UnconfirmedReversedLate
-                    } else {
-                        InvoiceTrigger::UnconfirmedReversed
-                    };
-                    transition(&txn, &inv, trigger).await?;
-                }
             }
         }
         (PaymentStatus::Confirmed, Some(_)) => {
@@ -186,10 +187,7 @@ async fn reverse(db: &DatabaseConnection, p: &payment::Model) -> Result<(), Pipe
                 .await?;
             shrink_invoice_credit(&txn, inv.id, &gate, credited).await?;
             let inv = refresh_amount_paid(&txn, &inv).await?;
-            events::emit_invoice(&txn, kind::INVOICE_DEPOSIT_REVERSED, &inv, Some(&p_after)).await?;
-            if let Some(after) = transition(&txn, &inv, InvoiceTrigger::CreditedReversed).await? {
-                events::emit_invoice(&txn, kind::INVOICE_INVALID, &after, Some(&p_after)).await?;
-            }
+            announce_invalid(&txn, &inv, &p_after).await?;
         }
         (PaymentStatus::Confirming, Some(_)) => {
             return Err(PipelineError::Invariant(format!("payment {} credited before confirmation", p.id)));
@@ -197,6 +195,22 @@ async fn reverse(db: &DatabaseConnection, p: &payment::Model) -> Result<(), Pipe
         (PaymentStatus::Reversed, _) => {}
     }
     txn.commit().await?;
+    Ok(())
+}
+
+/// A deposit that counted as paid is reversed: a paid, overpaid or underpaid invoice becomes
+/// `invalid` (PRODUCT.md). `invoice.deposit_reversed` carries the status after the change
+/// (unchanged where the trigger does not apply), then `invoice.invalid` if it moved.
+async fn announce_invalid<C: ConnectionTrait>(
+    txn: &C,
+    inv: &invoice::Model,
+    cause: &payment::Model,
+) -> Result<(), PipelineError> {
+    let after = transition(txn, inv, InvoiceTrigger::CreditedReversed).await?;
+    events::emit_invoice(txn, kind::INVOICE_DEPOSIT_REVERSED, after.as_ref().unwrap_or(inv), Some(cause)).await?;
+    if let Some(after) = after {
+        events::emit_invoice(txn, kind::INVOICE_INVALID, &after, Some(cause)).await?;
+    }
     Ok(())
 }
 
