@@ -73,7 +73,14 @@ async fn follow(
             Ok(TxStatus::Gone) => {
                 let at = match tip {
                     Some(at) => at,
-                    None => *tip.insert(i64::try_from(chain.tip().await?).unwrap_or(i64::MAX)),
+                    None => match chain.tip().await {
+                        Ok(at) => *tip.insert(i64::try_from(at).unwrap_or(i64::MAX)),
+                        Err(e) => {
+                            tracing::warn!(gate = %d.gate_id, error = %e,
+                                "could not read the tip for a missing unclaimed deposit; looked at again next round");
+                            continue;
+                        }
+                    },
                 };
                 missing(db, chain, cfg, d, at, started).await?;
             }
