@@ -83,16 +83,38 @@ impl Browser {
         std::fs::write(self.shots.join(format!("{name}.png")), png).unwrap();
     }
 
+    /// Runs `op` on the element `css` finds, finding it again when the page replaced it between
+    /// the two steps (the checkout re-renders its panel on every status poll): what a person
+    /// sees is the element now on the page, never a node that was swapped out.
+    async fn on<T, F, Fut>(&self, css: &str, op: F) -> T
+    where
+        F: Fn(fantoccini::elements::Element) -> Fut,
+        Fut: std::future::Future<Output = Result<T, fantoccini::error::CmdError>>,
+    {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let found = self.client.find(Locator::Css(css)).await;
+            match found {
+                Ok(el) => match op(el).await {
+                    Ok(v) => return v,
+                    Err(e) if e.is_stale_element_reference() && Instant::now() < deadline => {}
+                    Err(e) => panic!("{css}: {e}"),
+                },
+                Err(e) => panic!("{css}: {e}"),
+            }
+        }
+    }
+
     async fn text(&self, css: &str) -> String {
-        self.client.find(Locator::Css(css)).await.unwrap().text().await.unwrap()
+        self.on(css, |el| async move { el.text().await }).await
     }
 
     async fn visible(&self, css: &str) -> bool {
-        self.client.find(Locator::Css(css)).await.unwrap().is_displayed().await.unwrap()
+        self.on(css, |el| async move { el.is_displayed().await }).await
     }
 
     async fn click(&self, css: &str) {
-        self.client.find(Locator::Css(css)).await.unwrap().click().await.unwrap();
+        self.on(css, |el| async move { el.click().await }).await
     }
 
     /// Waits until the text of `css` contains `want`.
