@@ -91,8 +91,8 @@ impl Pagination {
 
 /// Declares documented success bodies, `Name = T` being `{ data: T, meta }` as `Data`, `Page`
 /// and `List` serialize it (`T` is `Vec<_>` for the lists). A resource declares its own next to
-/// its handlers and names them as `body = inline(Name)`: not generic, so `data` stays a
-/// reference to `T`'s schema in the document.
+/// its handlers and names them as `body = Name`, a named component (one type per envelope in a
+/// generated client); not generic, so `data` stays a reference to `T`'s schema in the document.
 macro_rules! documented {
     ($($name:ident = $data:ty;)+) => {$(
         #[derive(utoipa::ToSchema)]

@@ -58,7 +58,7 @@ fn uuid(q: &QueryParams, name: &str) -> Result<Option<uuid::Uuid>, ApiError> {
         crate::envelope::PageParams,
     ),
     responses(
-        (status = 200, body = inline(EventListEnvelope)),
+        (status = 200, description = "One page of events, newest first", body = EventListEnvelope),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope),
         (status = 403, description = "Key lacks events:read", body = ErrorEnvelope),
     ))]
@@ -84,7 +84,7 @@ pub async fn list_events(
 #[utoipa::path(get, path = "/v1/events/{event_id}", tag = "events", security(("api_key" = [])),
     params(("event_id" = uuid::Uuid, Path)),
     responses(
-        (status = 200, body = inline(EventEnvelope)),
+        (status = 200, description = "The event, with the body its webhooks carry", body = EventEnvelope),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
         (status = 404, body = ErrorEnvelope),
     ))]

@@ -35,7 +35,7 @@ crate::envelope::documented! {
 #[utoipa::path(post, path = "/v1/invoices", tag = "invoices", request_body = CreateInvoiceRequest,
     security(("api_key" = [])),
     responses(
-        (status = 201, description = "Created; also returned for a replayed idempotency key (header `Idempotent-Replayed: true`)", body = inline(InvoiceEnvelope)),
+        (status = 201, description = "Created; also returned for a replayed idempotency key (header `Idempotent-Replayed: true`)", body = InvoiceEnvelope),
         (status = 400, description = "Malformed request", body = ErrorEnvelope),
         (status = 401, description = "Missing, malformed, unknown or revoked key", body = ErrorEnvelope),
         (status = 403, description = "Key lacks invoices:write", body = ErrorEnvelope),
@@ -66,7 +66,7 @@ pub async fn create_invoice(
         crate::envelope::PageParams,
     ),
     responses(
-        (status = 200, body = inline(InvoiceListEnvelope)),
+        (status = 200, description = "One page of invoices, newest first", body = InvoiceListEnvelope),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
     ))]
 pub async fn list_invoices(
@@ -91,7 +91,7 @@ pub async fn list_invoices(
 #[utoipa::path(get, path = "/v1/invoices/{invoice_id}", tag = "invoices", security(("api_key" = [])),
     params(("invoice_id" = uuid::Uuid, Path)),
     responses(
-        (status = 200, body = inline(InvoiceEnvelope)),
+        (status = 200, description = "The invoice with its payments", body = InvoiceEnvelope),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope),
     ))]
 pub async fn get_invoice(
@@ -107,7 +107,7 @@ pub async fn get_invoice(
 #[utoipa::path(post, path = "/v1/invoices/{invoice_id}/cancel", tag = "invoices", security(("api_key" = [])),
     params(("invoice_id" = uuid::Uuid, Path)),
     responses(
-        (status = 200, body = inline(InvoiceEnvelope)),
+        (status = 200, description = "Cancelled", body = InvoiceEnvelope),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
         (status = 404, body = ErrorEnvelope), (status = 409, description = "invoice_not_cancellable", body = ErrorEnvelope),
     ))]

@@ -37,7 +37,7 @@ crate::envelope::documented! {
 /// the merchant's auto-approve setting).
 #[utoipa::path(post, path = "/v1/payouts", tag = "payouts", request_body = CreatePayoutRequest, security(("api_key" = [])),
     responses(
-        (status = 201, description = "Created (short field set); also for a repeated idempotency_key (header `Idempotent-Replayed: true`)", body = inline(PayoutShortEnvelope)),
+        (status = 201, description = "Created (short field set); also for a repeated idempotency_key (header `Idempotent-Replayed: true`)", body = PayoutShortEnvelope),
         (status = 400, description = "Malformed JSON or wrong types", body = ErrorEnvelope),
         (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
         (status = 422, description = "validation_error (bounds, destination), unsupported_currency, amount_out_of_range, insufficient_balance", body = ErrorEnvelope),
@@ -60,7 +60,7 @@ pub async fn create_payout(
         ("status" = Option<entity::PayoutStatus>, Query),
         crate::envelope::PageParams,
     ),
-    responses((status = 200, body = inline(PayoutListEnvelope)),
+    responses((status = 200, description = "One page of payouts, newest first", body = PayoutListEnvelope),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope)))]
 pub async fn list_payouts(
     State(state): State<HttpState>,
@@ -76,7 +76,7 @@ pub async fn list_payouts(
 /// Get a payout (full field set).
 #[utoipa::path(get, path = "/v1/payouts/{payout_id}", tag = "payouts", security(("api_key" = [])),
     params(("payout_id" = uuid::Uuid, Path)),
-    responses((status = 200, body = inline(PayoutFullEnvelope)),
+    responses((status = 200, description = "The payout", body = PayoutFullEnvelope),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope)))]
 pub async fn get_payout(
     State(state): State<HttpState>,
@@ -89,7 +89,7 @@ pub async fn get_payout(
 /// Cancel a payout in `pending_approval` or `approved`; the reservation is released.
 #[utoipa::path(post, path = "/v1/payouts/{payout_id}/cancel", tag = "payouts", security(("api_key" = [])),
     params(("payout_id" = uuid::Uuid, Path)),
-    responses((status = 200, body = inline(PayoutShortEnvelope)),
+    responses((status = 200, description = "Cancelled; the reservation is released to the available balance", body = PayoutShortEnvelope),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
         (status = 404, body = ErrorEnvelope), (status = 409, description = "payout_not_cancellable", body = ErrorEnvelope)))]
 pub async fn cancel_payout(

@@ -36,7 +36,7 @@ crate::envelope::documented! {
 #[utoipa::path(post, path = "/v1/refunds", tag = "refunds", request_body = CreateRefundRequest, security(("api_key" = [])),
     params(("Idempotency-Key" = String, Header, description = "Required, 1..255 characters. A replay with the same body returns the recorded refund without new side effects.")),
     responses(
-        (status = 201, description = "Created; also for a replay of the same key and body (header `Idempotent-Replayed: true`)", body = inline(RefundEnvelope)),
+        (status = 201, description = "Created; also for a replay of the same key and body (header `Idempotent-Replayed: true`)", body = RefundEnvelope),
         (status = 400, description = "Missing or invalid Idempotency-Key, malformed JSON, wrong types, malformed invoice_id", body = ErrorEnvelope),
         (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
         (status = 404, description = "Invoice absent, another merchant's or another environment's", body = ErrorEnvelope),
@@ -66,7 +66,7 @@ pub async fn create_refund(
         ("invoice_id" = Option<uuid::Uuid>, Query, description = "Only this invoice's refunds"),
         crate::envelope::PageParams,
     ),
-    responses((status = 200, body = inline(RefundListEnvelope)),
+    responses((status = 200, description = "One page of refunds, newest first", body = RefundListEnvelope),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope)))]
 pub async fn list_refunds(
     State(state): State<HttpState>,
@@ -84,7 +84,7 @@ pub async fn list_refunds(
 /// Get a refund.
 #[utoipa::path(get, path = "/v1/refunds/{refund_id}", tag = "refunds", security(("api_key" = [])),
     params(("refund_id" = uuid::Uuid, Path)),
-    responses((status = 200, body = inline(RefundEnvelope)),
+    responses((status = 200, description = "The refund, with its linked payout's status", body = RefundEnvelope),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope)))]
 pub async fn get_refund(
     State(state): State<HttpState>,

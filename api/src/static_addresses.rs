@@ -39,7 +39,7 @@ crate::envelope::documented! {
 #[utoipa::path(post, path = "/v1/addresses", tag = "addresses", request_body = CreateStaticAddressRequest,
     security(("api_key" = [])),
     responses(
-        (status = 200, description = "The new static address", body = inline(StaticAddressEnvelope)),
+        (status = 200, description = "The new static address", body = StaticAddressEnvelope),
         (status = 400, description = "Malformed request", body = ErrorEnvelope),
         (status = 401, description = "Missing, malformed, unknown or revoked key", body = ErrorEnvelope),
         (status = 403, description = "Key lacks addresses:write", body = ErrorEnvelope),
@@ -63,7 +63,7 @@ pub async fn create_address(
         crate::envelope::PageParams,
     ),
     responses(
-        (status = 200, body = inline(StaticAddressListEnvelope)),
+        (status = 200, description = "One page of static addresses, newest first", body = StaticAddressListEnvelope),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
     ))]
 pub async fn list_addresses(
@@ -84,7 +84,7 @@ pub async fn list_addresses(
 #[utoipa::path(get, path = "/v1/addresses/{address_id}", tag = "addresses", security(("api_key" = [])),
     params(("address_id" = uuid::Uuid, Path)),
     responses(
-        (status = 200, body = inline(StaticAddressEnvelope)),
+        (status = 200, description = "The static address", body = StaticAddressEnvelope),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope),
     ))]
 pub async fn get_address(
@@ -105,7 +105,7 @@ pub async fn get_address(
         crate::envelope::PageParams,
     ),
     responses(
-        (status = 200, body = inline(InvoiceListEnvelope)),
+        (status = 200, description = "One page of the invoices the address's deposits created, newest first", body = InvoiceListEnvelope),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope),
     ))]
 pub async fn list_address_invoices(

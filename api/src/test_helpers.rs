@@ -116,7 +116,7 @@ fn test_only(who: &Principal) -> ApiResult<()> {
 /// next sandbox block; the scanner and tracker then handle it as any deposit.
 #[utoipa::path(post, path = "/v1/test/deposits", tag = "test helpers", request_body = SimulateDepositRequest, security(("api_key" = [])),
     responses(
-        (status = 201, description = "The sandbox transfer", body = inline(SandboxDepositEnvelope)),
+        (status = 201, description = "The sandbox transfer", body = SandboxDepositEnvelope),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
         (status = 404, description = "Unknown invoice/address, or a live key", body = ErrorEnvelope),
         (status = 422, description = "validation_error: neither or both targets, a target without a deposit address, a bad amount", body = ErrorEnvelope),
@@ -182,7 +182,7 @@ pub async fn simulate_deposit(
 #[utoipa::path(post, path = "/v1/test/deposits/{deposit_id}/reverse", tag = "test helpers", security(("api_key" = [])),
     params(("deposit_id" = Uuid, Path)),
     responses(
-        (status = 200, body = inline(SandboxDepositEnvelope)),
+        (status = 200, description = "The sandbox transfer, reversed (also for a repeated call)", body = SandboxDepositEnvelope),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
         (status = 404, description = "Unknown deposit, another merchant's, or a live key", body = ErrorEnvelope),
     ))]
@@ -227,7 +227,7 @@ async fn owns_address(state: &HttpState, who: &Principal, address_key: &str) -> 
 /// Mine sandbox blocks on a gate at once, to move confirmations along.
 #[utoipa::path(post, path = "/v1/test/blocks", tag = "test helpers", request_body = MineRequest, security(("api_key" = [])),
     responses(
-        (status = 200, body = inline(ChainTipEnvelope)),
+        (status = 200, description = "The gate's sandbox chain tip after mining", body = ChainTipEnvelope),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
         (status = 404, description = "A live key", body = ErrorEnvelope),
         (status = 422, description = "unsupported_currency, validation_error (count)", body = ErrorEnvelope),

@@ -46,6 +46,7 @@ pub struct BalanceResponse {
     pub reserved: String,
     /// available + pending + reserved.
     pub total: String,
+    #[schema(value_type = entity::Environment)]
     pub environment: String,
     /// Last change; null for a balance never touched.
     pub updated_at: Option<String>,
@@ -80,7 +81,7 @@ pub struct LedgerEntryResponse {
         ("limit" = Option<u32>, Query, minimum = 1, maximum = 100, description = "Reserved, no effect (1..100)"),
         ("offset" = Option<i64>, Query, minimum = 0, description = "Reserved, no effect (>= 0)"),
     ),
-    responses((status = 200, body = inline(BalanceListEnvelope)),
+    responses((status = 200, description = "One balance per gate, zeros included", body = BalanceListEnvelope),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope)))]
 pub async fn list_balances(
     State(state): State<HttpState>,
@@ -135,7 +136,7 @@ fn parse_time(q: &QueryParams, name: &str) -> ApiResult<Option<DateTime<Utc>>> {
         ("to" = Option<String>, Query, format = DateTime, description = "RFC 3339; entries before"),
         crate::envelope::PageParams,
     ),
-    responses((status = 200, body = inline(LedgerListEnvelope)),
+    responses((status = 200, description = "One page of the currency's ledger entries, newest first", body = LedgerListEnvelope),
         (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
         (status = 422, description = "unsupported_currency: unknown or ambiguous currency", body = ErrorEnvelope)))]
 pub async fn list_ledger(

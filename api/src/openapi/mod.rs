@@ -3,6 +3,7 @@
 //! responses every operation can give.
 
 mod bodies;
+mod shapes;
 mod webhooks;
 
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, SecurityScheme};
@@ -22,6 +23,21 @@ impl Modify for SecurityAddon {
 /// `internal_error` and 504 `request_timeout` to every operation: any request can be throttled,
 /// meet a server fault or outlast `[server] request_timeout_ms`.
 struct CommonResponses;
+
+/// What an error status means on any operation, for the responses that say nothing more
+/// (OpenAPI requires every response to have a description).
+fn refusal(status: &str) -> &'static str {
+    match status {
+        "400" => "validation_error: the request is malformed; `error.details` names each field at fault",
+        "401" => "unauthorized: the API key is missing, malformed, unknown or revoked",
+        "403" => "forbidden: the key lacks the permission this operation needs",
+        "404" => "not_found: no such resource for the key's merchant and environment",
+        "409" => "The resource's state does not allow this now (`error.code` says why)",
+        "422" => "Well-formed, but refused by a business rule (`error.code` says which)",
+        "503" => "A gate or the rates cannot serve this now (`error.code` says which); retry later",
+        _ => "See `error.code`",
+    }
+}
 
 impl Modify for CommonResponses {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
@@ -63,6 +79,13 @@ impl Modify for CommonResponses {
                 &mut item.trace,
             ];
             for op in ops.into_iter().flatten() {
+                for (status, response) in op.responses.responses.iter_mut() {
+                    if let RefOr::T(response) = response
+                        && response.description.is_empty()
+                    {
+                        response.description = refusal(status).to_owned();
+                    }
+                }
                 let r = &mut op.responses.responses;
                 r.entry("429".into()).or_insert_with(|| RefOr::T(throttled.clone()));
                 r.entry("500".into()).or_insert_with(|| RefOr::T(internal.clone()));
@@ -75,7 +98,7 @@ impl Modify for CommonResponses {
 /// The parameters whose values are lists the code knows at run time, written into the document
 /// from the same lists the server checks against: an event `type` (`webhooks::events_kinds`)
 /// and a ledger's `{currency}` (every gate id and every asset code on one network only, as
-/// `gates::resolve` accepts them).
+/// `gates::resolve` accepts them, without case-only twins).
 struct KnownValues;
 
 impl Modify for KnownValues {
@@ -86,13 +109,7 @@ impl Modify for KnownValues {
             RefOr::T(Schema::Object(ObjectBuilder::new().schema_type(Type::String).enum_values(Some(values)).build()))
         };
         let kinds: Vec<String> = domain::webhooks::events_kinds().iter().map(|k| (*k).to_owned()).collect();
-        let gates = domain::gates::GATES.iter();
-        let mut currencies: Vec<String> = gates.clone().map(|g| g.id.to_owned()).collect();
-        for g in gates.clone() {
-            if domain::gates::resolve(g.asset, None).is_ok() && !currencies.iter().any(|c| c == g.asset) {
-                currencies.push(g.asset.to_owned());
-            }
-        }
+        let currencies = bodies::currency_codes(true);
         for (path, name, values) in
             [("/v1/events", "type", kinds), ("/v1/balances/{currency}/ledger", "currency", currencies)]
         {
@@ -130,7 +147,8 @@ impl Modify for KnownValues {
 struct Root;
 
 /// The whole document, served at `/openapi.json`: the derived one, with what the types cannot
-/// say written in by [`bodies::constrain`] (JSON Schema that utoipa's model does not hold).
+/// say written in by [`bodies::constrain`] (JSON Schema that utoipa's model does not hold) and
+/// the response shapes generators take best ([`shapes::plain`]).
 pub fn document() -> serde_json::Value {
     let mut doc = Root::openapi();
     for part in [
@@ -150,6 +168,7 @@ pub fn document() -> serde_json::Value {
     KnownValues.modify(&mut doc);
     let mut v = serde_json::to_value(&doc).expect("the document serialises");
     bodies::constrain(&mut v);
+    shapes::plain(&mut v);
     webhooks::add(&mut v);
     v
 }
@@ -188,30 +207,109 @@ mod tests {
     }
 
     #[test]
-    fn create_requests_require_their_fields_and_resolvable_currencies() {
+    fn create_requests_require_their_fields_and_name_their_enums() {
         let d = doc();
         let s = &d["components"]["schemas"];
         assert_eq!(s["CreatePayoutRequest"]["required"], serde_json::json!(["currency", "amount", "destination"]));
         assert_eq!(s["CreatePayoutRequest"]["properties"]["amount"]["type"], "string");
+        assert_eq!(s["CreatePayoutRequest"]["properties"]["currency"]["$ref"], "#/components/schemas/Currency");
         assert_eq!(
             s["CreateStaticAddressRequest"]["properties"]["label"]["type"],
             serde_json::json!(["string", "null"])
         );
-        // An optional enum takes null as the server does.
-        let network = &s["CreateStaticAddressRequest"]["properties"]["network"]["enum"];
-        assert!(network.as_array().unwrap().contains(&serde_json::Value::Null));
-        // USDT alone is ambiguous: only with a network.
-        let pairs = s["CreateStaticAddressRequest"]["anyOf"].as_array().unwrap();
-        let alone = pairs[0]["properties"]["currency"]["enum"].as_array().unwrap();
-        assert!(
-            alone.contains(&"BTC".into()) && alone.contains(&"tron_usdt".into()) && !alone.contains(&"USDT".into())
-        );
-        assert!(pairs.iter().any(|p| p["properties"]["network"]["const"] == "tron"
-            && p["properties"]["currency"]["enum"].as_array().unwrap().contains(&"USDT".into())));
-        assert_eq!(s["SimulateDepositRequest"]["oneOf"].as_array().unwrap().len(), 2);
+        // An optional enum takes null as the server does, and stays a named component.
+        let network = &s["CreateStaticAddressRequest"]["properties"]["network"]["anyOf"];
+        assert_eq!(network, &serde_json::json!([{"$ref": "#/components/schemas/Network"}, {"type": "null"}]));
+        // Bodies are plain objects: no composition a generator would turn into an intersection.
+        for name in ["CreateInvoiceRequest", "CreateStaticAddressRequest", "CreatePayoutRequest", "CreateRefundRequest",
+            "MineRequest", "SimulateDepositRequest"]
+        {
+            let body = s[name].as_object().unwrap();
+            assert_eq!(body["type"], "object", "{name}");
+            for k in ["allOf", "anyOf", "oneOf"] {
+                assert!(!body.contains_key(k), "{name} has a top-level {k}");
+            }
+            assert!(body["description"].as_str().unwrap().len() > 40, "{name} states its cross-field rules");
+        }
         assert_eq!(s["MineRequest"]["properties"]["count"]["minimum"], 1);
         let header = &d["paths"]["/v1/refunds"]["post"]["parameters"][0];
         assert_eq!((header["name"].as_str(), &header["schema"]["minLength"]), (Some("Idempotency-Key"), &1.into()));
+    }
+
+    /// Generators name enum members by upper-casing the value: two values that differ only by
+    /// case would give two members of one name.
+    #[test]
+    fn no_enum_has_case_only_twins() {
+        fn enums<'a>(v: &'a Value, out: &mut Vec<&'a Vec<Value>>) {
+            match v {
+                Value::Object(m) => {
+                    if let Some(Value::Array(e)) = m.get("enum") {
+                        out.push(e);
+                    }
+                    m.values().for_each(|v| enums(v, out));
+                }
+                Value::Array(a) => a.iter().for_each(|v| enums(v, out)),
+                _ => {}
+            }
+        }
+        let d = doc();
+        let mut all = Vec::new();
+        enums(&d, &mut all);
+        assert!(all.len() > 5);
+        for e in all {
+            let mut seen = std::collections::HashSet::new();
+            for v in e.iter().filter_map(Value::as_str) {
+                assert!(seen.insert(v.to_ascii_uppercase()), "{v} has a twin in {e:?}");
+            }
+        }
+        let currencies = d["components"]["schemas"]["Currency"]["enum"].as_array().unwrap();
+        assert!(currencies.contains(&"xrp".into()) && !currencies.contains(&"XRP".into()));
+        assert!(currencies.contains(&"USDT".into()) && currencies.contains(&"BTC".into()));
+    }
+
+    /// OpenAPI requires a description on every response; generators name functions after
+    /// `operationId` and document them with `summary`.
+    #[test]
+    fn every_operation_is_named_summarised_and_its_responses_described() {
+        let d = doc();
+        let mut ids = std::collections::HashSet::new();
+        let mut n = 0;
+        for (path, item) in d["paths"].as_object().unwrap() {
+            for (method, op) in item.as_object().unwrap() {
+                let id = op["operationId"].as_str().unwrap_or_else(|| panic!("{method} {path}: no operationId"));
+                assert!(ids.insert(id.to_owned()), "{id} twice");
+                assert!(!op["summary"].as_str().unwrap_or_default().is_empty(), "{method} {path}: no summary");
+                for (status, r) in op["responses"].as_object().unwrap() {
+                    n += 1;
+                    assert!(
+                        !r["description"].as_str().unwrap_or_default().is_empty(),
+                        "{method} {path} {status}: no description"
+                    );
+                }
+            }
+        }
+        assert!(n > 150, "{n} responses");
+    }
+
+    /// docs/integrating.md shows the first ten lines of each flow CI runs with a generated
+    /// client, and the webhook verifiers CI runs, exactly as they are.
+    #[test]
+    fn the_integration_guide_shows_what_ci_runs() {
+        let guide = include_str!("../../../docs/integrating.md");
+        for (name, file) in [
+            ("flow.py", include_str!("../../../.ci/clients/flow.py")),
+            ("flow.ts", include_str!("../../../.ci/clients/flow.ts")),
+        ] {
+            let head: Vec<&str> = file.lines().take(10).collect();
+            assert!(guide.contains(&head.join("\n")), "the guide does not show the first ten lines of {name}");
+        }
+        for (name, file, end) in [
+            ("verify.py", include_str!("../../../.ci/clients/verify.py"), "\n\n# Run by"),
+            ("verify.ts", include_str!("../../../.ci/clients/verify.ts"), "\n\n// Run by"),
+        ] {
+            let function = &file[..file.find(end).unwrap()];
+            assert!(guide.contains(function.trim_end()), "the guide does not show {name}'s verify");
+        }
     }
 
     #[test]

@@ -25,9 +25,22 @@ fn object(description: &str, required: &[&str], properties: Value) -> Value {
     json!({"type": "object", "description": description, "required": required, "properties": properties})
 }
 
-/// `data` of each kind of event, by schema name.
+/// A reference to the component schema `name` (a named enum generators turn into one type).
+fn named(name: &str) -> Value {
+    json!({"$ref": format!("#/components/schemas/{name}")})
+}
+
+/// `data` of each kind of event, by schema name, and the enums they name (`CreditOutcome`).
 pub fn data_schemas() -> Map<String, Value> {
     let mut m = Map::new();
+    m.insert(
+        "CreditOutcome".into(),
+        json!({
+            "type": "string",
+            "description": "Where a payment was credited: in the paid asset, or converted into the invoice's settlement target.",
+            "enum": ["source_credited", "target_credited"]
+        }),
+    );
     m.insert(
         "InvoiceEventData".into(),
         object(
@@ -39,10 +52,10 @@ pub fn data_schemas() -> Map<String, Value> {
                 "external_id": s_or_null("The merchant's own reference"),
                 "currency": s_or_null("Asset code; null on a draft the payer has not activated"),
                 "network": s_or_null("Network; null on an unactivated draft"),
-                "environment": {"type": "string", "enum": ["live", "test"]},
+                "environment": named("Environment"),
                 "amount_requested": s_or_null("Decimal string; null on an unactivated draft"),
                 "amount_paid": s("Decimal string: confirmed payments so far"),
-                "status": {"type": "string", "enum": entity::InvoiceStatus::ALL.iter().map(|x| x.as_str()).collect::<Vec<_>>()},
+                "status": named("InvoiceStatus"),
                 "payment_id": uuid("The payment that caused the event"),
                 "tx_hash": s("Its transaction"),
                 "payment_amount": s("Decimal string: its amount"),
@@ -62,8 +75,8 @@ pub fn data_schemas() -> Map<String, Value> {
             ],
             json!({
                 "payout_id": uuid("The payout"),
-                "environment": {"type": "string", "enum": ["live", "test"]},
-                "status": {"type": "string", "enum": entity::PayoutStatus::ALL.iter().map(|x| x.as_str()).collect::<Vec<_>>()},
+                "environment": named("Environment"),
+                "status": named("PayoutStatus"),
                 "currency": s("Asset code"),
                 "network": s("Network"),
                 "amount": s("Decimal string"),
@@ -92,7 +105,7 @@ pub fn data_schemas() -> Map<String, Value> {
                 "invoice_id": uuid("The invoice"),
                 "payment_id": uuid("The credited payment"),
                 "external_id": s_or_null("The merchant's own reference"),
-                "outcome": {"type": "string", "enum": ["source_credited", "target_credited"]},
+                "outcome": named("CreditOutcome"),
                 "failure_class": s_or_null("`not_required` for passthrough; why a conversion did not happen; null when it did"),
                 "source_amount": s("Decimal string: the payment"),
                 "source_currency": s_or_null("Asset code paid"),
@@ -110,7 +123,7 @@ pub fn data_schemas() -> Map<String, Value> {
             &["message", "environment", "test_id"],
             json!({
                 "message": s("Human-readable text"),
-                "environment": {"type": "string", "enum": ["live", "test"]},
+                "environment": named("Environment"),
                 "test_id": uuid("This test")
             }),
         ),
@@ -185,9 +198,22 @@ mod tests {
     /// Every key `data` holds is a property of its schema, every required one is there, and
     /// each value has the declared JSON type.
     fn conforms(schema_name: &str, data: &Value) {
-        let schemas = data_schemas();
+        let doc = crate::openapi::document();
+        let schemas = &doc["components"]["schemas"];
         let schema = &schemas[schema_name];
-        let props = schema["properties"].as_object().unwrap();
+        let resolved: Map<String, Value> = schema["properties"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, p)| {
+                let p = match p["$ref"].as_str() {
+                    Some(r) => schemas[r.trim_start_matches("#/components/schemas/")].clone(),
+                    None => p.clone(),
+                };
+                (k.clone(), p)
+            })
+            .collect();
+        let props = &resolved;
         let obj = data.as_object().unwrap();
         for k in obj.keys() {
             assert!(props.contains_key(k), "{schema_name}: `{k}` is not in the schema");

@@ -65,7 +65,7 @@ fn environment(q: &QueryParams) -> ApiResult<Environment> {
 /// Supported currencies (gates) and their availability in an environment.
 #[utoipa::path(get, path = "/v1/currencies", tag = "public",
     params(("environment" = Option<entity::Environment>, Query, description = "live (default) or test")),
-    responses((status = 200, body = inline(CurrencyListEnvelope)), (status = 400, body = ErrorEnvelope)))]
+    responses((status = 200, description = "Every gate with its limits and availability in the environment", body = CurrencyListEnvelope), (status = 400, body = ErrorEnvelope)))]
 pub async fn list_currencies(State(state): State<HttpState>, q: QueryParams) -> ApiResult<List<CurrencyResponse>> {
     let env = environment(&q)?;
     Ok(List(
@@ -97,7 +97,7 @@ pub async fn list_currencies(State(state): State<HttpState>, q: QueryParams) -> 
         ("fiat" = Option<String>, Query, pattern = "^[A-Za-z0-9]{0,20}$", description = "Fiat filter, e.g. USD"),
         ("environment" = Option<entity::Environment>, Query, description = "live (default) or test: which rates source"),
     ),
-    responses((status = 200, body = inline(RateListEnvelope)), (status = 400, body = ErrorEnvelope)))]
+    responses((status = 200, description = "The fresh rates; a pair whose rate is stale is left out", body = RateListEnvelope), (status = 400, body = ErrorEnvelope)))]
 pub async fn list_rates(State(state): State<HttpState>, q: QueryParams) -> ApiResult<List<RateResponse>> {
     let env = environment(&q)?;
     let currency = q.get("currency").filter(|s| !s.is_empty());

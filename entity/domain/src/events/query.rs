@@ -66,7 +66,8 @@ pub struct EventResponse {
     /// `balance.credited` only: its stable id (equal to `id`), as in the webhook body.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub event_id: Option<Uuid>,
-    /// The webhook body's `data`, unchanged.
+    /// The webhook body's `data`, unchanged: `InvoiceEventData`, `PayoutEventData`,
+    /// `BalanceCreditedData` or `TestEventData` by `event`.
     #[schema(value_type = Object)]
     pub data: Value,
 }

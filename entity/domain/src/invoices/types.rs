@@ -72,6 +72,7 @@ pub struct PaymentResponse {
     pub amount: String,
     pub confirmations: i32,
     pub required_confirmations: i32,
+    #[schema(value_type = entity::PaymentStatus)]
     pub status: String,
     pub detected_at: String,
     pub settlement_conversion: SettlementConversion,
@@ -90,7 +91,9 @@ pub struct InvoiceResponse {
     pub amount_fiat: Option<String>,
     pub amount_in_base_currency: Option<String>,
     pub fiat_currency: Option<String>,
+    #[schema(value_type = entity::InvoiceStatus)]
     pub status: String,
+    #[schema(value_type = entity::Environment)]
     pub environment: String,
     pub deposit_address: Option<String>,
     pub deposit_address_tag: Option<String>,

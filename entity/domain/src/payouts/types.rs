@@ -42,7 +42,9 @@ pub struct PayoutShort {
     pub fee_amount: String,
     pub destination: String,
     pub destination_tag: Option<String>,
+    #[schema(value_type = entity::PayoutStatus)]
     pub status: String,
+    #[schema(value_type = entity::Environment)]
     pub environment: String,
     pub tx_hash: Option<String>,
     pub idempotency_key: Option<String>,

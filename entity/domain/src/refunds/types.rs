@@ -72,7 +72,9 @@ pub struct RefundResponse {
     pub destination: String,
     pub destination_tag: Option<String>,
     /// `pending`, `processing`, `completed`, `failed` or `cancelled`, mirroring the payout.
+    #[schema(value_type = entity::RefundStatus)]
     pub status: String,
+    #[schema(value_type = entity::Environment)]
     pub environment: String,
     pub tx_hash: Option<String>,
     pub failure_reason: Option<String>,

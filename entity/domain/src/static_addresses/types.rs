@@ -30,6 +30,7 @@ pub struct StaticAddressResponse {
     pub currency: String,
     pub network: String,
     /// `live` or `test`.
+    #[schema(value_type = entity::Environment)]
     pub environment: String,
     pub gate_id: String,
     pub address: String,

@@ -142,4 +142,16 @@ mod tests {
         let after = header(&[new], T, BODY);
         assert_eq!(verify(&after, BODY, &[SECRET], T, 300), Err(VerifyError::Mismatch));
     }
+
+    /// The rotation vector the integration guide's Python and TypeScript verifiers are run on
+    /// (`.ci/clients/webhook-rotation.json`) is exactly what this signer sends.
+    #[test]
+    fn the_published_rotation_vector_is_what_the_signer_sends() {
+        let v: serde_json::Value =
+            serde_json::from_str(include_str!("../../../../.ci/clients/webhook-rotation.json")).unwrap();
+        let (old, new) = (v["old_secret"].as_str().unwrap(), v["new_secret"].as_str().unwrap());
+        let body = v["body"].as_str().unwrap().as_bytes();
+        let t = v["t"].as_i64().unwrap();
+        assert_eq!(header(&[new.as_bytes(), old.as_bytes()], t, body), v["header"].as_str().unwrap());
+    }
 }
