@@ -22,6 +22,36 @@ pub struct Gate {
 }
 
 impl Gate {
+    /// The network's name as people know it (`BNB Smart Chain`, `XRP Ledger`): what a payer
+    /// reads in "USDT on BNB Smart Chain (BEP-20)".
+    pub fn network_name(&self) -> &'static str {
+        network_name(self.network)
+    }
+
+    /// The token standard a wallet names the asset by on its network (`BEP-20`), for tokens on
+    /// the networks that have one; `None` for native assets.
+    pub fn token_standard(&self) -> Option<&'static str> {
+        if !self.is_token {
+            return None;
+        }
+        match self.network {
+            "ethereum" | "arbitrum" | "polygon" | "base" => Some("ERC-20"),
+            "bsc" => Some("BEP-20"),
+            "tron" => Some("TRC-20"),
+            "solana" => Some("SPL"),
+            _ => None,
+        }
+    }
+
+    /// "ETH on Ethereum", "USDT on BNB Smart Chain (BEP-20)": the English label (pages that
+    /// speak other languages compose it from `network_name` and `token_standard`).
+    pub fn label(&self) -> String {
+        match self.token_standard() {
+            Some(std) => format!("{} on {} ({std})", self.asset, self.network_name()),
+            None => format!("{} on {}", self.asset, self.network_name()),
+        }
+    }
+
     pub fn min_amount(&self) -> Decimal {
         Decimal::new(self.min.0, self.min.1)
     }
@@ -71,6 +101,22 @@ pub static GATES: [Gate; 18] = [
     gate("solana_usdc", "USDC", "USD Coin (SPL)", "solana", 6, 1, (1, 0), (100_000, 0), Solana, true),
     gate("xrp", "XRP", "XRP", "xrp", 6, 1, (1, 1), (100_000, 0), Xrp, false),
 ];
+
+/// A network's name as people know it; the id itself for a network this table does not know.
+pub fn network_name(network: &str) -> &str {
+    match network {
+        "bitcoin" => "Bitcoin",
+        "ethereum" => "Ethereum",
+        "solana" => "Solana",
+        "bsc" => "BNB Smart Chain",
+        "tron" => "TRON",
+        "base" => "Base",
+        "arbitrum" => "Arbitrum One",
+        "polygon" => "Polygon",
+        "xrp" => "XRP Ledger",
+        other => other,
+    }
+}
 
 pub fn find(id: &str) -> Option<&'static Gate> {
     GATES.iter().find(|g| g.id == id)
@@ -142,6 +188,22 @@ pub fn resolve(currency: &str, network: Option<&str>) -> Result<&'static Gate, R
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn payers_read_the_asset_on_the_network_by_its_common_name() {
+        let label = |id: &str| find(id).unwrap().label();
+        assert_eq!(label("ethereum"), "ETH on Ethereum");
+        assert_eq!(label("base"), "ETH on Base");
+        assert_eq!(label("bsc_usdt"), "USDT on BNB Smart Chain (BEP-20)");
+        assert_eq!(label("tron_usdt"), "USDT on TRON (TRC-20)");
+        assert_eq!(label("solana_usdc"), "USDC on Solana (SPL)");
+        assert_eq!(label("xrp"), "XRP on XRP Ledger");
+        assert_eq!(label("bitcoin"), "BTC on Bitcoin");
+        for g in GATES.iter() {
+            assert_ne!(g.network_name(), g.network, "{}: no common name", g.id);
+            assert_eq!(g.token_standard().is_some(), g.is_token, "{}", g.id);
+        }
+    }
 
     #[test]
     fn eighteen_unique_gates_with_spec_bounds() {
