@@ -152,12 +152,35 @@ async fn fiat_priced_invoices_lock_the_crypto_amount() {
             json!({"currency": "USDT", "network": "tron", "amount_fiat": "25", "fiat_currency": "EUR"}),
         )
         .await;
-    assert_eq!(inv["amount_requested"], "27.777778"); // 25 / 0.9, 6 decimals, rounded up
+    // 25 / 0.9 = 27.777…, rounded up to the stablecoin quote precision (cents), not to the
+    // token's 6 decimals: a figure the payer can type, never below the price.
+    assert_eq!(inv["amount_requested"], "27.78");
     assert_eq!(inv["amount_usd"], "27.78");
     // A fiat the provider does not price.
     app.post("/v1/invoices", Some(&key), &json!({"currency": "BTC", "amount_fiat": "10", "fiat_currency": "JPY"}))
         .await
         .assert_error(422, "unsupported_currency", Some("fiat_currency"));
+}
+
+/// An operator may set a gate's quote precision (`[gates.<env>.<gate>] quote_decimals`): whole
+/// USDT here, still rounded up.
+#[tokio::test]
+async fn a_configured_quote_precision_rounds_fiat_quotes_up_to_it() {
+    let app = TestApp::spawn_with(|c| {
+        c.gates.test.entry("tron_usdt".into()).or_default().quote_decimals = Some(0);
+    })
+    .await;
+    let (_, key) = app.test_key().await;
+    let inv = app
+        .create_invoice(
+            &key,
+            json!({"currency": "USDT", "network": "tron", "amount_fiat": "25", "fiat_currency": "EUR"}),
+        )
+        .await;
+    assert_eq!(inv["amount_requested"], "28"); // 27.78 up to whole USDT
+    // A crypto-priced invoice keeps its amount as given.
+    let inv = app.create_invoice(&key, json!({"currency": "USDT", "network": "tron", "amount": "25.123456"})).await;
+    assert_eq!(inv["amount_requested"], "25.123456");
 }
 
 #[tokio::test]

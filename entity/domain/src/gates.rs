@@ -52,6 +52,27 @@ impl Gate {
         }
     }
 
+    /// How many decimals a fiat-priced quote in this asset is rounded up to, unless configured
+    /// otherwise (`[gates.<env>.<gate>] quote_decimals`): a figure people type and wallets show,
+    /// worth at most a few cents per step at today's prices (docs/api-decisions.md, "Quote
+    /// precision"). Never more than the asset's own decimals.
+    pub fn default_quote_decimals(&self) -> u32 {
+        let d = match (self.asset, self.is_token) {
+            // Stablecoins: cents.
+            ("USDT" | "USDC", true) => 2,
+            // 1 satoshi.
+            ("BTC", _) => 8,
+            // ETH on every network, and BNB: 0.000001 (a fraction of a cent).
+            ("ETH" | "BNB", false) => 6,
+            // SOL: 0.0001.
+            ("SOL", false) => 4,
+            // TRX, XRP, POL: 0.01, as their wallets and exchanges quote them.
+            ("TRX" | "XRP" | "POL", false) => 2,
+            _ => self.decimals,
+        };
+        d.min(self.decimals)
+    }
+
     pub fn min_amount(&self) -> Decimal {
         Decimal::new(self.min.0, self.min.1)
     }
@@ -202,6 +223,19 @@ mod tests {
         for g in GATES.iter() {
             assert_ne!(g.network_name(), g.network, "{}: no common name", g.id);
             assert_eq!(g.token_standard().is_some(), g.is_token, "{}", g.id);
+        }
+    }
+
+    #[test]
+    fn quote_precision_per_gate() {
+        let q = |id: &str| find(id).unwrap().default_quote_decimals();
+        assert_eq!((q("bitcoin"), q("ethereum"), q("base"), q("bsc"), q("solana")), (8, 6, 6, 6, 4));
+        assert_eq!((q("tron"), q("xrp"), q("polygon")), (2, 2, 2));
+        for g in GATES.iter().filter(|g| g.asset == "USDT" || g.asset == "USDC") {
+            assert_eq!(g.default_quote_decimals(), 2, "{}", g.id);
+        }
+        for g in GATES.iter() {
+            assert!(g.default_quote_decimals() <= g.decimals, "{}", g.id);
         }
     }
 

@@ -55,6 +55,11 @@ impl AppState {
         (min, max)
     }
 
+    /// Decimals a fiat-priced quote on `gate` is rounded up to in `env`.
+    pub fn quote_decimals(&self, env: entity::Environment, gate: &crate::gates::Gate) -> u32 {
+        self.gate_override(env, gate).and_then(|o| o.quote_decimals).unwrap_or_else(|| gate.default_quote_decimals())
+    }
+
     /// 503 `gate_offline` unless the gate takes deposits in `env`.
     pub fn ensure_online(
         &self,

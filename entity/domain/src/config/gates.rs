@@ -21,6 +21,9 @@ pub struct GateOverride {
     /// Narrow the spec's per-invoice minimum/maximum for this deployment.
     pub min_amount: Option<Decimal>,
     pub max_amount: Option<Decimal>,
+    /// Decimals a fiat-priced quote is rounded up to (default `Gate::default_quote_decimals`;
+    /// at most the asset's decimals).
+    pub quote_decimals: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
@@ -35,8 +38,16 @@ impl GatesConfig {
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
         for (env, gates) in [("test", &self.test), ("live", &self.live)] {
             for id in gates.keys() {
-                if crate::gates::find(id).is_none() {
+                let Some(g) = crate::gates::find(id) else {
                     return invalid(&format!("gates.{env}.{id}"), "unknown gate id");
+                };
+                if let Some(q) = gates[id].quote_decimals
+                    && q > g.decimals
+                {
+                    return invalid(
+                        &format!("gates.{env}.{id}.quote_decimals"),
+                        &format!("at most the asset's {} decimals", g.decimals),
+                    );
                 }
             }
         }

@@ -336,6 +336,16 @@ mod tests {
             Ok(())
         });
         figment::Jail::expect_with(|jail| {
+            // A quote cannot be finer than the asset itself; a coarser one is the operator's call.
+            jail.create_file("c.toml", "[gates.live.tron_usdt]\nquote_decimals = 7\n")?;
+            let err = Config::from_figment(Config::figment(std::path::Path::new("c.toml"))).unwrap_err();
+            assert!(err.to_string().contains("gates.live.tron_usdt.quote_decimals"), "{err}");
+            jail.create_file("c.toml", "[gates.live.tron_usdt]\nquote_decimals = 0\n")?;
+            let c = Config::from_figment(Config::figment(std::path::Path::new("c.toml"))).unwrap();
+            assert_eq!(c.gates.live["tron_usdt"].quote_decimals, Some(0));
+            Ok(())
+        });
+        figment::Jail::expect_with(|jail| {
             jail.set_env("PAYGATE_AUTH__CACHE_TTL_SECS", "600");
             let err = Config::from_figment(Config::figment(std::path::Path::new("none.toml"))).unwrap_err();
             assert!(err.to_string().contains("auth.cache_ttl_secs"), "{err}");

@@ -38,12 +38,26 @@ pub fn price_in(
             format!("no fresh {}/{fiat} rate; fiat-priced invoices are refused until rates recover", gate.asset),
         )
     })?;
-    let crypto = fiat_amount
-        .checked_div(rate.rate)
-        .ok_or_else(|| DomainError::internal("fiat conversion overflow"))?
-        .round_dp_with_strategy(gate.decimals, RoundingStrategy::ToPositiveInfinity)
-        .normalize();
+    let crypto = quote(fiat_amount, rate.rate, state.quote_decimals(env, gate))
+        .ok_or_else(|| DomainError::internal("fiat conversion overflow"))?;
     Ok((crypto, rate.rate))
+}
+
+/// The crypto amount that pays `fiat_amount` at `rate` (fiat per unit), rounded **up** to
+/// `decimals`: the smallest multiple of 10^-decimals whose value at `rate` is at least the fiat
+/// price, so the merchant never receives less than it and the payer sees a figure they can
+/// send. The division is exact to 28 digits; a quotient rounded down by it is corrected by one
+/// step. `None` on overflow or a rate that is not positive.
+pub fn quote(fiat_amount: Decimal, rate: Decimal, decimals: u32) -> Option<Decimal> {
+    if rate <= Decimal::ZERO {
+        return None;
+    }
+    let step = Decimal::new(1, decimals);
+    let mut crypto = fiat_amount.checked_div(rate)?.round_dp_with_strategy(decimals, RoundingStrategy::ToPositiveInfinity);
+    if crypto.checked_mul(rate)? < fiat_amount {
+        crypto = crypto.checked_add(step)?;
+    }
+    Some(crypto.normalize())
 }
 
 pub async fn create(
@@ -312,4 +326,47 @@ fn not_cancellable(status: InvoiceStatus) -> DomainError {
         ErrorCode::InvoiceNotCancellable,
         format!("only pending invoices can be cancelled; this one is {}", status.as_str()),
     )
+}
+
+#[cfg(test)]
+mod quote_tests {
+    use proptest::prelude::*;
+    use rust_decimal::Decimal;
+
+    use super::quote;
+    use crate::gates::GATES;
+
+    proptest! {
+        /// Every gate: the rounded quote × rate is at least the fiat price, and one precision
+        /// step less would be below it; the quote has at most the gate's quote decimals.
+        #[test]
+        fn a_fiat_quote_is_the_smallest_sendable_figure_that_pays_the_price(
+            gate in 0..GATES.len(),
+            fiat_cents in 1i64..10_000_000_000,
+            rate_mantissa in 1i64..10_000_000_000_000,
+            rate_scale in 0u32..=10,
+        ) {
+            let g = &GATES[gate];
+            let decimals = g.default_quote_decimals();
+            let fiat = Decimal::new(fiat_cents, 2);
+            let rate = Decimal::new(rate_mantissa, rate_scale);
+            let q = quote(fiat, rate, decimals).unwrap();
+            let step = Decimal::new(1, decimals);
+            prop_assert!(q * rate >= fiat, "{}: {q} at {rate} is below {fiat}", g.id);
+            prop_assert!((q - step) * rate < fiat, "{}: {q} at {rate} is a step or more above {fiat}", g.id);
+            prop_assert!(q.scale() <= decimals, "{}: {q} has more than {decimals} decimals", g.id);
+        }
+    }
+
+    /// The checkout example: a 49.90 EUR order.
+    #[test]
+    fn a_49_90_eur_order_is_quoted_in_figures_people_send() {
+        let eur = |s: &str| s.parse::<Decimal>().unwrap();
+        let price = eur("49.90");
+        assert_eq!(quote(price, eur("0.9"), 2).unwrap().to_string(), "55.45"); // USDT: 55.4444… up
+        assert_eq!(quote(price, eur("2700"), 6).unwrap().to_string(), "0.018482"); // ETH
+        assert_eq!(quote(price, eur("540"), 6).unwrap().to_string(), "0.092408"); // BNB
+        assert_eq!(quote(price, eur("49.90"), 2).unwrap().to_string(), "1"); // exact: no step added
+        assert_eq!(quote(price, Decimal::ZERO, 2), None);
+    }
 }
