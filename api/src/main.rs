@@ -12,6 +12,8 @@ async fn main() -> anyhow::Result<()> {
     let listen = config.listen;
     let metrics_listen = config.server.metrics_listen;
     let state = api::bootstrap(config).await?;
+    // Installed before any port answers: a stop from then on drains (domain::shutdown).
+    let signalled = domain::shutdown::shutdown_signal();
     let stop = CancellationToken::new();
     let metrics = match metrics_listen {
         Some(addr) => {
@@ -24,7 +26,7 @@ async fn main() -> anyhow::Result<()> {
     };
     let listener = tokio::net::TcpListener::bind(listen).await?;
     tracing::info!(addr = %listener.local_addr()?, "api listening");
-    api::app::serve(listener, state, domain::shutdown::shutdown_signal()).await?;
+    api::app::serve(listener, state, signalled).await?;
     stop.cancel();
     if let Some(m) = metrics {
         m.await??;

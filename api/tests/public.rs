@@ -104,8 +104,9 @@ async fn http_rates_provider_prices_live_invoices_and_stale_rates_refuse_fiat() 
     // (Live invoices on ethereum: live bitcoin has no chain adapter yet.)
     let eth =
         |fiat: &str| json!({"currency": "ETH", "network": "ethereum", "amount_fiat": fiat, "fiat_currency": "USD"});
-    let inv = app.create_invoice(&live, eth("3100.551")).await; // / 3100.55, rounded up at 18 places
-    assert_eq!(inv["amount_requested"], "1.000000322523423264");
+    // 3100.551 / 3100.55 = 1.00000032…, rounded up to ETH's quote precision (6 places).
+    let inv = app.create_invoice(&live, eth("3100.551")).await;
+    assert_eq!(inv["amount_requested"], "1.000001");
     assert_eq!(inv["amount_usd"], "3100.55");
     // The provider breaks; once the cached rates are older than max_age, fiat pricing stops.
     healthy.store(false, std::sync::atomic::Ordering::SeqCst);

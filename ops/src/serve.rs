@@ -29,6 +29,8 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         );
         let _ = std::io::stdout().flush();
     }
+    // Installed before the port answers: a stop from then on drains (domain::shutdown).
+    let signalled = domain::shutdown::shutdown_signal();
     let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
     tracing::info!(addr = %listener.local_addr()?, "paygate (embedded) listening; API docs at /docs");
     // Every worker stage runs in this process on the embedded queue.
@@ -42,7 +44,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         async move { stages_stop.cancelled().await },
     ));
     tokio::spawn(async move {
-        domain::shutdown::shutdown_signal().await;
+        signalled.await;
         stop.cancel();
     });
     api::app::serve(listener, state, async move { api_stop.cancelled().await }).await?;

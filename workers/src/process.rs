@@ -66,6 +66,8 @@ pub async fn main(stage: Stage) -> anyhow::Result<()> {
             Ok(())
         }
     };
+    // Installed before the ops port answers: a stop from then on drains (domain::shutdown).
+    let signalled = shutdown_signal();
     let stop = CancellationToken::new();
     let http_stop = stop.clone();
     let http = serve_ops_http(config.worker.listen, readiness, async move { http_stop.cancelled().await }).await?;
@@ -73,7 +75,7 @@ pub async fn main(stage: Stage) -> anyhow::Result<()> {
     let run_stop = stop.clone();
     let result = run_stages(&[stage], db, Arc::new(config), queues, async move {
         tokio::select! {
-            () = shutdown_signal() => {}
+            () = signalled => {}
             () = run_stop.cancelled() => {}
         }
     })

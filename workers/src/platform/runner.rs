@@ -226,9 +226,9 @@ impl Runtime {
     }
 }
 
-/// Resolves on SIGTERM or SIGINT.
-pub async fn shutdown_signal() {
-    domain::shutdown::shutdown_signal().await
+/// Resolves on SIGTERM or SIGINT; the handlers are installed by the call (domain::shutdown).
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
+    domain::shutdown::shutdown_signal()
 }
 
 /// `<stage>-<hostname>-<pid>-<random>`: a restarted worker never reuses a name (apalis refuses
