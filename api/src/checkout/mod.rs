@@ -38,6 +38,8 @@ use crate::state::HttpState;
 const PAGE: &str = include_str!("assets/checkout.html");
 const SCRIPT: &str = include_str!("assets/checkout.js");
 const STYLE: &str = include_str!("assets/checkout.css");
+/// The payer's texts in English (the fallback catalogue). Keys are used by `checkout.js`.
+pub const MESSAGES_EN: &str = domain::messages::EN;
 
 /// Only our own script, style, images and requests; nothing framed, no form posts.
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; \
