@@ -403,7 +403,10 @@ async fn every_activation_and_every_expiry_of_a_draft_is_its_own_event() {
 async fn the_page_and_its_state_speak_the_payers_language() {
     let (app, _, key) = TestApp::with_test_key().await;
     let inv = app
-        .create_invoice(&key, json!({"currency": "USDT", "network": "bsc", "amount_fiat": "49.90", "fiat_currency": "EUR"}))
+        .create_invoice(
+            &key,
+            json!({"currency": "USDT", "network": "bsc", "amount_fiat": "49.90", "fiat_currency": "EUR"}),
+        )
         .await;
     let id = inv["id"].as_str().unwrap();
     let page = |accept: &'static str, query: &'static str| {
@@ -463,5 +466,8 @@ async fn the_receipt_of_a_paid_invoice_shares_only_what_the_payer_knows() {
     for secret in ["order-7", "secret-crm-id", "shop.example", inv["merchant_id"].as_str().unwrap()] {
         assert!(!html.contains(secret), "{secret} on the receipt: {html}");
     }
-    assert_eq!(app.http.get(app.url(&format!("/checkout/{}/receipt", Uuid::now_v7()))).send().await.unwrap().status(), 404);
+    assert_eq!(
+        app.http.get(app.url(&format!("/checkout/{}/receipt", Uuid::now_v7()))).send().await.unwrap().status(),
+        404
+    );
 }

@@ -185,13 +185,18 @@ impl Browser {
             .iter()
             .filter(|v| matches!(v["impact"].as_str(), Some("serious" | "critical")))
             .collect();
-        assert!(bad.is_empty(), "axe-core on {what}: serious or critical violations:\n{}", serde_json::to_string_pretty(&bad).unwrap());
+        assert!(
+            bad.is_empty(),
+            "axe-core on {what}: serious or critical violations:\n{}",
+            serde_json::to_string_pretty(&bad).unwrap()
+        );
     }
 
     /// Presses `key` on whatever has the focus, as a keyboard does.
     async fn press(&self, key: Key) {
         let k: char = key.into();
-        let actions = KeyActions::new("keyboard".into()).then(KeyAction::Down { value: k }).then(KeyAction::Up { value: k });
+        let actions =
+            KeyActions::new("keyboard".into()).then(KeyAction::Down { value: k }).then(KeyAction::Up { value: k });
         self.client.perform_actions(actions).await.unwrap();
     }
 
@@ -199,7 +204,8 @@ impl Browser {
     async fn tab_to(&self, css: &str) {
         for _ in 0..60 {
             self.press(Key::Tab).await;
-            let here = self.js(&format!("return document.activeElement && document.activeElement.matches({css:?});")).await;
+            let here =
+                self.js(&format!("return document.activeElement && document.activeElement.matches({css:?});")).await;
             if here == true {
                 // The focus is visible (the stylesheet's :focus-visible outline).
                 let outline = self.js("return getComputedStyle(document.activeElement).outlineStyle;").await;
