@@ -208,8 +208,10 @@ impl Browser {
                 self.js(&format!("return document.activeElement && document.activeElement.matches({css:?});")).await;
             if here == true {
                 // The focus is visible (the stylesheet's :focus-visible outline).
-                let outline = self.js("return getComputedStyle(document.activeElement).outlineStyle;").await;
-                assert_ne!(outline, "none", "{css} has the focus but shows no outline");
+                let outline = self
+                    .js("const s = getComputedStyle(document.activeElement); return [s.outlineStyle, s.outlineWidth];")
+                    .await;
+                assert_eq!(outline, json!(["solid", "3px"]), "{css} has the focus but not the :focus-visible outline");
                 return;
             }
         }
