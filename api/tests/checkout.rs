@@ -1,7 +1,7 @@
 //! The checkout page's HTTP surface (the browser tests in `ops/tests/checkout_browser.rs` drive
 //! the page itself): what the payer's view contains and leaves out, the page's headers and
 //! escaping, activation and re-activation of deferred invoices (once, even when raced), and the
-//! test-mode simulate buttons (absent in live).
+//! test-mode simulate buttons (absent in live), the payer's language and the receipt.
 
 use std::time::Duration;
 
@@ -395,4 +395,79 @@ async fn every_activation_and_every_expiry_of_a_draft_is_its_own_event() {
     // A replayed expiry of the second activation is still written once.
     let after = invoice::Entity::find_by_id(uuid).one(&app.state.db).await.unwrap().unwrap();
     assert!(!domain::events::emit_invoice(&app.state.db, "invoice.expired", &after, None).await.unwrap());
+}
+
+/// The page speaks the payer's language: `?lang=`, else `Accept-Language` by q-value, else
+/// English; the state's labels follow.
+#[tokio::test]
+async fn the_page_and_its_state_speak_the_payers_language() {
+    let (app, _, key) = TestApp::with_test_key().await;
+    let inv = app
+        .create_invoice(
+            &key,
+            json!({"currency": "USDT", "network": "bsc", "amount_fiat": "49.90", "fiat_currency": "EUR"}),
+        )
+        .await;
+    let id = inv["id"].as_str().unwrap();
+    let page = |accept: &'static str, query: &'static str| {
+        let req = app.http.get(app.url(&format!("/checkout/{id}{query}"))).header("accept-language", accept);
+        async move { req.send().await.unwrap().text().await.unwrap() }
+    };
+    assert!(page("en;q=0.4, de-DE;q=0.9", "").await.contains("<html lang=\"de\">"));
+    assert!(page("de", "?lang=fr").await.contains("<html lang=\"fr\">"), "?lang= overrides the header");
+    assert!(page("ja", "").await.contains("<html lang=\"en\">"));
+    let (_, en) = state(&app, id).await;
+    assert_eq!(en["amount_fiat"], "49.9", "the exact decimal; the page formats it");
+    assert_eq!(en["fiat_currency"], "EUR");
+    assert_eq!(en["gate"]["label"], "USDT on BNB Smart Chain (BEP-20)");
+    assert_eq!(en["gate"]["network_name"], "BNB Smart Chain");
+    assert_eq!(en["gate"]["token_standard"], "BEP-20");
+    let de = app.get(&format!("/checkout/{id}/state?lang=de"), None).await;
+    assert_eq!(de.body["data"]["gate"]["label"], "USDT auf BNB Smart Chain (BEP-20)");
+}
+
+/// The receipt exists once the invoice is paid, in the payer's language, with every
+/// merchant-provided string escaped and nothing of the invoice the payer did not see.
+#[tokio::test]
+async fn the_receipt_of_a_paid_invoice_shares_only_what_the_payer_knows() {
+    let (app, merchant, key) = TestApp::with_test_key().await;
+    let inv = app
+        .create_invoice(
+            &key,
+            json!({"currency": "USDT", "network": "bsc", "amount_fiat": "49.90", "fiat_currency": "EUR",
+                   "external_id": "order-7", "metadata": {"customer": "secret-crm-id"},
+                   "redirect_url": "https://shop.example/thanks",
+                   "description": "Mug <script>alert(1)</script> & \"more\""}),
+        )
+        .await;
+    let id = inv["id"].as_str().unwrap();
+    let receipt = |accept: &'static str| {
+        let req = app.http.get(app.url(&format!("/checkout/{id}/receipt"))).header("accept-language", accept);
+        async move { req.send().await.unwrap() }
+    };
+    assert_eq!(receipt("en").await.status(), 404, "no receipt before the invoice is paid");
+    let amount = state(&app, id).await.1["amount"].as_str().unwrap().to_owned();
+    testkit::credit_invoice(&app, merchant, Uuid::parse_str(id).unwrap(), "bsc_usdt", &amount).await;
+    // What the confirmation tracker makes of it.
+    set_invoice(&app, id, invoice::Column::AmountPaid, entity::Amount::new(d(&amount)).into()).await;
+    set_invoice(&app, id, invoice::Column::PaidAt, Some(chrono::Utc::now()).into()).await;
+    set_invoice(&app, id, invoice::Column::Status, "paid".into()).await;
+    let r = receipt("de-DE,de;q=0.9,en;q=0.5").await;
+    assert_eq!(r.status(), 200);
+    let csp = r.headers()["content-security-policy"].to_str().unwrap().to_owned();
+    assert!(csp.contains("default-src 'none'") && csp.contains("script-src 'self'"), "{csp}");
+    let html = r.text().await.unwrap();
+    assert!(html.contains("<html lang=\"de\">") && html.contains("Zahlungsbeleg"), "{html}");
+    assert!(html.contains("Mug &lt;script&gt;alert(1)&lt;/script&gt; &amp; &quot;more&quot;"), "{html}");
+    assert!(!html.contains("<script"), "no script on the receipt: {html}");
+    assert!(html.contains("49,90\u{a0}€"), "{html}");
+    assert!(html.contains(&format!("{amount} USDT")), "{html}");
+    assert!(html.contains("BNB Smart Chain") && html.contains("test-") && html.contains(id), "{html}");
+    for secret in ["order-7", "secret-crm-id", "shop.example", inv["merchant_id"].as_str().unwrap()] {
+        assert!(!html.contains(secret), "{secret} on the receipt: {html}");
+    }
+    assert_eq!(
+        app.http.get(app.url(&format!("/checkout/{}/receipt", Uuid::now_v7()))).send().await.unwrap().status(),
+        404
+    );
 }

@@ -9,12 +9,22 @@
 //!    without a reload, and the page sends the payer to the merchant's `redirect_url`.
 //! 2. A fiat-priced draft: the payer picks USDT on tron on the page, which activates the
 //!    invoice (address, locked amount, `invoice.activated`), then pays it in full.
+//! 3. Every state in English and in German, at a desktop and a phone width: a 49.90 EUR draft
+//!    (method list), waiting, confirming, paid, the receipt, and an expired draft. Each is
+//!    checked on its visible text, by axe-core (no serious or critical violation) and kept as a
+//!    screenshot in `docs/checkout-screenshots/` too. The method is chosen and the amount
+//!    copied with the keyboard only.
+//!
+//! axe-core is read from `$AXE_CORE_JS` (its `axe.min.js`; `.ci/run`'s `ensure_axe_core`
+//! installs it): the tests fail when it is missing.
 #![cfg(feature = "browser-tests")]
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use fantoccini::actions::{InputSource, KeyAction, KeyActions};
+use fantoccini::key::Key;
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
 use testkit::fleet::free_port;
@@ -27,6 +37,29 @@ fn screenshots_dir() -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+/// The screenshots kept in the repository: one per state, language and width.
+fn docs_screenshots_dir() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/checkout-screenshots");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// axe-core's source, from `$AXE_CORE_JS`: missing is a failure, never a skip.
+fn axe_source() -> String {
+    let path = std::env::var("AXE_CORE_JS").unwrap_or_else(|_| {
+        panic!("AXE_CORE_JS is not set: point it at axe-core's axe.min.js (`.ci/run` installs it with ensure_axe_core)")
+    });
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("AXE_CORE_JS={path} cannot be read: {e}"))
+}
+
+/// Text as WebDriver reads it, no-break spaces (Intl's "49,90 €") as spaces.
+fn plain(s: &str) -> String {
+    s.replace(['\u{a0}', '\u{202f}'], " ")
+}
+
+/// The two widths every state is checked at: (name, width, height).
+const WIDTHS: [(&str, u32, u32); 2] = [("desktop", 1280, 900), ("phone", 390, 844)];
 
 struct Browser {
     client: Client,
@@ -121,7 +154,7 @@ impl Browser {
     async fn wait_text(&self, css: &str, want: &str) -> String {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            let got = self.text(css).await;
+            let got = plain(&self.text(css).await);
             if got.contains(want) {
                 return got;
             }
@@ -132,6 +165,75 @@ impl Browser {
 
     async fn js(&self, script: &str) -> Value {
         self.client.execute(script, vec![]).await.unwrap()
+    }
+
+    /// Runs axe-core on the page as it is now and fails on any serious or critical violation,
+    /// listing them.
+    async fn axe(&self, what: &str) {
+        if self.js("return typeof window.axe === 'undefined';").await == true {
+            self.client.execute(&axe_source(), vec![]).await.expect("axe-core loads into the page");
+        }
+        let script = "const done = arguments[arguments.length - 1];
+            axe.run(document, { resultTypes: ['violations'] })
+              .then(r => done(r.violations.map(v => ({ id: v.id, impact: v.impact, help: v.help,
+                  nodes: v.nodes.map(n => n.target.join(' ') + ' | ' + n.failureSummary) }))))
+              .catch(e => done([{ id: 'axe-error', impact: 'critical', help: String(e), nodes: [] }]));";
+        let violations = self.client.execute_async(script, vec![]).await.expect("axe.run");
+        let bad: Vec<&Value> = violations
+            .as_array()
+            .expect("a list of violations")
+            .iter()
+            .filter(|v| matches!(v["impact"].as_str(), Some("serious" | "critical")))
+            .collect();
+        assert!(
+            bad.is_empty(),
+            "axe-core on {what}: serious or critical violations:\n{}",
+            serde_json::to_string_pretty(&bad).unwrap()
+        );
+    }
+
+    /// Presses `key` on whatever has the focus, as a keyboard does.
+    async fn press(&self, key: Key) {
+        let k: char = key.into();
+        let actions =
+            KeyActions::new("keyboard".into()).then(KeyAction::Down { value: k }).then(KeyAction::Up { value: k });
+        self.client.perform_actions(actions).await.unwrap();
+    }
+
+    /// Tabs through the page until the focused element matches `css` (at most 60 presses).
+    async fn tab_to(&self, css: &str) {
+        for _ in 0..60 {
+            self.press(Key::Tab).await;
+            let here =
+                self.js(&format!("return document.activeElement && document.activeElement.matches({css:?});")).await;
+            if here == true {
+                // The focus is visible (the stylesheet's :focus-visible outline).
+                let outline = self
+                    .js("const s = getComputedStyle(document.activeElement); return [s.outlineStyle, s.outlineWidth];")
+                    .await;
+                assert_eq!(outline, json!(["solid", "3px"]), "{css} has the focus but not the :focus-visible outline");
+                return;
+            }
+        }
+        panic!("Tab never reached {css}");
+    }
+
+    /// The page as it is now at each width: `check` on its visible text, axe-core, and a
+    /// screenshot `{state}-{lang}-{width}.png` in both screenshot directories.
+    async fn capture(&self, state: &str, lang: &str, check: &[(&str, &str)]) {
+        for (width_name, w, h) in WIDTHS {
+            self.client.set_window_size(w, h).await.unwrap();
+            let inner = self.js("return window.innerWidth;").await.as_u64().unwrap();
+            assert!(inner <= w as u64 && inner + 40 >= w as u64, "{width_name}: the page is {inner} px wide");
+            for (css, want) in check {
+                self.wait_text(css, want).await;
+            }
+            self.axe(&format!("{state} ({lang}, {width_name})")).await;
+            let png = self.client.screenshot().await.unwrap();
+            let name = format!("{state}-{lang}-{width_name}.png");
+            std::fs::write(self.shots.join(&name), &png).unwrap();
+            std::fs::write(docs_screenshots_dir().join(&name), &png).unwrap();
+        }
     }
 }
 
@@ -153,7 +255,9 @@ impl Serve {
             // Bitcoin blocks only when the test mines them: the page (polling every 2 s) shows
             // the "seen" state for as long as the test waits, whatever the machine's speed.
             .env("PAYGATE_SANDBOX__GATE_BLOCK_INTERVAL_MS__BITCOIN", "0")
-            .env("PAYGATE_PIPELINE__TRACK_INTERVAL_MS", "200");
+            .env("PAYGATE_PIPELINE__TRACK_INTERVAL_MS", "200")
+            // An expired draft within a second of its draft_expires_at.
+            .env("PAYGATE_PIPELINE__SWEEP_INTERVAL_MS", "500");
         let (child, key) = start_with_demo_key(cmd).await;
         let s = Serve {
             base: format!("http://127.0.0.1:{port}"),
@@ -299,18 +403,22 @@ async fn a_payer_chooses_the_method_of_a_draft_on_the_page() {
     assert_eq!(inv["deposit_address"], Value::Null);
     let b = Browser::start().await;
     b.client.goto(inv["checkout_url"].as_str().unwrap()).await.unwrap();
-    b.wait_text("#methods-title", "Choose how you want to pay").await;
+    b.wait_text("#methods-title", "Choose a payment method").await;
+    assert!(!b.visible("#status").await, "one heading: the method list's");
     assert!(!b.visible("#pay").await, "no address before a method is chosen");
+    assert_eq!(b.text("#fiat-total").await, "$25.00");
     // Every enabled gate priced at today's rate: 25 USD is 25 USDT, 0.000417 BTC (rounded up).
-    let methods = b.text("#method-list").await;
-    assert!(methods.contains("25 USDT on Tether USD (TRC-20)"), "{methods}");
-    assert!(methods.contains("0.00041667 BTC on Bitcoin"), "{methods}");
+    let tron_usdt = b.text("button[data-gate='tron_usdt']").await;
+    assert!(tron_usdt.contains("USDT on TRON (TRC-20)") && tron_usdt.contains("25 USDT"), "{tron_usdt}");
+    let btc = b.text("button[data-gate='bitcoin']").await;
+    assert!(btc.contains("BTC on Bitcoin") && btc.contains("0.00041667 BTC"), "{btc}");
     b.shot("06-draft-methods").await;
 
     b.click("button[data-gate='tron_usdt']").await;
     b.wait_text("#status", "Waiting for your payment").await;
     assert_eq!(b.text("#amount").await, "25");
     assert_eq!(b.text("#asset").await, "USDT");
+    assert_eq!(b.text("#network").await, "TRON (TRC-20)");
     let activated = serve.get_invoice(inv["id"].as_str().unwrap()).await;
     assert_eq!(activated["status"], "pending");
     assert_eq!(activated["activation_count"], 1);
@@ -325,4 +433,153 @@ async fn a_payer_chooses_the_method_of_a_draft_on_the_page() {
     b.shot("08-draft-paid").await;
     assert_eq!(serve.get_invoice(inv["id"].as_str().unwrap()).await["amount_paid"], "25");
     b.client.clone().close().await.unwrap();
+}
+
+/// What the page says in one language, for the assertions on visible text.
+struct Texts {
+    lang: &'static str,
+    fiat: &'static str,
+    label: &'static str,
+    choose: &'static str,
+    waiting: &'static str,
+    seen: &'static str,
+    paid: &'static str,
+    receipt_link: &'static str,
+    receipt: &'static str,
+    expired: &'static str,
+}
+
+const EN: Texts = Texts {
+    lang: "en",
+    fiat: "€49.90",
+    label: "USDT on BNB Smart Chain (BEP-20)",
+    choose: "Choose a payment method",
+    waiting: "Waiting for your payment",
+    seen: "Payment seen: 1 of 3 confirmations",
+    paid: "Paid. Thank you!",
+    receipt_link: "View and print the receipt",
+    receipt: "Payment receipt",
+    expired: "Expired",
+};
+
+const DE: Texts = Texts {
+    lang: "de",
+    fiat: "49,90 €",
+    label: "USDT auf BNB Smart Chain (BEP-20)",
+    choose: "Zahlungsart wählen",
+    waiting: "Warten auf Ihre Zahlung",
+    seen: "Zahlung erkannt: 1 von 3 Bestätigungen",
+    paid: "Bezahlt. Vielen Dank!",
+    receipt_link: "Beleg ansehen und drucken",
+    receipt: "Zahlungsbeleg",
+    expired: "Abgelaufen",
+};
+
+/// Every state of a 49.90 EUR order in one language, at both widths: draft (method list),
+/// waiting, confirming, paid, receipt, and an expired draft; the method chosen and the amount
+/// copied with the keyboard only.
+async fn every_state_in(t: &Texts) {
+    let serve = Serve::start().await;
+    let description = "Order #1042";
+    let inv = serve
+        .invoice(json!({
+            "is_deferred": true, "amount_fiat": "49.90", "fiat_currency": "EUR", "description": description,
+            "external_id": "ext-secret-7", "metadata": {"note": "meta-secret-9"}
+        }))
+        .await;
+    let id = inv["id"].as_str().unwrap().to_owned();
+    let url = inv["checkout_url"].as_str().unwrap();
+    // The receipt of an unpaid invoice does not exist.
+    let early = serve.http.get(format!("{}/checkout/{id}/receipt", serve.base)).send().await.unwrap();
+    assert_eq!(early.status(), 404);
+
+    let b = Browser::start().await;
+    b.client.goto(url).await.unwrap();
+    if t.lang != "en" {
+        // The language links: plain links, the page comes back in that language.
+        b.wait_text("#methods-title", EN.choose).await;
+        b.click(&format!("a[hreflang='{}']", t.lang)).await;
+    }
+    b.wait_text("#methods-title", t.choose).await;
+    assert_eq!(b.js("return document.documentElement.lang;").await, t.lang);
+    assert!(!b.visible("#status").await, "one heading: the method list's");
+    let top = [("#fiat-total", t.fiat), ("#description", description)];
+    let draft = [top[0], top[1], ("#methods-title", t.choose), ("#method-list", t.label)];
+    b.capture("draft", t.lang, &draft).await;
+
+    // Keyboard only: Tab to Bitcoin, Enter.
+    b.tab_to("button[data-gate='bitcoin']").await;
+    b.press(Key::Enter).await;
+    b.wait_text("#status", t.waiting).await;
+    assert_eq!(b.text("#network").await, "Bitcoin");
+    b.capture("waiting", t.lang, &[top[0], top[1], ("#status", t.waiting)]).await;
+    // The state poll keeps the language.
+    assert_eq!(b.js("return document.documentElement.lang;").await, t.lang);
+    let copy_label = b.text("#copy-amount").await;
+    b.tab_to("#copy-amount").await;
+    b.press(Key::Enter).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while b.text("#copy-amount").await == copy_label {
+        assert!(Instant::now() < deadline, "the copy button never said it copied");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    b.click("#simulate-full").await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while b.text("#simulate-note").await.is_empty() {
+        assert!(Instant::now() < deadline, "the simulated payment was never sent");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    serve.mine("BTC", 1).await;
+    b.wait_text("#status", t.seen).await;
+    b.capture("confirming", t.lang, &[top[0], top[1], ("#status", t.seen)]).await;
+
+    serve.mine("BTC", 2).await;
+    b.wait_text("#status", t.paid).await;
+    b.capture("paid", t.lang, &[top[0], top[1], ("#status", t.paid), ("#receipt-link", t.receipt_link)]).await;
+
+    b.click("#receipt-link").await;
+    b.wait_text("#receipt-title", t.receipt).await;
+    assert_eq!(b.js("return document.documentElement.lang;").await, t.lang);
+    let receipt = plain(&b.text("#receipt").await);
+    for want in [description, t.fiat, "Bitcoin", "BTC", id.as_str(), "Demo merchant"] {
+        assert!(receipt.contains(want), "the receipt shows {want:?}: {receipt}");
+    }
+    let rows = b.client.find_all(Locator::Css("#transactions tbody tr")).await.unwrap();
+    assert_eq!(rows.len(), 1, "one credited transaction");
+    let source = b.client.source().await.unwrap();
+    for secret in ["ext-secret-7", "meta-secret-9", "<script"] {
+        assert!(!source.contains(secret), "the receipt shows {secret:?}");
+    }
+    b.capture("receipt", t.lang, &[("#receipt-title", t.receipt), ("#receipt", t.fiat)]).await;
+
+    // A draft nobody opened in time: expired.
+    let soon = chrono::Utc::now() + chrono::Duration::seconds(2);
+    let gone = serve
+        .invoice(json!({
+            "is_deferred": true, "amount_fiat": "49.90", "fiat_currency": "EUR", "description": description,
+            "draft_expires_at": soon.to_rfc3339()
+        }))
+        .await;
+    let gone_id = gone["id"].as_str().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while serve.get_invoice(gone_id).await["status"] != "expired" {
+        assert!(Instant::now() < deadline, "the draft never expired");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    b.client.goto(&format!("{}?lang={}", gone["checkout_url"].as_str().unwrap(), t.lang)).await.unwrap();
+    b.wait_text("#status", t.expired).await;
+    assert!(!b.visible("#methods").await && !b.visible("#pay").await, "nothing to choose or pay");
+    b.capture("expired", t.lang, &[top[0], top[1], ("#status", t.expired)]).await;
+    b.client.clone().close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_state_in_english_at_desktop_and_phone_widths() {
+    every_state_in(&EN).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_state_in_german_at_desktop_and_phone_widths() {
+    every_state_in(&DE).await;
 }

@@ -6,18 +6,26 @@
 //!   and polls for changes without reloading).
 //! - `GET /checkout/{id}/state`: the payer's view (`service::CheckoutView`).
 //! - `GET /checkout/{id}/qr.svg`: the QR code of the payment URI.
+//! - `GET /checkout/{id}/receipt`: the printable receipt of a paid or overpaid invoice
+//!   (server-rendered, no script; `receipt`). 404 for any other invoice.
 //! - `POST /checkout/{id}/activate`: a deferred invoice is activated on the chosen gate.
 //! - `POST /checkout/{id}/test-payment`: test environment only, the simulate buttons.
 //!
-//! Every text the payer reads is in `domain::messages` (`entity/domain/src/messages/en.json`,
-//! shared with the payment-request e-mail): a translation is another such file.
+//! Every text the payer reads is in `domain::messages` (`entity/domain/src/messages/<lang>.json`,
+//! one catalogue per language, shared with the payment-request e-mail); none is in the HTML,
+//! the script or this module. The language (`lang`) is `?lang=xx` if given, else the browser's
+//! `Accept-Language`, else English; every route above takes `?lang=` and the page passes its
+//! own to the state poll, the activation and the receipt link. The page links to itself in each
+//! language (plain links, no script) and sets `<html lang>`.
 
+pub mod lang;
+pub mod receipt;
 pub mod service;
 pub mod uri;
 
 use axum::Router;
-use axum::extract::{Path, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use uuid::Uuid;
@@ -30,7 +38,7 @@ use crate::state::HttpState;
 const PAGE: &str = include_str!("assets/checkout.html");
 const SCRIPT: &str = include_str!("assets/checkout.js");
 const STYLE: &str = include_str!("assets/checkout.css");
-/// The payer's texts (English). Keys are used by `checkout.js` and the page.
+/// The payer's texts in English (the fallback catalogue). Keys are used by `checkout.js`.
 pub const MESSAGES_EN: &str = domain::messages::EN;
 
 /// Only our own script, style, images and requests; nothing framed, no form posts.
@@ -44,6 +52,7 @@ pub fn router() -> Router<HttpState> {
         .route("/checkout/{invoice_id}", get(page))
         .route("/checkout/{invoice_id}/state", get(state_json))
         .route("/checkout/{invoice_id}/qr.svg", get(qr))
+        .route("/checkout/{invoice_id}/receipt", get(receipt_page))
         .route("/checkout/{invoice_id}/activate", post(activate))
         .route("/checkout/{invoice_id}/test-payment", post(test_payment))
 }
@@ -99,28 +108,95 @@ fn fill(template: &str, values: &[(&str, &str)]) -> String {
     out
 }
 
-/// The page for an invoice's view (`state` is `null` for an unknown invoice).
-fn render_page(state: &str, invoice: &str) -> String {
-    let messages = MESSAGES_EN.replace('<', "\\u003c");
-    fill(PAGE, &[("STATE", state), ("MESSAGES", &messages), ("INVOICE", invoice)])
+/// The language of a request: `?lang=`, else `Accept-Language`, else English.
+fn language(q: &lang::LangQuery, headers: &HeaderMap) -> &'static str {
+    let accept = headers.get(header::ACCEPT_LANGUAGE).and_then(|v| v.to_str().ok());
+    lang::pick(q.lang.as_deref(), accept)
 }
 
-async fn page(State(state): State<HttpState>, Path(raw): Path<String>) -> Response {
-    let not_found = || html(StatusCode::NOT_FOUND, render_page("null", ""));
+/// The links to this page in every language (plain links: no script), the current one marked.
+fn language_switch(lang: &str) -> String {
+    let label = receipt::escape(&domain::messages::fill_in(lang, "language_switch", &[]));
+    let mut links = String::new();
+    for (code, _) in domain::messages::LANGUAGES {
+        let name = receipt::escape(&domain::messages::fill_in(code, "language_name", &[]));
+        let current = if code == lang { " aria-current=\"true\"" } else { "" };
+        links.push_str(&format!(
+            "<li><a href=\"?lang={code}\" hreflang=\"{code}\" lang=\"{code}\"{current}>{name}</a></li>"
+        ));
+    }
+    format!("<nav class=\"langs\" aria-label=\"{label}\"><ul>{links}</ul></nav>")
+}
+
+/// The page for an invoice's view (`state` is `null` for an unknown invoice), in `lang`.
+fn render_page(state: &str, invoice: &str, lang: &str) -> String {
+    let messages = domain::messages::catalogue(lang).replace('<', "\\u003c");
+    let title = receipt::escape(&domain::messages::fill_in(lang, "title", &[]));
+    fill(
+        PAGE,
+        &[
+            ("LANG", lang),
+            ("TITLE", &title),
+            ("LANG_SWITCH", &language_switch(lang)),
+            ("STATE", state),
+            ("MESSAGES", &messages),
+            ("INVOICE", invoice),
+        ],
+    )
+}
+
+async fn page(
+    State(state): State<HttpState>,
+    Path(raw): Path<String>,
+    Query(q): Query<lang::LangQuery>,
+    headers: HeaderMap,
+) -> Response {
+    let lang = language(&q, &headers);
+    let not_found = || html(StatusCode::NOT_FOUND, render_page("null", "", lang));
     let Ok(id) = Uuid::parse_str(&raw) else { return not_found() };
-    match service::view(&state, id).await {
-        Ok(view) => html(StatusCode::OK, render_page(&embedded_json(&view), &id.to_string())),
+    match service::view(&state, id, lang).await {
+        Ok(view) => html(StatusCode::OK, render_page(&embedded_json(&view), &id.to_string(), lang)),
         Err(e) if e.status == StatusCode::NOT_FOUND => not_found(),
         Err(e) => e.into_response(),
     }
 }
 
-async fn state_json(State(state): State<HttpState>, PathId(id): PathId) -> ApiResult<Response> {
-    Ok(secured(Data::ok(service::view(&state, id).await?).into_response(), "no-store"))
+/// The receipt of a paid or overpaid invoice; the page's not-found for any other.
+async fn receipt_page(
+    State(state): State<HttpState>,
+    Path(raw): Path<String>,
+    Query(q): Query<lang::LangQuery>,
+    headers: HeaderMap,
+) -> Response {
+    let lang = language(&q, &headers);
+    let not_found = || html(StatusCode::NOT_FOUND, render_page("null", "", lang));
+    let Ok(id) = Uuid::parse_str(&raw) else { return not_found() };
+    let found = async {
+        let inv = service::load(&state, id).await?;
+        let pays = service::payments(&state, id).await?;
+        let merchant = state.merchant(inv.merchant_id).await?;
+        ApiResult::Ok(receipt::Receipt::of(&inv, &merchant.name, &pays))
+    };
+    match found.await {
+        Ok(Some(r)) => html(StatusCode::OK, receipt::render(&r, lang, &language_switch(lang))),
+        Ok(None) => not_found(),
+        Err(e) if e.status == StatusCode::NOT_FOUND => not_found(),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn state_json(
+    State(state): State<HttpState>,
+    PathId(id): PathId,
+    Query(q): Query<lang::LangQuery>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let lang = language(&q, &headers);
+    Ok(secured(Data::ok(service::view(&state, id, lang).await?).into_response(), "no-store"))
 }
 
 async fn qr(State(state): State<HttpState>, PathId(id): PathId) -> ApiResult<Response> {
-    let view = service::view(&state, id).await?;
+    let view = service::view(&state, id, "en").await?;
     let uri = view.payment_uri.ok_or_else(|| ApiError::not_found("payment address"))?;
     let svg = uri::qr_svg(&uri).ok_or_else(|| ApiError::internal("QR encoding failed"))?;
     Ok(secured(([(header::CONTENT_TYPE, "image/svg+xml")], svg).into_response(), "no-store"))
@@ -129,19 +205,25 @@ async fn qr(State(state): State<HttpState>, PathId(id): PathId) -> ApiResult<Res
 async fn activate(
     State(state): State<HttpState>,
     PathId(id): PathId,
+    Query(q): Query<lang::LangQuery>,
+    headers: HeaderMap,
     body: Result<JsonBody<service::ActivateRequest>, ApiError>,
 ) -> ApiResult<Response> {
+    let lang = language(&q, &headers);
     service::activate(&state, id, body?.value).await?;
-    Ok(secured(Data::ok(service::view(&state, id).await?).into_response(), "no-store"))
+    Ok(secured(Data::ok(service::view(&state, id, lang).await?).into_response(), "no-store"))
 }
 
 async fn test_payment(
     State(state): State<HttpState>,
     PathId(id): PathId,
+    Query(q): Query<lang::LangQuery>,
+    headers: HeaderMap,
     body: Result<JsonBody<service::SimulateRequest>, ApiError>,
 ) -> ApiResult<Response> {
+    let lang = language(&q, &headers);
     service::simulate(&state, id, body?.value).await?;
-    Ok(secured(Data::ok(service::view(&state, id).await?).into_response(), "no-store"))
+    Ok(secured(Data::ok(service::view(&state, id, lang).await?).into_response(), "no-store"))
 }
 
 #[cfg(test)]
@@ -154,5 +236,52 @@ mod tests {
         assert_eq!(fill("x{{A}}y{{B}}z", &vals), "x{{B}}ybz");
         assert_eq!(fill("{{UNKNOWN}} {{A", &vals), "{{UNKNOWN}} {{A");
         assert_eq!(fill("{{}}{{A}}", &vals), "{{}}{{B}}");
+    }
+
+    #[test]
+    fn the_page_in_a_language() {
+        let page = render_page("null", "", "de");
+        assert!(page.contains("<html lang=\"de\">") && page.contains("<title>Zahlung</title>"), "{page}");
+        assert!(page.contains("href=\"?lang=fr\""), "a link to every language");
+        assert!(page.contains("aria-current=\"true\">Deutsch<"), "the current language marked");
+        assert!(page.contains("\"status_draft\": \"Zahlungsart wählen\""), "the German catalogue");
+        assert!(!page.contains("{{"), "every placeholder filled");
+    }
+
+    /// The text between tags of `html` (tags, placeholders and entities removed).
+    fn visible_text(html: &str) -> String {
+        let mut out = String::new();
+        let mut in_tag = false;
+        for c in html.chars() {
+            match c {
+                '<' => in_tag = true,
+                '>' => in_tag = false,
+                c if !in_tag => out.push(c),
+                _ => {}
+            }
+        }
+        fill(&out, &[]).split("{{").map(|part| part.split_once("}}").map_or(part, |(_, rest)| rest)).collect::<String>()
+    }
+
+    /// No payer-visible text is written in the page, the receipt or the script: it all comes
+    /// from the catalogues.
+    #[test]
+    fn no_hard_coded_text() {
+        for (name, html) in [("checkout.html", PAGE), ("receipt.html", include_str!("assets/receipt.html"))] {
+            let body = html.split_once("<body>").map_or(html, |(_, b)| b);
+            let body = body.split("<script").next().unwrap_or(body);
+            let text = visible_text(body);
+            assert!(text.trim().is_empty(), "{name} has text of its own: {:?}", text.trim());
+        }
+        // A string literal in the script with two words in it would be a sentence.
+        let mut rest = SCRIPT;
+        while let Some(start) = rest.find('"') {
+            let after = &rest[start + 1..];
+            let end = after.find('"').expect("balanced quotes in checkout.js");
+            let literal = &after[..end];
+            let words = literal.split(' ').filter(|w| w.chars().filter(|c| c.is_alphabetic()).count() >= 2).count();
+            assert!(words < 2 || literal == "use strict", "checkout.js has text of its own: {literal:?}");
+            rest = &after[end + 1..];
+        }
     }
 }

@@ -57,11 +57,38 @@ pub struct GateView {
     pub asset: &'static str,
     pub name: &'static str,
     pub network: &'static str,
+    /// The network's common name (`BNB Smart Chain`).
+    pub network_name: &'static str,
+    /// The token standard (`BEP-20`); null for a native asset.
+    pub token_standard: Option<&'static str>,
+    /// What the payer reads, in the page's language: "USDT on BNB Smart Chain (BEP-20)".
+    pub label: String,
 }
 
-impl From<&'static Gate> for GateView {
-    fn from(g: &'static Gate) -> Self {
-        GateView { id: g.id, asset: g.asset, name: g.name, network: g.network }
+impl GateView {
+    pub fn new(g: &'static Gate, lang: &str) -> Self {
+        GateView {
+            id: g.id,
+            asset: g.asset,
+            name: g.name,
+            network: g.network,
+            network_name: g.network_name(),
+            token_standard: g.token_standard(),
+            label: gate_label(g, lang),
+        }
+    }
+}
+
+/// "USDT on BNB Smart Chain (BEP-20)" in `lang`: `Gate::label` in English, else the
+/// catalogue's `method_label` template plus the token standard in parentheses.
+pub fn gate_label(g: &'static Gate, lang: &str) -> String {
+    if lang == "en" {
+        return g.label();
+    }
+    let base = domain::messages::fill_in(lang, "method_label", &[("asset", g.asset), ("network", g.network_name())]);
+    match g.token_standard() {
+        Some(std) => format!("{base} ({std})"),
+        None => base,
     }
 }
 
@@ -101,11 +128,11 @@ pub struct SimulateRequest {
     pub kind: Simulated,
 }
 
-async fn load(state: &HttpState, id: Uuid) -> ApiResult<invoice::Model> {
+pub(super) async fn load(state: &HttpState, id: Uuid) -> ApiResult<invoice::Model> {
     invoice::Entity::find_by_id(id).one(&state.db).await?.ok_or_else(|| ApiError::not_found("invoice"))
 }
 
-async fn payments(state: &HttpState, id: Uuid) -> ApiResult<Vec<payment::Model>> {
+pub(super) async fn payments(state: &HttpState, id: Uuid) -> ApiResult<Vec<payment::Model>> {
     Ok(payment::Entity::find()
         .filter(payment::Column::InvoiceId.eq(id))
         .order_by_asc(payment::Column::DetectedAt)
@@ -150,7 +177,8 @@ fn price(state: &HttpState, inv: &invoice::Model, gate: &'static Gate) -> ApiRes
     }
 }
 
-pub async fn view(state: &HttpState, id: Uuid) -> ApiResult<CheckoutView> {
+/// The payer's view of invoice `id`, with its labels in `lang`.
+pub async fn view(state: &HttpState, id: Uuid, lang: &str) -> ApiResult<CheckoutView> {
     let inv = load(state, id).await?;
     let pays = payments(state, id).await?;
     let merchant = state.merchant(inv.merchant_id).await?;
@@ -177,11 +205,12 @@ pub async fn view(state: &HttpState, id: Uuid) -> ApiResult<CheckoutView> {
         test_mode: inv.environment == Environment::Test,
         merchant_name: merchant.name.clone(),
         description: inv.description.clone(),
-        gate: gate.map(GateView::from),
+        gate: gate.map(|g| GateView::new(g, lang)),
         amount: requested.map(text),
         amount_paid: text(paid),
         amount_remaining: remaining.map(text),
-        amount_fiat: inv.amount_fiat.map(|a| a.0.round_dp(2).to_string()),
+        // The exact decimal: the page formats it with the currency's minor units and the payer's locale.
+        amount_fiat: inv.amount_fiat.map(|a| a.0.normalize().to_string()),
         fiat_currency: inv.fiat_currency.clone(),
         address: inv.deposit_address.clone().filter(|_| has_address),
         address_tag: inv.deposit_address_tag.clone().filter(|_| has_address),
@@ -205,7 +234,10 @@ pub async fn view(state: &HttpState, id: Uuid) -> ApiResult<CheckoutView> {
         redirect_url: inv.redirect_url.clone(),
         can_activate,
         options: if can_activate {
-            options(state, &inv).into_iter().map(|(g, a)| OptionView { gate: g.into(), amount: text(a) }).collect()
+            options(state, &inv)
+                .into_iter()
+                .map(|(g, a)| OptionView { gate: GateView::new(g, lang), amount: text(a) })
+                .collect()
         } else {
             Vec::new()
         },
@@ -396,5 +428,17 @@ mod tests {
         let mut not_deferred = draft(InvoiceStatus::Expired, 1, true);
         not_deferred.is_deferred = false;
         assert_eq!(activation(&not_deferred, false, now), None);
+    }
+
+    #[test]
+    fn labels_in_each_language() {
+        let bsc_usdt = gates::find("bsc_usdt").unwrap();
+        let base = gates::find("base").unwrap();
+        assert_eq!(gate_label(bsc_usdt, "en"), "USDT on BNB Smart Chain (BEP-20)");
+        assert_eq!(gate_label(base, "en"), "ETH on Base");
+        assert_eq!(gate_label(bsc_usdt, "de"), "USDT auf BNB Smart Chain (BEP-20)");
+        assert_eq!(gate_label(base, "fr"), "ETH sur Base");
+        let v = GateView::new(bsc_usdt, "en");
+        assert_eq!((v.network_name, v.token_standard), ("BNB Smart Chain", Some("BEP-20")));
     }
 }

@@ -1,9 +1,13 @@
 // The checkout page: renders the invoice state embedded in the page, then polls
 // /checkout/{id}/state and re-renders without reloading. Every text comes from the messages
-// block (en.json on the server), so a translation is a second messages file.
+// block (the catalogue of the page's language, `<html lang>`), so a translation is one more
+// catalogue on the server. Fiat amounts are formatted with the browser's Intl.NumberFormat in
+// that language; crypto amounts are shown exactly as the server sends them.
 (function () {
   "use strict";
   var root = document.getElementById("checkout");
+  var lang = document.documentElement.lang || "en";
+  var query = "?lang=" + encodeURIComponent(lang);
   var invoice = root.getAttribute("data-invoice");
   var M = JSON.parse(document.getElementById("checkout-messages").textContent);
   var state = JSON.parse(document.getElementById("checkout-state").textContent);
@@ -19,6 +23,18 @@
     return s;
   }
   function show(id, on) { $(id).hidden = !on; }
+  // "€49.90" in English, "49,90 €" in German: the currency's minor units, the payer's locale.
+  // The amount is passed as its decimal string, so no digit is lost to floating point.
+  function money(amount, currency) {
+    try {
+      return new Intl.NumberFormat(lang, { style: "currency", currency: currency }).format(amount);
+    } catch (e) {
+      return amount + " " + currency;
+    }
+  }
+  function networkText(g) {
+    return g.token_standard ? g.network_name + " (" + g.token_standard + ")" : g.network_name;
+  }
   function text(id, s) { $(id).textContent = s == null ? "" : s; }
 
   function staticTexts() {
@@ -36,6 +52,8 @@
     text("simulate-partial", t("simulate_partial"));
     text("simulate-excess", t("simulate_excess"));
     text("redirect-link", t("redirect_link"));
+    text("receipt-link", t("receipt_link"));
+    text("methods-title", t("status_draft"));
   }
 
   function statusText(s) {
@@ -65,14 +83,19 @@
     text("test-banner", t("test_banner"));
     text("merchant", t("pay_to", { merchant: s.merchant_name }));
     text("description", s.description);
+    show("description", !!s.description);
+    // The price and what it is for, at the top of every state.
+    show("fiat-total", !!s.amount_fiat);
+    text("fiat-total", s.amount_fiat ? money(s.amount_fiat, s.fiat_currency) : "");
     var st = $("status");
     st.setAttribute("data-status", s.status);
     text("status", statusText(s));
+    // A draft's one heading is the method list's.
+    show("status", s.status !== "draft");
 
     // Choosing a method (drafts, or an expired deferred invoice that may be activated again).
     show("methods", s.can_activate);
     if (s.can_activate) {
-      text("methods-title", s.status === "draft" ? t("choose_method") : t("choose_again"));
       var list = $("method-list");
       list.textContent = "";
       s.options.forEach(function (o) {
@@ -80,7 +103,14 @@
         var b = document.createElement("button");
         b.type = "button";
         b.setAttribute("data-gate", o.gate.id);
-        b.textContent = t("method_option", { amount: o.amount, asset: o.gate.asset, network: o.gate.name });
+        var label = document.createElement("span");
+        label.className = "method-label";
+        label.textContent = o.gate.label;
+        var amount = document.createElement("span");
+        amount.className = "method-amount";
+        amount.textContent = o.amount + " " + o.gate.asset;
+        b.appendChild(label);
+        b.appendChild(amount);
         b.addEventListener("click", function () { post("/activate", { gate_id: o.gate.id }); });
         li.appendChild(b);
         list.appendChild(li);
@@ -95,8 +125,8 @@
       text("amount-label", s.amount_remaining ? t("send_remaining") : t("send_exactly"));
       text("amount", due);
       text("asset", s.gate.asset);
-      text("fiat", s.amount_fiat && !s.amount_remaining ? t("amount_fiat", { fiat: s.amount_fiat + " " + s.fiat_currency }) : "");
-      text("network", s.gate.name + " (" + s.gate.network + ")");
+      text("fiat", s.amount_fiat && !s.amount_remaining ? t("amount_fiat", { fiat: money(s.amount_fiat, s.fiat_currency) }) : "");
+      text("network", networkText(s.gate));
       text("address", s.address);
       show("tag-row", !!s.address_tag);
       text("tag", s.address_tag);
@@ -114,6 +144,7 @@
     show("done", done);
     if (done) {
       text("received", t("paid_amount", { amount: s.amount_paid, asset: s.gate ? s.gate.asset : "" }));
+      $("receipt-link").href = "/checkout/" + invoice + "/receipt" + query;
       var link = $("redirect-link");
       if (s.redirect_url) {
         link.href = s.redirect_url;
@@ -155,7 +186,7 @@
 
   function post(path, body) {
     fail(null);
-    return fetch("/checkout/" + invoice + path, {
+    return fetch("/checkout/" + invoice + path + query, {
       method: "POST",
       headers: { "content-type": "application/json" },
       body: JSON.stringify(body)
@@ -169,7 +200,7 @@
   }
 
   function poll() {
-    fetch("/checkout/" + invoice + "/state", { cache: "no-store" })
+    fetch("/checkout/" + invoice + "/state" + query, { cache: "no-store" })
       .then(function (r) { return r.ok ? r.json() : Promise.reject(new Error(r.status)); })
       .then(function (j) { fail(null); render(j.data); })
       .catch(function () { fail(t("connection_lost")); })
@@ -186,9 +217,7 @@
       button.textContent = t("copied");
       setTimeout(function () { button.textContent = t("copy"); }, 1500);
     };
-    if (navigator.clipboard && window.isSecureContext) {
-      navigator.clipboard.writeText(value).then(done, function () {});
-    } else {
+    var fallback = function () {
       var area = document.createElement("textarea");
       area.value = value;
       area.setAttribute("readonly", "");
@@ -198,6 +227,13 @@
       area.select();
       try { document.execCommand("copy"); done(); } catch (e) { /* nothing to do */ }
       document.body.removeChild(area);
+      button.focus();
+    };
+    // The clipboard API where the browser grants it, else (or when it refuses) a selection.
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(value).then(done, fallback);
+    } else {
+      fallback();
     }
   }
 
