@@ -12,7 +12,7 @@
 //! 3. Every state in English and in German, at a desktop and a phone width: a 49.90 EUR draft
 //!    (method list), waiting, confirming, paid, the receipt, and an expired draft. Each is
 //!    checked on its visible text, by axe-core (no serious or critical violation) and kept as a
-//!    screenshot in `docs/checkout-screenshots/` too. The method is chosen and the amount
+//!    screenshot (in `docs/checkout-screenshots/` too with `CHECKOUT_SCREENSHOTS_DOCS=1`). The method is chosen and the amount
 //!    copied with the keyboard only.
 //!
 //! axe-core is read from `$AXE_CORE_JS` (its `axe.min.js`; `.ci/run`'s `ensure_axe_core`
@@ -38,11 +38,13 @@ fn screenshots_dir() -> PathBuf {
     dir
 }
 
-/// The screenshots kept in the repository: one per state, language and width.
-fn docs_screenshots_dir() -> PathBuf {
+/// The screenshots kept in the repository (one per state, language and width), refreshed when
+/// `CHECKOUT_SCREENSHOTS_DOCS=1`: a plain run (CI's) leaves the checkout's files as they are.
+fn docs_screenshots_dir() -> Option<PathBuf> {
+    std::env::var_os("CHECKOUT_SCREENSHOTS_DOCS").filter(|v| v == "1")?;
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/checkout-screenshots");
     std::fs::create_dir_all(&dir).unwrap();
-    dir
+    Some(dir)
 }
 
 /// axe-core's source, from `$AXE_CORE_JS`: missing is a failure, never a skip.
@@ -232,7 +234,9 @@ impl Browser {
             let png = self.client.screenshot().await.unwrap();
             let name = format!("{state}-{lang}-{width_name}.png");
             std::fs::write(self.shots.join(&name), &png).unwrap();
-            std::fs::write(docs_screenshots_dir().join(&name), &png).unwrap();
+            if let Some(docs) = docs_screenshots_dir() {
+                std::fs::write(docs.join(&name), &png).unwrap();
+            }
         }
     }
 }
@@ -504,7 +508,16 @@ async fn every_state_in(t: &Texts) {
     assert_eq!(b.js("return document.documentElement.lang;").await, t.lang);
     assert!(!b.visible("#status").await, "one heading: the method list's");
     let top = [("#fiat-total", t.fiat), ("#description", description)];
-    let draft = [top[0], top[1], ("#methods-title", t.choose), ("#method-list", t.label)];
+    // Quotes rounded up to figures people send (USDT to cents, ETH to 6 places), never below
+    // the price: 49.90 EUR at 0.9 EUR per USDT is 55.45, at 2700 EUR per ETH 0.018482.
+    let draft = [
+        top[0],
+        top[1],
+        ("#methods-title", t.choose),
+        ("#method-list", t.label),
+        ("#method-list", "55.45 USDT"),
+        ("#method-list", "0.018482 ETH"),
+    ];
     b.capture("draft", t.lang, &draft).await;
 
     // Keyboard only: Tab to Bitcoin, Enter.
