@@ -221,9 +221,14 @@ mod tests {
         let network = &s["CreateStaticAddressRequest"]["properties"]["network"]["anyOf"];
         assert_eq!(network, &serde_json::json!([{"$ref": "#/components/schemas/Network"}, {"type": "null"}]));
         // Bodies are plain objects: no composition a generator would turn into an intersection.
-        for name in ["CreateInvoiceRequest", "CreateStaticAddressRequest", "CreatePayoutRequest", "CreateRefundRequest",
-            "MineRequest", "SimulateDepositRequest"]
-        {
+        for name in [
+            "CreateInvoiceRequest",
+            "CreateStaticAddressRequest",
+            "CreatePayoutRequest",
+            "CreateRefundRequest",
+            "MineRequest",
+            "SimulateDepositRequest",
+        ] {
             let body = s[name].as_object().unwrap();
             assert_eq!(body["type"], "object", "{name}");
             for k in ["allOf", "anyOf", "oneOf"] {

@@ -57,7 +57,8 @@ fn metadata_refs(schemas: &mut Map<String, Value>) {
             // Already written (a request body's `Metadata` reference).
             _ => continue,
         };
-        let mut named = if nullable { json!({"anyOf": [metadata.clone(), {"type": "null"}]}) } else { metadata.clone() };
+        let mut named =
+            if nullable { json!({"anyOf": [metadata.clone(), {"type": "null"}]}) } else { metadata.clone() };
         if let Some(d) = p.get("description") {
             named["description"] = d.clone();
         }

@@ -53,7 +53,8 @@ pub fn quote(fiat_amount: Decimal, rate: Decimal, decimals: u32) -> Option<Decim
         return None;
     }
     let step = Decimal::new(1, decimals);
-    let mut crypto = fiat_amount.checked_div(rate)?.round_dp_with_strategy(decimals, RoundingStrategy::ToPositiveInfinity);
+    let mut crypto =
+        fiat_amount.checked_div(rate)?.round_dp_with_strategy(decimals, RoundingStrategy::ToPositiveInfinity);
     if crypto.checked_mul(rate)? < fiat_amount {
         crypto = crypto.checked_add(step)?;
     }
