@@ -82,16 +82,23 @@ impl Mailer {
         let args = [("merchant", merchant), ("amount", amount.as_str()), ("currency", currency.as_str())];
         let mut text = vec![fill("email_greeting", &[]), String::new(), fill("email_body", &args)];
         let mut html = vec![
-            format!("<p>{}</p>", escape(&fill("email_greeting", &[]))),
-            format!("<p>{}</p>", escape(&fill("email_body", &args))),
+            format!("<p>{}</p>", domain::messages::escape_html(&fill("email_greeting", &[]))),
+            format!("<p>{}</p>", domain::messages::escape_html(&fill("email_body", &args))),
         ];
         if let Some(d) = inv.description.as_deref().filter(|d| !d.is_empty()) {
             text.push(fill("email_description", &[("description", d)]));
-            html.push(format!("<p>{}</p>", escape(&fill("email_description", &[("description", d)]))));
+            html.push(format!(
+                "<p>{}</p>",
+                domain::messages::escape_html(&fill("email_description", &[("description", d)]))
+            ));
         }
         text.extend([String::new(), fill("email_link", &[("url", &url)]), String::new(), fill("email_footer", &[])]);
-        html.push(format!("<p><a href=\"{}\">{}</a></p>", escape(&url), escape(&fill("email_button", &args))));
-        html.push(format!("<p><small>{}</small></p>", escape(&fill("email_footer", &[]))));
+        html.push(format!(
+            "<p><a href=\"{}\">{}</a></p>",
+            domain::messages::escape_html(&url),
+            domain::messages::escape_html(&fill("email_button", &args))
+        ));
+        html.push(format!("<p><small>{}</small></p>", domain::messages::escape_html(&fill("email_footer", &[]))));
         let html = format!("<!doctype html><html><body>{}</body></html>", html.join("\n"));
         Message::builder()
             .from(self.from.clone())
@@ -100,10 +107,6 @@ impl Mailer {
             .multipart(MultiPart::alternative_plain_html(text.join("\n"), html))
             .map_err(|e| MailError::Smtp(e.to_string()))
     }
-}
-
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
 /// Invoices whose e-mail is due (at most `limit`, oldest first); each is marked due again after

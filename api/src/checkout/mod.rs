@@ -116,10 +116,10 @@ fn language(q: &lang::LangQuery, headers: &HeaderMap) -> &'static str {
 
 /// The links to this page in every language (plain links: no script), the current one marked.
 fn language_switch(lang: &str) -> String {
-    let label = receipt::escape(&domain::messages::fill_in(lang, "language_switch", &[]));
+    let label = domain::messages::escape_html(&domain::messages::fill_in(lang, "language_switch", &[]));
     let mut links = String::new();
     for (code, _) in domain::messages::LANGUAGES {
-        let name = receipt::escape(&domain::messages::fill_in(code, "language_name", &[]));
+        let name = domain::messages::escape_html(&domain::messages::fill_in(code, "language_name", &[]));
         let current = if code == lang { " aria-current=\"true\"" } else { "" };
         links.push_str(&format!(
             "<li><a href=\"?lang={code}\" hreflang=\"{code}\" lang=\"{code}\"{current}>{name}</a></li>"
@@ -131,7 +131,7 @@ fn language_switch(lang: &str) -> String {
 /// The page for an invoice's view (`state` is `null` for an unknown invoice), in `lang`.
 fn render_page(state: &str, invoice: &str, lang: &str) -> String {
     let messages = domain::messages::catalogue(lang).replace('<', "\\u003c");
-    let title = receipt::escape(&domain::messages::fill_in(lang, "title", &[]));
+    let title = domain::messages::escape_html(&domain::messages::fill_in(lang, "title", &[]));
     fill(
         PAGE,
         &[

@@ -11,7 +11,7 @@ use entity::{InvoiceStatus, PaymentStatus, invoice, payment};
 use rust_decimal::{Decimal, RoundingStrategy};
 
 use domain::gates;
-use domain::messages::fill_in;
+use domain::messages::{escape_html as escape, fill_in};
 
 const TEMPLATE: &str = include_str!("assets/receipt.html");
 
@@ -57,22 +57,6 @@ impl Receipt {
                 .collect(),
         })
     }
-}
-
-/// `s` with the characters HTML gives a meaning escaped, for text and attribute values.
-pub fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 /// Digits after the decimal point of a fiat currency (ISO 4217 minor units; 2 unless listed).

@@ -36,6 +36,23 @@ pub fn fill_in(lang: &str, key: &str, args: &[(&str, &str)]) -> String {
     text
 }
 
+/// `s` with the characters HTML gives a meaning escaped, for text and attribute values: every
+/// page and e-mail that puts a catalogue text or a merchant's string into HTML goes through it.
+pub fn escape_html(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
