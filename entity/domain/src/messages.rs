@@ -20,6 +20,15 @@ pub fn catalogue(lang: &str) -> &'static str {
     LANGUAGES.iter().find(|(code, _)| *code == lang).map_or(EN, |(_, c)| c)
 }
 
+/// Each catalogue of [`LANGUAGES`], parsed once (a page or a receipt looks up a dozen texts).
+static PARSED: std::sync::LazyLock<Vec<(&'static str, serde_json::Map<String, serde_json::Value>)>> =
+    std::sync::LazyLock::new(|| {
+        LANGUAGES
+            .iter()
+            .map(|(code, json)| (*code, serde_json::from_str(json).expect("a messages catalogue is a JSON object")))
+            .collect()
+    });
+
 /// The English text of `key` with `{name}` placeholders replaced; the key itself when missing.
 pub fn fill(key: &str, args: &[(&str, &str)]) -> String {
     fill_in("en", key, args)
@@ -28,8 +37,8 @@ pub fn fill(key: &str, args: &[(&str, &str)]) -> String {
 /// The text of `key` in `lang` (English for an unknown language) with `{name}` placeholders
 /// replaced; the key itself when missing.
 pub fn fill_in(lang: &str, key: &str, args: &[(&str, &str)]) -> String {
-    let messages: serde_json::Value = serde_json::from_str(catalogue(lang)).expect("a messages catalogue is JSON");
-    let mut text = messages[key].as_str().unwrap_or(key).to_owned();
+    let messages = PARSED.iter().find(|(code, _)| *code == lang).map_or(&PARSED[0].1, |(_, m)| m);
+    let mut text = messages.get(key).and_then(serde_json::Value::as_str).unwrap_or(key).to_owned();
     for (name, value) in args {
         text = text.replace(&format!("{{{name}}}"), value);
     }
