@@ -13,6 +13,7 @@ use axum::routing::get;
 use sea_orm::ConnectionTrait;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::limit::RequestBodyLimitLayer;
+use utoipa_axum::router::OpenApiRouter;
 use utoipa_swagger_ui::SwaggerUi;
 
 use tokio::sync::watch;
@@ -23,9 +24,10 @@ use crate::extract::MAX_BODY_BYTES;
 use crate::state::HttpState;
 use domain::config::ServerConfig;
 
-pub fn router(state: HttpState) -> Router {
-    let limits = axum::middleware::from_fn_with_state(state.clone(), crate::ratelimit::layer::limit);
-    Router::new()
+/// The routes the OpenAPI document describes, each declared once by its handler's
+/// `#[utoipa::path]`: the axum routes and the document's paths come from the same list.
+pub fn documented_routes() -> OpenApiRouter<HttpState> {
+    OpenApiRouter::default()
         .merge(crate::invoices::router())
         .merge(crate::static_addresses::router())
         .merge(crate::public::router())
@@ -34,10 +36,18 @@ pub fn router(state: HttpState) -> Router {
         .merge(crate::refunds::router())
         .merge(crate::events::router())
         .merge(crate::test_helpers::router())
+}
+
+pub fn router(state: HttpState) -> Router {
+    let limits = axum::middleware::from_fn_with_state(state.clone(), crate::ratelimit::layer::limit);
+    let (documented, paths) = documented_routes().split_for_parts();
+    // Checkout pages, health probes and the Swagger UI are not part of the merchant API's document.
+    Router::new()
+        .merge(documented)
         .merge(crate::checkout::router())
         .route("/health", get(health))
         .route("/ready", get(ready))
-        .merge(SwaggerUi::new("/docs").external_url_unchecked("/openapi.json", crate::openapi::document()))
+        .merge(SwaggerUi::new("/docs").external_url_unchecked("/openapi.json", crate::openapi::document_of(paths)))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)

@@ -2,10 +2,10 @@
 //! `events:read`). A merchant reconciles from here, and an endpoint added later can read what
 //! happened before it existed.
 
-use axum::Router;
 use axum::extract::State;
-use axum::routing::get;
 use chrono::{DateTime, Utc};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::auth::{Allowed, perm};
 use crate::envelope::{Data, Page};
@@ -15,14 +15,11 @@ use crate::state::HttpState;
 use domain::events::query::{self, EventResponse, ListFilter};
 use domain::owned;
 
-pub fn router() -> Router<HttpState> {
-    Router::new().route("/v1/events", get(list_events)).route("/v1/events/{event_id}", get(get_event))
+/// This resource's routes: each handler's `#[utoipa::path]` is its one declaration of method and
+/// path, served here and described in the OpenAPI document with the schemas it names.
+pub fn router() -> OpenApiRouter<HttpState> {
+    OpenApiRouter::default().routes(routes!(list_events)).routes(routes!(get_event))
 }
-
-/// This resource's paths (and the schemas they name) in the OpenAPI document.
-#[derive(utoipa::OpenApi)]
-#[openapi(paths(list_events, get_event))]
-pub struct Doc;
 
 crate::envelope::documented! {
     EventEnvelope = EventResponse;

@@ -1,9 +1,9 @@
 //! HTTP handlers, router and OpenAPI paths of the payout resource: `/v1/payouts`.
 
-use axum::Router;
 use axum::extract::State;
-use axum::routing::{get, post};
 use entity::PayoutStatus;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::auth::{Allowed, perm};
 use crate::envelope::{Data, Page};
@@ -15,17 +15,14 @@ use domain::payouts::service;
 use domain::payouts::service::Created;
 use domain::payouts::types::{CreatePayoutRequest, PayoutFull, PayoutShort};
 
-pub fn router() -> Router<HttpState> {
-    Router::new()
-        .route("/v1/payouts", post(create_payout).get(list_payouts))
-        .route("/v1/payouts/{payout_id}", get(get_payout))
-        .route("/v1/payouts/{payout_id}/cancel", post(cancel_payout))
+/// This resource's routes: each handler's `#[utoipa::path]` is its one declaration of method and
+/// path, served here and described in the OpenAPI document with the schemas it names.
+pub fn router() -> OpenApiRouter<HttpState> {
+    OpenApiRouter::default()
+        .routes(routes!(create_payout, list_payouts))
+        .routes(routes!(get_payout))
+        .routes(routes!(cancel_payout))
 }
-
-/// This resource's paths (and the schemas they name) in the OpenAPI document.
-#[derive(utoipa::OpenApi)]
-#[openapi(paths(create_payout, list_payouts, get_payout, cancel_payout))]
-pub struct Doc;
 
 crate::envelope::documented! {
     PayoutShortEnvelope = PayoutShort;

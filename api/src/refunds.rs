@@ -1,9 +1,9 @@
 //! HTTP handlers, router and OpenAPI paths of the refund resource: `/v1/refunds`.
 
-use axum::Router;
 use axum::extract::State;
-use axum::routing::{get, post};
 use entity::RefundStatus;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::auth::{Allowed, perm};
 use crate::envelope::{Data, Page};
@@ -15,16 +15,11 @@ use domain::refunds::service;
 use domain::refunds::service::{Created, ListFilter};
 use domain::refunds::types::{CreateRefundRequest, RefundResponse};
 
-pub fn router() -> Router<HttpState> {
-    Router::new()
-        .route("/v1/refunds", post(create_refund).get(list_refunds))
-        .route("/v1/refunds/{refund_id}", get(get_refund))
+/// This resource's routes: each handler's `#[utoipa::path]` is its one declaration of method and
+/// path, served here and described in the OpenAPI document with the schemas it names.
+pub fn router() -> OpenApiRouter<HttpState> {
+    OpenApiRouter::default().routes(routes!(create_refund, list_refunds)).routes(routes!(get_refund))
 }
-
-/// This resource's paths (and the schemas they name) in the OpenAPI document.
-#[derive(utoipa::OpenApi)]
-#[openapi(paths(create_refund, list_refunds, get_refund))]
-pub struct Doc;
 
 crate::envelope::documented! {
     RefundEnvelope = RefundResponse;

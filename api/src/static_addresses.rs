@@ -1,9 +1,9 @@
 //! HTTP handlers, router and OpenAPI paths of the static address resource: `/v1/addresses` (spec 4.12).
 
-use axum::Router;
 use axum::extract::State;
-use axum::routing::get;
 use entity::InvoiceStatus;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::auth::{Allowed, perm};
 use crate::envelope::{Data, Page};
@@ -17,17 +17,14 @@ use domain::static_addresses::service;
 use domain::static_addresses::service::ListFilter;
 use domain::static_addresses::types::{CreateStaticAddressRequest, StaticAddressResponse};
 
-pub fn router() -> Router<HttpState> {
-    Router::new()
-        .route("/v1/addresses", get(list_addresses).post(create_address))
-        .route("/v1/addresses/{address_id}", get(get_address))
-        .route("/v1/addresses/{address_id}/invoices", get(list_address_invoices))
+/// This resource's routes: each handler's `#[utoipa::path]` is its one declaration of method and
+/// path, served here and described in the OpenAPI document with the schemas it names.
+pub fn router() -> OpenApiRouter<HttpState> {
+    OpenApiRouter::default()
+        .routes(routes!(create_address, list_addresses))
+        .routes(routes!(get_address))
+        .routes(routes!(list_address_invoices))
 }
-
-/// This resource's paths (and the schemas they name) in the OpenAPI document.
-#[derive(utoipa::OpenApi)]
-#[openapi(paths(create_address, list_addresses, get_address, list_address_invoices))]
-pub struct Doc;
 
 crate::envelope::documented! {
     StaticAddressEnvelope = StaticAddressResponse;

@@ -2,13 +2,13 @@
 //! and mine sandbox blocks, so a merchant's CI can drive every invoice event. Test keys only:
 //! with a live key every route answers 404 as if it did not exist.
 
-use axum::Router;
 use axum::extract::State;
-use axum::routing::post;
 use entity::{Environment, invoice, sandbox_transfer, static_address};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 use uuid::Uuid;
 
 use crate::auth::{Allowed, Principal, perm};
@@ -19,17 +19,14 @@ use crate::state::HttpState;
 use domain::gates;
 use domain::sandbox_payments;
 
-pub fn router() -> Router<HttpState> {
-    Router::new()
-        .route("/v1/test/deposits", post(simulate_deposit))
-        .route("/v1/test/deposits/{deposit_id}/reverse", post(reverse_deposit))
-        .route("/v1/test/blocks", post(mine_blocks))
+/// This resource's routes: each handler's `#[utoipa::path]` is its one declaration of method and
+/// path, served here and described in the OpenAPI document with the schemas it names.
+pub fn router() -> OpenApiRouter<HttpState> {
+    OpenApiRouter::default()
+        .routes(routes!(simulate_deposit))
+        .routes(routes!(reverse_deposit))
+        .routes(routes!(mine_blocks))
 }
-
-/// This resource's paths (and the schemas they name) in the OpenAPI document.
-#[derive(utoipa::OpenApi)]
-#[openapi(paths(simulate_deposit, reverse_deposit, mine_blocks))]
-pub struct Doc;
 
 crate::envelope::documented! {
     SandboxDepositEnvelope = SandboxDeposit;

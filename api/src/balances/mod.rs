@@ -1,13 +1,13 @@
 //! Balances and their ledger: `/v1/balances`, `/v1/balances/{currency}/ledger`.
 
-use axum::Router;
 use axum::extract::State;
-use axum::routing::get;
 use chrono::{DateTime, Utc};
 use entity::{EntryType, balance, ledger_entry};
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect};
 use serde::Serialize;
 use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 use uuid::Uuid;
 
 use crate::auth::{Allowed, perm};
@@ -18,14 +18,11 @@ use crate::state::HttpState;
 use domain::gates::{self, GATES};
 use domain::invoices::types::ts;
 
-pub fn router() -> Router<HttpState> {
-    Router::new().route("/v1/balances", get(list_balances)).route("/v1/balances/{currency}/ledger", get(list_ledger))
+/// This resource's routes: each handler's `#[utoipa::path]` is its one declaration of method and
+/// path, served here and described in the OpenAPI document with the schemas it names.
+pub fn router() -> OpenApiRouter<HttpState> {
+    OpenApiRouter::default().routes(routes!(list_balances)).routes(routes!(list_ledger))
 }
-
-/// This resource's paths (and the schemas they name) in the OpenAPI document.
-#[derive(utoipa::OpenApi)]
-#[openapi(paths(list_balances, list_ledger))]
-pub struct Doc;
 
 crate::envelope::documented! {
     BalanceListEnvelope = Vec<BalanceResponse>;

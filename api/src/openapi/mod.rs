@@ -1,6 +1,6 @@
-//! The OpenAPI document: each resource module describes its own paths (its `Doc`), and this
-//! module merges them under the document's info and tags, with the API key scheme and the
-//! responses every operation can give.
+//! The OpenAPI document: the paths are those the router serves (`app::documented_routes`, each
+//! declared once by its handler's `#[utoipa::path]`), and this module puts them under the
+//! document's info and tags, with the API key scheme and the responses every operation can give.
 
 mod bodies;
 mod shapes;
@@ -146,23 +146,18 @@ impl Modify for KnownValues {
 )]
 struct Root;
 
-/// The whole document, served at `/openapi.json`: the derived one, with what the types cannot
-/// say written in by [`bodies::constrain`] (JSON Schema that utoipa's model does not hold) and
-/// the response shapes generators take best ([`shapes::plain`]).
+/// The whole document, served at `/openapi.json`: [`document_of`] the router's paths.
 pub fn document() -> serde_json::Value {
+    document_of(crate::app::documented_routes().into_openapi())
+}
+
+/// The document for `paths` (what `app::documented_routes` collected: operations and the schemas
+/// they name): the derived root with them merged in, with what the types cannot say written in
+/// by [`bodies::constrain`] (JSON Schema that utoipa's model does not hold) and the response
+/// shapes generators take best ([`shapes::plain`]).
+pub fn document_of(paths: utoipa::openapi::OpenApi) -> serde_json::Value {
     let mut doc = Root::openapi();
-    for part in [
-        crate::invoices::Doc::openapi(),
-        crate::payouts::Doc::openapi(),
-        crate::refunds::Doc::openapi(),
-        crate::events::Doc::openapi(),
-        crate::balances::Doc::openapi(),
-        crate::static_addresses::Doc::openapi(),
-        crate::test_helpers::Doc::openapi(),
-        crate::public::Doc::openapi(),
-    ] {
-        doc.merge(part);
-    }
+    doc.merge(paths);
     SecurityAddon.modify(&mut doc);
     CommonResponses.modify(&mut doc);
     KnownValues.modify(&mut doc);

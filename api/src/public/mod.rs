@@ -1,11 +1,11 @@
 //! Public endpoints (no key): `/v1/currencies`, `/v1/rates`.
 
-use axum::Router;
 use axum::extract::State;
-use axum::routing::get;
 use entity::Environment;
 use serde::Serialize;
 use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::envelope::List;
 use crate::error::{ApiResult, ErrorEnvelope};
@@ -15,14 +15,11 @@ use domain::config::GateStatus;
 use domain::gates::GATES;
 use domain::invoices::types::ts;
 
-pub fn router() -> Router<HttpState> {
-    Router::new().route("/v1/currencies", get(list_currencies)).route("/v1/rates", get(list_rates))
+/// This resource's routes: each handler's `#[utoipa::path]` is its one declaration of method and
+/// path, served here and described in the OpenAPI document with the schemas it names.
+pub fn router() -> OpenApiRouter<HttpState> {
+    OpenApiRouter::default().routes(routes!(list_currencies)).routes(routes!(list_rates))
 }
-
-/// This resource's paths (and the schemas they name) in the OpenAPI document.
-#[derive(utoipa::OpenApi)]
-#[openapi(paths(list_currencies, list_rates))]
-pub struct Doc;
 
 crate::envelope::documented! {
     CurrencyListEnvelope = Vec<CurrencyResponse>;
