@@ -238,17 +238,21 @@ fn config_rejects_a_zero_limit_and_a_proxy_header_without_proxies() {
     }
 }
 
+/// `figment::Jail` sets an environment variable and changes the working directory, both
+/// process-wide: the test runs in a process of its own.
 #[test]
 #[allow(clippy::result_large_err)] // figment::Jail's own signature
 fn limits_are_set_per_class_in_the_file_or_the_environment() {
-    figment::Jail::expect_with(|jail| {
-        jail.create_file("c.toml", "[rate_limits]\nreads = { limit = 50, period_secs = 10 }\n")?;
-        jail.set_env("PAYGATE_RATE_LIMITS__WRITES__LIMIT", "7");
-        let c = Config::from_figment(Config::figment(std::path::Path::new("c.toml"))).unwrap();
-        assert_eq!(c.rate_limits.reads, RateLimit { limit: 50, period_secs: 10 });
-        assert_eq!(c.rate_limits.writes, RateLimit { limit: 7, period_secs: 60 });
-        assert_eq!(c.rate_limits.test_helpers, Config::default().rate_limits.test_helpers);
-        Ok(())
+    crate::support::isolated("rate_limits::limits_are_set_per_class_in_the_file_or_the_environment", || {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file("c.toml", "[rate_limits]\nreads = { limit = 50, period_secs = 10 }\n")?;
+            jail.set_env("PAYGATE_RATE_LIMITS__WRITES__LIMIT", "7");
+            let c = Config::from_figment(Config::figment(std::path::Path::new("c.toml"))).unwrap();
+            assert_eq!(c.rate_limits.reads, RateLimit { limit: 50, period_secs: 10 });
+            assert_eq!(c.rate_limits.writes, RateLimit { limit: 7, period_secs: 60 });
+            assert_eq!(c.rate_limits.test_helpers, Config::default().rate_limits.test_helpers);
+            Ok(())
+        });
     });
 }
 

@@ -1,7 +1,7 @@
 //! PostgreSQL enforces what the code assumes (migration `m20261123_000013_integrity`): every
 //! CHECK constraint refuses a bad write, and ledger entries can be neither updated nor deleted.
-//! SQLite has no such constraints (money is TEXT there), so this suite runs with `pg-tests`.
-#![cfg(feature = "pg-tests")]
+//! SQLite has no such constraints (money is TEXT there), so this suite runs with `pg-tests`
+//! (its `mod` in `main.rs` is gated on the feature).
 
 use sea_orm::{ActiveModelTrait, ConnectionTrait, EntityTrait, IntoActiveModel, TransactionTrait};
 use serde_json::json;
