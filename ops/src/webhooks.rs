@@ -149,197 +149,286 @@ fn parse_status(s: &str) -> Result<DeliveryStatus, String> {
     DeliveryStatus::parse(s).ok_or_else(|| format!("expected pending, retrying, succeeded or dead, got {s:?}"))
 }
 
+/// Runs one `ops webhooks` subcommand: `keygen` and `listen` without a database, every other one
+/// on the configured database.
 pub async fn run(config: &Config, cmd: WebhooksCmd, actor: &str) -> anyhow::Result<()> {
     let out = &mut std::io::stdout();
     // These two need no database.
     match cmd {
-        WebhooksCmd::Keygen => {
-            writeln!(out, "{}", SecretBox::new_key_hex())?;
-            return Ok(());
-        }
+        WebhooksCmd::Keygen => return keygen(out),
         WebhooksCmd::Listen { port, secret } => return listen(port, &secret, out).await,
         _ => {}
     }
     let db = &crate::connect(config).await?;
     match cmd {
         WebhooksCmd::Keygen | WebhooksCmd::Listen { .. } => unreachable!("handled above"),
-        WebhooksCmd::RotateKey => {
-            let sbox = secret_box(config)?;
-            if config.webhooks.previous_secret_keys.is_empty() {
-                eprintln!(
-                    "no webhooks.previous_secret_keys configured: only secrets under the current key can be read"
-                );
-            }
-            let txn = domain::db::begin_write(db).await?;
-            let done = endpoints::reseal_all(&txn, &sbox).await?;
-            if done.resealed > 0 {
-                let after = serde_json::json!({"resealed": done.resealed, "unchanged": done.unchanged});
-                record(
-                    &txn,
-                    Entry::new(actor, "webhook_secrets.rotate_key", "webhook_endpoint", "*").change(None, Some(after)),
-                )
-                .await?;
-            }
-            txn.commit().await?;
-            writeln!(
-                out,
-                "re-encrypted {} endpoint secrets under the current key; {} already were",
-                done.resealed, done.unchanged
-            )?;
-        }
-        WebhooksCmd::Set { merchant, env, url } => {
-            let sbox = secret_box(config)?;
-            let policy = TargetPolicy::from_config(&config.webhooks);
-            let txn = domain::db::begin_write(db).await?;
-            let before = endpoints::get(&txn, merchant, env).await?;
-            let (info, secret) = endpoints::set(&txn, &sbox, policy, merchant, env, &url).await?;
-            let entry = endpoint_entry(actor, "webhook_endpoint.set", merchant, env)
-                .change(crate::audit::endpoint_json(before.as_ref()), crate::audit::endpoint_json(Some(&info)));
-            record(&txn, entry).await?;
-            txn.commit().await?;
-            match secret {
-                Some(secret) => {
-                    eprintln!(
-                        "{} endpoint set to {}; its signing secret, shown only this once:",
-                        info.environment, info.url
-                    );
-                    writeln!(out, "{secret}")?;
-                }
-                None => eprintln!("{} endpoint set to {} (secret unchanged)", info.environment, info.url),
-            }
-        }
-        WebhooksCmd::Show { merchant, env } => match endpoints::get(db, merchant, env).await? {
-            Some(i) => {
-                writeln!(out, "merchant {} {}: {}", i.merchant_id, i.environment, i.url)?;
-                writeln!(out, "created {}  updated {}", i.created_at.to_rfc3339(), i.updated_at.to_rfc3339())?;
-                if let Some(t) = i.previous_secret_until {
-                    writeln!(out, "rotating: the previous secret also signs until {}", t.to_rfc3339())?;
-                }
-            }
-            None => bail!("merchant {merchant} has no {env} webhook endpoint"),
-        },
-        WebhooksCmd::Rotate { merchant, env, overlap } => {
-            let sbox = secret_box(config)?;
-            let overlap = overlap.unwrap_or_else(|| {
-                chrono::Duration::seconds(i64::try_from(config.webhooks.rotation_overlap_secs).unwrap_or(i64::MAX))
-            });
-            let txn = domain::db::begin_write(db).await?;
-            let before = endpoints::get(&txn, merchant, env).await?;
-            let (info, secret) = endpoints::rotate(&txn, &sbox, merchant, env, overlap).await?;
-            // The secrets themselves are never recorded.
-            let entry = endpoint_entry(actor, "webhook_endpoint.rotate_secret", merchant, env)
-                .change(crate::audit::endpoint_json(before.as_ref()), crate::audit::endpoint_json(Some(&info)));
-            record(&txn, entry).await?;
-            txn.commit().await?;
-            match info.previous_secret_until {
-                Some(t) => {
-                    eprintln!("new secret; the previous one also signs until {}. Shown only this once:", t.to_rfc3339())
-                }
-                None => eprintln!("new secret, signing alone from now. Shown only this once:"),
-            }
+        WebhooksCmd::RotateKey => rotate_key(config, db, actor, out).await,
+        WebhooksCmd::Set { merchant, env, url } => set(config, db, actor, merchant, env, &url, out).await,
+        WebhooksCmd::Show { merchant, env } => show(db, merchant, env, out).await,
+        WebhooksCmd::Rotate { merchant, env, overlap } => rotate(config, db, actor, merchant, env, overlap, out).await,
+        WebhooksCmd::Remove { merchant, env } => remove(db, actor, merchant, env, out).await,
+        WebhooksCmd::Test { merchant, env, wait } => send_test(db, merchant, env, wait, out).await,
+        WebhooksCmd::List { filter, status, limit } => list(db, &filter, status, limit, out).await,
+        WebhooksCmd::Attempts { delivery } => attempts(db, delivery, out).await,
+        WebhooksCmd::Replay { missed: true, filter, .. } => replay_missed(config, db, actor, &filter, out).await,
+        WebhooksCmd::Replay { ids, failed, filter, .. } => replay(config, db, actor, ids, failed, &filter, out).await,
+    }
+}
+
+/// `keygen`: a new operator key for the endpoint secrets.
+fn keygen(out: &mut impl Write) -> anyhow::Result<()> {
+    writeln!(out, "{}", SecretBox::new_key_hex())?;
+    Ok(())
+}
+
+/// `rotate-key`: every endpoint secret re-encrypted under the current key, audited when any
+/// changed, in one transaction.
+async fn rotate_key(config: &Config, db: &DatabaseConnection, actor: &str, out: &mut impl Write) -> anyhow::Result<()> {
+    let sbox = secret_box(config)?;
+    if config.webhooks.previous_secret_keys.is_empty() {
+        eprintln!("no webhooks.previous_secret_keys configured: only secrets under the current key can be read");
+    }
+    let txn = domain::db::begin_write(db).await?;
+    let done = endpoints::reseal_all(&txn, &sbox).await?;
+    if done.resealed > 0 {
+        let after = serde_json::json!({"resealed": done.resealed, "unchanged": done.unchanged});
+        record(
+            &txn,
+            Entry::new(actor, "webhook_secrets.rotate_key", "webhook_endpoint", "*").change(None, Some(after)),
+        )
+        .await?;
+    }
+    txn.commit().await?;
+    writeln!(
+        out,
+        "re-encrypted {} endpoint secrets under the current key; {} already were",
+        done.resealed, done.unchanged
+    )?;
+    Ok(())
+}
+
+/// `set`: the endpoint URL set and audited in one transaction; a new endpoint's secret printed
+/// once.
+async fn set(
+    config: &Config,
+    db: &DatabaseConnection,
+    actor: &str,
+    merchant: Uuid,
+    env: Environment,
+    url: &str,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    let sbox = secret_box(config)?;
+    let policy = TargetPolicy::from_config(&config.webhooks);
+    let txn = domain::db::begin_write(db).await?;
+    let before = endpoints::get(&txn, merchant, env).await?;
+    let (info, secret) = endpoints::set(&txn, &sbox, policy, merchant, env, url).await?;
+    let entry = endpoint_entry(actor, "webhook_endpoint.set", merchant, env)
+        .change(crate::audit::endpoint_json(before.as_ref()), crate::audit::endpoint_json(Some(&info)));
+    record(&txn, entry).await?;
+    txn.commit().await?;
+    match secret {
+        Some(secret) => {
+            eprintln!("{} endpoint set to {}; its signing secret, shown only this once:", info.environment, info.url);
             writeln!(out, "{secret}")?;
         }
-        WebhooksCmd::Remove { merchant, env } => {
-            let txn = domain::db::begin_write(db).await?;
-            let before = endpoints::get(&txn, merchant, env).await?;
-            if !endpoints::remove(&txn, merchant, env).await? {
-                bail!("merchant {merchant} has no {env} webhook endpoint");
-            }
-            let entry = endpoint_entry(actor, "webhook_endpoint.remove", merchant, env)
-                .change(crate::audit::endpoint_json(before.as_ref()), None);
-            record(&txn, entry).await?;
-            txn.commit().await?;
-            writeln!(out, "removed the {env} endpoint of merchant {merchant}")?;
-        }
-        WebhooksCmd::Test { merchant, env, wait } => {
-            let event_id = admin::send_test(db, merchant, env).await?;
-            writeln!(out, "test event {event_id} queued")?;
-            if wait > 0 {
-                wait_for_attempt(db, event_id, Duration::from_secs(wait), out).await?;
-            }
-        }
-        WebhooksCmd::List { filter, status, limit } => {
-            let rows = admin::list(db, &filter.filter(status, limit)).await?;
-            writeln!(
-                out,
-                "{:<36}  {:<24}  {:<9}  {:>8}  {:>4}  {:<24}  MERCHANT/ENV",
-                "DELIVERY", "EVENT", "STATUS", "ATTEMPTS", "LAST", "CREATED"
-            )?;
-            for d in rows {
-                writeln!(
-                    out,
-                    "{:<36}  {:<24}  {:<9}  {:>8}  {:>4}  {:<24}  {}/{}",
-                    d.id,
-                    d.event_type,
-                    d.status.as_str(),
-                    d.attempt_count,
-                    d.last_status_code.map_or_else(|| "-".into(), |c| c.to_string()),
-                    d.created_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-                    d.merchant_id,
-                    d.environment
-                )?;
-            }
-        }
-        WebhooksCmd::Attempts { delivery } => {
-            let (d, attempts) = admin::attempts(db, delivery).await?;
-            writeln!(
-                out,
-                "delivery {} ({}), event {} of merchant {} {}",
-                d.id, d.event_type, d.event_id, d.merchant_id, d.environment
-            )?;
-            write!(out, "status {}", d.status.as_str())?;
-            if d.status.is_open() {
-                write!(out, ", next attempt at {}", d.next_attempt_at.to_rfc3339())?;
-            }
-            writeln!(out)?;
-            for a in attempts {
-                writeln!(
-                    out,
-                    "#{:<3} {}  {:>6} ms  {:<4}  {}{}",
-                    a.attempt_no,
-                    a.started_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-                    a.latency_ms,
-                    a.status_code.map_or_else(|| "-".into(), |c| c.to_string()),
-                    if a.succeeded { "ok" } else { a.error.as_deref().unwrap_or("failed") },
-                    a.response_body
-                        .filter(|b| !b.is_empty())
-                        .map(|b| format!("  body: {}", b.replace('\n', " ")))
-                        .unwrap_or_default()
-                )?;
-            }
-        }
-        WebhooksCmd::Replay { missed: true, filter, .. } => {
-            let (Some(merchant), Some(env)) = (filter.merchant, filter.env) else {
-                bail!("--missed needs --merchant and --env");
-            };
-            let txn = domain::db::begin_write(db).await?;
-            let created = admin::deliver_missed(&txn, merchant, env, filter.since, filter.event.as_deref()).await?;
-            let after = serde_json::json!({"deliveries": created.len(), "since": filter.since, "event": filter.event});
-            if !created.is_empty() {
-                let entry =
-                    endpoint_entry(actor, "webhook_events.deliver_missed", merchant, env).change(None, Some(after));
-                record(&txn, entry).await?;
-            }
-            txn.commit().await?;
-            let queues = crate::jobs::connect(config).await;
-            enqueue(&queues, &created).await?;
-            writeln!(out, "sent {} past events to the endpoint", created.len())?;
-        }
-        WebhooksCmd::Replay { ids, failed, filter, .. } => {
-            let ids = if failed { admin::failed(db, &filter.filter(Vec::new(), u64::MAX)).await? } else { ids };
-            let mut replayed = Vec::new();
-            for id in ids {
-                if replay_delivery(db, id, actor).await? {
-                    replayed.push(id);
-                } else {
-                    eprintln!("{id}: already pending; left as it is");
-                }
-            }
-            let queues = crate::jobs::connect(config).await;
-            enqueue(&queues, &replayed).await?;
-            writeln!(out, "replayed {} deliveries", replayed.len())?;
+        None => eprintln!("{} endpoint set to {} (secret unchanged)", info.environment, info.url),
+    }
+    Ok(())
+}
+
+/// `show`: the endpoint, never its secret; an error when there is none.
+async fn show(db: &DatabaseConnection, merchant: Uuid, env: Environment, out: &mut impl Write) -> anyhow::Result<()> {
+    let Some(i) = endpoints::get(db, merchant, env).await? else {
+        bail!("merchant {merchant} has no {env} webhook endpoint");
+    };
+    writeln!(out, "merchant {} {}: {}", i.merchant_id, i.environment, i.url)?;
+    writeln!(out, "created {}  updated {}", i.created_at.to_rfc3339(), i.updated_at.to_rfc3339())?;
+    if let Some(t) = i.previous_secret_until {
+        writeln!(out, "rotating: the previous secret also signs until {}", t.to_rfc3339())?;
+    }
+    Ok(())
+}
+
+/// `rotate`: a new secret, the previous one signing beside it for `overlap` (default
+/// `webhooks.rotation_overlap_secs`), audited in one transaction; the new secret printed once.
+async fn rotate(
+    config: &Config,
+    db: &DatabaseConnection,
+    actor: &str,
+    merchant: Uuid,
+    env: Environment,
+    overlap: Option<chrono::Duration>,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    let sbox = secret_box(config)?;
+    let overlap = overlap.unwrap_or_else(|| {
+        chrono::Duration::seconds(i64::try_from(config.webhooks.rotation_overlap_secs).unwrap_or(i64::MAX))
+    });
+    let txn = domain::db::begin_write(db).await?;
+    let before = endpoints::get(&txn, merchant, env).await?;
+    let (info, secret) = endpoints::rotate(&txn, &sbox, merchant, env, overlap).await?;
+    // The secrets themselves are never recorded.
+    let entry = endpoint_entry(actor, "webhook_endpoint.rotate_secret", merchant, env)
+        .change(crate::audit::endpoint_json(before.as_ref()), crate::audit::endpoint_json(Some(&info)));
+    record(&txn, entry).await?;
+    txn.commit().await?;
+    match info.previous_secret_until {
+        Some(t) => eprintln!("new secret; the previous one also signs until {}. Shown only this once:", t.to_rfc3339()),
+        None => eprintln!("new secret, signing alone from now. Shown only this once:"),
+    }
+    writeln!(out, "{secret}")?;
+    Ok(())
+}
+
+/// `remove`: the endpoint removed and audited in one transaction; an error when there is none.
+async fn remove(
+    db: &DatabaseConnection,
+    actor: &str,
+    merchant: Uuid,
+    env: Environment,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    let txn = domain::db::begin_write(db).await?;
+    let before = endpoints::get(&txn, merchant, env).await?;
+    if !endpoints::remove(&txn, merchant, env).await? {
+        bail!("merchant {merchant} has no {env} webhook endpoint");
+    }
+    let entry = endpoint_entry(actor, "webhook_endpoint.remove", merchant, env)
+        .change(crate::audit::endpoint_json(before.as_ref()), None);
+    record(&txn, entry).await?;
+    txn.commit().await?;
+    writeln!(out, "removed the {env} endpoint of merchant {merchant}")?;
+    Ok(())
+}
+
+/// `test`: a `test` event queued; with `wait` > 0 seconds, its first attempt printed.
+async fn send_test(
+    db: &DatabaseConnection,
+    merchant: Uuid,
+    env: Environment,
+    wait: u64,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    let event_id = admin::send_test(db, merchant, env).await?;
+    writeln!(out, "test event {event_id} queued")?;
+    if wait > 0 {
+        wait_for_attempt(db, event_id, Duration::from_secs(wait), out).await?;
+    }
+    Ok(())
+}
+
+/// `list`: the deliveries the filters select, newest first, one line each.
+async fn list(
+    db: &DatabaseConnection,
+    filter: &FilterArgs,
+    status: Vec<DeliveryStatus>,
+    limit: u64,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    let rows = admin::list(db, &filter.filter(status, limit)).await?;
+    writeln!(
+        out,
+        "{:<36}  {:<24}  {:<9}  {:>8}  {:>4}  {:<24}  MERCHANT/ENV",
+        "DELIVERY", "EVENT", "STATUS", "ATTEMPTS", "LAST", "CREATED"
+    )?;
+    for d in rows {
+        writeln!(
+            out,
+            "{:<36}  {:<24}  {:<9}  {:>8}  {:>4}  {:<24}  {}/{}",
+            d.id,
+            d.event_type,
+            d.status.as_str(),
+            d.attempt_count,
+            d.last_status_code.map_or_else(|| "-".into(), |c| c.to_string()),
+            d.created_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            d.merchant_id,
+            d.environment
+        )?;
+    }
+    Ok(())
+}
+
+/// `attempts`: a delivery and each of its attempts, one line each.
+async fn attempts(db: &DatabaseConnection, delivery: Uuid, out: &mut impl Write) -> anyhow::Result<()> {
+    let (d, attempts) = admin::attempts(db, delivery).await?;
+    writeln!(
+        out,
+        "delivery {} ({}), event {} of merchant {} {}",
+        d.id, d.event_type, d.event_id, d.merchant_id, d.environment
+    )?;
+    write!(out, "status {}", d.status.as_str())?;
+    if d.status.is_open() {
+        write!(out, ", next attempt at {}", d.next_attempt_at.to_rfc3339())?;
+    }
+    writeln!(out)?;
+    for a in attempts {
+        writeln!(
+            out,
+            "#{:<3} {}  {:>6} ms  {:<4}  {}{}",
+            a.attempt_no,
+            a.started_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            a.latency_ms,
+            a.status_code.map_or_else(|| "-".into(), |c| c.to_string()),
+            if a.succeeded { "ok" } else { a.error.as_deref().unwrap_or("failed") },
+            a.response_body
+                .filter(|b| !b.is_empty())
+                .map(|b| format!("  body: {}", b.replace('\n', " ")))
+                .unwrap_or_default()
+        )?;
+    }
+    Ok(())
+}
+
+/// `replay --missed`: one new delivery for each past event of the merchant that never had one,
+/// created and audited (when any) in one transaction, then enqueued.
+async fn replay_missed(
+    config: &Config,
+    db: &DatabaseConnection,
+    actor: &str,
+    filter: &FilterArgs,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    let (Some(merchant), Some(env)) = (filter.merchant, filter.env) else {
+        bail!("--missed needs --merchant and --env");
+    };
+    let txn = domain::db::begin_write(db).await?;
+    let created = admin::deliver_missed(&txn, merchant, env, filter.since, filter.event.as_deref()).await?;
+    let after = serde_json::json!({"deliveries": created.len(), "since": filter.since, "event": filter.event});
+    if !created.is_empty() {
+        let entry = endpoint_entry(actor, "webhook_events.deliver_missed", merchant, env).change(None, Some(after));
+        record(&txn, entry).await?;
+    }
+    txn.commit().await?;
+    let queues = crate::jobs::connect(config).await;
+    enqueue(&queues, &created).await?;
+    writeln!(out, "sent {} past events to the endpoint", created.len())?;
+    Ok(())
+}
+
+/// `replay <ids>` / `replay --failed`: each delivery replayed in its own transaction (one already
+/// pending is left as it is), then the replayed ones enqueued.
+async fn replay(
+    config: &Config,
+    db: &DatabaseConnection,
+    actor: &str,
+    ids: Vec<Uuid>,
+    failed: bool,
+    filter: &FilterArgs,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    let ids = if failed { admin::failed(db, &filter.filter(Vec::new(), u64::MAX)).await? } else { ids };
+    let mut replayed = Vec::new();
+    for id in ids {
+        if replay_delivery(db, id, actor).await? {
+            replayed.push(id);
+        } else {
+            eprintln!("{id}: already pending; left as it is");
         }
     }
+    let queues = crate::jobs::connect(config).await;
+    enqueue(&queues, &replayed).await?;
+    writeln!(out, "replayed {} deliveries", replayed.len())?;
     Ok(())
 }
 

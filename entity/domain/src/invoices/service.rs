@@ -1,15 +1,18 @@
 //! Invoice rules: pricing, idempotency, address allocation, reading and cancel (the request's
 //! own checks are `validate`'s).
 
-use chrono::{Duration, Utc};
-use entity::{Amount, Environment, InvoiceStatus, InvoiceTrigger, invoice, payment, settlement_conversion};
+use std::sync::Arc;
+
+use chrono::{DateTime, Duration, Utc};
+use entity::{Amount, Environment, InvoiceStatus, InvoiceTrigger, invoice, merchant, payment, settlement_conversion};
 use rust_decimal::{Decimal, RoundingStrategy};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Select};
 use uuid::Uuid;
 
 use super::types::{CreateInvoiceRequest, PaymentRow};
-use super::validate::{canonical_hash, check_structure, resolve_settlement};
+use super::validate::{Checked, canonical_hash, check_structure, resolve_settlement};
+use crate::addresses::Allocated;
 use crate::domain_error::{DomainError, DomainResult, ErrorCode};
 use crate::gates;
 use crate::keys::Principal;
@@ -61,6 +64,9 @@ pub fn quote(fiat_amount: Decimal, rate: Decimal, decimals: u32) -> Option<Decim
     Some(crypto.normalize())
 }
 
+/// Creates an invoice (see `Created`): the request checked and, for an idempotency key already
+/// used, answered with the recorded invoice; then resolved and priced, given a deposit address
+/// unless it is a draft, and written by the batched invoice writer.
 pub async fn create(
     state: &AppState,
     who: &Principal,
@@ -78,11 +84,44 @@ pub async fn create(
         return replay_or_mismatch(existing, Some(hash));
     }
 
+    let (gate, target) = resolve_gate_and_target(state, env, &req)?;
+    let merchant = state.merchant(who.merchant_id).await?;
+    let pricing = price(state, env, gate, &checked, &merchant.base_currency)?;
+
+    let now = Utc::now();
+    let address = match (gate, checked.is_deferred) {
+        (Some(g), false) => Some(state.addresses.allocate(&state.db, env, g.family).await?),
+        _ => None,
+    };
+    let resolved = Resolved { checked, gate, target, merchant, pricing };
+    let model = new_model(state, who, &req, resolved, request_hash.clone(), address, now);
+    let inserted = state.invoice_writer.insert(model.clone()).await?;
+    if !inserted {
+        let key = req.idempotency_key.as_deref().unwrap_or_default();
+        let existing = find_by_idempotency_key(state, who, key)
+            .await?
+            .ok_or_else(|| DomainError::internal("idempotency conflict without a row"))?;
+        return replay_or_mismatch(existing, request_hash.as_deref());
+    }
+    Ok(Created::New(model))
+}
+
+/// `(target_settlement_asset, settlement_target_currency, settlement_target_network)`.
+type SettlementTarget = (String, Option<String>, Option<String>);
+
+/// The request's gate (none without `currency`) and settlement target. Refused: `network`
+/// without `currency`, a conversion in the live environment when no venue is configured, and a
+/// gate that takes no deposits in `env`.
+fn resolve_gate_and_target(
+    state: &AppState,
+    env: Environment,
+    req: &CreateInvoiceRequest,
+) -> DomainResult<(Option<&'static gates::Gate>, SettlementTarget)> {
     let gate = req.currency.as_deref().map(|c| gates::resolve(c, req.network.as_deref())).transpose()?;
     if req.currency.is_none() && req.network.is_some() {
         return Err(DomainError::invalid_field("network", "only allowed with currency"));
     }
-    let (target_asset, target_currency, target_network) = resolve_settlement(&req)?;
+    let (target_asset, target_currency, target_network) = resolve_settlement(req)?;
     if target_asset != "passthrough" && env == Environment::Live && state.config.settlement.live_venue == "none" {
         let field = if req.target_settlement_asset.is_some() {
             "target_settlement_asset"
@@ -98,13 +137,31 @@ pub async fn create(
     if let Some(g) = gate {
         state.ensure_online(env, g)?;
     }
-    let merchant = state.merchant(who.merchant_id).await?;
+    Ok((gate, (target_asset, target_currency, target_network)))
+}
 
-    // Pricing.
-    let mut amount_requested = None;
-    let mut exchange_rate = None;
-    let mut amount_usd = None;
-    let mut amount_in_base = None;
+/// An invoice's amounts: the crypto amount requested, the rate it was quoted at (fiat-priced
+/// invoices), and its value in USD and in the merchant's base currency where known.
+#[derive(Default)]
+struct Pricing {
+    amount_requested: Option<Amount>,
+    exchange_rate: Option<Amount>,
+    amount_usd: Option<Amount>,
+    amount_in_base: Option<Amount>,
+}
+
+/// Prices the request: a fiat price must be in a currency `env` has rates for, and counts as
+/// its USD or base-currency value when it is in that currency; with a gate, the crypto amount
+/// (given, or quoted from the fiat price) must be within the gate's range, and the values not
+/// yet known come from the current rates.
+fn price(
+    state: &AppState,
+    env: Environment,
+    gate: Option<&gates::Gate>,
+    checked: &Checked,
+    base_currency: &str,
+) -> DomainResult<Pricing> {
+    let mut p = Pricing::default();
     if let Some((fiat_amount, fiat)) = &checked.fiat {
         if !state.rates_fiats(env).iter().any(|f| f == fiat) {
             return Err(DomainError::unprocessable(
@@ -114,66 +171,92 @@ pub async fn create(
             ));
         }
         if fiat == "USD" {
-            amount_usd = Some(Amount::fiat(*fiat_amount));
+            p.amount_usd = Some(Amount::fiat(*fiat_amount));
         }
-        if *fiat == merchant.base_currency {
-            amount_in_base = Some(Amount::fiat(*fiat_amount));
-        }
-    }
-    if let Some(g) = gate {
-        let crypto = match (&checked.crypto_amount, &checked.fiat) {
-            (Some(a), _) => {
-                if a.scale() > g.decimals {
-                    return Err(DomainError::invalid_field(
-                        "amount",
-                        format!("at most {} decimal places for the {} gate", g.decimals, g.id),
-                    ));
-                }
-                *a
-            }
-            (None, Some((fiat_amount, fiat))) => {
-                let (crypto, rate) = price_in(state, env, g, *fiat_amount, fiat)?;
-                exchange_rate = Some(Amount::new(rate));
-                crypto
-            }
-            (None, None) => return Err(DomainError::internal("amount missing after validation")),
-        };
-        state.check_amount_range(env, g, crypto)?;
-        amount_requested = Some(Amount::new(crypto));
-        if amount_usd.is_none() {
-            amount_usd =
-                state.rates.get(env, g.asset, "USD").and_then(|r| crypto.checked_mul(r.rate)).map(Amount::fiat);
-        }
-        if amount_in_base.is_none() {
-            amount_in_base = state
-                .rates
-                .get(env, g.asset, &merchant.base_currency)
-                .and_then(|r| crypto.checked_mul(r.rate))
-                .map(Amount::fiat);
+        if fiat == base_currency {
+            p.amount_in_base = Some(Amount::fiat(*fiat_amount));
         }
     }
-
-    let now = Utc::now();
-    let status = if checked.is_deferred { InvoiceStatus::Draft } else { InvoiceStatus::Pending };
-    let address = match (gate, checked.is_deferred) {
-        (Some(g), false) => Some(state.addresses.allocate(&state.db, env, g.family).await?),
-        _ => None,
+    let Some(g) = gate else {
+        return Ok(p);
     };
-    let model = invoice::Model {
+    let (crypto, rate) = crypto_amount(state, env, g, checked)?;
+    p.exchange_rate = rate;
+    state.check_amount_range(env, g, crypto)?;
+    p.amount_requested = Some(Amount::new(crypto));
+    if p.amount_usd.is_none() {
+        p.amount_usd = state.rates.get(env, g.asset, "USD").and_then(|r| crypto.checked_mul(r.rate)).map(Amount::fiat);
+    }
+    if p.amount_in_base.is_none() {
+        p.amount_in_base =
+            state.rates.get(env, g.asset, base_currency).and_then(|r| crypto.checked_mul(r.rate)).map(Amount::fiat);
+    }
+    Ok(p)
+}
+
+/// The crypto amount on `gate`: the one given (at most the gate's decimals), or the fiat price
+/// quoted at the current rate, with that rate.
+fn crypto_amount(
+    state: &AppState,
+    env: Environment,
+    gate: &gates::Gate,
+    checked: &Checked,
+) -> DomainResult<(Decimal, Option<Amount>)> {
+    match (&checked.crypto_amount, &checked.fiat) {
+        (Some(a), _) => {
+            if a.scale() > gate.decimals {
+                return Err(DomainError::invalid_field(
+                    "amount",
+                    format!("at most {} decimal places for the {} gate", gate.decimals, gate.id),
+                ));
+            }
+            Ok((*a, None))
+        }
+        (None, Some((fiat_amount, fiat))) => {
+            let (crypto, rate) = price_in(state, env, gate, *fiat_amount, fiat)?;
+            Ok((crypto, Some(Amount::new(rate))))
+        }
+        (None, None) => Err(DomainError::internal("amount missing after validation")),
+    }
+}
+
+/// What a create request resolved to before the row is built.
+struct Resolved {
+    checked: Checked,
+    gate: Option<&'static gates::Gate>,
+    target: SettlementTarget,
+    merchant: Arc<merchant::Model>,
+    pricing: Pricing,
+}
+
+/// The new invoice row: a draft (`is_deferred`) without address or expiry until it is
+/// activated, otherwise pending with its address and the merchant's invoice lifetime.
+fn new_model(
+    state: &AppState,
+    who: &Principal,
+    req: &CreateInvoiceRequest,
+    r: Resolved,
+    request_hash: Option<String>,
+    address: Option<Allocated>,
+    now: DateTime<Utc>,
+) -> invoice::Model {
+    let Resolved { checked, gate, target: (target_asset, target_currency, target_network), merchant, pricing } = r;
+    let status = if checked.is_deferred { InvoiceStatus::Draft } else { InvoiceStatus::Pending };
+    invoice::Model {
         id: Uuid::now_v7(),
         merchant_id: who.merchant_id,
-        environment: env,
+        environment: who.environment,
         gate_id: gate.map(|g| g.id.to_owned()),
         currency: gate.map(|g| g.asset.to_owned()),
         network: gate.map(|g| g.network.to_owned()),
-        amount_requested,
+        amount_requested: pricing.amount_requested,
         amount_paid: Amount::ZERO,
-        amount_usd,
+        amount_usd: pricing.amount_usd,
         amount_fiat: checked.fiat.as_ref().map(|(a, _)| Amount::new(*a)),
         fiat_currency: checked.fiat.as_ref().map(|(_, f)| f.clone()),
-        amount_in_base_currency: amount_in_base,
+        amount_in_base_currency: pricing.amount_in_base,
         base_currency: Some(merchant.base_currency.clone()),
-        exchange_rate,
+        exchange_rate: pricing.exchange_rate,
         status,
         deposit_address: address.as_ref().map(|a| a.address.clone()),
         deposit_address_tag: address.as_ref().and_then(|a| a.tag.clone()),
@@ -182,7 +265,7 @@ pub async fn create(
         description: req.description.clone(),
         external_id: req.external_id.clone(),
         idempotency_key: req.idempotency_key.clone(),
-        request_hash: request_hash.clone(),
+        request_hash,
         metadata: req.metadata.clone().map(serde_json::Value::Object),
         redirect_url: req.redirect_url.clone(),
         source: "api".into(),
@@ -208,16 +291,7 @@ pub async fn create(
         cancelled_at: None,
         // The mailer sends the payment request to the payer (workers' `mail`).
         email_due_at: req.payer_email.is_some().then_some(now),
-    };
-    let inserted = state.invoice_writer.insert(model.clone()).await?;
-    if !inserted {
-        let key = req.idempotency_key.as_deref().unwrap_or_default();
-        let existing = find_by_idempotency_key(state, who, key)
-            .await?
-            .ok_or_else(|| DomainError::internal("idempotency conflict without a row"))?;
-        return replay_or_mismatch(existing, request_hash.as_deref());
     }
-    Ok(Created::New(model))
 }
 
 async fn find_by_idempotency_key(state: &AppState, who: &Principal, key: &str) -> DomainResult<Option<invoice::Model>> {

@@ -140,44 +140,86 @@ pub async fn create(
     if let Some(existing) = find_by_key(&state.db, who, key).await? {
         return replay_or_mismatch(&state.db, existing, &hash).await;
     }
-    let c = check_bounds(req)?;
-    let inv = owned::get::<invoice::Entity>(&state.db, who, c.invoice_id).await?;
-    let gate = gates::resolve(&c.currency, req.network.as_deref())?;
-    let credits =
-        invoice_credit::Entity::find().filter(invoice_credit::Column::InvoiceId.eq(inv.id)).all(&state.db).await?;
-    let credit = matching_credit(&credits, gate, inv.id)?;
-    let amount = payouts::parse_amount(gate, &c.amount)?;
-    if amount > refundable(credit) {
+    let a = accept(state, who, req).await?;
+    if a.amount > refundable(&a.credit) {
         // A retry of a request that has just taken this credit is answered with that refund:
         // the credit read above already shows its commit, so its key is visible now.
         if let Some(existing) = find_by_key(&state.db, who, key).await? {
             return replay_or_mismatch(&state.db, existing, &hash).await;
         }
-        return Err(exceeds_credit(amount, credit, gate));
+        return Err(exceeds_credit(a.amount, &a.credit, a.gate));
     }
-
     let refund_id = Uuid::now_v7();
+    let p = prepare_payout(state, who, req, &a, refund_id).await?;
+    let r = refund_row(who, key, hash, req, &a, refund_id, &p);
+    write(state, who, &a, r, p).await
+}
+
+/// A refund request that passed its checks: the caller's invoice, the gate, the invoice credit
+/// it draws on (as read before the write) and the amount.
+struct Accepted {
+    invoice_id: Uuid,
+    gate: &'static Gate,
+    credit: invoice_credit::Model,
+    amount: Decimal,
+    destination: String,
+}
+
+/// Checks the request: its bounds, the invoice (the caller's, else 404), the gate, an invoice
+/// credit in that asset, and the amount in the gate's precision. Whether the credit covers the
+/// amount is left to the caller, which answers a retry of a request that took it first.
+async fn accept(state: &AppState, who: &Principal, req: &CreateRefundRequest) -> DomainResult<Accepted> {
+    let c = check_bounds(req)?;
+    let inv = owned::get::<invoice::Entity>(&state.db, who, c.invoice_id).await?;
+    let gate = gates::resolve(&c.currency, req.network.as_deref())?;
+    let credits =
+        invoice_credit::Entity::find().filter(invoice_credit::Column::InvoiceId.eq(inv.id)).all(&state.db).await?;
+    let credit = matching_credit(&credits, gate, inv.id)?.clone();
+    let amount = payouts::parse_amount(gate, &c.amount)?;
+    Ok(Accepted { invoice_id: inv.id, gate, credit, amount, destination: c.destination })
+}
+
+/// The refund's payout, prepared through the payout path (fees, checks), not yet written.
+async fn prepare_payout(
+    state: &AppState,
+    who: &Principal,
+    req: &CreateRefundRequest,
+    a: &Accepted,
+    refund_id: Uuid,
+) -> DomainResult<payout::Model> {
     let spec = PayoutSpec {
-        gate,
-        amount,
-        destination: &c.destination,
+        gate: a.gate,
+        amount: a.amount,
+        destination: &a.destination,
         destination_tag: req.destination_tag.as_deref(),
-        description: Some(format!("refund {refund_id} of invoice {}", inv.id)),
+        description: Some(format!("refund {refund_id} of invoice {}", a.invoice_id)),
         metadata: None,
         idempotency_key: None,
         fee_kind: FeeKind::Refund,
     };
-    let p = payouts::prepare(state, who, spec).await?;
+    payouts::prepare(state, who, spec).await
+}
+
+/// The refund row, mirroring its payout's amounts, fees, destination and status.
+fn refund_row(
+    who: &Principal,
+    key: &str,
+    hash: String,
+    req: &CreateRefundRequest,
+    a: &Accepted,
+    refund_id: Uuid,
+    p: &payout::Model,
+) -> refund::Model {
     let now = Utc::now();
-    let r = refund::Model {
+    refund::Model {
         id: refund_id,
         merchant_id: who.merchant_id,
         environment: who.environment,
-        invoice_id: inv.id,
+        invoice_id: a.invoice_id,
         payout_id: p.id,
-        gate_id: gate.id.into(),
-        currency: gate.asset.into(),
-        network: gate.network.into(),
+        gate_id: a.gate.id.into(),
+        currency: a.gate.asset.into(),
+        network: a.gate.network.into(),
         amount: p.amount,
         recipient_amount: p.recipient_amount,
         merchant_debit_amount: p.merchant_debit_amount,
@@ -189,13 +231,24 @@ pub async fn create(
         destination_tag: p.destination_tag.clone(),
         status: RefundStatus::mirroring(p.status),
         idempotency_key: key.to_owned(),
-        request_hash: hash.clone(),
+        request_hash: hash,
         description: req.description.clone(),
         metadata: req.metadata.clone().map(serde_json::Value::Object),
         created_at: now,
         updated_at: now,
-    };
+    }
+}
 
+/// Writes the refund `r`, its payout `p` with the reserved debit, and the invoice credit's
+/// refunded amount in one transaction; a key claimed meanwhile is answered as a replay, and a
+/// credit taken meanwhile is refused with nothing written.
+async fn write(
+    state: &AppState,
+    who: &Principal,
+    a: &Accepted,
+    r: refund::Model,
+    p: payout::Model,
+) -> DomainResult<Created> {
     let txn = crate::db::begin_write(&state.db).await?;
     // The refund row goes in first: it claims the key before any balance or credit is touched,
     // so a concurrent request with the same key waits on the unique index until this
@@ -203,28 +256,29 @@ pub async fn create(
     // one takes.
     if !claim_key(&txn, &r).await? {
         txn.rollback().await?;
-        let existing = find_by_key(&state.db, who, key)
+        let existing = find_by_key(&state.db, who, &r.idempotency_key)
             .await?
             .ok_or_else(|| DomainError::internal("idempotent refund vanished"))?;
-        return replay_or_mismatch(&state.db, existing, &hash).await;
+        return replay_or_mismatch(&state.db, existing, &r.request_hash).await;
     }
     // Locks the gate's balance: every change to this invoice's credit row happens under that
     // lock, so the cap below is checked against the latest committed refunds.
     if !payouts::insert_reserved(&txn, &p).await? {
         return Err(DomainError::internal("a refund's payout has no idempotency key to collide on"));
     }
-    let credit = invoice_credit::Entity::find_by_id((inv.id, gate.id.to_owned()))
+    let credit = invoice_credit::Entity::find_by_id((a.invoice_id, a.gate.id.to_owned()))
         .one(&txn)
         .await?
         .ok_or_else(|| DomainError::internal("invoice credit vanished"))?;
-    if amount > refundable(&credit) {
+    if a.amount > refundable(&credit) {
         txn.rollback().await?;
-        return Err(exceeds_credit(amount, &credit, gate));
+        return Err(exceeds_credit(a.amount, &credit, a.gate));
     }
-    let refunded = credit.refunded.0.checked_add(amount).ok_or_else(|| DomainError::internal("refund overflow"))?;
+    let refunded = credit.refunded.0.checked_add(a.amount).ok_or_else(|| DomainError::internal("refund overflow"))?;
     let mut row: invoice_credit::ActiveModel = credit.into();
     row.refunded = Set(Amount::new(refunded));
-    row.updated_at = Set(now);
+    // The refund's own time.
+    row.updated_at = Set(r.updated_at);
     row.update(&txn).await?;
     txn.commit().await?;
     Ok(Created::New(r, p))

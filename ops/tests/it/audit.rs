@@ -1,4 +1,4 @@
-//! Issue 17: every `ops` command that changes money or access, run through the real binary on a
+//! Every `ops` command that changes money or access, run through the real binary on a
 //! scratch SQLite database, leaves exactly one `audit_log` row (action, actor, target, reason);
 //! a refused command leaves none. `ops audit list` filters.
 

@@ -16,8 +16,8 @@
 //!    copied with the keyboard only.
 //!
 //! axe-core is read from `$AXE_CORE_JS` (its `axe.min.js`; `.ci/run`'s `ensure_axe_core`
-//! installs it): the tests fail when it is missing.
-#![cfg(feature = "browser-tests")]
+//! installs it): the tests fail when it is missing. Built only with the feature
+//! (`main.rs` declares this module under `#[cfg(feature = "browser-tests")]`).
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
