@@ -194,7 +194,7 @@ pub(crate) async fn scan_once(
     // loaded a moment ago): without them the planner takes the table for empty.
     db.execute_unprepared("ANALYZE").await?;
     let t = Instant::now();
-    let mut scan = workers::pipeline::scanner::Scanner::new(&db, chain, Environment::Live, batch);
+    let mut scan = workers::scanner::Scanner::new(&db, chain, Environment::Live, batch);
     while let Some(r) = scan.next().await? {
         if r.to >= end {
             break;

@@ -6,7 +6,7 @@ use std::io::Write;
 use anyhow::bail;
 use clap::Subcommand;
 use domain::config::Config;
-use workers::platform::{QueueConfig, Queues};
+use workers::platform::Queues;
 
 #[derive(Debug, Subcommand)]
 pub enum JobsCmd {
@@ -33,7 +33,7 @@ pub enum JobsCmd {
 
 /// The queue backend the services use.
 pub async fn connect(config: &Config) -> anyhow::Result<Queues> {
-    let backend = QueueConfig::load()?.resolve(config)?;
+    let backend = config.queue_backend()?;
     Queues::connect(&backend).await
 }
 

@@ -8,13 +8,13 @@ use domain::config::Config;
 use sea_orm::{ConnectionTrait, DatabaseConnection};
 use tokio_util::sync::CancellationToken;
 
-use crate::platform::{QueueConfig, Queues, Runtime, serve_ops_http, shutdown_signal};
-use crate::stages::{self, Stage, StageCtx};
+use crate::platform::{Queues, Runtime, serve_ops_http, shutdown_signal};
+use crate::stages::{self, Shared, Stage};
 
 /// Connects the queue backend the configuration names (`[queue]`, else Redis when
 /// `redis_url` is set, else the embedded SQLite queue).
 pub async fn connect_queues(config: &Config) -> anyhow::Result<Queues> {
-    let backend = QueueConfig::load()?.resolve(config)?;
+    let backend = config.queue_backend()?;
     Queues::connect(&backend).await
 }
 
@@ -27,13 +27,24 @@ pub async fn run_stages(
     queues: Queues,
     stop: impl Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
-    let ctx = StageCtx::new(stages, db, config, queues.clone())?;
+    let shared = Shared::new(db, config, queues.clone());
     let mut rt = Runtime::new(queues);
-    for s in stages {
-        rt = stages::register(rt, *s, &ctx);
-    }
     let token = CancellationToken::new();
-    let background: Vec<_> = stages.iter().filter_map(|s| stages::spawn_background(*s, &ctx, token.clone())).collect();
+    let mut background = Vec::with_capacity(stages.len());
+    for s in stages {
+        match stages::start(rt, *s, &shared, token.clone()) {
+            Ok((next, task)) => {
+                rt = next;
+                background.push(task);
+            }
+            Err(e) => {
+                // A stage that cannot start (a key it needs is missing or unreadable) stops the
+                // periodic tasks the stages before it already spawned.
+                token.cancel();
+                return Err(e);
+            }
+        }
+    }
     let bg_token = token.clone();
     let result = rt
         .run(async move {

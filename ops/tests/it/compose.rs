@@ -12,7 +12,7 @@ use domain::config::Config;
 use figment::Figment;
 use figment::providers::Serialized;
 use serde::Deserialize;
-use workers::platform::{QueueBackend, QueueConfig, RuntimeSettings};
+use workers::platform::{QueueBackend, RuntimeSettings};
 
 #[derive(Deserialize)]
 struct ComposeFile {
@@ -222,8 +222,8 @@ fn load_config(env: &BTreeMap<String, String>) -> Result<(Config, QueueBackend),
         let value: figment::value::Value = value.parse().expect("infallible");
         figment = figment.merge(Serialized::default(&key, value));
     }
-    let config = Config::from_figment(figment.clone()).map_err(|e| e.to_string())?;
-    let queue = QueueConfig::from_figment(&figment).and_then(|q| q.resolve(&config)).map_err(|e| e.to_string())?;
+    let config = Config::from_figment(figment).map_err(|e| e.to_string())?;
+    let queue = config.queue_backend().map_err(|e| e.to_string())?;
     Ok((config, queue))
 }
 

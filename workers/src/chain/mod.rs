@@ -5,6 +5,7 @@
 
 pub mod bitcoin;
 pub mod evm;
+pub mod families;
 mod retry;
 pub mod sandbox;
 pub mod signer;
@@ -234,52 +235,9 @@ impl Chains {
         Chains { by_gate }
     }
 
-    /// Adds every live chain `cfg` configures a node for (`[evm]`, `[bitcoin]`, `[tron]`,
-    /// `[solana]`, `[xrp]`).
-    pub fn with_live(self, cfg: &domain::config::Config) -> Chains {
-        let xrp_account = cfg.addresses.live.xrp_address.as_deref();
-        self.with_evm(&cfg.evm)
-            .with_bitcoin(&cfg.bitcoin)
-            .with_tron(&cfg.tron)
-            .with_solana(&cfg.solana)
-            .with_xrp(&cfg.xrp, xrp_account)
-    }
-
-    /// Adds the live XRP chain when `[xrp]` names a node and the operator's address is set.
-    pub fn with_xrp(mut self, cfg: &domain::config::XrpConfig, account: Option<&str>) -> Chains {
-        for chain in xrp::chains(cfg, account) {
-            self.insert(Environment::Live, chain);
-        }
-        self
-    }
-
-    /// Adds the live Bitcoin chain when `[bitcoin]` names a node.
-    pub fn with_bitcoin(mut self, cfg: &domain::config::BitcoinConfig) -> Chains {
-        for chain in bitcoin::chains(cfg) {
-            self.insert(Environment::Live, chain);
-        }
-        self
-    }
-
     /// Adds the live EVM chains configured in `cfg` (`[evm.networks.*]`).
     pub fn with_evm(mut self, cfg: &domain::config::EvmConfig) -> Chains {
         for chain in evm::chains(cfg) {
-            self.insert(Environment::Live, chain);
-        }
-        self
-    }
-
-    /// Adds the live Solana chains when `[solana]` names a node.
-    pub fn with_solana(mut self, cfg: &domain::config::SolanaConfig) -> Chains {
-        for chain in solana::chains(cfg) {
-            self.insert(Environment::Live, chain);
-        }
-        self
-    }
-
-    /// Adds the live TRON chains when `[tron]` names a node.
-    pub fn with_tron(mut self, cfg: &domain::config::TronConfig) -> Chains {
-        for chain in tron::chains(cfg) {
             self.insert(Environment::Live, chain);
         }
         self

@@ -35,6 +35,7 @@ use domain::ledger::{self, LedgerError, Posting};
 use domain::payouts::lifecycle::Judged;
 use wallet::{lock_nonce, take_outputs, unspent};
 
+pub mod job;
 pub mod operator;
 mod replace;
 mod wallet;

@@ -17,8 +17,8 @@ use serde::{Deserialize, Serialize};
 use sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
 use ulid::Ulid;
 
-use super::config::QueueBackend;
 use super::{Job, valid_queue_name};
+use domain::config::QueueBackend;
 
 /// What is stored for each job.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -23,7 +23,8 @@ use serde::de::DeserializeOwned;
 
 pub use admin::{DeadJob, QueueDepth, ReplayOutcome};
 pub use backend::Queues;
-pub use config::{QueueBackend, QueueBackendKind, QueueConfig, RuntimeSettings, StageSettings};
+pub use config::{RuntimeSettings, StageSettings};
+pub use domain::config::{QueueBackend, QueueBackendKind};
 pub use http::{OpsHttpServer, ReadinessCheck, ops_router, serve_ops_http};
 pub use runner::{JobCtx, JobError, Runtime, shutdown_signal};
 

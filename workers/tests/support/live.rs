@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use testkit::TestApp;
 use uuid::Uuid;
 use workers::chain::Chains;
-use workers::pipeline::{scanner, tracker};
+use workers::{scanner, tracker};
 
 pub fn d(s: &str) -> Decimal {
     Decimal::from_str(s).unwrap()

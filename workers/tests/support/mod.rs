@@ -4,7 +4,7 @@
 //! `tron_live`, `solana_live` and `xrp_live` (served by `fake_node`), the Litecoin Core regtest
 //! nodes of `bitcoin_regtest`, and its hot-wallet payouts (`btc_payouts`); the EVM suites' app on
 //! anvil (`evm_node`); and for every suite, whether the tracker still has work for a payment
-//! (`tracking`). Each test binary includes it with `mod support;` and uses what it needs.
+//! (`tracking`). The `it` and `crash` test binaries include it and each suite uses what it needs.
 #![allow(dead_code)]
 
 pub mod btc_payouts;

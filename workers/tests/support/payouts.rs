@@ -65,9 +65,17 @@ impl<N> Payouts<N> {
     }
 }
 
+/// Held for the whole of a crash test: fail points are process-wide, so the tests of the `crash`
+/// binary take turns, and an armed point is met only by the executor of the test that armed it.
+#[cfg(feature = "failpoints")]
+pub async fn fail_points_alone() -> tokio::sync::MutexGuard<'static, ()> {
+    static ALONE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    ALONE.lock().await
+}
+
 /// Runs one `execute` of `id` on `executor` in a task of its own, which dies at the armed fail
 /// point `at`: the task must end in a panic, as a killed process ends. Fail points are
-/// process-wide: only for test binaries of their own (`*_payout_crash`).
+/// process-wide: only for the `crash` test binary, under [`fail_points_alone`].
 #[cfg(feature = "failpoints")]
 pub async fn crash(executor: Executor, id: Uuid, at: &str) {
     fail::cfg(at, "panic").unwrap();

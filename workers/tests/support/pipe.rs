@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use testkit::TestApp;
 use uuid::Uuid;
 use workers::chain::Chains;
-use workers::pipeline::{scanner, tracker};
+use workers::{scanner, tracker};
 
 pub struct Pipe {
     pub app: TestApp,

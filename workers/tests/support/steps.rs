@@ -8,7 +8,8 @@ use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde_json::{Value, json};
 use testkit::d;
 use uuid::Uuid;
-use workers::pipeline::{scanner, sweeper};
+use workers::scanner;
+use workers::tracker::sweeper;
 
 /// The shared step-by-step pipeline (`pipe`) with the pipeline suites' own steps.
 pub struct Pipe(super::pipe::Pipe);

@@ -13,7 +13,8 @@ use entity::{Environment, PaymentStatus, payment};
 use sea_orm::{DatabaseConnection, EntityTrait};
 use uuid::Uuid;
 use workers::chain::{Broadcast, Chain, ChainError, Chains, Look, Outgoing, SignedTx, Transfer, TxStatus};
-use workers::pipeline::{scanner, sweeper, tracker};
+use workers::scanner;
+use workers::tracker::{self, sweeper};
 
 /// A chain that counts the looks ([`Chain::status`], [`Chain::statuses`]) at each transaction and
 /// passes everything to the chain it wraps.

@@ -26,6 +26,7 @@ mod gates;
 mod invoices;
 mod payouts;
 mod pipeline;
+mod queue;
 mod rate_limits;
 mod rates;
 mod sandbox;
@@ -47,6 +48,7 @@ pub use gates::{GateFees, GateOverride, GateStatus, GatesConfig};
 pub use invoices::InvoicesConfig;
 pub use payouts::PayoutsConfig;
 pub use pipeline::PipelineConfig;
+pub use queue::{DEFAULT_QUEUE_PREFIX, QueueBackend, QueueBackendKind, QueueConfig};
 pub use rate_limits::{RateLimit, RateLimitsConfig};
 pub use rates::{RatesConfig, RatesProviderKind, RatesSourceConfig};
 pub use sandbox::SandboxConfig;
@@ -87,8 +89,8 @@ pub struct Config {
     pub sandbox: SandboxConfig,
     /// Deposit scanning and confirmation tracking.
     pub pipeline: PipelineConfig,
-    /// Job queues; read by `workers::platform::QueueConfig` (backend, redis_url, prefix, sqlite_path).
-    pub queue: figment::value::Dict,
+    /// Job queues: backend, redis_url, prefix, sqlite_path ([`Config::queue_backend`]).
+    pub queue: QueueConfig,
     /// Worker processes: where each serves `/health`, `/ready` and `/metrics`.
     pub worker: WorkerConfig,
     /// Webhook delivery: timeout, retry schedule, outbound safety, the secrets' encryption key.
@@ -132,7 +134,7 @@ impl Default for Config {
             fees: gates::default_fees(),
             sandbox: SandboxConfig::default(),
             pipeline: PipelineConfig::default(),
-            queue: figment::value::Dict::new(),
+            queue: QueueConfig::default(),
             worker: WorkerConfig::default(),
             webhooks: WebhooksConfig::default(),
             payouts: PayoutsConfig::default(),
@@ -283,7 +285,14 @@ impl Config {
         self.email.validate()?;
         self.settlement.validate()?;
         self.rate_limits.validate()?;
+        self.queue_backend()?;
         self.gates.validate()
+    }
+
+    /// The job queues' backend: `[queue]` with its unset keys filled from `redis_url` and
+    /// `database_url`.
+    pub fn queue_backend(&self) -> Result<QueueBackend, ConfigError> {
+        self.queue.resolve(self.redis_url.as_deref(), &self.database_url)
     }
 }
 

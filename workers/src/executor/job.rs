@@ -1,0 +1,85 @@
+//! The payout executor as a job: `ExecutePayout` moves one payout along; a poller beside it
+//! enqueues the payouts that are due or that nobody looked at lately.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use super::Executor;
+use crate::chain::signer::Signers;
+use crate::executor;
+use crate::platform::{Job, JobError};
+use crate::stages::{Shared, StageContext, repeat};
+
+/// Move one payout along (approved → queued → processing → completed or failed).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ExecutePayout {
+    pub payout_id: Uuid,
+}
+
+impl Job for ExecutePayout {
+    const QUEUE: &'static str = "payout-execute";
+}
+
+/// The payout executor's context: the shared one and the executor with its signers.
+#[derive(Clone)]
+pub struct ExecutorCtx {
+    pub shared: Shared,
+    pub executor: Arc<Executor>,
+}
+
+impl ExecutorCtx {
+    /// Loads the hot-wallet keys: this is the only process that holds them.
+    pub fn new(shared: &Shared) -> anyhow::Result<ExecutorCtx> {
+        let config = &shared.config;
+        let executor = Executor {
+            db: shared.db.clone(),
+            chains: shared.chains.clone(),
+            signers: Signers::from_config(config)?,
+            recheck: Duration::from_millis(config.payouts.recheck_ms),
+        };
+        Ok(ExecutorCtx { shared: shared.clone(), executor: Arc::new(executor) })
+    }
+}
+
+impl StageContext for ExecutorCtx {
+    fn config(&self) -> &domain::config::Config {
+        &self.shared.config
+    }
+}
+
+pub(crate) async fn handle(ctx: &ExecutorCtx, job: ExecutePayout) -> Result<(), JobError> {
+    match ctx.executor.execute(job.payout_id).await.map_err(JobError::retry)? {
+        executor::Next::Done => {}
+        executor::Next::After(delay) => {
+            // A lost push is found by the poller (`executor::due`).
+            ctx.shared.queues.push_after(job, delay).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Enqueues the payouts that are due or that nobody looked at lately.
+async fn poll(ctx: &Shared) -> anyhow::Result<()> {
+    let stale = Duration::from_secs(ctx.config.payouts.stale_after_secs);
+    let ids = executor::due(&ctx.db, stale, 1000).await?;
+    if !ids.is_empty() {
+        ctx.queues.push_many(ids.into_iter().map(|payout_id| ExecutePayout { payout_id })).await?;
+    }
+    Ok(())
+}
+
+/// The poller, every `poll_interval_ms`.
+pub(crate) async fn background(ctx: ExecutorCtx, stop: CancellationToken) {
+    let ctx = ctx.shared;
+    let every = Duration::from_millis(ctx.config.payouts.poll_interval_ms);
+    repeat(&stop, every, || async {
+        if let Err(e) = poll(&ctx).await {
+            tracing::warn!(error = %e, "payout poll failed");
+        }
+    })
+    .await
+}
