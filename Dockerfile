@@ -1,4 +1,4 @@
-# One image for every binary of the workspace (api, ops and the worker stages in workers/src/bin);
+# One image for every binary of the workspace (api, ops and the worker stages, each in its folder under workers/src);
 # docker-compose.yml picks the command. `.dockerignore` keeps a local target/ out, so only the
 # binaries built here are copied.
 FROM rust:1.95-bookworm AS build

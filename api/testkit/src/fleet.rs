@@ -84,7 +84,7 @@ impl Fleet {
             ("RUST_LOG".into(), "warn,sqlx=error".into()),
         ];
         // The suites send hundreds of writes and sandbox deposits in seconds with one key: rate
-        // limits stay on, far above that (api/tests/rate_limits.rs tests throttling).
+        // limits stay on, far above that (api/tests/it/rate_limits.rs tests throttling).
         for class in ["READS", "WRITES", "PUBLIC", "TEST_HELPERS"] {
             env.push((format!("PAYGATE_RATE_LIMITS__{class}__LIMIT"), "1000000".into()));
         }

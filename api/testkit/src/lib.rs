@@ -71,7 +71,7 @@ pub fn test_config() -> Config {
     c.db.max_connections = 8;
     // Suites not about throttling fire bursts no merchant would (hundreds of racing writes):
     // the rate limiting layer stays on for every request, its limits out of their reach.
-    // tests/rate_limits.rs sets its own.
+    // tests/it/rate_limits.rs sets its own.
     let high = domain::config::RateLimit { limit: 1_000_000, period_secs: 60 };
     let rl = &mut c.rate_limits;
     (rl.reads, rl.writes, rl.public, rl.auth_failures, rl.test_helpers) = (high, high, high, high, high);

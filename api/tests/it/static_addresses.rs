@@ -491,7 +491,7 @@ async fn openapi_documents_the_address_endpoints() {
 #[tokio::test]
 async fn concurrent_confirmations_to_one_static_address_add_up_exactly() {
     use workers::chain::Chains;
-    use workers::pipeline::{scanner, tracker};
+    use workers::{scanner, tracker};
     let app = TestApp::spawn_with(|c| c.sandbox.block_interval_ms = 0).await;
     let (_, key) = app.test_key().await;
     let a = create_address(&app, &key, json!({"currency": "USDT", "network": "tron"})).await;
