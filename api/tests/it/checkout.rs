@@ -14,7 +14,7 @@ use testkit::TestApp;
 use testkit::d;
 use testkit::race::send_all;
 use uuid::Uuid;
-use workers::pipeline::sweeper;
+use workers::tracker::sweeper;
 
 async fn state(app: &TestApp, id: &str) -> (u16, Value) {
     let r = app.get(&format!("/checkout/{id}/state"), None).await;
