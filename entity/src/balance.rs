@@ -3,7 +3,7 @@ use sea_orm::entity::prelude::*;
 use crate::{Amount, Environment};
 
 /// One merchant's balance of one gate in one environment. Always equal, bucket by bucket, to the
-/// sum of its ledger entries: both change only together, in one transaction (`api::ledger`).
+/// sum of its ledger entries: both change only together, in one transaction (`domain::ledger`).
 #[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
 #[sea_orm(table_name = "balances")]
 pub struct Model {

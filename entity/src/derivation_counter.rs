@@ -1,7 +1,7 @@
 use sea_orm::entity::prelude::*;
 
 /// Next unused derivation index per environment and address family. API processes reserve
-/// blocks of indices from it (see `api::addresses`).
+/// blocks of indices from it (see `domain::addresses`).
 #[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
 #[sea_orm(table_name = "derivation_counters")]
 pub struct Model {

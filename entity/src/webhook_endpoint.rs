@@ -3,7 +3,7 @@ use sea_orm::entity::prelude::*;
 use crate::Environment;
 
 /// A merchant's webhook endpoint in one environment. Secrets are stored encrypted with the
-/// operator's webhook key (`api::webhooks::secrets`), never in the clear.
+/// operator's webhook key (`domain::webhooks::secrets`), never in the clear.
 #[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
 #[sea_orm(table_name = "webhook_endpoints")]
 pub struct Model {

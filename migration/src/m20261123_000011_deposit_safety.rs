@@ -1,4 +1,4 @@
-//! Live deposit safety (issue 14): a payment remembers since which tip height, and on how many
+//! Live deposit safety: a payment remembers since which tip height, and on how many
 //! checks, its transaction has been missing from the chain (it is reversed only once that lasted
 //! a whole span of blocks), and when its tracker job chain scheduled its next check (and that
 //! chain's token), so the sweeper re-enqueues only payments whose chain is overdue; and how

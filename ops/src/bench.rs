@@ -63,9 +63,9 @@ struct HttpResult {
     max_ms: f64,
 }
 
-/// Issue 18: invoice creation at this share of PostgreSQL's raw single-row insert rate or more.
+/// The benchmark goal: invoice creation at this share of PostgreSQL's raw single-row insert rate or more.
 const GOAL_RAW_SHARE: f64 = 0.50;
-/// Issue 18: p99 of an invoice creation under this load, in milliseconds.
+/// The benchmark goal: p99 of an invoice creation under this load, in milliseconds.
 const GOAL_P99_MS: f64 = 15.0;
 
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
@@ -121,7 +121,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     println!(
         "raw PostgreSQL single-row insert (pgbench): {raw_tps:.0} tps (mean of {raw_before:.0} before and {raw_after:.0} after)"
     );
-    // Issue 18's goals, with limits on (the production setting).
+    // The benchmark goals, with limits on (the production setting).
     let verdict = |ok: bool| if ok { "PASS" } else { "FAIL" };
     let (ratio_ok, p99_ok) = (ratio >= GOAL_RAW_SHARE, http.p99_ms < GOAL_P99_MS);
     println!(

@@ -29,7 +29,7 @@ pub struct BenchEvmScanArgs {
     #[arg(long, env = "ANVIL_BIN", default_value = "anvil")]
     anvil: String,
     /// Blocks the transfers are spread over. The default, 10 blocks of 1,000 ETH transfers
-    /// (21,000 gas each: 21 M of anvil's 30 M block gas limit), is issue 18's "blocks full of
+    /// (21,000 gas each: 21 M of anvil's 30 M block gas limit), is the benchmark goal's "blocks full of
     /// transfers"; `--blocks 1000` gives the sparse chain of the earlier figures (10 per block).
     #[arg(long, default_value_t = 10)]
     blocks: u64,
@@ -130,7 +130,7 @@ pub async fn run(args: BenchEvmScanArgs) -> anyhow::Result<()> {
     compare_watched(&args.load, "evm", &chain, &watch, (start, end), Some(EVM_GOAL_TPS)).await
 }
 
-/// Issue 18's goal for EVM scanning: transfers recorded per second, for blocks full of transfers
+/// The benchmark goal for EVM scanning: transfers recorded per second, for blocks full of transfers
 /// against anvil.
 const EVM_GOAL_TPS: f64 = 20_000.0;
 

@@ -26,7 +26,7 @@ pub struct ScanLoad {
     pub check: bool,
 }
 
-/// Issue 18's goal for the cost per transfer as the watched set grows: flat, within the
+/// The benchmark goal for the cost per transfer as the watched set grows: flat, within the
 /// run-to-run noise of a shared 2-core machine.
 pub const FLAT_COST_RATIO: f64 = 1.25;
 

@@ -25,9 +25,9 @@ use uuid::Uuid;
 
 use crate::bench_pipeline::{delete_redis_prefix, pct};
 
-/// Issue 18: one deliverer process sustains this many deliveries a second.
+/// The benchmark goal: one deliverer process sustains this many deliveries a second.
 const TARGET_PER_SEC: f64 = 2000.0;
-/// Issue 18: offered twice its ceiling, a deliverer still delivers this share of it.
+/// The benchmark goal: offered twice its ceiling, a deliverer still delivers this share of it.
 const OVERLOAD_HELD: f64 = 0.9;
 
 #[derive(Args, Debug)]
@@ -134,7 +134,7 @@ async fn measure(args: &BenchWebhooksArgs, bin: &std::path::Path, db_url: &str, 
     }
     let mut child = cmd.spawn().with_context(|| format!("starting {}", bin.display()))?;
     let result = offer_and_wait(args, &db, &rx, &merchants).await;
-    // Issue 18: the deliverer's memory once the load has passed (docs/benchmarks.md "Idle memory").
+    // The benchmark goal: the deliverer's memory once the load has passed (docs/benchmarks.md "Idle memory").
     match resident_mb(child.id()) {
         Some((rss, peak)) => println!("webhook-deliverer after the run: RSS {rss:.1} MB, peak {peak:.1} MB"),
         None => println!("webhook-deliverer after the run: RSS unknown (no /proc/{}/status)", child.id()),

@@ -1,4 +1,4 @@
-//! Issue 17: the operator audit log (`domain::audit`). A row commits or rolls back with the change
+//! Operational hardening: the operator audit log (`domain::audit`). A row commits or rolls back with the change
 //! it describes; on PostgreSQL it can be neither updated nor deleted.
 
 use domain::audit::{Entry, Filter, record};

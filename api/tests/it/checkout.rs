@@ -1,4 +1,4 @@
-//! The checkout page's HTTP surface (the browser tests in `ops/tests/checkout_browser.rs` drive
+//! The checkout page's HTTP surface (the browser tests in `ops/tests/it/checkout_browser.rs` drive
 //! the page itself): what the payer's view contains and leaves out, the page's headers and
 //! escaping, activation and re-activation of deferred invoices (once, even when raced), and the
 //! test-mode simulate buttons (absent in live), the payer's language and the receipt.

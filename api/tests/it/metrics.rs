@@ -1,4 +1,4 @@
-//! Issue 17: the `api` binary serves Prometheus metrics on `[server] metrics_listen` (an
+//! Operational hardening: the `api` binary serves Prometheus metrics on `[server] metrics_listen` (an
 //! operator address apart from the public listener): requests refused by the rate limiter are
 //! counted per class, and so are failures of the rate-limit store (Redis unreachable: the API
 //! fails open and keeps answering).

@@ -1,4 +1,4 @@
-//! Issue 17: throttling per API key (reads and writes apart), per client IP on the public
+//! Operational hardening: throttling per API key (reads and writes apart), per client IP on the public
 //! routes and on failed key checks, per merchant on the test helpers; 429 `rate_limited` with
 //! `Retry-After` and the `RateLimit-*` headers; per-merchant overrides. The Redis store (shared
 //! by API processes, failing open) runs with `--features redis-tests`.

@@ -1,4 +1,4 @@
-//! Issue 17: the API listener's header read, request and idle timeouts, its connection cap,
+//! Operational hardening: the API listener's header read, request and idle timeouts, its connection cap,
 //! graceful shutdown and `ConnectInfo`, over real sockets on 127.0.0.1.
 
 use std::net::SocketAddr;

@@ -484,7 +484,7 @@ async fn openapi_documents_the_address_endpoints() {
     }
 }
 
-/// Issue 14 item 3: `total_received` is updated under the address row's lock. 50 deposits to
+/// Live deposit safety: `total_received` is updated under the address row's lock. 50 deposits to
 /// one static address (each its own invoice, so no invoice lock serializes them), confirmed by
 /// 50 concurrent trackers: the total is exact (on PostgreSQL a read-modify-write without the
 /// lock lost updates).

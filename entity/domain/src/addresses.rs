@@ -7,6 +7,17 @@
 //! and the unique `(environment, address_key)` index backs that up. The next block is fetched
 //! in the background once the current one is half used, so no request waits on the counter
 //! while holding the allocator lock.
+//! When a burst drains both blocks, one request reserves while the others wait for it (no
+//! stampede on the counter row). A restart leaves at most two blocks unused: unpaid invoices
+//! leave gaps anyway, so the service, not a wallet's gap limit, is what watches derived
+//! addresses. Live Solana pool addresses are finite and reserved one at a time; an exhausted
+//! pool is 503 `gate_offline`. Checkout activation does not draw on the blocks: it reserves its
+//! one index inside its own transaction, after its guarded update ([`AddressBook::allocate_in`]),
+//! so a rollback takes no address.
+//!
+//! [`address_key`] (`family:address:tag`) is also the deposit scanner's constant-cost lookup
+//! key. Static addresses draw from the same counters, so a static address never equals an
+//! invoice's address; their table has its own unique `(environment, address_key)` index.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -7,6 +7,12 @@
 //! Payouts and refunds additionally need a signer (a hot wallet key configured for the payout
 //! executor). The test environment runs on the sandbox chains and the sandbox signer, so there
 //! only the operator's own `gates.test.<gate>.status` and missing test keys take a gate offline.
+//!
+//! Where it is enforced: the API refuses an offline gate with 503 `gate_offline` before writing
+//! anything (`AppState`'s gate checks), the payout executor queues a payout only when its process
+//! has a signer and a chain adapter for the gate (otherwise the payout stays `approved`), and
+//! every API process logs the live gates' state at start-up ([`log_live_gates`]). A gate whose
+//! deposits nobody could see is never offered to a payer.
 
 use entity::Environment;
 

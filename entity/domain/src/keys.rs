@@ -6,6 +6,10 @@
 //! time. A verified key is trusted for `auth.cache_ttl_secs` (default 5 s) without a database
 //! round trip; after that it is read again, so a revoked key stops working on every API
 //! process within that many seconds.
+//!
+//! A key is `sk_test_` or `sk_live_` + 64 lowercase hex characters. The cache holds rejections
+//! too (an unknown or revoked key costs no database round trip either), and
+//! `auth.cache_ttl_secs` is at most 60.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -8,6 +8,15 @@
 //! balance serialize on that lock, so no interleaving can take a bucket below zero, and the
 //! balance row always equals the sum of its entries. Money columns are TEXT on SQLite, so no
 //! arithmetic happens in SQL.
+//!
+//! `credit_payment` is how a confirmed payment reaches a balance, exactly once: a guarded
+//! `UPDATE payments SET credited_at … WHERE id = ? AND credited_at IS NULL` (a second call
+//! changes nothing and returns `false`), the `invoice_credit` entry on the credited gate's
+//! balance, and the invoice's `invoice_credits(invoice_id, gate_id)` row grown by the credited
+//! amount, all in the caller's transaction (`post_credits` does the same for a batch). That row
+//! is the refund cap (`credited`, `refunded`). Every writer of `invoice_credits` (credit, refund,
+//! refund release) holds the gate's balance lock first, so the lock order is always
+//! payment/payout row → balance → invoice credit.
 
 use chrono::Utc;
 use entity::{Amount, Bucket, EntryType, Environment, balance, ledger_entry};

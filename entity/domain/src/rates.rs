@@ -1,6 +1,11 @@
 //! Exchange rates: a provider per environment (static for test, a CoinGecko-compatible HTTP
 //! API for live), cached in memory and refreshed in the background. A rate older than
 //! `max_age_secs` is stale and not served for pricing.
+//!
+//! A failed refresh backs off (up to 8× the period) and never gives up. Without a fresh rate,
+//! fiat-priced invoices are refused with 503 `rates_unavailable`; crypto-priced invoices still
+//! work, without USD values. The settlement converter's sandbox venue prices from the same
+//! provider.
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};

@@ -13,7 +13,7 @@ use domain::chain::sandbox::SandboxChain;
 
 use super::{Run, Sample, pct, profile, read_back, secs, wait_for_credits};
 
-/// Issue 18's goals: at least this many credits a second, sustained for at least `GOAL_SECS`,
+/// The sustained benchmark goals: at least this many credits a second, sustained for at least `GOAL_SECS`,
 /// with p99 from the completing block to the credit under `GOAL_P99_MS` and no growing backlog.
 const GOAL_RATE: f64 = 1000.0;
 const GOAL_SECS: usize = 60;

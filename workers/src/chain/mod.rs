@@ -2,6 +2,18 @@
 //! range, the status of a seen transfer) and what the executor sends to it. The test
 //! environment runs on sandbox chains kept in the database; live adapters plug in behind the
 //! same trait. Address rules are the shared domain's (`domain::chain::address`).
+//!
+//! [`Chains`] maps (environment, gate) to an adapter, built from the one list of live families
+//! (`families`). Live adapters: `evm` (`[evm.networks.<network>]`), `bitcoin`, `tron`, `solana`
+//! and `xrp` (the operator account's `account_tx`, told apart by destination tag), each at a cost
+//! that does not grow with the number of watched addresses (docs/operations.md for each).
+//! Bitcoin also reads its mempool (`Chain::pending`: recorded with 0 confirmations and no block
+//! until a scan reads it in one). A transfer's depth is what `Chain::status` reports: blocks from
+//! its own to the tip (`Chain::depth_counts_blocks`), except Solana's, whose depth is finality (0
+//! until `finalized`, then the gate's 1). A transaction with a validity window (XRP's
+//! `LastLedgerSequence`, TRON's expiration, Solana's blockhash) that expired unseen is reported
+//! by `Chain::outgoing` as `Outgoing::Expired`; a failure in a block is reported only once that
+//! block is at the gate's depth ([`settled_failure`]).
 
 pub mod bitcoin;
 pub mod evm;

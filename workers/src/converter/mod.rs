@@ -12,6 +12,23 @@
 //! module's, exactly once: the payment's `credited_at` is stamped with a guarded update in the
 //! transaction that posts the credit, and the conversion's state moves with a guarded update
 //! too. A payment reversed before its credit abandons its quote (in the tracker's transaction).
+//!
+//! - The poller (`job`, every `settlement.poll_interval_ms`) asks the database which payments
+//!   need it ([`due`]: to an invoice that converts, not credited, not reversed,
+//!   and either without a quote or confirmed) and enqueues each once per resend window (20
+//!   polls, at least 5 s), so a lost job or a killed converter delays, never loses, a credit.
+//! - State: `settlement_conversions`, one row per payment, moved by `ConversionState::on`
+//!   (exhaustive): `quoted` → `executed` | `execution_failed` | `expired` | `abandoned`, or
+//!   `quote_failed` from the start.
+//! - Quote: the venue is asked outside any transaction; the row is inserted (`ON CONFLICT DO
+//!   NOTHING`) after taking the payment's row lock with a guarded no-op update (not reversed, not
+//!   credited), so a reversal that won the lock leaves no quote behind.
+//! - Settle: the venue executes outside the transaction; then one transaction stamps the payment
+//!   credited (guarded: of two converters, one credits), moves the conversion, posts the ledger
+//!   (the two balances locked in gate-id order, so opposite conversions cannot deadlock) and
+//!   writes `balance.credited`.
+//! - A real venue must make `execute` idempotent by the payment id (`venue::Venue`): a converter
+//!   killed between the venue's fill and the credit's commit asks again.
 
 pub mod job;
 pub mod venue;

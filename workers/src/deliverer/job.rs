@@ -1,6 +1,6 @@
 //! The webhook deliverer as a job: `DeliverWebhook` runs one delivery's due attempt; beside it,
 //! the dispatcher turns new outbox events into deliveries, the sweeper re-enqueues lost ones, and
-//! the payer e-mail sweep (`super::mailer`) hands due invoices to their jobs.
+//! the payer e-mail sweep (`super::mail_job`) hands due invoices to their jobs.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -6,6 +6,16 @@
 //! the delivery id header). Deliveries about one invoice (or payout) are sent in the order their
 //! events happened: one whose earlier sibling is still open is not claimed, and waits for it.
 //! Attempts running at once share their claim and record writes (`group`, a group commit).
+//!
+//! Around the attempts (`job`): the dispatcher (every `webhooks.dispatch_interval_ms`) turns
+//! outbox events into deliveries (`domain::webhooks::dispatch`), the body rendered once, and
+//! takes only as many events as keep the queue's waiting deliveries under `webhooks.max_queued`
+//! (back-pressure: an overload waits in the outbox, in event order); the sweep enqueues again
+//! open deliveries due for more than `stale_after_secs` with no live lease, so a lost push, a
+//! flushed Redis or a killed deliverer delays a webhook but never loses it. Endpoint secrets are
+//! sealed with the operator's webhook key (`domain::webhooks::secrets`), which only this process
+//! (and `ops`) loads; the API never does. Payer e-mail runs in the same process (`mail`,
+//! `mail_job`).
 
 mod group;
 pub mod job;

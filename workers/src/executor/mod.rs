@@ -18,6 +18,29 @@
 //! transaction it judged ([`Judged`]): a transition that ends, re-signs or moves a payout on
 //! because of a chain's answer is guarded on that transaction's hash (or, before anything was
 //! signed, on `signed_tx IS NULL`), and a guard that no longer matches means "look again".
+//!
+//! - Signing goes through `chain::signer::Signer` per (environment, gate); the network terms a
+//!   signer needs (`Signer::fees`: EVM gas prices, XRP fee and `LastLedgerSequence`, TRON
+//!   reference block, Solana blockhash) are read before the write transaction.
+//! - Nonces (account-based chains): in the transaction that stores the signed payout, the
+//!   executor takes the `nonce_accounts` row's lock, signs with its counter (or the chain's
+//!   pending nonce if higher) and advances it (`wallet`); of two executors on one payout the loser
+//!   rolls back without consuming a nonce.
+//! - Wallet outputs (UTXO chains): in the same transaction the executor drops the outputs other
+//!   payouts' transactions spend (`wallet_spends`, except a `failed` payout's), signs over the
+//!   rest and records what it spent; the insert is unique per output, so of two executors that
+//!   chose one output the second rolls back.
+//! - Expiry (XRP, TRON, Solana): on `Outgoing::Expired` the payout is signed again with fresh
+//!   terms, replacing the stored transaction with an update guarded on the old hash; the old
+//!   one can never be included, so the payout is still sent at most once.
+//! - A failure is judged where it is final: a transaction that failed in a block fails its payout
+//!   only once that block is at the gate's depth (`chain::settled_failure`; Solana at
+//!   `finalized`, XRP at validation). A payout the chain refuses before anything is signed
+//!   (`ChainError::Refused`) fails at once.
+//! - Completion and failure post their ledger entries, mirror onto a refund
+//!   (`domain::refunds::mirror`) and write `payout.completed` / `payout.failed` in the
+//!   transition's transaction. The poller (`job`, every `payouts.poll_interval_ms`) enqueues
+//!   payouts that are due or that nobody looked at for `stale_after_secs`.
 
 use std::time::Duration;
 

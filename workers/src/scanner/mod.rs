@@ -8,6 +8,24 @@
 //! the invoices' moves, unclaimed deposits) is in `record`; what each recorded deposit does to
 //! its invoice and pending balance, in `deposit`; a reversed payment whose transfer is on the
 //! chain again is revived by `revive`.
+//!
+//! A batch is written at once, not transfer by transfer: the new payments in multi-row inserts
+//! (`RETURNING` tells which were new; a transfer recorded before, or returned twice by the node,
+//! takes the one-by-one path of rescans and revivals), the invoices in one guarded
+//! `UPDATE … WHERE status = 'pending'` within their window (an invoice it did not move is looked
+//! at alone: expired first, a late deposit), their events in one multi-row insert, and one
+//! `ledger::post` per merchant. The cursor move is guarded: of two scanners on one range one
+//! wins, the other rolls back. [`Scanner`] reads the next batch while the last one is recorded;
+//! the read ahead assumes the cursor the recorded batch leaves, so if another scanner moved it,
+//! that batch's guard fails and nothing is written.
+//!
+//! A transfer to a static address first creates its invoice (id derived from the transfer, so a
+//! replay finds the same one, `source = static_address`). A transfer of another asset to one of
+//! our addresses (`other_gate`), or an XRP payment to the operator's account that matches no
+//! invoice (`no_invoice`), credits nobody and is recorded as an unclaimed deposit in the same
+//! transaction. The payments whose confirmations the scanned blocks completed go to the tracker
+//! as `TrackDue` jobs ([`due_payments`]); a payment the batch brings to its depth is left to the
+//! tracker, so the two never update the same rows.
 
 mod deposit;
 pub mod job;

@@ -7,6 +7,19 @@
 //! `credit`, what a transfer gone from the chain does (when to believe it, the reversal) in
 //! `reversal`; unclaimed deposits, followed until they are final so that only confirmed ones
 //! are returned, in `unclaimed`.
+//!
+//! A `TrackDue` batch asks the chain about its payments in one `Chain::statuses` call per gate
+//! and confirms those at their required depth together (`confirm_many`: one transaction, each
+//! merchant's balance locked once; should the batch fail, each payment is confirmed on its own).
+//! A payment confirmed this way needs no job until its final depth (`pipeline::final_depth`),
+//! when the scan of the block that completes it hands it over again. Others continue as their
+//! own `TrackPayment` chain, re-enqueued every `track_interval_ms` until the final depth, then
+//! stop. Past the monitoring window an unconfirmed deposit makes a `confirming` invoice
+//! `invalid` (the payment is still credited if it confirms). For an invoice that converts, the
+//! tracker confirms without crediting: the settlement converter credits. The sweeper (in the
+//! same process) expires invoices and drafts and re-enqueues payments not looked at for
+//! 10 × `track_interval_ms` (at least 5 s), so a crash between commit and enqueue, a killed
+//! worker or a flushed Redis is harmless.
 
 mod credit;
 pub mod job;

@@ -292,7 +292,7 @@ async fn after_the_last_retry_a_delivery_is_dead_until_replayed() {
     assert!(matches!(admin::replay(h.db(), Uuid::now_v7()).await, Err(WebhookError::UnknownDelivery(_))));
 }
 
-/// Attempts running at once share their claims and records (`deliver::group`): each still gets
+/// Attempts running at once share their claims and records (`deliverer::group`): each still gets
 /// its own outcome: the delivered ones succeed once, the failed ones are scheduled again, a
 /// duplicated job sends nothing, and a record whose delivery another deliverer took over is
 /// refused while the rest of its group is written.

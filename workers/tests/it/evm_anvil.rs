@@ -323,7 +323,7 @@ async fn a_deposit_reorganised_out_and_mined_again_is_credited_once() {
     l.assert_ledger("ethereum").await;
 }
 
-/// Issue 14 item 1 on a real node: the node answers "unknown transaction" once (a reorganisation
+/// Live deposit safety on a real node: the node answers "unknown transaction" once (a reorganisation
 /// dropped it), then the transaction is back: the payment is not reversed, and confirms.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_transaction_missing_once_is_not_reversed() {
@@ -346,7 +346,7 @@ async fn a_transaction_missing_once_is_not_reversed() {
     l.assert_ledger("ethereum").await;
 }
 
-/// Issue 14 item 2 on a real node: a credited deposit vanishes (reorganised away and dropped
+/// Live deposit safety on a real node: a credited deposit vanishes (reorganised away and dropped
 /// from the mempool) for the whole span and is reversed; then the same signed transaction is
 /// broadcast again and mined. The payment is revived and credited once more: ledger exact,
 /// events in order (the invoice, invalid since the reversal, takes it as a late deposit).

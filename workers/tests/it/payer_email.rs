@@ -1,4 +1,4 @@
-//! Payer e-mail (issue 19) on the production shape: the `webhook-deliverer` binary with `[email]`
+//! Payer e-mail on the production shape: the `webhook-deliverer` binary with `[email]`
 //! pointed at a real SMTP server the test runs (`support::smtp_sink`), over the database the
 //! API's own invoice service writes to. An invoice with `payer_email` gets one message (plain
 //! text and HTML, from the configured sender, with the amount, the merchant's name and the

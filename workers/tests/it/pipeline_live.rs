@@ -17,7 +17,7 @@ use workers::tracker::{self, sweeper};
 use crate::support::scripted::ScriptedChain;
 use crate::support::steps::{force_expired, pipe, pipe_with};
 
-/// Issue 14 item 1: one null answer (a lagging node) never reverses a payment; a transaction
+/// Live deposit safety: one null answer (a lagging node) never reverses a payment; a transaction
 /// missing on checks at several tip heights over the gate's confirmation depth (12 blocks on
 /// ethereum) is reversed, once.
 #[tokio::test]
@@ -83,7 +83,7 @@ async fn the_gone_span_is_configurable() {
     assert_eq!(p.balance("ethereum").await, (d("0"), d("0")));
 }
 
-/// Issue 14 item 2 (SQLite, scripted chain): a credited deposit that vanished long enough to be
+/// Live deposit safety (SQLite, scripted chain): a credited deposit that vanished long enough to be
 /// reversed and is then mined again is revived: recorded again, confirmed and credited once
 /// more; the invoice, `invalid` since the reversal, takes it as a late deposit (PRODUCT.md).
 #[tokio::test]
@@ -135,7 +135,7 @@ async fn an_unconfirmed_reversed_deposit_mined_again_pays_its_invoice() {
     p.assert_outcome(inv, "ethereum", ("1", "0"), &events).await;
 }
 
-/// Issue 14 item 4: the tracker's rechecks and the sweeper agree, so a slow-confirming payment
+/// Live deposit safety: the tracker's rechecks and the sweeper agree, so a slow-confirming payment
 /// keeps exactly one job chain over many sweeps. The queue is simulated: jobs due run first,
 /// then the sweeper runs and its re-enqueues join the queue; the payment never has two jobs
 /// queued. A job of a superseded chain ends without doing anything.
@@ -275,7 +275,7 @@ async fn a_reversed_deposit_back_at_its_old_height_is_revived_by_the_tracker() {
     assert_eq!(next, Next::Done);
 }
 
-/// Issue 18: a scan records its whole batch at once (multi-row payment and event inserts, one
+/// The scan throughput goal: a scan records its whole batch at once (multi-row payment and event inserts, one
 /// guarded update for the invoices, one balance posting per merchant), with the rules of one
 /// transfer at a time: each transfer recorded once even when the node returns it twice, an
 /// invoice paid twice in the batch moves to `confirming` once (caused by its first payment), an

@@ -1,4 +1,4 @@
-//! Issue 14, item 5: provider API keys live in RPC and rates URLs, so a failing call must never
+//! Live deposit safety: provider API keys live in RPC and rates URLs, so a failing call must never
 //! put its URL (nor the secret in its path or query) into an error or a log line.
 
 use std::io::Write;

@@ -1,4 +1,4 @@
-//! Issue 19: the test helper `POST /v1/test/deposits/{id}/reverse` never answers 200 and then
+//! Test-helper reliability: the test helper `POST /v1/test/deposits/{id}/reverse` never answers 200 and then
 //! does nothing. Tried as a new user would, on the production shape (the `api`,
 //! `deposit-scanner` and `confirmation-tracker` binaries as separate processes): a test invoice
 //! is paid and credited, its payment sinks deeper than the tracker's watch (twice its

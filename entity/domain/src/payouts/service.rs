@@ -1,4 +1,14 @@
 //! Payout rules: validation, fees, reservation, approval and cancellation.
+//!
+//! `create` validates (spec bounds, gate, limits, the destination with the chain's own address
+//! rules), quotes fees per gate and allocation, then in one transaction posts the reservation
+//! (`available` → `reserved`, two `payout_reserve` entries; refused below zero) and inserts the
+//! payout (`ON CONFLICT DO NOTHING` on the partial idempotency index: a concurrent duplicate
+//! rolls back its reservation and returns the winner). Status changes follow
+//! `PayoutStatus::on(trigger)` (exhaustive) with a guarded `UPDATE … WHERE status = <from>`;
+//! leaving a reservation-holding status (cancel, operator reject) releases the reservation in
+//! the same transaction (`lifecycle`). Execution (`queued` → `processing` →
+//! `completed`/`failed`) is the payout executor's (`workers::executor`).
 
 use chrono::{Duration, Utc};
 use entity::{

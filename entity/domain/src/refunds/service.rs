@@ -1,5 +1,13 @@
 //! Refund rules (spec 4.9, 2.6): idempotency by header, the invoice's credit as the cap, and a
 //! linked payout created through the payout path in the same transaction.
+//!
+//! A refund locks the gate's balance first (its payout's reservation through
+//! `payouts::service::insert_reserved`), then re-reads the invoice's credit row, checks the cap,
+//! raises `refunded` and inserts the refund (`ON CONFLICT DO NOTHING` on the idempotency key), so
+//! refunds racing each other and payouts on one invoice serialize on that balance lock.
+//! `mirror::mirror_payout` runs inside every payout transition that posts to the balance and
+//! moves the refund's status, releasing its amount from `refunded` when the payout fails or is
+//! cancelled.
 
 use std::collections::HashMap;
 

@@ -1,6 +1,6 @@
 //! Which payments settle through a conversion. The conversion itself (quote when detected,
 //! execute and credit when confirmed) is the settlement converter's
-//! (`workers::settlement`); this rule is shared with the API, which shows a payment's
+//! (`workers::converter`); this rule is shared with the API, which shows a payment's
 //! conversion on its invoice.
 
 use entity::{invoice, payment};

@@ -15,6 +15,10 @@
 //! Payout destinations are checked with [`validate_address`], which applies
 //! each chain's own encoding and checksum rules.
 //!
+//! The test environment has built-in keys (only public keys are compiled in; the seed was
+//! discarded) and a deterministic Solana pool, so it works out of the box. Index allocation
+//! (blocks from `derivation_counters`) is `crate::addresses`'.
+//!
 //! This file holds the shared types, the [`AddressDeriver`] and the [`validate_address`]
 //! dispatch; each family's derivation and rules live in its own file, the account keys'
 //! parsing in `keys.rs`.
