@@ -13,7 +13,6 @@ use axum::routing::get;
 use sea_orm::ConnectionTrait;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::limit::RequestBodyLimitLayer;
-use utoipa_axum::router::OpenApiRouter;
 use utoipa_swagger_ui::SwaggerUi;
 
 use tokio::sync::watch;
@@ -24,23 +23,9 @@ use crate::extract::MAX_BODY_BYTES;
 use crate::state::HttpState;
 use domain::config::ServerConfig;
 
-/// The routes the OpenAPI document describes, each declared once by its handler's
-/// `#[utoipa::path]`: the axum routes and the document's paths come from the same list.
-pub fn documented_routes() -> OpenApiRouter<HttpState> {
-    OpenApiRouter::default()
-        .merge(crate::invoices::router())
-        .merge(crate::static_addresses::router())
-        .merge(crate::public::router())
-        .merge(crate::balances::router())
-        .merge(crate::payouts::router())
-        .merge(crate::refunds::router())
-        .merge(crate::events::router())
-        .merge(crate::test_helpers::router())
-}
-
 pub fn router(state: HttpState) -> Router {
     let limits = axum::middleware::from_fn_with_state(state.clone(), crate::ratelimit::layer::limit);
-    let (documented, paths) = documented_routes().split_for_parts();
+    let (documented, paths) = crate::routes::documented_routes().split_for_parts();
     // Checkout pages, health probes and the Swagger UI are not part of the merchant API's document.
     Router::new()
         .merge(documented)

@@ -19,6 +19,7 @@ pub mod payouts;
 pub mod public;
 pub mod ratelimit;
 pub mod refunds;
+pub mod routes;
 pub mod state;
 pub mod static_addresses;
 pub mod test_helpers;

@@ -17,6 +17,7 @@
 //! stays the source of truth; the shared domain (gates, ledger, events, config) is `domain`.
 
 pub mod chain;
+pub mod context;
 pub mod converter;
 pub mod deliverer;
 pub mod executor;

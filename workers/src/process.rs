@@ -8,8 +8,9 @@ use domain::config::Config;
 use sea_orm::{ConnectionTrait, DatabaseConnection};
 use tokio_util::sync::CancellationToken;
 
+use crate::context::Shared;
 use crate::platform::{Queues, Runtime, serve_ops_http, shutdown_signal};
-use crate::stages::{self, Shared, Stage};
+use crate::stages::{self, Stage};
 
 /// Connects the queue backend the configuration names (`[queue]`, else Redis when
 /// `redis_url` is set, else the embedded SQLite queue).

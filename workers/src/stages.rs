@@ -4,22 +4,19 @@
 //! folder (`<stage>/job.rs`). Jobs carry ids only; handlers re-read their rows.
 
 use std::future::Future;
-use std::sync::Arc;
-use std::time::Duration;
 
 use domain::config::Config;
-use sea_orm::DatabaseConnection;
 use tokio_util::sync::CancellationToken;
 
 pub use crate::converter::job::ConvertSettlement;
 pub use crate::deliverer::job::DeliverWebhook;
-pub use crate::deliverer::mail_job::SendInvoiceEmail;
+pub use crate::deliverer::job::SendInvoiceEmail;
 pub use crate::executor::job::ExecutePayout;
 pub use crate::scanner::job::ScanGate;
 pub use crate::tracker::job::{TrackDue, TrackPayment, stale_after};
 
-use crate::chain::Chains;
-use crate::platform::{Job, JobCtx, JobError, Queues, Runtime, StageSettings};
+use crate::context::{Shared, StageContext};
+use crate::platform::{Job, JobCtx, JobError, Runtime, StageSettings};
 
 /// The five worker stages, one binary each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,27 +46,6 @@ impl Stage {
             Stage::PayoutExecutor => "payout-executor",
             Stage::WebhookDeliverer => "webhook-deliverer",
         }
-    }
-}
-
-/// What every stage's context holds: the database, the configuration, the queues and the chain
-/// adapters (watch-only; signers are the payout executor's own). The scanner and the tracker
-/// need nothing more; the other stages add their own services in their own contexts
-/// ([`ConverterCtx`](crate::converter::job::ConverterCtx),
-/// [`ExecutorCtx`](crate::executor::job::ExecutorCtx),
-/// [`DelivererCtx`](crate::deliverer::job::DelivererCtx)), built only where they run.
-#[derive(Clone)]
-pub struct Shared {
-    pub db: DatabaseConnection,
-    pub config: Arc<Config>,
-    pub queues: Queues,
-    pub chains: Chains,
-}
-
-impl Shared {
-    pub fn new(db: DatabaseConnection, config: Arc<Config>, queues: Queues) -> Shared {
-        let chains = Chains::new(&db, &config.sandbox).with_live(&config);
-        Shared { db, config, queues, chains }
     }
 }
 
@@ -122,21 +98,10 @@ pub fn start(
         Stage::WebhookDeliverer => {
             let ctx = deliverer::job::DelivererCtx::new(shared)?;
             let rt = on(rt, &ctx, |ctx, job| async move { deliverer::job::handle(&ctx, job).await });
-            let rt = on(rt, &ctx, |ctx, job| async move { deliverer::mail_job::handle(&ctx, job).await });
+            let rt = on(rt, &ctx, |ctx, job| async move { deliverer::job::handle_email(&ctx, job).await });
             (rt, tokio::spawn(deliverer::job::background(ctx, stop)))
         }
     })
-}
-
-/// A stage context: what its handlers get, cloned per job.
-pub(crate) trait StageContext: Clone + Send + Sync + 'static {
-    fn config(&self) -> &Config;
-}
-
-impl StageContext for Shared {
-    fn config(&self) -> &Config {
-        &self.config
-    }
 }
 
 /// Consumes `J`'s queue with `handle`, under the queue's configured settings.
@@ -150,19 +115,4 @@ where
     let settings = settings(ctx.config(), J::QUEUE);
     let ctx = ctx.clone();
     rt.stage(settings, move |job: J, _: JobCtx| handle.clone()(ctx.clone(), job))
-}
-
-/// Runs `tick`, then waits `every`, until `stop` (which also cuts the wait short).
-pub(crate) async fn repeat<F, Fut>(stop: &CancellationToken, every: Duration, mut tick: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = ()>,
-{
-    while !stop.is_cancelled() {
-        tick().await;
-        tokio::select! {
-            () = stop.cancelled() => break,
-            () = tokio::time::sleep(every) => {}
-        }
-    }
 }

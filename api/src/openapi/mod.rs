@@ -1,4 +1,4 @@
-//! The OpenAPI document: the paths are those the router serves (`app::documented_routes`, each
+//! The OpenAPI document: the paths are those the router serves (`routes::documented_routes`, each
 //! declared once by its handler's `#[utoipa::path]`), and this module puts them under the
 //! document's info and tags, with the API key scheme and the responses every operation can give.
 
@@ -148,10 +148,10 @@ struct Root;
 
 /// The whole document, served at `/openapi.json`: [`document_of`] the router's paths.
 pub fn document() -> serde_json::Value {
-    document_of(crate::app::documented_routes().into_openapi())
+    document_of(crate::routes::documented_routes().into_openapi())
 }
 
-/// The document for `paths` (what `app::documented_routes` collected: operations and the schemas
+/// The document for `paths` (what `routes::documented_routes` collected: operations and the schemas
 /// they name): the derived root with them merged in, with what the types cannot say written in
 /// by [`bodies::constrain`] (JSON Schema that utoipa's model does not hold) and the response
 /// shapes generators take best ([`shapes::plain`]).

@@ -13,8 +13,8 @@ use domain::rates::Rates;
 
 use super::Converter;
 use super::venue::Venues;
+use crate::context::{Shared, StageContext, repeat};
 use crate::platform::{Job, JobError};
-use crate::stages::{Shared, StageContext, repeat};
 
 /// Quote or settle one payment's conversion into its invoice's settlement asset.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -1,6 +1,7 @@
 //! The webhook deliverer as a job: `DeliverWebhook` runs one delivery's due attempt; beside it,
 //! the dispatcher turns new outbox events into deliveries, the sweeper re-enqueues lost ones, and
-//! the payer e-mail sweep (`super::mail_job`) hands due invoices to their jobs.
+//! the payer e-mail (`SendInvoiceEmail`: one invoice's payment request by `super::mail`; its sweep hands
+//! due invoices to jobs).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,10 +13,10 @@ use uuid::Uuid;
 
 use domain::webhooks::secrets::SecretBox;
 
-use super::mail::Mailer;
+use super::mail::{self, MailError, Mailer};
 use super::{Deliverer, Outcome};
+use crate::context::{Shared, StageContext, repeat};
 use crate::platform::{Job, JobError};
-use crate::stages::{Shared, StageContext, repeat};
 
 /// Run the due attempt of one webhook delivery.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -131,9 +132,46 @@ pub(crate) async fn background(ctx: DelivererCtx, stop: CancellationToken) {
             }
             due
         };
-        if mail_due && let Err(e) = super::mail_job::sweep(&ctx).await {
+        if mail_due && let Err(e) = mail_sweep(&ctx).await {
             tracing::warn!(error = %e, "payer e-mail sweep failed");
         }
     })
     .await
+}
+
+/// Send the payment request of one invoice to its `payer_email`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SendInvoiceEmail {
+    pub invoice_id: Uuid,
+}
+
+impl Job for SendInvoiceEmail {
+    const QUEUE: &'static str = "invoice-email";
+}
+
+/// An invoice taken by the sweep is offered again after this long if its e-mail is still due
+/// (the job was lost, or failed every retry).
+pub const STALE: Duration = Duration::from_secs(300);
+
+pub(crate) async fn handle_email(ctx: &DelivererCtx, job: SendInvoiceEmail) -> Result<(), JobError> {
+    let Some(mailer) = &ctx.mailer else {
+        return Err(JobError::permanent(anyhow::anyhow!("this process has no [email] configured")));
+    };
+    match mail::send_invoice_email(&ctx.shared.db, mailer, job.invoice_id).await {
+        Ok(_) => Ok(()),
+        Err(e @ MailError::Config(_)) => Err(JobError::permanent(e)),
+        Err(e) => Err(JobError::retry(e)),
+    }
+}
+
+/// Hands every invoice whose e-mail is due to a job.
+async fn mail_sweep(ctx: &DelivererCtx) -> anyhow::Result<()> {
+    if ctx.mailer.is_none() {
+        return Ok(());
+    }
+    let ids = mail::due(&ctx.shared.db, STALE, 500).await?;
+    if !ids.is_empty() {
+        ctx.shared.queues.push_many(ids.into_iter().map(|invoice_id| SendInvoiceEmail { invoice_id })).await?;
+    }
+    Ok(())
 }

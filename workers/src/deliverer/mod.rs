@@ -14,13 +14,12 @@
 //! open deliveries due for more than `stale_after_secs` with no live lease, so a lost push, a
 //! flushed Redis or a killed deliverer delays a webhook but never loses it. Endpoint secrets are
 //! sealed with the operator's webhook key (`domain::webhooks::secrets`), which only this process
-//! (and `ops`) loads; the API never does. Payer e-mail runs in the same process (`mail`,
-//! `mail_job`).
+//! (and `ops`) loads; the API never does. Payer e-mail runs in the same process (`mail`;
+//! its job beside the webhook's in `job`).
 
 mod group;
 pub mod job;
 pub mod mail;
-pub mod mail_job;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};

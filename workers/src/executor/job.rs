@@ -10,9 +10,9 @@ use uuid::Uuid;
 
 use super::Executor;
 use crate::chain::signer::Signers;
+use crate::context::{Shared, StageContext, repeat};
 use crate::executor;
 use crate::platform::{Job, JobError};
-use crate::stages::{Shared, StageContext, repeat};
 
 /// Move one payout along (approved → queued → processing → completed or failed).
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -12,9 +12,9 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::chain::Chain;
+use crate::context::Shared;
 use crate::platform::{Job, JobError};
 use crate::scanner;
-use crate::stages::Shared;
 use crate::tracker::job::TrackDue;
 
 /// Payments handed to the tracker per job: confirmed in one transaction.

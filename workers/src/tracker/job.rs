@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use crate::context::{Shared, repeat};
 use crate::platform::{Job, JobError};
-use crate::stages::{Shared, repeat};
 use crate::tracker::{self, sweeper};
 
 /// Follow one payment's confirmations. `token` is set on the tracker's own rechecks (the

@@ -651,7 +651,7 @@ async fn the_dispatcher_stops_at_max_queued_and_leaves_later_events_in_the_outbo
     let tq = crate::common::TestQueues::new().await;
     let mut config = (*h.app.state.config).clone();
     (config.webhooks.max_queued, config.webhooks.dispatch_batch) = (3, 2);
-    let ctx = workers::stages::Shared::new(h.db().clone(), Arc::new(config), tq.queues.clone());
+    let ctx = workers::context::Shared::new(h.db().clone(), Arc::new(config), tq.queues.clone());
     let queue = tq.queues.full_name("webhook-deliver");
     // The events each delivery was made for, oldest first.
     let delivered = || async {

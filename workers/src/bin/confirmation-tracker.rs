@@ -1,4 +1,4 @@
-//! `confirmation-tracker`: one worker stage in its own process (see `workers::stages`).
+//! `confirmation-tracker`: the stage in `workers/src/tracker` (rules and jobs) in its own process (`workers::process`).
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {

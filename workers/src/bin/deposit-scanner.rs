@@ -1,4 +1,4 @@
-//! `deposit-scanner`: one worker stage in its own process (see `workers::stages`).
+//! `deposit-scanner`: the stage in `workers/src/scanner` (rules and jobs) in its own process (`workers::process`).
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {

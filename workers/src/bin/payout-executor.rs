@@ -1,4 +1,4 @@
-//! `payout-executor`: one worker stage in its own process (see `workers::stages`).
+//! `payout-executor`: the stage in `workers/src/executor` (rules and jobs) in its own process (`workers::process`).
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {

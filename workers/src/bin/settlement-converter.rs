@@ -1,4 +1,4 @@
-//! `settlement-converter`: one worker stage in its own process (see `workers::stages`).
+//! `settlement-converter`: the stage in `workers/src/converter` (rules and jobs) in its own process (`workers::process`).
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {

@@ -1,4 +1,4 @@
-//! `webhook-deliverer`: one worker stage in its own process (see `workers::stages`).
+//! `webhook-deliverer`: the stage in `workers/src/deliverer` (rules and jobs) in its own process (`workers::process`).
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
