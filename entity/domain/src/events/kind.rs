@@ -154,8 +154,8 @@ mod tests {
             .nth(1)
             .expect("docs/webhooks.md has an Event types section")
             .lines()
+            .take_while(|l| !l.starts_with("## "))
             .filter(|l| l.starts_with("| `"))
-            .take_while(|l| !l.is_empty())
             .collect();
         let expected: Vec<String> =
             EventKind::ALL.iter().map(|k| format!("| `{}` | {} |", k.as_str(), k.description())).collect();
