@@ -12,6 +12,7 @@ use crate::envelope::{Data, Page};
 use crate::error::{ApiError, ApiResult, ErrorEnvelope};
 use crate::extract::{PathId, QueryParams};
 use crate::state::HttpState;
+use domain::events::EventKind;
 use domain::events::query::{self, EventResponse, ListFilter};
 use domain::owned;
 
@@ -65,9 +66,9 @@ pub async fn list_events(
     q: QueryParams,
 ) -> ApiResult<Page<EventResponse>> {
     let page = q.pagination()?;
-    let kinds = domain::webhooks::events_kinds();
+    let kinds = EventKind::ALL.map(EventKind::as_str).join(", ");
     let filter = ListFilter {
-        event_type: q.one_of("type", |v| kinds.iter().copied().find(|k| *k == v), &kinds.join(", "))?,
+        event_type: q.one_of("type", |v| EventKind::parse(v).map(EventKind::as_str), &kinds)?,
         created_after: timestamp(&q, "created_after")?,
         created_before: timestamp(&q, "created_before")?,
         invoice_id: uuid(&q, "invoice_id")?,

@@ -339,7 +339,7 @@ fn displacement(seq: &[i64]) -> usize {
 
 /// `count` events of mixed kinds, spread over the merchants, created now.
 async fn insert_events(db: &DatabaseConnection, merchants: &[Uuid], count: usize, from: usize) -> anyhow::Result<()> {
-    let kinds = domain::webhooks::events_kinds();
+    let kinds = domain::events::EventKind::ALL;
     let now = Utc::now();
     let rows: Vec<event::ActiveModel> = (from..from + count)
         .map(|i| {
@@ -347,7 +347,7 @@ async fn insert_events(db: &DatabaseConnection, merchants: &[Uuid], count: usize
             event::ActiveModel::from(event::Model::new(
                 merchant_id,
                 Environment::Test,
-                kinds[i % kinds.len()],
+                kinds[i % kinds.len()].as_str(),
                 format!("bench:{i}:{}", Uuid::now_v7()),
                 json!({"invoice_id": Uuid::now_v7(), "status": "paid", "amount_paid": "0.001", "n": i}),
                 now,

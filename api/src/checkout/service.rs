@@ -13,7 +13,7 @@ use uuid::Uuid;
 use super::uri::payment_uri;
 use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::state::HttpState;
-use domain::events::{self, kind};
+use domain::events::{self, EventKind};
 use domain::gates::{self, Gate};
 use domain::invoices::types::ts;
 
@@ -342,7 +342,7 @@ pub async fn activate(state: &HttpState, id: Uuid, req: ActivateRequest) -> ApiR
             .await?;
         after = addressed.into_iter().next().ok_or_else(|| ApiError::internal("activated invoice vanished"))?;
     }
-    events::emit_invoice(&txn, kind::INVOICE_ACTIVATED, &after, None).await?;
+    events::emit_invoice(&txn, EventKind::InvoiceActivated, &after, None).await?;
     txn.commit().await?;
     Ok(after)
 }

@@ -96,7 +96,7 @@ impl Modify for CommonResponses {
 }
 
 /// The parameters whose values are lists the code knows at run time, written into the document
-/// from the same lists the server checks against: an event `type` (`webhooks::events_kinds`)
+/// from the same lists the server checks against: an event `type` (`events::EventKind::ALL`)
 /// and a ledger's `{currency}` (every gate id and every asset code on one network only, as
 /// `gates::resolve` accepts them, without case-only twins).
 struct KnownValues;
@@ -108,7 +108,7 @@ impl Modify for KnownValues {
         let one_of = |values: Vec<String>| {
             RefOr::T(Schema::Object(ObjectBuilder::new().schema_type(Type::String).enum_values(Some(values)).build()))
         };
-        let kinds: Vec<String> = domain::webhooks::events_kinds().iter().map(|k| (*k).to_owned()).collect();
+        let kinds: Vec<String> = domain::events::EventKind::ALL.iter().map(|k| k.as_str().to_owned()).collect();
         let currencies = bodies::currency_codes(true);
         for (path, name, values) in
             [("/v1/events", "type", kinds), ("/v1/balances/{currency}/ledger", "currency", currencies)]

@@ -6,8 +6,8 @@
 
 use serde_json::{Map, Value, json};
 
-use domain::events::kind;
-use domain::webhooks::{DELIVERY_HEADER, EVENT_HEADER, events_kinds, signature};
+use domain::events::{EventKind, Subject};
+use domain::webhooks::{DELIVERY_HEADER, EVENT_HEADER, signature};
 
 fn s(description: &str) -> Value {
     json!({"type": "string", "description": description})
@@ -144,34 +144,35 @@ pub fn data_schemas() -> Map<String, Value> {
 }
 
 /// The `data` schema name of an event type.
-pub fn data_schema_of(event_type: &str) -> &'static str {
-    match event_type {
-        kind::BALANCE_CREDITED => "BalanceCreditedData",
-        kind::PAYOUT_COMPLETED | kind::PAYOUT_FAILED => "PayoutEventData",
-        domain::webhooks::TEST_EVENT => "TestEventData",
-        _ => "InvoiceEventData",
+pub fn data_schema_of(kind: EventKind) -> &'static str {
+    match kind.subject() {
+        Subject::Credit => "BalanceCreditedData",
+        Subject::Payout => "PayoutEventData",
+        Subject::Test => "TestEventData",
+        Subject::Invoice => "InvoiceEventData",
     }
 }
 
 /// Adds `webhooks` (one per event type) and the `data` schemas to `doc`.
 pub fn add(doc: &mut Value) {
     let mut hooks = Map::new();
-    for &event_type in events_kinds() {
-        let schema_name = data_schema_of(event_type);
+    for kind in EventKind::ALL {
+        let event_type = kind.as_str();
+        let schema_name = data_schema_of(kind);
         let mut required = vec!["event", "created_at", "data"];
         let mut properties = json!({
             "event": {"type": "string", "const": event_type},
             "created_at": {"type": "string", "format": "date-time", "description": "When the event happened (UTC, milliseconds)"},
             "data": {"$ref": format!("#/components/schemas/{schema_name}")}
         });
-        if event_type == kind::BALANCE_CREDITED {
+        if kind == EventKind::BalanceCredited {
             required.insert(0, "event_id");
             properties["event_id"] = uuid("The event (as in `GET /v1/events/{id}`): credit each id once");
         }
         hooks.insert(
             event_type.to_owned(),
             json!({"post": {
-                "summary": format!("`{event_type}`"),
+                "summary": format!("`{event_type}`: {}", kind.description()),
                 "description": "POSTed to the merchant's endpoint for its environment. Verify `X-Service-Signature` \
                     (`t=<unix>,v1=<hex HMAC-SHA256 of \"<t>.<body>\">`, one `v1` per secret during a rotation; \
                     reject a `t` more than 300 s away) before trusting the body. Delivery is at least once: \
@@ -295,7 +296,7 @@ mod tests {
     fn every_event_type_has_a_webhook_with_its_data_schema() {
         let mut doc = json!({"components": {"schemas": {}}});
         add(&mut doc);
-        for &k in events_kinds() {
+        for k in EventKind::ALL.map(EventKind::as_str) {
             let body = &doc["webhooks"][k]["post"]["requestBody"]["content"]["application/json"]["schema"];
             assert_eq!(body["properties"]["event"]["const"], k);
             let r = body["properties"]["data"]["$ref"].as_str().unwrap();

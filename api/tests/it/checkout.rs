@@ -394,7 +394,11 @@ async fn every_activation_and_every_expiry_of_a_draft_is_its_own_event() {
     }
     // A replayed expiry of the second activation is still written once.
     let after = invoice::Entity::find_by_id(uuid).one(&app.state.db).await.unwrap().unwrap();
-    assert!(!domain::events::emit_invoice(&app.state.db, "invoice.expired", &after, None).await.unwrap());
+    assert!(
+        !domain::events::emit_invoice(&app.state.db, domain::events::EventKind::InvoiceExpired, &after, None)
+            .await
+            .unwrap()
+    );
 }
 
 /// The page speaks the payer's language: `?lang=`, else `Accept-Language` by q-value, else

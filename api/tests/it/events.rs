@@ -3,7 +3,7 @@
 //! webhooks carry, and confined to the key's merchant and environment.
 
 use api::auth::Permission;
-use domain::events::{self, kind};
+use domain::events::{self, EventKind};
 use entity::{Environment, event, invoice, payout};
 use sea_orm::{EntityTrait, QueryOrder};
 use serde_json::{Value, json};
@@ -24,13 +24,13 @@ async fn history(app: &TestApp, merchant: Uuid, key: &str) -> (Value, Uuid) {
     let db = &app.state.db;
     let inv = app.create_invoice(key, json!({"currency": "BTC", "amount": "0.01"})).await;
     let m = invoice_model(app, &inv).await;
-    events::emit_invoice(db, kind::INVOICE_CONFIRMING, &m, None).await.unwrap();
+    events::emit_invoice(db, EventKind::InvoiceConfirming, &m, None).await.unwrap();
     let paid = invoice::Model { status: entity::InvoiceStatus::Paid, ..m.clone() };
     events::emit(
         db,
         merchant,
         Environment::Test,
-        kind::INVOICE_PAID,
+        EventKind::InvoicePaid,
         format!("paid:{}", m.id),
         events::invoice_data(&paid, None),
     )
@@ -38,11 +38,11 @@ async fn history(app: &TestApp, merchant: Uuid, key: &str) -> (Value, Uuid) {
     .unwrap();
     let credited = json!({"invoice_id": m.id, "payment_id": Uuid::now_v7(), "outcome": "target_credited",
                           "credited_amount": "0.01", "credited_currency": "BTC"});
-    events::emit(db, merchant, Environment::Test, kind::BALANCE_CREDITED, format!("credit:{}", m.id), credited)
+    events::emit(db, merchant, Environment::Test, EventKind::BalanceCredited, format!("credit:{}", m.id), credited)
         .await
         .unwrap();
     let p = payout::Model::blank(Uuid::now_v7(), merchant, Environment::Test, chrono::Utc::now());
-    events::emit_payout(db, kind::PAYOUT_COMPLETED, &p).await.unwrap();
+    events::emit_payout(db, EventKind::PayoutCompleted, &p).await.unwrap();
     (inv, p.id)
 }
 

@@ -354,7 +354,7 @@ async fn every_money_or_access_command_leaves_exactly_one_audit_row_and_refusals
 /// run finds nothing missed and records nothing.
 #[tokio::test]
 async fn past_events_reach_an_endpoint_added_later() {
-    use domain::events::{emit, kind};
+    use domain::events::{EventKind, emit};
     use sea_orm::{EntityTrait, QueryOrder};
     let ops = Ops::new();
     ops.ok(&["migrate"]);
@@ -362,12 +362,12 @@ async fn past_events_reach_an_endpoint_added_later() {
     let merchant: Uuid = m.parse().unwrap();
     let db = sea_orm::Database::connect(ops.database_url()).await.unwrap();
     // Two events while the merchant has no endpoint: dispatched to nobody.
-    for (i, t) in [kind::INVOICE_PAID, kind::PAYOUT_COMPLETED].into_iter().enumerate() {
+    for (i, t) in [EventKind::InvoicePaid, EventKind::PayoutCompleted].into_iter().enumerate() {
         let data = serde_json::json!({"invoice_id": Uuid::now_v7(), "n": i});
         emit(&db, merchant, entity::Environment::Test, t, format!("past:{i}"), data).await.unwrap();
     }
     let live = serde_json::json!({"n": "live"});
-    emit(&db, merchant, entity::Environment::Live, kind::INVOICE_PAID, "past:live".into(), live).await.unwrap();
+    emit(&db, merchant, entity::Environment::Live, EventKind::InvoicePaid, "past:live".into(), live).await.unwrap();
     let round = domain::webhooks::dispatch::dispatch_batch(&db, 100).await.unwrap();
     assert_eq!((round.events, round.deliveries.len()), (3, 0));
 

@@ -18,7 +18,7 @@ use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOr
 use uuid::Uuid;
 
 use domain::config::{Config, EmailTls};
-use domain::events::{self, kind};
+use domain::events::{self, EventKind};
 use domain::messages::fill;
 
 #[derive(Debug, thiserror::Error)]
@@ -162,7 +162,7 @@ pub async fn send_invoice_email(db: &DatabaseConnection, mailer: &Mailer, id: Uu
         .exec_with_returning(&txn)
         .await?;
     if let Some(after) = marked.first() {
-        events::emit_invoice(&txn, kind::INVOICE_SENT, after, None).await?;
+        events::emit_invoice(&txn, EventKind::InvoiceSent, after, None).await?;
     }
     txn.commit().await?;
     Ok(Sent::Sent)

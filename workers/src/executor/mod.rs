@@ -53,7 +53,7 @@ use uuid::Uuid;
 
 use crate::chain::signer::{PayoutTx, Signers};
 use crate::chain::{Broadcast, Chain, ChainError, Chains, Outgoing, SignedTx};
-use domain::events;
+use domain::events::{self, EventKind};
 use domain::ledger::{self, LedgerError, Posting};
 use domain::payouts::lifecycle::Judged;
 use wallet::{lock_nonce, take_outputs, unspent};
@@ -464,7 +464,7 @@ impl Executor {
             .await?
             .ok_or_else(|| ExecError::Other("payout vanished".into()))?;
         domain::refunds::mirror::mirror_payout(&txn, &after).await?;
-        events::emit_payout(&txn, events::kind::PAYOUT_COMPLETED, &after).await?;
+        events::emit_payout(&txn, EventKind::PayoutCompleted, &after).await?;
         txn.commit().await?;
         tracing::info!(payout = %p.id, fee = %actual_fee, "payout completed");
         Ok(true)

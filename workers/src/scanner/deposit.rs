@@ -8,7 +8,7 @@ use sea_orm::{ConnectionTrait, EntityTrait};
 use uuid::Uuid;
 
 use crate::pipeline::PipelineError;
-use domain::events::{self, kind};
+use domain::events::{self, EventKind};
 use domain::invoices::lifecycle::transition;
 use domain::ledger::{self, Posting};
 
@@ -55,10 +55,10 @@ pub(super) async fn invoice_sees_deposit<C: ConnectionTrait>(
         if inv.expires_at.is_some_and(|e| e < now) {
             // The window closed before the sweeper noticed: expire first; this is a late deposit.
             if let Some(after) = transition(txn, &inv, InvoiceTrigger::Expire).await? {
-                events::emit_invoice(txn, kind::INVOICE_EXPIRED, &after, None).await?;
+                events::emit_invoice(txn, EventKind::InvoiceExpired, &after, None).await?;
             }
         } else if let Some(after) = transition(txn, &inv, InvoiceTrigger::DepositSeen).await? {
-            events::emit_invoice(txn, kind::INVOICE_CONFIRMING, &after, Some(p)).await?;
+            events::emit_invoice(txn, EventKind::InvoiceConfirming, &after, Some(p)).await?;
         }
     }
     Ok(())

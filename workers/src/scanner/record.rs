@@ -18,7 +18,7 @@ use super::depth;
 use super::revive::revive;
 use crate::chain::{Chain, Transfer};
 use crate::pipeline::PipelineError;
-use domain::events::{self, kind};
+use domain::events::{self, EventKind};
 
 /// Where a scan saw its transfers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -215,7 +215,7 @@ async fn invoices_see_deposits<C: ConnectionTrait>(txn: &C, fresh: &[Matched<'_>
     let events: Vec<_> = moved
         .iter()
         .filter_map(|after| causes.remove(&after.id).map(|m| (after, &m.payment)))
-        .map(|(after, cause)| (kind::INVOICE_CONFIRMING, after, Some(cause)))
+        .map(|(after, cause)| (EventKind::InvoiceConfirming, after, Some(cause)))
         .collect();
     events::emit_invoices(txn, &events).await?;
     // Not moved: past the window (expired first, a late deposit) or no longer pending.

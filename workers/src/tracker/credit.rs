@@ -11,7 +11,7 @@ use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, Que
 use uuid::Uuid;
 
 use crate::pipeline::PipelineError;
-use domain::events::{self, kind};
+use domain::events::{self, EventKind};
 use domain::invoices::lifecycle::transition_many;
 use domain::ledger::{self, Credit};
 
@@ -250,11 +250,11 @@ async fn invoices_see_confirmations<C: ConnectionTrait>(
             requested.checked_mul(pct).and_then(|v| v.checked_div(Decimal::ONE_HUNDRED)).unwrap_or_default();
         let paid = inv.amount_paid.0;
         let trigger = if paid > requested + tolerance {
-            Some((InvoiceTrigger::ConfirmedOver, kind::INVOICE_OVERPAID))
+            Some((InvoiceTrigger::ConfirmedOver, EventKind::InvoiceOverpaid))
         } else if paid >= requested - tolerance {
-            Some((InvoiceTrigger::ConfirmedExact, kind::INVOICE_PAID))
+            Some((InvoiceTrigger::ConfirmedExact, EventKind::InvoicePaid))
         } else if !unconfirmed.contains(&inv.id) {
-            Some((InvoiceTrigger::ConfirmedShort, kind::INVOICE_UNDERPAID))
+            Some((InvoiceTrigger::ConfirmedShort, EventKind::InvoiceUnderpaid))
         } else {
             None
         };
@@ -270,9 +270,9 @@ async fn invoices_see_confirmations<C: ConnectionTrait>(
     for ((from, trigger), ids) in transitions {
         after.extend(transition_many(txn, from, trigger, &ids).await?);
     }
-    let mut events: Vec<(&str, &invoice::Model, Option<&payment::Model>)> = Vec::with_capacity(moved.len());
+    let mut events: Vec<(EventKind, &invoice::Model, Option<&payment::Model>)> = Vec::with_capacity(moved.len());
     for p in late {
-        events.push((kind::INVOICE_LATE_DEPOSIT, &invoices[&p.invoice_id], Some(p)));
+        events.push((EventKind::InvoiceLateDeposit, &invoices[&p.invoice_id], Some(p)));
     }
     for inv in &after {
         let (event, cause) = caused[&inv.id];

@@ -39,7 +39,7 @@ use uuid::Uuid;
 use crate::chain::{Chains, Look, TxStatus};
 use crate::pipeline::{PipelineError, final_depth};
 use domain::config::PipelineConfig;
-use domain::events::{self, kind};
+use domain::events::{self, EventKind};
 use domain::invoices::lifecycle::transition;
 
 use credit::confirm;
@@ -332,7 +332,7 @@ async fn invalidate_unconfirmed(db: &DatabaseConnection, p: &payment::Model) -> 
     let txn = domain::db::begin_write(db).await?;
     let inv = load_invoice(&txn, p.invoice_id).await?;
     if let Some(after) = transition(&txn, &inv, InvoiceTrigger::MonitorTimeout).await? {
-        events::emit_invoice(&txn, kind::INVOICE_INVALID, &after, Some(p)).await?;
+        events::emit_invoice(&txn, EventKind::InvoiceInvalid, &after, Some(p)).await?;
     }
     txn.commit().await?;
     Ok(())

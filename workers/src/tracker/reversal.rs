@@ -17,7 +17,7 @@ use super::seen_at;
 use crate::chain::{Chain, TxStatus};
 use crate::pipeline::{PipelineError, final_depth};
 use domain::config::PipelineConfig;
-use domain::events::{self, kind};
+use domain::events::{self, EventKind};
 use domain::invoices::lifecycle::transition;
 use domain::ledger::{self, Posting};
 
@@ -163,12 +163,12 @@ async fn reverse(db: &DatabaseConnection, p: &payment::Model) -> Result<(), Pipe
                     if late { InvoiceTrigger::UnconfirmedReversedLate } else { InvoiceTrigger::UnconfirmedReversed };
                 let after = transition(&txn, &inv, trigger).await?;
                 let now_is = after.as_ref().unwrap_or(&inv);
-                events::emit_invoice(&txn, kind::INVOICE_DEPOSIT_REVERSED, now_is, Some(&p_after)).await?;
+                events::emit_invoice(&txn, EventKind::InvoiceDepositReversed, now_is, Some(&p_after)).await?;
                 if let Some(expired) = after.filter(|a| a.status == InvoiceStatus::Expired) {
-                    events::emit_invoice(&txn, kind::INVOICE_EXPIRED, &expired, Some(&p_after)).await?;
+                    events::emit_invoice(&txn, EventKind::InvoiceExpired, &expired, Some(&p_after)).await?;
                 }
             } else {
-                events::emit_invoice(&txn, kind::INVOICE_DEPOSIT_REVERSED, &inv, Some(&p_after)).await?;
+                events::emit_invoice(&txn, EventKind::InvoiceDepositReversed, &inv, Some(&p_after)).await?;
             }
         }
         (PaymentStatus::Confirmed, Some(_)) => {
@@ -208,9 +208,9 @@ async fn announce_invalid<C: ConnectionTrait>(
     cause: &payment::Model,
 ) -> Result<(), PipelineError> {
     let after = transition(txn, inv, InvoiceTrigger::CreditedReversed).await?;
-    events::emit_invoice(txn, kind::INVOICE_DEPOSIT_REVERSED, after.as_ref().unwrap_or(inv), Some(cause)).await?;
+    events::emit_invoice(txn, EventKind::InvoiceDepositReversed, after.as_ref().unwrap_or(inv), Some(cause)).await?;
     if let Some(after) = after {
-        events::emit_invoice(txn, kind::INVOICE_INVALID, &after, Some(cause)).await?;
+        events::emit_invoice(txn, EventKind::InvoiceInvalid, &after, Some(cause)).await?;
     }
     Ok(())
 }

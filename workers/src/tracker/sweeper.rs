@@ -10,7 +10,7 @@ use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOr
 use uuid::Uuid;
 
 use crate::pipeline::{PipelineError, short_of_final};
-use domain::events::{self, kind};
+use domain::events::{self, EventKind};
 use domain::invoices::lifecycle::transition;
 
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -50,7 +50,7 @@ pub async fn sweep(db: &DatabaseConnection, stale_after: std::time::Duration) ->
     for inv in due(InvoiceStatus::Pending, invoice::Column::ExpiresAt).all(db).await? {
         let txn = domain::db::begin_write(db).await?;
         if let Some(after) = transition(&txn, &inv, InvoiceTrigger::Expire).await? {
-            events::emit_invoice(&txn, kind::INVOICE_EXPIRED, &after, None).await?;
+            events::emit_invoice(&txn, EventKind::InvoiceExpired, &after, None).await?;
             report.expired += 1;
         }
         txn.commit().await?;
@@ -58,7 +58,7 @@ pub async fn sweep(db: &DatabaseConnection, stale_after: std::time::Duration) ->
     for inv in due(InvoiceStatus::Draft, invoice::Column::DraftExpiresAt).all(db).await? {
         let txn = domain::db::begin_write(db).await?;
         if let Some(after) = transition(&txn, &inv, InvoiceTrigger::DraftExpire).await? {
-            events::emit_invoice(&txn, kind::INVOICE_DRAFT_EXPIRED, &after, None).await?;
+            events::emit_invoice(&txn, EventKind::InvoiceDraftExpired, &after, None).await?;
             report.drafts_expired += 1;
         }
         txn.commit().await?;

@@ -13,7 +13,7 @@ use std::time::Duration;
 use api::webhooks::receiver::{Behaviour, Receiver};
 use chrono::Utc;
 use domain::config::WebhooksConfig;
-use domain::events;
+use domain::events::{self, EventKind};
 use domain::webhooks::outbound::TargetPolicy;
 use domain::webhooks::secrets::SecretBox;
 use domain::webhooks::{WebhookError, admin, dispatch, endpoints};
@@ -72,11 +72,11 @@ impl Hooks {
         secret.expect("a new endpoint's secret")
     }
 
-    async fn event(&self, env: Environment, kind: &str, n: usize) -> Uuid {
+    async fn event(&self, env: Environment, kind: EventKind, n: usize) -> Uuid {
         self.event_of(self.merchant, env, kind, n).await
     }
 
-    async fn event_of(&self, merchant: Uuid, env: Environment, kind: &str, n: usize) -> Uuid {
+    async fn event_of(&self, merchant: Uuid, env: Environment, kind: EventKind, n: usize) -> Uuid {
         let data = json!({"invoice_id": Uuid::now_v7(), "status": "paid", "n": n});
         let key = format!("{kind}:{}", Uuid::now_v7());
         events::emit(self.db(), merchant, env, kind, key, data).await.unwrap().expect("a new event")
@@ -165,9 +165,9 @@ async fn environments_reach_only_their_own_endpoint_with_the_spec_body() {
         .unwrap();
     assert!(!row.secret_ciphertext.contains(&test_secret["whsec_".len()..]));
 
-    let paid = h.event(Environment::Test, events::kind::INVOICE_PAID, 1).await;
-    let credited = h.event(Environment::Test, events::kind::BALANCE_CREDITED, 2).await;
-    let live_paid = h.event(Environment::Live, events::kind::INVOICE_PAID, 3).await;
+    let paid = h.event(Environment::Test, EventKind::InvoicePaid, 1).await;
+    let credited = h.event(Environment::Test, EventKind::BalanceCredited, 2).await;
+    let live_paid = h.event(Environment::Live, EventKind::InvoicePaid, 3).await;
     let ids = h.dispatch().await;
     assert_eq!(ids.len(), 3);
     for id in &ids {
@@ -210,7 +210,7 @@ async fn a_receiver_that_is_down_fails_is_slow_and_rate_limits_gets_it_in_the_en
     let port = std::net::TcpListener::bind(ANY).unwrap().local_addr().unwrap().port();
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let secret = h.endpoint(Environment::Test, &format!("http://{addr}/webhooks")).await;
-    h.event(Environment::Test, events::kind::INVOICE_PAID, 1).await;
+    h.event(Environment::Test, EventKind::InvoicePaid, 1).await;
     let id = h.dispatch().await[0];
     let first = h.deliverer.attempt(id).await.unwrap();
     assert!(matches!(first, Outcome::RetryAfter(_)), "{first:?}");
@@ -250,7 +250,7 @@ async fn after_the_last_retry_a_delivery_is_dead_until_replayed() {
     let secret = h.endpoint(Environment::Test, &rx.url()).await;
     rx.set_secrets(&[&secret]);
     let since = Utc::now() - chrono::Duration::seconds(5);
-    h.event(Environment::Test, "payout.failed", 1).await;
+    h.event(Environment::Test, EventKind::PayoutFailed, 1).await;
     let id = h.dispatch().await[0];
     assert_eq!(h.drive(id).await, Outcome::Dead);
     let d = h.delivery(id).await;
@@ -306,10 +306,10 @@ async fn attempts_running_together_are_written_together_each_in_its_own_right() 
     ok_rx.set_secrets(&[&ok_secret]);
     failing_rx.set_secrets(&[&failing_secret]);
     for n in 0..30 {
-        h.event(Environment::Test, events::kind::BALANCE_CREDITED, n).await;
+        h.event(Environment::Test, EventKind::BalanceCredited, n).await;
     }
     for n in 0..10 {
-        h.event(Environment::Live, events::kind::BALANCE_CREDITED, n).await;
+        h.event(Environment::Live, EventKind::BalanceCredited, n).await;
     }
     let ids = h.dispatch().await;
     assert_eq!(ids.len(), 40);
@@ -380,7 +380,7 @@ async fn concurrent_jobs_for_one_delivery_send_it_once() {
     let rx = Receiver::start(ANY.parse().unwrap(), &[], Behaviour::Ok(Duration::from_millis(100))).await.unwrap();
     let secret = h.endpoint(Environment::Test, &rx.url()).await;
     rx.set_secrets(&[&secret]);
-    h.event(Environment::Test, events::kind::INVOICE_PAID, 1).await;
+    h.event(Environment::Test, EventKind::InvoicePaid, 1).await;
     let id = h.dispatch().await[0];
     let tasks: Vec<_> = (0..10)
         .map(|_| {
@@ -404,11 +404,11 @@ async fn concurrent_dispatchers_make_one_delivery_per_event_and_skip_merchants_w
     let rx = Receiver::start(ANY.parse().unwrap(), &[], Behaviour::Ok(Duration::ZERO)).await.unwrap();
     h.endpoint(Environment::Test, &rx.url()).await;
     for i in 0..150 {
-        h.event(Environment::Test, events::kind::INVOICE_CONFIRMING, i).await;
+        h.event(Environment::Test, EventKind::InvoiceConfirming, i).await;
     }
     // Live has no endpoint: its events are dispatched without a delivery.
     for i in 0..20 {
-        h.event(Environment::Live, events::kind::INVOICE_CONFIRMING, i).await;
+        h.event(Environment::Live, EventKind::InvoiceConfirming, i).await;
     }
     let tasks: Vec<_> = (0..4)
         .map(|_| {
@@ -451,7 +451,7 @@ async fn deliveries_whose_job_was_lost_are_found_again() {
     let secret = h.endpoint(Environment::Test, &rx.url()).await;
     rx.set_secrets(&[&secret]);
     for i in 0..3 {
-        h.event(Environment::Test, events::kind::INVOICE_PAID, i).await;
+        h.event(Environment::Test, EventKind::InvoicePaid, i).await;
     }
     let ids = h.dispatch().await;
     let stale_after = Duration::from_secs(30);
@@ -483,7 +483,7 @@ async fn deliveries_whose_job_was_lost_are_found_again() {
     assert_eq!(h.deliverer.attempt(ids[1]).await.unwrap(), Outcome::Delivered);
     assert_eq!(h.deliverer.attempt(ids[0]).await.unwrap(), Outcome::Delivered);
     // A job that arrives before its delivery is due is told to come back.
-    h.event(Environment::Test, events::kind::INVOICE_PAID, 9).await;
+    h.event(Environment::Test, EventKind::InvoicePaid, 9).await;
     let early = h.dispatch().await[0];
     webhook_delivery::Entity::update_many()
         .col_expr(webhook_delivery::Column::NextAttemptAt, Expr::value(Utc::now() + chrono::Duration::seconds(30)))
@@ -506,7 +506,7 @@ async fn rotation_signs_with_both_secrets_during_the_overlap() {
     // A receiver still on the old secret and one already on the new both verify.
     for secret in [&old, &new] {
         rx.set_secrets(&[secret]);
-        h.event(Environment::Test, "test", 0).await;
+        h.event(Environment::Test, EventKind::Test, 0).await;
         let id = h.dispatch().await[0];
         assert_eq!(h.deliverer.attempt(id).await.unwrap(), Outcome::Delivered);
     }
@@ -517,7 +517,7 @@ async fn rotation_signs_with_both_secrets_during_the_overlap() {
         .await
         .unwrap();
     rx.set_secrets(&[&old]);
-    h.event(Environment::Test, "test", 1).await;
+    h.event(Environment::Test, EventKind::Test, 1).await;
     let id = h.dispatch().await[0];
     assert!(matches!(h.deliverer.attempt(id).await.unwrap(), Outcome::RetryAfter(_)));
     assert_eq!(rx.received().last().unwrap().answered, 400, "the old secret no longer verifies");
@@ -527,7 +527,7 @@ async fn rotation_signs_with_both_secrets_during_the_overlap() {
     assert_eq!(header, 3);
     // Removal: new events are not delivered.
     assert!(endpoints::remove(h.db(), h.merchant, Environment::Test).await.unwrap());
-    h.event(Environment::Test, "test", 2).await;
+    h.event(Environment::Test, EventKind::Test, 2).await;
     assert!(h.dispatch().await.is_empty());
     assert!(matches!(admin::send_test(h.db(), h.merchant, Environment::Test).await, Err(WebhookError::NoEndpoint(..))));
 }
@@ -572,7 +572,7 @@ async fn internal_targets_are_refused_when_saved_and_when_connecting() {
         .exec(h.db())
         .await
         .unwrap();
-    h.event(Environment::Test, "test", 0).await;
+    h.event(Environment::Test, EventKind::Test, 0).await;
     let id = h.dispatch().await[0];
     assert!(matches!(h.deliverer.attempt(id).await.unwrap(), Outcome::RetryAfter(_)));
     let a = h.attempts(id).await;
@@ -592,13 +592,13 @@ async fn a_later_event_of_an_invoice_dispatched_with_its_earlier_one_waits_for_i
     let rx = Receiver::start(ANY.parse().unwrap(), &[], Behaviour::Ok(Duration::ZERO)).await.unwrap();
     rx.set_secrets(&[&h.endpoint(Environment::Test, &rx.url()).await]);
     let invoice = Uuid::now_v7();
-    let emit = |kind: &'static str, invoice: Uuid| {
-        let data = json!({"invoice_id": invoice, "status": kind});
+    let emit = |kind: EventKind, invoice: Uuid| {
+        let data = json!({"invoice_id": invoice, "status": kind.as_str()});
         events::emit(h.db(), h.merchant, Environment::Test, kind, format!("{kind}:{invoice}"), data)
     };
-    emit(events::kind::INVOICE_CONFIRMING, invoice).await.unwrap();
-    emit(events::kind::INVOICE_PAID, invoice).await.unwrap();
-    emit(events::kind::INVOICE_CONFIRMING, Uuid::now_v7()).await.unwrap();
+    emit(EventKind::InvoiceConfirming, invoice).await.unwrap();
+    emit(EventKind::InvoicePaid, invoice).await.unwrap();
+    emit(EventKind::InvoiceConfirming, Uuid::now_v7()).await.unwrap();
     let ids = h.dispatch().await;
     assert_eq!(ids.len(), 3);
     let mut by_type = std::collections::HashMap::new();
@@ -627,8 +627,8 @@ async fn unordered_deliveries_do_not_wait() {
     let rx = Receiver::start(ANY.parse().unwrap(), &[], Behaviour::Ok(Duration::ZERO)).await.unwrap();
     rx.set_secrets(&[&h.endpoint(Environment::Test, &rx.url()).await]);
     let invoice = Uuid::now_v7();
-    for kind in [events::kind::INVOICE_CONFIRMING, events::kind::INVOICE_PAID] {
-        let data = json!({"invoice_id": invoice, "status": kind});
+    for kind in [EventKind::InvoiceConfirming, EventKind::InvoicePaid] {
+        let data = json!({"invoice_id": invoice, "status": kind.as_str()});
         events::emit(h.db(), h.merchant, Environment::Test, kind, format!("{kind}:{invoice}"), data).await.unwrap();
     }
     let ids = h.dispatch().await;
@@ -646,7 +646,7 @@ async fn the_dispatcher_stops_at_max_queued_and_leaves_later_events_in_the_outbo
     h.endpoint(Environment::Test, "http://127.0.0.1:9/hook").await;
     let mut events = Vec::new();
     for n in 0..7 {
-        events.push(h.event(Environment::Test, "invoice.paid", n).await);
+        events.push(h.event(Environment::Test, EventKind::InvoicePaid, n).await);
     }
     let tq = crate::common::TestQueues::new().await;
     let mut config = (*h.app.state.config).clone();
@@ -713,12 +713,12 @@ async fn a_body_with_a_nul_byte_is_stored_escaped_and_fails_no_other_merchants_r
     body.extend(std::iter::repeat_n(b'x', 5000));
     let odd = RawReceiver::start(body).await;
     h.endpoint(Environment::Test, &odd.url).await;
-    let odd_event = h.event(Environment::Test, events::kind::INVOICE_PAID, 0).await;
+    let odd_event = h.event(Environment::Test, EventKind::InvoicePaid, 0).await;
     let mut others = Vec::new();
     for _ in 0..3 {
         let (merchant, rx) = h.merchant_with_receiver().await;
         for n in 0..4 {
-            h.event_of(merchant, Environment::Test, events::kind::BALANCE_CREDITED, n).await;
+            h.event_of(merchant, Environment::Test, EventKind::BalanceCredited, n).await;
         }
         others.push(rx);
     }
@@ -773,7 +773,7 @@ async fn a_record_refused_even_alone_leaves_only_its_delivery_dead_with_the_reas
     for _ in 0..3 {
         let (merchant, rx) = h.merchant_with_receiver().await;
         for n in 0..3 {
-            let e = h.event_of(merchant, Environment::Test, events::kind::INVOICE_PAID, n).await;
+            let e = h.event_of(merchant, Environment::Test, EventKind::InvoicePaid, n).await;
             first.get_or_insert(e);
         }
         receivers.push(rx);

@@ -14,9 +14,10 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use api::webhooks::receiver::{Behaviour, Receiver};
+use domain::events::EventKind;
+use domain::webhooks::endpoints;
 use domain::webhooks::outbound::TargetPolicy;
 use domain::webhooks::secrets::SecretBox;
-use domain::webhooks::{endpoints, events_kinds};
 use entity::{DeliveryStatus, Environment, webhook_attempt, webhook_delivery};
 use fleet::{Fleet, Proc, wait_ready};
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter};
@@ -65,7 +66,7 @@ impl Setup {
     async fn events(&self, n: usize) -> HashSet<Uuid> {
         let mut ids = HashSet::new();
         for i in 0..n {
-            let kind = events_kinds()[i % events_kinds().len()];
+            let kind = EventKind::ALL[i % EventKind::ALL.len()];
             let key = format!("e2e:{i}:{}", Uuid::now_v7());
             let data = json!({"invoice_id": Uuid::now_v7(), "n": i});
             let id = domain::events::emit(&self.conn, self.merchant, Environment::Test, kind, key, data).await.unwrap();
@@ -213,16 +214,16 @@ async fn an_invoices_later_event_waits_for_its_retrying_first_one_and_others_do_
     rx.set_secrets(&[&secret]);
     rx.script([Behaviour::Status(500)]);
     let (a, b) = (Uuid::now_v7(), Uuid::now_v7());
-    let emit = |kind: &'static str, invoice: Uuid| {
+    let emit = |kind: EventKind, invoice: Uuid| {
         let conn = s.conn.clone();
         let merchant = s.merchant;
         async move {
-            let data = json!({"invoice_id": invoice, "status": kind});
+            let data = json!({"invoice_id": invoice, "status": kind.as_str()});
             let key = format!("{kind}:{invoice}");
             domain::events::emit(&conn, merchant, Environment::Test, kind, key, data).await.unwrap().unwrap()
         }
     };
-    let a1 = emit("invoice.confirming", a).await;
+    let a1 = emit(EventKind::InvoiceConfirming, a).await;
     let _deliverer = s.deliverer().await;
     // A's first event fails its first attempt; then A's second and B's first happen.
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -230,8 +231,8 @@ async fn an_invoices_later_event_waits_for_its_retrying_first_one_and_others_do_
         assert!(Instant::now() < deadline, "the first attempt never came");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let a2 = emit("invoice.paid", a).await;
-    let b1 = emit("invoice.confirming", b).await;
+    let a2 = emit(EventKind::InvoicePaid, a).await;
+    let b1 = emit(EventKind::InvoiceConfirming, b).await;
     s.wait_all_succeeded(3, Duration::from_secs(30)).await;
 
     let deliveries = s.deliveries().await;

@@ -3,7 +3,10 @@
 //! does. The webhook deliverer reads them from here. `dedupe_key` (unique) makes a replayed
 //! stage unable to write an event twice. `query` reads them back for `GET /v1/events`.
 
+mod kind;
 pub mod query;
+
+pub use kind::{EventKind, Subject};
 
 use chrono::Utc;
 use entity::{event, invoice, payment, payout};
@@ -14,35 +17,17 @@ use uuid::Uuid;
 
 use crate::invoices::types::ts;
 
-/// Event type names of spec section 6.
-pub mod kind {
-    pub const INVOICE_CONFIRMING: &str = "invoice.confirming";
-    pub const INVOICE_PAID: &str = "invoice.paid";
-    pub const INVOICE_OVERPAID: &str = "invoice.overpaid";
-    pub const INVOICE_UNDERPAID: &str = "invoice.underpaid";
-    pub const INVOICE_EXPIRED: &str = "invoice.expired";
-    pub const INVOICE_INVALID: &str = "invoice.invalid";
-    pub const INVOICE_LATE_DEPOSIT: &str = "invoice.late_deposit";
-    pub const INVOICE_DEPOSIT_REVERSED: &str = "invoice.deposit_reversed";
-    pub const INVOICE_ACTIVATED: &str = "invoice.activated";
-    pub const INVOICE_DRAFT_EXPIRED: &str = "invoice.draft_expired";
-    pub const INVOICE_SENT: &str = "invoice.sent";
-    pub const BALANCE_CREDITED: &str = "balance.credited";
-    pub const PAYOUT_COMPLETED: &str = "payout.completed";
-    pub const PAYOUT_FAILED: &str = "payout.failed";
-}
-
 /// Writes an event unless one with the same `dedupe_key` exists. Returns the new event's id
 /// (`None` when the `dedupe_key` existed).
 pub async fn emit<C: ConnectionTrait>(
     txn: &C,
     merchant_id: Uuid,
     env: entity::Environment,
-    event_type: &str,
+    kind: EventKind,
     dedupe_key: String,
     payload: Value,
 ) -> Result<Option<Uuid>, DbErr> {
-    let row = event::Model::new(merchant_id, env, event_type, dedupe_key, payload, Utc::now());
+    let row = event::Model::new(merchant_id, env, kind.as_str(), dedupe_key, payload, Utc::now());
     let id = row.id;
     let n = event::Entity::insert(event::ActiveModel::from(row))
         .on_conflict(OnConflict::column(event::Column::DedupeKey).do_nothing().to_owned())
@@ -107,9 +92,9 @@ pub fn payout_data(p: &payout::Model) -> Value {
 }
 
 /// Emits a payout event, once per payout and type.
-pub async fn emit_payout<C: ConnectionTrait>(txn: &C, event_type: &str, p: &payout::Model) -> Result<bool, DbErr> {
-    let key = format!("{event_type}:{}", p.id);
-    Ok(emit(txn, p.merchant_id, p.environment, event_type, key, payout_data(p)).await?.is_some())
+pub async fn emit_payout<C: ConnectionTrait>(txn: &C, kind: EventKind, p: &payout::Model) -> Result<bool, DbErr> {
+    let key = format!("{kind}:{}", p.id);
+    Ok(emit(txn, p.merchant_id, p.environment, kind, key, payout_data(p)).await?.is_some())
 }
 
 /// How a payment's credit came out (`balance.credited` data).
@@ -142,9 +127,9 @@ pub async fn emit_balance_credits<C: ConnectionTrait>(
 ) -> Result<u64, DbErr> {
     let now = Utc::now();
     let rows = credits.iter().map(|(inv, p, credit)| {
-        let key = format!("{}:{}", kind::BALANCE_CREDITED, payment_tag(p));
+        let key = format!("{}:{}", EventKind::BalanceCredited, payment_tag(p));
         let data = balance_credited_data(inv, p, *credit);
-        event::Model::new(inv.merchant_id, inv.environment, kind::BALANCE_CREDITED, key, data, now)
+        event::Model::new(inv.merchant_id, inv.environment, EventKind::BalanceCredited.as_str(), key, data, now)
     });
     insert_new(txn, rows).await
 }
@@ -181,24 +166,24 @@ fn payment_tag(p: &payment::Model) -> String {
 /// `invoice.expired`, while a replayed stage still cannot write one twice.
 pub async fn emit_invoice<C: ConnectionTrait>(
     txn: &C,
-    event_type: &str,
+    kind: EventKind,
     inv: &invoice::Model,
     cause: Option<&payment::Model>,
 ) -> Result<bool, DbErr> {
-    let key = invoice_dedupe_key(event_type, inv, cause);
-    Ok(emit(txn, inv.merchant_id, inv.environment, event_type, key, invoice_data(inv, cause)).await?.is_some())
+    let key = invoice_dedupe_key(kind, inv, cause);
+    Ok(emit(txn, inv.merchant_id, inv.environment, kind, key, invoice_data(inv, cause)).await?.is_some())
 }
 
 /// [`emit_invoice`] for many events in multi-row inserts (a scan's batch); each is written unless
 /// its `dedupe_key` exists. Returns how many were new.
 pub async fn emit_invoices<C: ConnectionTrait>(
     txn: &C,
-    events: &[(&str, &invoice::Model, Option<&payment::Model>)],
+    events: &[(EventKind, &invoice::Model, Option<&payment::Model>)],
 ) -> Result<u64, DbErr> {
     let now = Utc::now();
-    let rows = events.iter().map(|(event_type, inv, cause)| {
-        let key = invoice_dedupe_key(event_type, inv, *cause);
-        event::Model::new(inv.merchant_id, inv.environment, event_type, key, invoice_data(inv, *cause), now)
+    let rows = events.iter().map(|&(kind, inv, cause)| {
+        let key = invoice_dedupe_key(kind, inv, cause);
+        event::Model::new(inv.merchant_id, inv.environment, kind.as_str(), key, invoice_data(inv, cause), now)
     });
     insert_new(txn, rows).await
 }
@@ -217,9 +202,9 @@ async fn insert_new<C: ConnectionTrait>(txn: &C, rows: impl Iterator<Item = even
     Ok(new)
 }
 
-fn invoice_dedupe_key(event_type: &str, inv: &invoice::Model, cause: Option<&payment::Model>) -> String {
+fn invoice_dedupe_key(kind: EventKind, inv: &invoice::Model, cause: Option<&payment::Model>) -> String {
     let tag = cause.map_or_else(|| format!("activation-{}", inv.activation_count), payment_tag);
-    format!("{event_type}:{}:{tag}", inv.id)
+    format!("{kind}:{}:{tag}", inv.id)
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ use sea_orm::{ColumnTrait, QueryFilter, Select};
 use serde_json::Value;
 use uuid::Uuid;
 
+use super::EventKind;
 use crate::domain_error::DomainResult;
 use crate::keys::Principal;
 use crate::owned::{self, Filter};
@@ -78,7 +79,7 @@ impl EventResponse {
             id: e.id,
             event: e.event_type.clone(),
             created_at: crate::invoices::types::ts(e.created_at),
-            event_id: (e.event_type == super::kind::BALANCE_CREDITED).then_some(e.id),
+            event_id: (e.event_type == EventKind::BalanceCredited.as_str()).then_some(e.id),
             data: e.payload.clone(),
         }
     }

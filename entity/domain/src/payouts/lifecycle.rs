@@ -9,6 +9,7 @@ use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
 use uuid::Uuid;
 
 use crate::domain_error::DomainError;
+use crate::events::EventKind;
 use crate::ledger::{self, Posting};
 
 /// Moves a payout that has no transaction yet (`pending_approval`, `approved`: cancel, reject)
@@ -134,7 +135,7 @@ pub(crate) async fn end_guarded(
     let after = payout::Entity::find_by_id(p.id).one(&txn).await?.ok_or(ReleaseError::Vanished(p.id))?;
     crate::refunds::mirror::mirror_payout(&txn, &after).await?;
     if after.status == PayoutStatus::Failed {
-        crate::events::emit_payout(&txn, crate::events::kind::PAYOUT_FAILED, &after).await?;
+        crate::events::emit_payout(&txn, EventKind::PayoutFailed, &after).await?;
     }
     txn.commit().await?;
     Ok(Some(after))

@@ -8,7 +8,8 @@ use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, Que
 use serde_json::json;
 use uuid::Uuid;
 
-use super::{TEST_EVENT, WebhookError};
+use super::WebhookError;
+use crate::events::EventKind;
 
 /// Filters of `ops webhooks list`; every one optional.
 #[derive(Debug, Clone, Default)]
@@ -130,7 +131,7 @@ pub async fn deliver_missed(
         .filter(event::Column::MerchantId.eq(merchant_id))
         .filter(event::Column::Environment.eq(env))
         .filter(event::Column::DispatchedAt.is_not_null())
-        .filter(event::Column::EventType.ne(TEST_EVENT))
+        .filter(event::Column::EventType.ne(EventKind::Test.as_str()))
         .filter(event::Column::Id.not_in_subquery(delivered));
     if let Some(t) = since {
         q = q.filter(event::Column::CreatedAt.gte(t));
@@ -180,7 +181,7 @@ pub async fn send_test(db: &DatabaseConnection, merchant_id: Uuid, env: Environm
     }
     let tag = Uuid::now_v7();
     let data = test_data(env, tag);
-    crate::events::emit(db, merchant_id, env, TEST_EVENT, format!("test:{tag}"), data)
+    crate::events::emit(db, merchant_id, env, EventKind::Test, format!("test:{tag}"), data)
         .await?
         .ok_or_else(|| WebhookError::Db(sea_orm::DbErr::Custom("test event key reused".into())))
 }

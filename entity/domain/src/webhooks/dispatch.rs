@@ -15,7 +15,7 @@ use serde::Serialize;
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::events::kind;
+use crate::events::EventKind;
 use crate::invoices::types::ts;
 
 /// The JSON body of spec section 6: `event`, `created_at`, `data`, and `event_id` on
@@ -32,7 +32,7 @@ struct Body<'a> {
 /// The exact body every attempt of this event's delivery sends.
 pub fn body(e: &event::Model) -> String {
     let b = Body {
-        event_id: (e.event_type == kind::BALANCE_CREDITED).then_some(e.id),
+        event_id: (e.event_type == EventKind::BalanceCredited.as_str()).then_some(e.id),
         event: &e.event_type,
         created_at: ts(e.created_at),
         data: &e.payload,
@@ -172,13 +172,13 @@ mod tests {
 
     #[test]
     fn body_has_event_id_on_balance_credited_only() {
-        let e = ev(kind::BALANCE_CREDITED);
+        let e = ev(EventKind::BalanceCredited.as_str());
         let b: Value = serde_json::from_str(&body(&e)).unwrap();
         assert_eq!(b["event_id"], json!(e.id));
         assert_eq!(b["event"], "balance.credited");
         assert_eq!(b["created_at"], "2026-11-21T10:00:00.123Z");
         assert_eq!(b["data"]["amount_paid"], "1.5");
-        for k in [kind::INVOICE_PAID, "payout.completed", "test"] {
+        for k in [EventKind::InvoicePaid.as_str(), "payout.completed", "test"] {
             let b: Value = serde_json::from_str(&body(&ev(k))).unwrap();
             assert!(b.get("event_id").is_none(), "{k}");
             assert_eq!(b.as_object().unwrap().len(), 3, "{k}: event, created_at, data");

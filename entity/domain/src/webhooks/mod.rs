@@ -19,31 +19,6 @@ use uuid::Uuid;
 pub const DELIVERY_HEADER: &str = "X-Service-Delivery";
 /// Header carrying the event type.
 pub const EVENT_HEADER: &str = "X-Service-Event";
-/// The `test` event (`ops webhooks test`).
-pub const TEST_EVENT: &str = "test";
-
-/// Every event type the outbox carries today (spec section 6), `test` included.
-pub fn events_kinds() -> &'static [&'static str] {
-    use crate::events::kind::*;
-    &[
-        INVOICE_CONFIRMING,
-        INVOICE_PAID,
-        INVOICE_OVERPAID,
-        INVOICE_UNDERPAID,
-        INVOICE_EXPIRED,
-        INVOICE_INVALID,
-        INVOICE_LATE_DEPOSIT,
-        INVOICE_DEPOSIT_REVERSED,
-        INVOICE_ACTIVATED,
-        INVOICE_DRAFT_EXPIRED,
-        INVOICE_SENT,
-        BALANCE_CREDITED,
-        PAYOUT_COMPLETED,
-        PAYOUT_FAILED,
-        TEST_EVENT,
-    ]
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum WebhookError {
     #[error("invalid url: {0}")]
