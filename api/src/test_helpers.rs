@@ -1,6 +1,7 @@
 //! Test helpers (PRODUCT.md): simulate deposits to an invoice or static address, reverse them
 //! and mine sandbox blocks, so a merchant's CI can drive every invoice event. Test keys only:
-//! with a live key every route answers 404 as if it did not exist.
+//! with a live key every route answers 404 as if it did not exist. This module checks the
+//! request and who may act; every write is `domain::sandbox_payments`'s.
 
 use axum::extract::State;
 use entity::{Environment, invoice, sandbox_transfer, static_address};
@@ -168,7 +169,9 @@ pub async fn simulate_deposit(
     {
         return Err(ApiError::unprocessable(ErrorCode::ValidationError, "tx_hash", "1 to 128 characters"));
     }
-    let t = sandbox_payments::deposit_to(&state, gate, &address_key, amount, req.tx_hash.as_deref()).await?;
+    let t =
+        sandbox_payments::deposit(&state.db, &state.config.sandbox, gate, &address_key, amount, req.tx_hash.as_deref())
+            .await?;
     Ok(Data::created(t.into()))
 }
 
@@ -240,9 +243,6 @@ pub async fn mine_blocks(
     if !(1..=1000).contains(&req.count) {
         return Err(ApiError::unprocessable(ErrorCode::ValidationError, "count", "1 to 1000 blocks"));
     }
-    let height = sandbox_payments::chain(&state.db, &state.config.sandbox, gate)
-        .mine(req.count)
-        .await
-        .map_err(ApiError::internal)?;
+    let height = sandbox_payments::mine(&state.db, &state.config.sandbox, gate, req.count).await?;
     Ok(Data::ok(ChainTip { gate_id: gate.id.into(), height }))
 }

@@ -4,7 +4,6 @@
 
 use anyhow::{Context, bail};
 use clap::Subcommand;
-use domain::chain::sandbox::SandboxChain;
 use domain::config::Config;
 use domain::sandbox_payments;
 use entity::{Environment, invoice, static_address};
@@ -41,10 +40,6 @@ fn gate(gate_id: &str) -> anyhow::Result<&'static domain::gates::Gate> {
     domain::gates::find(gate_id).with_context(|| format!("unknown gate {gate_id:?}"))
 }
 
-fn chain(db: &DatabaseConnection, config: &Config, gate_id: &str) -> anyhow::Result<SandboxChain> {
-    Ok(sandbox_payments::chain(db, &config.sandbox, gate(gate_id)?))
-}
-
 pub async fn run(db: &DatabaseConnection, config: &Config, cmd: SandboxCmd) -> anyhow::Result<()> {
     match cmd {
         SandboxCmd::Deposit { invoice, address, amount, tx_hash } => {
@@ -73,7 +68,7 @@ pub async fn run(db: &DatabaseConnection, config: &Config, cmd: SandboxCmd) -> a
             if amount <= Decimal::ZERO || amount.scale() > gate.decimals {
                 bail!("--amount must be > 0 with at most {} decimals", gate.decimals);
             }
-            let t = chain(db, config, &gate_id)?.deposit(&key, amount, tx_hash.as_deref()).await?;
+            let t = sandbox_payments::deposit(db, &config.sandbox, gate, &key, amount, tx_hash.as_deref()).await?;
             println!("{} {} tx {}:{} block {}", t.id, gate_id, t.tx_hash, t.output_index, t.block_height);
         }
         SandboxCmd::Reverse { deposit_id } => {
@@ -90,7 +85,7 @@ pub async fn run(db: &DatabaseConnection, config: &Config, cmd: SandboxCmd) -> a
             if !(1..=100_000).contains(&blocks) {
                 bail!("--blocks must be 1..=100000");
             }
-            let height = chain(db, config, &gate)?.mine(blocks).await?;
+            let height = sandbox_payments::mine(db, &config.sandbox, self::gate(&gate)?, blocks).await?;
             println!("{gate} height {height}");
         }
     }

@@ -11,6 +11,9 @@
 //! - `POST /checkout/{id}/activate`: a deferred invoice is activated on the chosen gate.
 //! - `POST /checkout/{id}/test-payment`: test environment only, the simulate buttons.
 //!
+//! The two actions are the domain's (`domain::invoices::checkout`): this module reads and
+//! renders, and writes no rows.
+//!
 //! Every text the payer reads is in `domain::messages` (`entity/domain/src/messages/<lang>.json`,
 //! one catalogue per language, shared with the payment-request e-mail); none is in the HTML,
 //! the script or this module. The language (`lang`) is `?lang=xx` if given, else the browser's

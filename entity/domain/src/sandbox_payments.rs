@@ -1,6 +1,7 @@
 //! Sandbox payments of the test environment: transfers into the next block of a gate's sandbox
-//! chain, and their reversal. The test helpers (`POST /v1/test/deposits`, `…/reverse`), the
-//! checkout page's test-mode buttons and `ops sandbox` all go through here.
+//! chain, their reversal, and mining blocks. Every write the test helpers (`POST
+//! /v1/test/deposits`, `…/reverse`, `/v1/test/blocks`), the checkout page's test-mode buttons
+//! and `ops sandbox` make goes through here.
 
 use chrono::{DateTime, Utc};
 use entity::{Environment, PaymentStatus, payment, sandbox_transfer};
@@ -13,7 +14,6 @@ use crate::chain::sandbox::SandboxChain;
 use crate::config::SandboxConfig;
 use crate::domain_error::{DomainError, DomainResult};
 use crate::gates::Gate;
-use crate::state::AppState;
 
 /// `gate`'s sandbox chain on `db`, with the block interval `sandbox` configures for it.
 pub fn chain(db: &DatabaseConnection, sandbox: &SandboxConfig, gate: &'static Gate) -> SandboxChain {
@@ -21,18 +21,29 @@ pub fn chain(db: &DatabaseConnection, sandbox: &SandboxConfig, gate: &'static Ga
 }
 
 /// Puts a transfer of `amount` to `address_key` into the next block of `gate`'s sandbox chain
-/// (test environment only; the caller checks).
-pub async fn deposit_to(
-    state: &AppState,
+/// (test environment only; the caller checks). A `tx_hash` already on the chain gets the
+/// transaction's next output index. The API's test helper, the checkout page's test-mode
+/// buttons and `ops sandbox deposit` all call this.
+pub async fn deposit(
+    db: &DatabaseConnection,
+    sandbox: &SandboxConfig,
     gate: &'static Gate,
     address_key: &str,
     amount: Decimal,
     tx_hash: Option<&str>,
 ) -> DomainResult<sandbox_transfer::Model> {
-    chain(&state.db, &state.config.sandbox, gate)
-        .deposit(address_key, amount, tx_hash)
-        .await
-        .map_err(DomainError::internal)
+    chain(db, sandbox, gate).deposit(address_key, amount, tx_hash).await.map_err(DomainError::internal)
+}
+
+/// Mines `count` blocks at once on `gate`'s sandbox chain; returns the new tip. The API's test
+/// helper and `ops sandbox mine` both call this (the caller bounds `count`).
+pub async fn mine(
+    db: &DatabaseConnection,
+    sandbox: &SandboxConfig,
+    gate: &'static Gate,
+    count: u64,
+) -> DomainResult<u64> {
+    chain(db, sandbox, gate).mine(count).await.map_err(DomainError::internal)
 }
 
 /// Takes a transfer off `gate`'s sandbox chain, as a reorganisation or a double spend would,

@@ -1,14 +1,18 @@
 //! An invoice's status moves, written once. The rules (which trigger takes which status where)
 //! are `entity::InvoiceStatus::on`, an exhaustive table; this module persists a move with a
 //! guarded update (`… WHERE status = <from>`), so of two writers racing on one invoice only one
-//! applies it, and returns the rows it moved. Every stage and the HTTP face move invoices
+//! applies it, and returns the rows it moved: the pipeline's moves (`transition`,
+//! `transition_many`, `see_deposits`), a payer's activation on the checkout page (`activate`) and
+//! a merchant's cancel (`cancel`). Every stage, the services and the HTTP face move invoices
 //! through these functions.
 
 use chrono::{DateTime, Utc};
-use entity::{InvoiceStatus, InvoiceTrigger, invoice};
+use entity::{Amount, InvoiceStatus, InvoiceTrigger, invoice};
 use sea_orm::sea_query::{Expr, Func};
 use sea_orm::{ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
 use uuid::Uuid;
+
+use crate::gates::Gate;
 
 /// Rows a guarded update names at once (bind parameters stay well under SQLite's limit).
 const IDS_PER_UPDATE: usize = 500;
@@ -78,4 +82,74 @@ pub async fn see_deposits<C: ConnectionTrait>(
         );
     }
     Ok(moved)
+}
+
+/// What an activation writes onto the invoice besides its new status: the chosen gate, the
+/// locked amount and its fiat values, the new payment window.
+#[derive(Debug, Clone)]
+pub struct Activation {
+    /// `Activate` (a draft) or `Reactivate` (an unpaid, expired deferred invoice).
+    pub trigger: InvoiceTrigger,
+    pub gate: &'static Gate,
+    pub amount: Amount,
+    pub amount_usd: Option<Amount>,
+    pub amount_in_base_currency: Option<Amount>,
+    /// Left as it is when `None`.
+    pub exchange_rate: Option<Amount>,
+    pub expires_at: DateTime<Utc>,
+    pub now: DateTime<Utc>,
+}
+
+/// Activates `inv` on `a.gate` (`draft`/`expired` → `pending`) with a guarded update on its
+/// status and activation count, which it increments, so of two payers activating one invoice
+/// at once only one moves it. Returns the invoice after it, or `None` when the trigger does not
+/// apply or another writer moved the invoice first. The deposit address is not written here.
+pub async fn activate<C: ConnectionTrait>(
+    txn: &C,
+    inv: &invoice::Model,
+    a: &Activation,
+) -> Result<Option<invoice::Model>, DbErr> {
+    let Some(next) = inv.status.on(a.trigger) else { return Ok(None) };
+    let mut update = invoice::Entity::update_many()
+        .col_expr(invoice::Column::Status, Expr::value(next.as_str()))
+        .col_expr(invoice::Column::GateId, Expr::value(a.gate.id))
+        .col_expr(invoice::Column::Currency, Expr::value(a.gate.asset))
+        .col_expr(invoice::Column::Network, Expr::value(a.gate.network))
+        .col_expr(invoice::Column::AmountRequested, Expr::value(a.amount))
+        .col_expr(invoice::Column::AmountUsd, Expr::value(a.amount_usd))
+        .col_expr(invoice::Column::AmountInBaseCurrency, Expr::value(a.amount_in_base_currency))
+        .col_expr(invoice::Column::ExpiresAt, Expr::value(a.expires_at))
+        .col_expr(invoice::Column::ActivatedAt, Expr::value(a.now))
+        .col_expr(invoice::Column::ActivationCount, Expr::value(inv.activation_count + 1))
+        .col_expr(invoice::Column::UpdatedAt, Expr::value(a.now));
+    if let Some(r) = a.exchange_rate {
+        update = update.col_expr(invoice::Column::ExchangeRate, Expr::value(r));
+    }
+    Ok(update
+        .filter(invoice::Column::Id.eq(inv.id))
+        .filter(invoice::Column::Status.eq(inv.status))
+        .filter(invoice::Column::ActivationCount.eq(inv.activation_count))
+        .exec_with_returning(txn)
+        .await?
+        .into_iter()
+        .next())
+}
+
+/// Cancels `inv` (`pending` → `cancelled`, with `cancelled_at`) with a guarded update on its
+/// status, so a payment racing the cancel can never be overwritten: only one of them moves the
+/// invoice out of `pending`. Returns the invoice after it, or `None` when the trigger does not
+/// apply or another writer moved the invoice first.
+pub async fn cancel<C: ConnectionTrait>(db: &C, inv: &invoice::Model) -> Result<Option<invoice::Model>, DbErr> {
+    let Some(next) = inv.status.on(InvoiceTrigger::Cancel) else { return Ok(None) };
+    let now = Utc::now();
+    Ok(invoice::Entity::update_many()
+        .col_expr(invoice::Column::Status, Expr::value(next.as_str()))
+        .col_expr(invoice::Column::CancelledAt, Expr::value(now))
+        .col_expr(invoice::Column::UpdatedAt, Expr::value(now))
+        .filter(invoice::Column::Id.eq(inv.id))
+        .filter(invoice::Column::Status.eq(inv.status))
+        .exec_with_returning(db)
+        .await?
+        .into_iter()
+        .next())
 }

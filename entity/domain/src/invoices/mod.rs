@@ -1,5 +1,9 @@
-//! Invoices: creation (validation, pricing, address allocation, the batched writer) and reads; `api::invoices` serves them at `/v1/invoices`.
+//! Invoices: creation (validation, pricing, address allocation, the batched writer), reads,
+//! their status moves (`lifecycle`) and the payer's checkout actions (`checkout`: activation,
+//! simulated payments); `api::invoices` serves them at `/v1/invoices`, `api::checkout` at
+//! `/checkout`.
 
+pub mod checkout;
 pub mod lifecycle;
 pub mod service;
 pub mod types;

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use chrono::{DateTime, Duration, Utc};
 use entity::{Amount, Environment, InvoiceStatus, InvoiceTrigger, invoice, merchant, payment, settlement_conversion};
 use rust_decimal::{Decimal, RoundingStrategy};
-use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Select};
 use uuid::Uuid;
 
@@ -373,24 +372,16 @@ pub async fn with_payments(
         .collect())
 }
 
-/// Cancels a `pending` invoice with a guarded update, so a payment racing the cancel can never
-/// be overwritten: only one of them moves the invoice out of `pending`.
+/// Cancels a `pending` invoice with a guarded update (`lifecycle::cancel`), so a payment racing
+/// the cancel can never be overwritten: only one of them moves the invoice out of `pending`.
 pub async fn cancel(state: &AppState, who: &Principal, id: Uuid) -> DomainResult<(invoice::Model, Vec<PaymentRow>)> {
     let (inv, _) = get(state, who, id).await?;
-    let Some(next) = inv.status.on(InvoiceTrigger::Cancel) else {
+    if inv.status.on(InvoiceTrigger::Cancel).is_none() {
         return Err(not_cancellable(inv.status));
-    };
-    let now = Utc::now();
-    let res = invoice::Entity::update_many()
-        .col_expr(invoice::Column::Status, Expr::value(next.as_str()))
-        .col_expr(invoice::Column::CancelledAt, Expr::value(now))
-        .col_expr(invoice::Column::UpdatedAt, Expr::value(now))
-        .filter(invoice::Column::Id.eq(id))
-        .filter(invoice::Column::Status.eq(inv.status))
-        .exec(&state.db)
-        .await?;
+    }
+    let moved = super::lifecycle::cancel(&state.db, &inv).await?;
     let (after, payments) = get(state, who, id).await?;
-    if res.rows_affected == 0 {
+    if moved.is_none() {
         return Err(not_cancellable(after.status));
     }
     Ok((after, payments))
