@@ -66,7 +66,7 @@ async fn populated() -> TestApp {
         db,
         merchant,
         entity::Environment::Test,
-        "invoice.paid",
+        domain::events::EventKind::InvoicePaid,
         format!("probe:{invoice}"),
         json!({}),
     )
