@@ -1,7 +1,7 @@
 //! What every stage's handlers and periodic tasks start from: the [`Shared`] context (database,
-//! configuration, queues, chain adapters), the [`StageContext`] each stage's own context
-//! implements, and [`repeat`], the loop of a periodic task. Each stage's typed context (e.g.
-//! `executor::job::ExecutorCtx`) adds its own services to `Shared`; `crate::stages` builds them.
+//! configuration, queues, chain adapters) and [`repeat`], the loop of a periodic task. Each
+//! stage's typed context (e.g. `executor::job::ExecutorCtx`) adds its own services to `Shared`;
+//! `crate::stages` builds them.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -32,17 +32,6 @@ impl Shared {
     pub fn new(db: DatabaseConnection, config: Arc<Config>, queues: Queues) -> Shared {
         let chains = Chains::new(&db, &config.sandbox).with_live(&config);
         Shared { db, config, queues, chains }
-    }
-}
-
-/// A stage context: what its handlers get, cloned per job.
-pub(crate) trait StageContext: Clone + Send + Sync + 'static {
-    fn config(&self) -> &Config;
-}
-
-impl StageContext for Shared {
-    fn config(&self) -> &Config {
-        &self.config
     }
 }
 

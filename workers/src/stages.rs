@@ -15,7 +15,7 @@ pub use crate::executor::job::ExecutePayout;
 pub use crate::scanner::job::ScanGate;
 pub use crate::tracker::job::{TrackDue, TrackPayment, stale_after};
 
-use crate::context::{Shared, StageContext};
+use crate::context::Shared;
 use crate::platform::{Job, JobCtx, JobError, Runtime, StageSettings};
 
 /// The five worker stages, one binary each.
@@ -77,42 +77,51 @@ pub fn start(
     use crate::{converter, deliverer, executor, scanner, tracker};
     Ok(match stage {
         Stage::DepositScanner => {
-            let rt = on(rt, shared, |ctx: Shared, job| async move { scanner::job::handle(&ctx, job).await });
+            let rt =
+                on(rt, &shared.config, shared, |ctx: Shared, job| async move { scanner::job::handle(&ctx, job).await });
             (rt, tokio::spawn(scanner::job::background(shared.clone(), stop)))
         }
         Stage::ConfirmationTracker => {
-            let rt = on(rt, shared, |ctx: Shared, job| async move { tracker::job::handle(&ctx, job).await });
-            let rt = on(rt, shared, |ctx: Shared, job| async move { tracker::job::handle_due(&ctx, job).await });
+            let rt =
+                on(rt, &shared.config, shared, |ctx: Shared, job| async move { tracker::job::handle(&ctx, job).await });
+            let rt =
+                on(
+                    rt,
+                    &shared.config,
+                    shared,
+                    |ctx: Shared, job| async move { tracker::job::handle_due(&ctx, job).await },
+                );
             (rt, tokio::spawn(tracker::job::background(shared.clone(), stop)))
         }
         Stage::SettlementConverter => {
             let ctx = converter::job::ConverterCtx::new(shared);
-            let rt = on(rt, &ctx, |ctx, job| async move { converter::job::handle(&ctx, job).await });
+            let rt = on(rt, &shared.config, &ctx, |ctx, job| async move { converter::job::handle(&ctx, job).await });
             (rt, tokio::spawn(converter::job::background(ctx, stop)))
         }
         Stage::PayoutExecutor => {
             let ctx = executor::job::ExecutorCtx::new(shared)?;
-            let rt = on(rt, &ctx, |ctx, job| async move { executor::job::handle(&ctx, job).await });
+            let rt = on(rt, &shared.config, &ctx, |ctx, job| async move { executor::job::handle(&ctx, job).await });
             (rt, tokio::spawn(executor::job::background(ctx, stop)))
         }
         Stage::WebhookDeliverer => {
             let ctx = deliverer::job::DelivererCtx::new(shared)?;
-            let rt = on(rt, &ctx, |ctx, job| async move { deliverer::job::handle(&ctx, job).await });
-            let rt = on(rt, &ctx, |ctx, job| async move { deliverer::job::handle_email(&ctx, job).await });
+            let rt = on(rt, &shared.config, &ctx, |ctx, job| async move { deliverer::job::handle(&ctx, job).await });
+            let rt =
+                on(rt, &shared.config, &ctx, |ctx, job| async move { deliverer::job::handle_email(&ctx, job).await });
             (rt, tokio::spawn(deliverer::job::background(ctx, stop)))
         }
     })
 }
 
 /// Consumes `J`'s queue with `handle`, under the queue's configured settings.
-fn on<C, J, F, Fut>(rt: Runtime, ctx: &C, handle: F) -> Runtime
+fn on<C, J, F, Fut>(rt: Runtime, config: &Config, ctx: &C, handle: F) -> Runtime
 where
-    C: StageContext,
+    C: Clone + Send + Sync + 'static,
     J: Job,
     F: Fn(C, J) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = Result<(), JobError>> + Send + 'static,
 {
-    let settings = settings(ctx.config(), J::QUEUE);
+    let settings = settings(config, J::QUEUE);
     let ctx = ctx.clone();
     rt.stage(settings, move |job: J, _: JobCtx| handle.clone()(ctx.clone(), job))
 }

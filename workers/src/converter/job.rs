@@ -13,7 +13,7 @@ use domain::rates::Rates;
 
 use super::Converter;
 use super::venue::Venues;
-use crate::context::{Shared, StageContext, repeat};
+use crate::context::{Shared, repeat};
 use crate::platform::{Job, JobError};
 
 /// Quote or settle one payment's conversion into its invoice's settlement asset.
@@ -45,12 +45,6 @@ impl ConverterCtx {
             quote_lock: chrono::Duration::seconds(i64::try_from(config.settlement.quote_lock_secs).unwrap_or(i64::MAX)),
         };
         ConverterCtx { shared: shared.clone(), converter: Arc::new(converter), rates }
-    }
-}
-
-impl StageContext for ConverterCtx {
-    fn config(&self) -> &domain::config::Config {
-        &self.shared.config
     }
 }
 

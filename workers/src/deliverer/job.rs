@@ -15,7 +15,7 @@ use domain::webhooks::secrets::SecretBox;
 
 use super::mail::{self, MailError, Mailer};
 use super::{Deliverer, Outcome};
-use crate::context::{Shared, StageContext, repeat};
+use crate::context::{Shared, repeat};
 use crate::platform::{Job, JobError};
 
 /// Run the due attempt of one webhook delivery.
@@ -48,12 +48,6 @@ impl DelivererCtx {
             None => tracing::info!("payer e-mail off: set [email] host to send payment requests to payer_email"),
         }
         Ok(DelivererCtx { shared: shared.clone(), deliverer, mailer: mailer.map(Arc::new) })
-    }
-}
-
-impl StageContext for DelivererCtx {
-    fn config(&self) -> &domain::config::Config {
-        &self.shared.config
     }
 }
 

@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use super::Executor;
 use crate::chain::signer::Signers;
-use crate::context::{Shared, StageContext, repeat};
+use crate::context::{Shared, repeat};
 use crate::executor;
 use crate::platform::{Job, JobError};
 
@@ -42,12 +42,6 @@ impl ExecutorCtx {
             recheck: Duration::from_millis(config.payouts.recheck_ms),
         };
         Ok(ExecutorCtx { shared: shared.clone(), executor: Arc::new(executor) })
-    }
-}
-
-impl StageContext for ExecutorCtx {
-    fn config(&self) -> &domain::config::Config {
-        &self.shared.config
     }
 }
 
