@@ -33,6 +33,6 @@ pub mod webhook_endpoint;
 pub use amount::Amount;
 pub use types::{
     Bucket, ConversionState, ConversionTrigger, DeliveryStatus, DeliveryTrigger, EntryType, Environment, FeeAllocation,
-    InvoiceStatus, InvoiceTrigger, PaymentStatus, PayoutStatus, PayoutTrigger, RefundStatus, UnclaimedReason,
-    UnclaimedStatus, UnclaimedTrigger,
+    InvoiceStatus, InvoiceTrigger, PaymentStatus, PaymentTrigger, PayoutStatus, PayoutTrigger, RefundStatus,
+    UnclaimedReason, UnclaimedStatus, UnclaimedTrigger,
 };

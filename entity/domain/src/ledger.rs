@@ -203,24 +203,11 @@ pub async fn adjust(
 /// Lock order: the balance row is taken here, after whatever the caller locked before (payment,
 /// invoice), and the invoice's credit row after it, as every other writer of that row does.
 pub async fn credit_payment<C: ConnectionTrait>(txn: &C, c: &Credit<'_>) -> Result<bool, LedgerError> {
-    use entity::payment;
-    use sea_orm::sea_query::{Expr, ExprTrait};
-    use sea_orm::{ColumnTrait, QueryFilter};
-
     let Credit { payment, gate: credited_gate, amount, .. } = *c;
     if amount <= Decimal::ZERO {
         return Err(LedgerError::Invalid(format!("a credit must be positive, got {amount}")));
     }
-    let now = Utc::now();
-    let stamped = payment::Entity::update_many()
-        .col_expr(payment::Column::CreditedAt, Expr::value(now))
-        .col_expr(payment::Column::CreditedGateId, Expr::value(credited_gate))
-        .col_expr(payment::Column::CreditedAmount, Expr::value(Amount::new(amount)))
-        .filter(payment::Column::Id.eq(payment.id))
-        .filter(Expr::col(payment::Column::CreditedAt).is_null())
-        .exec(txn)
-        .await?;
-    if stamped.rows_affected == 0 {
+    if crate::payments::lifecycle::credit(txn, payment.id, credited_gate, amount, Utc::now()).await?.is_none() {
         return Ok(false);
     }
     post_credits(txn, std::slice::from_ref(c)).await?;

@@ -22,6 +22,7 @@ pub mod ledger;
 pub mod merchants;
 pub mod messages;
 pub mod owned;
+pub mod payments;
 pub mod payouts;
 pub mod rates;
 pub mod refunds;

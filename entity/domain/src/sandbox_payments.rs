@@ -3,11 +3,9 @@
 //! /v1/test/deposits`, `…/reverse`, `/v1/test/blocks`), the checkout page's test-mode buttons
 //! and `ops sandbox` make goes through here.
 
-use chrono::{DateTime, Utc};
-use entity::{Environment, PaymentStatus, payment, sandbox_transfer};
+use entity::{Environment, sandbox_transfer};
 use rust_decimal::Decimal;
-use sea_orm::sea_query::Expr;
-use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter};
+use sea_orm::DatabaseConnection;
 use uuid::Uuid;
 
 use crate::chain::sandbox::SandboxChain;
@@ -64,13 +62,6 @@ pub async fn reverse(
     let Some(t) = chain(db, sandbox, gate).reverse(transfer_id).await.map_err(DomainError::internal)? else {
         return Ok(None);
     };
-    payment::Entity::update_many()
-        .col_expr(payment::Column::NextCheckAt, Expr::value(DateTime::<Utc>::UNIX_EPOCH))
-        .filter(payment::Column::Environment.eq(Environment::Test))
-        .filter(payment::Column::GateId.eq(gate.id))
-        .filter(payment::Column::TxHash.eq(t.tx_hash.as_str()))
-        .filter(payment::Column::Status.ne(PaymentStatus::Reversed))
-        .exec(db)
-        .await?;
+    crate::payments::tracking::wake(db, Environment::Test, gate.id, &t.tx_hash).await?;
     Ok(Some(t))
 }

@@ -18,6 +18,6 @@ pub use delivery::{DeliveryStatus, DeliveryTrigger};
 pub use environment::Environment;
 pub use invoice::{InvoiceStatus, InvoiceTrigger};
 pub use ledger::{Bucket, EntryType, FeeAllocation};
-pub use payment::{PaymentStatus, UnclaimedReason, UnclaimedStatus, UnclaimedTrigger};
+pub use payment::{PaymentStatus, PaymentTrigger, UnclaimedReason, UnclaimedStatus, UnclaimedTrigger};
 pub use payout::{PayoutStatus, PayoutTrigger};
 pub use refund::RefundStatus;

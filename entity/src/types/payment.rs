@@ -15,6 +15,33 @@ wire_enum! {
     }
 }
 
+/// What can happen to a payment: the confirmation tracker confirms and reverses it, and a scan
+/// (or the tracker) that sees a reversed transfer on the chain again revives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PaymentTrigger {
+    /// The chain shows the transfer at the gate's required confirmations.
+    Confirm,
+    /// The chain no longer shows the transfer (reorganisation, double spend, sandbox reversal).
+    Reverse,
+    /// A reversed transfer is on the chain again: recorded again as if new.
+    Revive,
+}
+
+impl PaymentStatus {
+    /// The status `trigger` leads to, or `None` when it does not apply. Exhaustive on purpose:
+    /// a confirmed payment is reversed, never confirmed again; only a reversed one is revived.
+    pub fn on(self, trigger: PaymentTrigger) -> Option<PaymentStatus> {
+        use PaymentStatus::*;
+        use PaymentTrigger::*;
+        match (self, trigger) {
+            (Confirming, Confirm) => Some(Confirmed),
+            (Confirming | Confirmed, Reverse) => Some(Reversed),
+            (Reversed, Revive) => Some(Confirming),
+            (Confirmed | Reversed, Confirm) | (Reversed, Reverse) | (Confirming | Confirmed, Revive) => None,
+        }
+    }
+}
+
 wire_enum! {
     /// Why a transfer that reached an address of ours credits nobody (`unclaimed_deposits`).
     #[sea_orm(rs_type = "String", db_type = "String(StringLen::N(24))")]
@@ -110,6 +137,21 @@ mod tests {
         assert_schema::<PaymentStatus>();
         assert_wire::<UnclaimedReason>("no_invoice, other_gate");
         assert_wire::<UnclaimedStatus>("confirming, confirmed, final, gone");
+    }
+
+    #[test]
+    fn a_payment_confirms_once_is_reversed_from_either_live_status_and_only_a_reversed_one_revives() {
+        use PaymentStatus::*;
+        use PaymentTrigger::*;
+        assert_eq!(Confirming.on(Confirm), Some(Confirmed));
+        assert_eq!(Confirmed.on(Confirm), None);
+        assert_eq!(Reversed.on(Confirm), None);
+        assert_eq!(Confirming.on(Reverse), Some(Reversed));
+        assert_eq!(Confirmed.on(Reverse), Some(Reversed));
+        assert_eq!(Reversed.on(Reverse), None);
+        assert_eq!(Reversed.on(Revive), Some(Confirming));
+        assert_eq!(Confirming.on(Revive), None);
+        assert_eq!(Confirmed.on(Revive), None);
     }
 
     #[test]

@@ -194,14 +194,7 @@ impl Converter {
         let txn = domain::db::begin_write(&self.db).await?;
         // The payment's row lock first (as the tracker's reversal takes it): a payment reversed
         // or credited meanwhile gets no quote.
-        let live = payment::Entity::update_many()
-            .col_expr(payment::Column::Status, Expr::col(payment::Column::Status))
-            .filter(payment::Column::Id.eq(p.id))
-            .filter(payment::Column::Status.ne(PaymentStatus::Reversed))
-            .filter(payment::Column::CreditedAt.is_null())
-            .exec(&txn)
-            .await?;
-        if live.rows_affected == 0 {
+        if !domain::payments::lifecycle::lock_uncredited(&txn, p.id).await? {
             txn.rollback().await?;
             return Ok(false);
         }
@@ -302,16 +295,9 @@ impl Converter {
         let txn = domain::db::begin_write(&self.db).await?;
         let now = Utc::now();
         // Lock order: the payment (credited once, here), its conversion, then balances.
-        let stamped = payment::Entity::update_many()
-            .col_expr(payment::Column::CreditedAt, Expr::value(now))
-            .col_expr(payment::Column::CreditedGateId, Expr::value(s.credited_gate.id))
-            .col_expr(payment::Column::CreditedAmount, Expr::value(Amount::new(s.credited_amount)))
-            .filter(payment::Column::Id.eq(p.id))
-            .filter(payment::Column::Status.eq(PaymentStatus::Confirmed))
-            .filter(payment::Column::CreditedAt.is_null())
-            .exec_with_returning(&txn)
-            .await?;
-        let Some(p) = stamped.into_iter().next() else {
+        let stamped =
+            domain::payments::lifecycle::credit(&txn, p.id, s.credited_gate.id, s.credited_amount, now).await?;
+        let Some(p) = stamped else {
             txn.rollback().await?;
             return Ok(false);
         };

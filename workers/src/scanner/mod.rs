@@ -223,17 +223,7 @@ async fn record(
     // of the last blocks, not by every payment still waiting for its credit. Outside the
     // transaction: it locks nothing else. Only where the depth counts blocks ([`depth`]).
     if chain.depth_counts_blocks() {
-        let depth =
-            sea_orm::sea_query::ExprTrait::sub(Expr::val((to + 1) as i64), Expr::col(payment::Column::BlockHeight));
-        payment::Entity::update_many()
-            .col_expr(payment::Column::Confirmations, depth.clone())
-            .filter(payment::Column::Environment.eq(env))
-            .filter(payment::Column::GateId.eq(gate.id))
-            .filter(payment::Column::Status.eq(PaymentStatus::Confirming))
-            .filter(payment::Column::BlockHeight.lte(to as i64))
-            .filter(sea_orm::sea_query::ExprTrait::lt(depth, Expr::col(payment::Column::RequiredConfirmations)))
-            .exec(db)
-            .await?;
+        domain::payments::tracking::refresh_depths(db, env, gate.id, to as i64).await?;
     }
     Ok(Some(ScanReport { from, to, transfers: report_len, recorded }))
 }

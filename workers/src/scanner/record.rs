@@ -6,11 +6,11 @@ use std::collections::{HashMap, HashSet};
 
 use chrono::{Duration, Utc};
 use entity::{
-    Amount, Environment, InvoiceStatus, PaymentStatus, UnclaimedReason, UnclaimedStatus, UnclaimedTrigger, invoice,
-    payment, static_address, unclaimed_deposit,
+    Amount, Environment, InvoiceStatus, UnclaimedReason, UnclaimedStatus, UnclaimedTrigger, invoice, payment,
+    static_address, unclaimed_deposit,
 };
 use sea_orm::sea_query::{Expr, OnConflict};
-use sea_orm::{ColumnTrait, Condition, ConnectionTrait, EntityTrait, QueryFilter, TryInsertResult};
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, TryInsertResult};
 use uuid::Uuid;
 
 use super::deposit::{Recorded, invoice_sees_deposit, post_seen};
@@ -386,18 +386,7 @@ async fn settle_height<C: ConnectionTrait>(
     height: i64,
     confirmations: i32,
 ) -> Result<(), PipelineError> {
-    payment::Entity::update_many()
-        .col_expr(payment::Column::BlockHeight, Expr::value(height))
-        .col_expr(payment::Column::Confirmations, Expr::value(confirmations))
-        .filter(payment::Column::Environment.eq(env))
-        .filter(payment::Column::GateId.eq(gate_id))
-        .filter(payment::Column::TxHash.eq(&t.tx_hash))
-        .filter(payment::Column::OutputIndex.eq(t.output_index))
-        .filter(payment::Column::Status.eq(PaymentStatus::Confirming))
-        .filter(
-            Condition::any().add(payment::Column::BlockHeight.is_null()).add(payment::Column::BlockHeight.ne(height)),
-        )
-        .exec(txn)
+    domain::payments::tracking::settle_height(txn, env, gate_id, (&t.tx_hash, t.output_index), height, confirmations)
         .await?;
     Ok(())
 }

@@ -2,13 +2,13 @@
 //! that holds it, or the transaction mined again) is recorded again as if new.
 
 use chrono::Utc;
-use entity::{Environment, PaymentStatus, invoice, payment};
-use sea_orm::sea_query::Expr;
-use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter};
+use entity::{Environment, invoice, payment};
+use sea_orm::{ConnectionTrait, DatabaseConnection, EntityTrait};
 
 use super::deposit::{Recorded, invoice_sees_deposit, post_seen};
 use crate::chain::Transfer;
 use crate::pipeline::PipelineError;
+use domain::payments::lifecycle;
 
 /// The tracker's side of a revival: a reversed payment's transaction is on the chain again in
 /// block `block_height`, possibly one the scanner has passed (a reorganisation switched back to
@@ -56,35 +56,9 @@ pub(super) async fn revive<C: ConnectionTrait>(
     (block_height, confirmations): (Option<i64>, i32),
 ) -> Result<Option<Recorded>, PipelineError> {
     let now = Utc::now();
-    let null = || Expr::cust("NULL");
-    let revived = payment::Entity::update_many()
-        .col_expr(payment::Column::Status, Expr::value(PaymentStatus::Confirming.as_str()))
-        .col_expr(payment::Column::BlockHeight, Expr::value(block_height))
-        .col_expr(payment::Column::Confirmations, Expr::value(confirmations))
-        .col_expr(payment::Column::DetectedAt, Expr::value(now))
-        .col_expr(payment::Column::CheckedAt, Expr::value(now))
-        .col_expr(payment::Column::ConfirmedAt, null())
-        .col_expr(payment::Column::CreditedAt, null())
-        .col_expr(payment::Column::CreditedGateId, null())
-        .col_expr(payment::Column::CreditedAmount, null())
-        .col_expr(payment::Column::ReversedAt, null())
-        .col_expr(payment::Column::MissingSinceHeight, null())
-        .col_expr(payment::Column::MissingLastHeight, null())
-        .col_expr(payment::Column::MissingChecks, Expr::value(0))
-        .col_expr(payment::Column::NextCheckAt, null())
-        .col_expr(payment::Column::TrackToken, null())
-        .col_expr(
-            payment::Column::Revivals,
-            sea_orm::sea_query::ExprTrait::add(Expr::col(payment::Column::Revivals), 1),
-        )
-        .filter(payment::Column::Environment.eq(env))
-        .filter(payment::Column::GateId.eq(gate_id))
-        .filter(payment::Column::TxHash.eq(&t.tx_hash))
-        .filter(payment::Column::OutputIndex.eq(t.output_index))
-        .filter(payment::Column::Status.eq(PaymentStatus::Reversed))
-        .exec_with_returning(txn)
-        .await?;
-    let Some(p) = revived.into_iter().next() else { return Ok(None) };
+    let seen = lifecycle::SeenAt { block_height, confirmations };
+    let revived = lifecycle::revive(txn, env, gate_id, (&t.tx_hash, t.output_index), seen, now).await?;
+    let Some(p) = revived else { return Ok(None) };
     tracing::info!(payment_id = %p.id, tx_hash = %p.tx_hash, "reversed deposit is on chain again; revived");
     entity::settlement_conversion::Entity::delete_by_id(p.id).exec(txn).await?;
     let inv = invoice::Entity::find_by_id(p.invoice_id)

@@ -14,6 +14,7 @@ use crate::pipeline::PipelineError;
 use domain::events::{self, EventKind};
 use domain::invoices::lifecycle::transition_many;
 use domain::ledger::{self, Credit};
+use domain::payments::lifecycle;
 
 /// Confirmation: the payment moves to `confirmed`, the invoice moves per the PRODUCT.md table
 /// (or records a late deposit), and, for passthrough settlement, its pending amount is credited
@@ -92,23 +93,8 @@ async fn confirm_together(
     // one moves each payment.
     let mut moved = Vec::with_capacity(due.len());
     for ((converting, confirmations), ids) in groups {
-        let mut update = payment::Entity::update_many()
-            .col_expr(payment::Column::Status, Expr::value(PaymentStatus::Confirmed.as_str()))
-            .col_expr(payment::Column::ConfirmedAt, Expr::value(now))
-            .col_expr(payment::Column::Confirmations, Expr::value(confirmations))
-            .col_expr(payment::Column::CheckedAt, Expr::value(now));
-        if !converting {
-            update = update
-                .col_expr(payment::Column::CreditedAt, Expr::value(now))
-                .col_expr(payment::Column::CreditedGateId, Expr::col(payment::Column::GateId))
-                .col_expr(payment::Column::CreditedAmount, Expr::col(payment::Column::Amount));
-        }
-        let rows = update
-            .filter(payment::Column::Id.is_in(ids))
-            .filter(payment::Column::Status.eq(PaymentStatus::Confirming))
-            .filter(payment::Column::CreditedAt.is_null())
-            .exec_with_returning(&txn)
-            .await?;
+        let credit = if converting { lifecycle::Credit::Later } else { lifecycle::Credit::Now };
+        let rows = lifecycle::confirm_many(&txn, &ids, confirmations, credit, now).await?;
         moved.extend(rows.into_iter().map(|p| (p, converting)));
     }
     if moved.is_empty() {

@@ -31,8 +31,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use chrono::Utc;
+use domain::payments::tracking;
 use entity::{Environment, InvoiceTrigger, PaymentStatus, invoice, payment};
-use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter};
 use uuid::Uuid;
 
@@ -204,12 +204,7 @@ async fn await_hand_over(
     again: Option<Duration>,
 ) -> Result<Vec<(Uuid, Next)>, PipelineError> {
     let at = again.map(|after| Utc::now() + chrono::Duration::from_std(after).unwrap_or(chrono::Duration::MAX));
-    payment::Entity::update_many()
-        .col_expr(payment::Column::TrackToken, Expr::value(Option::<Uuid>::None))
-        .col_expr(payment::Column::NextCheckAt, Expr::value(at))
-        .filter(payment::Column::Id.is_in(ids.iter().copied()))
-        .exec(db)
-        .await?;
+    tracking::schedule(db, ids, None, at).await?;
     let next = if again.is_some() { Next::AwaitsHandOver } else { Next::Done };
     Ok(ids.iter().map(|id| (*id, next)).collect())
 }
@@ -217,15 +212,7 @@ async fn await_hand_over(
 /// Confirmed payments the chain shows at `confirmations`, their final depth: stored, and
 /// watched no more (deeper than that, a reversal is not watched for).
 async fn finish(db: &DatabaseConnection, ids: &[Uuid], confirmations: i32) -> Result<Vec<(Uuid, Next)>, PipelineError> {
-    payment::Entity::update_many()
-        .col_expr(payment::Column::Confirmations, Expr::value(confirmations))
-        .col_expr(payment::Column::CheckedAt, Expr::value(Utc::now()))
-        .col_expr(payment::Column::TrackToken, Expr::value(Option::<Uuid>::None))
-        .col_expr(payment::Column::NextCheckAt, Expr::value(Option::<chrono::DateTime<Utc>>::None))
-        .filter(payment::Column::Id.is_in(ids.iter().copied()))
-        .filter(payment::Column::Status.eq(PaymentStatus::Confirmed))
-        .exec(db)
-        .await?;
+    tracking::finish(db, ids, confirmations).await?;
     Ok(ids.iter().map(|id| (*id, Next::Done)).collect())
 }
 
@@ -248,12 +235,7 @@ async fn schedule_many(db: &DatabaseConnection, ids: &[Uuid], again: Option<Dura
         }
         None => (Next::Done, None, None),
     };
-    payment::Entity::update_many()
-        .col_expr(payment::Column::TrackToken, Expr::value(token))
-        .col_expr(payment::Column::NextCheckAt, Expr::value(at))
-        .filter(payment::Column::Id.is_in(ids.iter().copied()))
-        .exec(db)
-        .await?;
+    tracking::schedule(db, ids, token, at).await?;
     Ok(next)
 }
 
@@ -288,13 +270,7 @@ async fn track(
     let due = p.status == PaymentStatus::Confirming && confirmations >= p.required_confirmations;
     if !due {
         // (A confirmation stores these itself.)
-        payment::Entity::update_many()
-            .col_expr(payment::Column::Confirmations, Expr::value(confirmations))
-            .col_expr(payment::Column::CheckedAt, Expr::value(now))
-            .filter(payment::Column::Id.eq(p.id))
-            .filter(payment::Column::Status.ne(PaymentStatus::Reversed))
-            .exec(db)
-            .await?;
+        tracking::store_depth(db, p.id, confirmations, now).await?;
     }
     match p.status {
         PaymentStatus::Confirming if due => {

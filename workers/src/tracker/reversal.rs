@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use chrono::Utc;
+use domain::payments::tracking;
 use entity::{Amount, Bucket, EntryType, InvoiceStatus, InvoiceTrigger, PaymentStatus, invoice, payment};
 use rust_decimal::Decimal;
 use sea_orm::sea_query::Expr;
@@ -83,18 +84,7 @@ async fn note_missing(db: &DatabaseConnection, p: &payment::Model, tip: i64) -> 
         (Some(since), _) => (since, p.missing_checks.saturating_add(1)),
         (None, _) => (tip, 1),
     };
-    let mut update = payment::Entity::update_many()
-        .col_expr(payment::Column::MissingSinceHeight, Expr::value(since))
-        .col_expr(payment::Column::MissingLastHeight, Expr::value(tip))
-        .col_expr(payment::Column::MissingChecks, Expr::value(checks))
-        .col_expr(payment::Column::CheckedAt, Expr::value(Utc::now()))
-        .filter(payment::Column::Id.eq(p.id))
-        .filter(payment::Column::Status.eq(p.status));
-    update = match p.missing_last_height {
-        Some(last) => update.filter(payment::Column::MissingLastHeight.eq(last)),
-        None => update.filter(payment::Column::MissingLastHeight.is_null()),
-    };
-    if update.exec(db).await?.rows_affected == 1 {
+    if tracking::note_missing(db, p, (since, checks), tip).await? {
         return Ok((since, checks));
     }
     // Another tracker stored this check (or the transaction was seen again): use its state.
@@ -104,14 +94,7 @@ async fn note_missing(db: &DatabaseConnection, p: &payment::Model, tip: i64) -> 
 
 /// The transaction is on the chain again: forget that it was missing.
 pub(super) async fn clear_missing(db: &DatabaseConnection, id: Uuid) -> Result<(), PipelineError> {
-    payment::Entity::update_many()
-        .col_expr(payment::Column::MissingSinceHeight, Expr::value(Option::<i64>::None))
-        .col_expr(payment::Column::MissingLastHeight, Expr::value(Option::<i64>::None))
-        .col_expr(payment::Column::MissingChecks, Expr::value(0))
-        .filter(payment::Column::Id.eq(id))
-        .exec(db)
-        .await?;
-    Ok(())
+    Ok(tracking::clear_missing(db, id).await?)
 }
 
 /// The chain no longer shows the transfer. Before credit: the pending amount goes away (a
@@ -124,14 +107,7 @@ async fn reverse(db: &DatabaseConnection, p: &payment::Model) -> Result<(), Pipe
     let now = Utc::now();
     // The row as it is when reversed: whether it was credited is read from here, not from the
     // caller's copy (the settlement converter may have credited it meanwhile).
-    let moved = payment::Entity::update_many()
-        .col_expr(payment::Column::Status, Expr::value(PaymentStatus::Reversed.as_str()))
-        .col_expr(payment::Column::ReversedAt, Expr::value(now))
-        .filter(payment::Column::Id.eq(p.id))
-        .filter(payment::Column::Status.eq(p.status))
-        .exec_with_returning(&txn)
-        .await?;
-    let Some(p_after) = moved.into_iter().next() else {
+    let Some(p_after) = domain::payments::lifecycle::reverse(&txn, p, now).await? else {
         txn.rollback().await?;
         return Ok(());
     };
