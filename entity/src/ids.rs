@@ -5,6 +5,7 @@
 //! (`invoice::Column::Id.eq(id)`). Serialized, an id is the plain uuid string.
 
 use std::fmt;
+use std::str::FromStr;
 
 use sea_orm::Value;
 use uuid::Uuid;
@@ -31,6 +32,14 @@ macro_rules! ids {
         impl From<$name> for Value {
             fn from(id: $name) -> Self {
                 Value::from(id.0)
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = uuid::Error;
+
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                Uuid::from_str(s).map($name)
             }
         }
 
@@ -80,6 +89,7 @@ mod tests {
         assert_eq!(id.to_string(), "0190f1d2-3c4b-7a5e-8f60-123456789abc");
         assert_eq!(id.to_string(), raw.to_string());
         assert_eq!(Uuid::from(id), raw);
+        assert_eq!("0190f1d2-3c4b-7a5e-8f60-123456789abc".parse::<InvoiceId>().unwrap(), id);
         assert_eq!(Value::from(id), Value::from(raw));
     }
 }

@@ -4,11 +4,10 @@
 //! and `ops sandbox` make goes through here.
 
 use chrono::{DateTime, Utc};
-use entity::{Environment, PaymentStatus, payment, sandbox_transfer};
+use entity::{Environment, PaymentStatus, SandboxTransferId, payment, sandbox_transfer};
 use rust_decimal::Decimal;
 use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter};
-use uuid::Uuid;
 
 use crate::chain::sandbox::SandboxChain;
 use crate::config::SandboxConfig;
@@ -59,7 +58,7 @@ pub async fn reverse(
     db: &DatabaseConnection,
     sandbox: &SandboxConfig,
     gate: &'static Gate,
-    transfer_id: Uuid,
+    transfer_id: SandboxTransferId,
 ) -> DomainResult<Option<sandbox_transfer::Model>> {
     let Some(t) = chain(db, sandbox, gate).reverse(transfer_id).await.map_err(DomainError::internal)? else {
         return Ok(None);
