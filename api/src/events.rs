@@ -91,5 +91,5 @@ pub async fn get_event(
     auth: Allowed<perm::EventsRead>,
     PathId(id): PathId,
 ) -> ApiResult<Data<EventResponse>> {
-    Ok(Data::ok(EventResponse::from_model(&query::get(&state, &auth, id).await?)))
+    Ok(Data::ok(EventResponse::from_model(&query::get(&state, &auth, id.into()).await?)))
 }

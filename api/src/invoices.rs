@@ -48,7 +48,7 @@ pub async fn create_invoice(
     Ok(match service::create(&state, &auth, body.value, &body.raw).await? {
         Created::New(inv) => Data::created(InvoiceResponse::from_model(&inv, &[], base)),
         Created::Replayed(inv) => {
-            let (inv, payments) = service::get(&state, &auth, inv.id).await?;
+            let (inv, payments) = service::get(&state, &auth, inv.id.into()).await?;
             Data::created(InvoiceResponse::from_model(&inv, &payments, base)).with_header("idempotent-replayed", "true")
         }
     })
@@ -96,7 +96,7 @@ pub async fn get_invoice(
     auth: Allowed<perm::InvoicesRead>,
     PathId(id): PathId,
 ) -> ApiResult<Data<InvoiceResponse>> {
-    let (inv, payments) = service::get(&state, &auth, id).await?;
+    let (inv, payments) = service::get(&state, &auth, id.into()).await?;
     Ok(Data::ok(InvoiceResponse::from_model(&inv, &payments, &state.config.public_base_url)))
 }
 
@@ -113,7 +113,7 @@ pub async fn cancel_invoice(
     auth: Allowed<perm::InvoicesWrite>,
     PathId(id): PathId,
 ) -> ApiResult<Data<InvoiceResponse>> {
-    let (inv, payments) = service::cancel(&state, &auth, id).await?;
+    let (inv, payments) = service::cancel(&state, &auth, id.into()).await?;
     Ok(Data::ok(InvoiceResponse::from_model(&inv, &payments, &state.config.public_base_url)))
 }
 

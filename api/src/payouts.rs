@@ -80,7 +80,7 @@ pub async fn get_payout(
     auth: Allowed<perm::PayoutsRead>,
     PathId(id): PathId,
 ) -> ApiResult<Data<PayoutFull>> {
-    Ok(Data::ok(PayoutFull::from_model(&service::get(&state, &auth, id).await?)))
+    Ok(Data::ok(PayoutFull::from_model(&service::get(&state, &auth, id.into()).await?)))
 }
 
 /// Cancel a payout in `pending_approval` or `approved`; the reservation is released.
@@ -94,5 +94,5 @@ pub async fn cancel_payout(
     auth: Allowed<perm::PayoutsWrite>,
     PathId(id): PathId,
 ) -> ApiResult<Data<PayoutShort>> {
-    Ok(Data::ok(PayoutShort::from_model(&service::cancel(&state, &auth, id).await?)))
+    Ok(Data::ok(PayoutShort::from_model(&service::cancel(&state, &auth, id.into()).await?)))
 }

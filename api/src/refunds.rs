@@ -86,6 +86,6 @@ pub async fn get_refund(
     auth: Allowed<perm::RefundsRead>,
     PathId(id): PathId,
 ) -> ApiResult<Data<RefundResponse>> {
-    let (r, p) = service::get(&state, &auth, id).await?;
+    let (r, p) = service::get(&state, &auth, id.into()).await?;
     Ok(Data::ok(RefundResponse::new(&r, &p)))
 }

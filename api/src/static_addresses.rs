@@ -89,7 +89,7 @@ pub async fn get_address(
     auth: Allowed<perm::AddressesRead>,
     PathId(id): PathId,
 ) -> ApiResult<Data<StaticAddressResponse>> {
-    let model = service::get(&state, &auth, id).await?;
+    let model = service::get(&state, &auth, id.into()).await?;
     Ok(Data::ok(StaticAddressResponse::from_model(&model)))
 }
 
@@ -113,7 +113,7 @@ pub async fn list_address_invoices(
 ) -> ApiResult<Page<InvoiceResponse>> {
     let page = q.pagination()?;
     let status = q.one_of("status", InvoiceStatus::parse, InvoiceStatus::WIRE_LIST)?;
-    let address = service::get(&state, &auth, id).await?;
+    let address = service::get(&state, &auth, id.into()).await?;
     let filter =
         domain::invoices::service::ListFilter { status, static_address_id: Some(address.id), ..Default::default() };
     let (rows, total) = owned::list(&state.db, &auth, &filter, page).await?;

@@ -198,7 +198,7 @@ pub async fn reverse_deposit(
         return Err(ApiError::not_found("deposit"));
     }
     let gate = gates::find(&t.gate_id).ok_or_else(|| ApiError::internal("deposit on an unknown gate"))?;
-    let t = sandbox_payments::reverse(&state.db, &state.config.sandbox, gate, id)
+    let t = sandbox_payments::reverse(&state.db, &state.config.sandbox, gate, id.into())
         .await?
         .ok_or_else(|| ApiError::not_found("deposit"))?;
     Ok(Data::ok(t.into()))

@@ -1,6 +1,7 @@
 //! SeaORM entities and the domain enums stored in them.
 
 pub mod amount;
+pub mod ids;
 pub mod types;
 
 pub mod api_key;
@@ -31,6 +32,10 @@ pub mod webhook_delivery;
 pub mod webhook_endpoint;
 
 pub use amount::Amount;
+pub use ids::{
+    ApiKeyId, DeliveryId, EventId, InvoiceId, MerchantId, PayoutId, RefundId, SandboxTransferId, StaticAddressId,
+    UnclaimedDepositId,
+};
 pub use types::{
     Bucket, ConversionState, ConversionTrigger, DeliveryStatus, DeliveryTrigger, EntryType, Environment, FeeAllocation,
     InvoiceStatus, InvoiceTrigger, PaymentStatus, PaymentTrigger, PayoutStatus, PayoutTrigger, RefundStatus,

@@ -210,7 +210,7 @@ async fn http_run(args: &BenchArgs, db_url: &str, limits: Limits) -> anyhow::Res
             let m = domain::merchants::create_merchant(&state.db, "bench", &Default::default()).await?;
             let (_, key) = domain::merchants::create_api_key(
                 &state.db,
-                m.id,
+                m.id.into(),
                 Environment::Test,
                 Permissions::all(),
                 Some("bench"),

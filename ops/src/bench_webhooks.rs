@@ -110,7 +110,8 @@ async fn measure(args: &BenchWebhooksArgs, bin: &std::path::Path, db_url: &str, 
         let m = domain::merchants::create_merchant(&db, &format!("Bench {i}"), &Default::default()).await?;
         let policy = TargetPolicy { allow_insecure: true };
         let url = format!("{}/{i}", rx.url());
-        let (_, secret) = domain::webhooks::endpoints::set(&db, &sbox, policy, m.id, Environment::Test, &url).await?;
+        let (_, secret) =
+            domain::webhooks::endpoints::set(&db, &sbox, policy, m.id.into(), Environment::Test, &url).await?;
         secrets.push(secret.context("new endpoint secret")?);
         merchants.push(m.id);
     }

@@ -68,7 +68,7 @@ pub async fn run(config: &Config, cmd: DepositsCmd, actor: &str) -> anyhow::Resu
             }
         }
         DepositsCmd::Resolve { id, reason } => {
-            unclaimed::resolve(&db, id, &reason, actor).await?;
+            unclaimed::resolve(&db, id.into(), &reason, actor).await?;
             println!("{id} resolved");
         }
     }

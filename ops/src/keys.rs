@@ -6,7 +6,7 @@ use clap::Subcommand;
 use domain::audit::{Entry, record};
 use domain::config::Config;
 use domain::merchants;
-use entity::Environment;
+use entity::{Environment, MerchantId};
 use uuid::Uuid;
 
 use crate::{audit, connect, parse_env};
@@ -68,9 +68,9 @@ pub async fn run(config: &Config, cmd: KeyCmd, actor: &str) -> anyhow::Result<()
         KeyCmd::Create { merchant, env, permissions, label } => {
             let perms = parse_permissions(&permissions)?;
             let txn = domain::db::begin_write(&db).await?;
-            let (k, key) = merchants::create_api_key(&txn, merchant, env, perms, label.as_deref()).await?;
+            let (k, key) = merchants::create_api_key(&txn, merchant.into(), env, perms, label.as_deref()).await?;
             let entry = Entry::new(actor, "api_key.create", "api_key", k.id)
-                .merchant(k.merchant_id, Some(k.environment))
+                .merchant(k.merchant_id.into(), Some(k.environment))
                 .change(None, Some(audit::key_json(&k)));
             record(&txn, entry).await?;
             txn.commit().await?;
@@ -79,7 +79,7 @@ pub async fn run(config: &Config, cmd: KeyCmd, actor: &str) -> anyhow::Result<()
             println!("{key}");
         }
         KeyCmd::List { merchant } => {
-            for k in merchants::list_api_keys(&db, merchant).await? {
+            for k in merchants::list_api_keys(&db, merchant.map(MerchantId::from)).await? {
                 let perms: Vec<&str> =
                     k.permissions.as_array().into_iter().flatten().filter_map(|v| v.as_str()).collect();
                 let state = match k.revoked_at {
@@ -100,12 +100,12 @@ pub async fn run(config: &Config, cmd: KeyCmd, actor: &str) -> anyhow::Result<()
         KeyCmd::Revoke { key_id } => {
             let txn = domain::db::begin_write(&db).await?;
             let prior = <entity::api_key::Entity as sea_orm::EntityTrait>::find_by_id(key_id).one(&txn).await?;
-            let k = merchants::revoke_api_key(&txn, key_id).await?;
+            let k = merchants::revoke_api_key(&txn, key_id.into()).await?;
             // A key revoked before is left as it is: nothing changed, nothing to record.
             if let Some(prior) = prior.filter(|p| p.revoked_at.is_none()) {
                 let before = audit::key_json(&prior);
                 let entry = Entry::new(actor, "api_key.revoke", "api_key", k.id)
-                    .merchant(k.merchant_id, Some(k.environment))
+                    .merchant(k.merchant_id.into(), Some(k.environment))
                     .change(Some(before), Some(audit::key_json(&k)));
                 record(&txn, entry).await?;
             }

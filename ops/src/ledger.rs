@@ -59,7 +59,7 @@ pub async fn run(config: &Config, cmd: LedgerCmd, actor: &str) -> anyhow::Result
     let db = connect(config).await?;
     match cmd {
         LedgerCmd::Adjust { merchant, env, gate, amount, reason } => {
-            merchants::get_merchant(&db, merchant).await?;
+            merchants::get_merchant(&db, merchant.into()).await?;
             let g = domain::gates::find(&gate).with_context(|| format!("unknown gate {gate:?}"))?;
             let amount = Decimal::from_str(&amount).context("--amount must be a signed decimal")?;
             if reason.trim().is_empty() {
@@ -67,11 +67,11 @@ pub async fn run(config: &Config, cmd: LedgerCmd, actor: &str) -> anyhow::Result
             }
             let txn = domain::db::begin_write(&db).await?;
             let before = audit::balance_json(balance_row(&txn, merchant, env, g.id).await?.as_ref());
-            let b = domain::ledger::adjust(&txn, merchant, env, g, amount, reason.trim()).await?;
+            let b = domain::ledger::adjust(&txn, merchant.into(), env, g, amount, reason.trim()).await?;
             let mut after = audit::balance_json(Some(&b));
             after["amount"] = amount.to_string().into();
             let entry = Entry::new(actor, "ledger.adjust", "balance", g.id)
-                .merchant(merchant, Some(env))
+                .merchant(merchant.into(), Some(env))
                 .change(Some(before), Some(after))
                 .reason(Some(&reason));
             record(&txn, entry).await?;

@@ -127,7 +127,7 @@ pub async fn run(config: &Config, cmd: MerchantCmd, actor: &str) -> anyhow::Resu
             let txn = domain::db::begin_write(&db).await?;
             let m = merchants::create_merchant(&txn, &name, &settings).await?;
             let entry = Entry::new(actor, "merchant.create", "merchant", m.id)
-                .merchant(m.id, None)
+                .merchant(m.id.into(), None)
                 .change(None, Some(audit::merchant_json(&m)));
             record(&txn, entry).await?;
             txn.commit().await?;
@@ -142,7 +142,7 @@ pub async fn run(config: &Config, cmd: MerchantCmd, actor: &str) -> anyhow::Resu
             }
         }
         MerchantCmd::Settings { merchant_id, settings, rate_limits } => {
-            let m = merchants::get_merchant(&db, merchant_id).await?;
+            let m = merchants::get_merchant(&db, merchant_id.into()).await?;
             let limits = rate_limits.apply(merchants::MerchantRateLimits::of(&m));
             let current = MerchantSettings {
                 base_currency: m.base_currency,
@@ -151,13 +151,13 @@ pub async fn run(config: &Config, cmd: MerchantCmd, actor: &str) -> anyhow::Resu
             };
             let settings = settings.apply(current)?;
             let txn = domain::db::begin_write(&db).await?;
-            let before = audit::merchant_json(&merchants::get_merchant(&txn, merchant_id).await?);
-            let mut m = merchants::update_settings(&txn, merchant_id, &settings).await?;
+            let before = audit::merchant_json(&merchants::get_merchant(&txn, merchant_id.into()).await?);
+            let mut m = merchants::update_settings(&txn, merchant_id.into(), &settings).await?;
             if rate_limits.given() {
-                m = merchants::set_rate_limits(&txn, merchant_id, &limits).await?;
+                m = merchants::set_rate_limits(&txn, merchant_id.into(), &limits).await?;
             }
             let entry = Entry::new(actor, "merchant.settings", "merchant", m.id)
-                .merchant(m.id, None)
+                .merchant(m.id.into(), None)
                 .change(Some(before), Some(audit::merchant_json(&m)));
             record(&txn, entry).await?;
             txn.commit().await?;

@@ -117,7 +117,7 @@ fn payout_entry(
     reason: Option<&str>,
 ) -> Entry {
     Entry::new(actor, action, "payout", after.id)
-        .merchant(after.merchant_id, Some(after.environment))
+        .merchant(after.merchant_id.into(), Some(after.environment))
         .change(Some(audit::payout_json(before)), Some(audit::payout_json(after)))
         .reason(reason)
 }
@@ -128,8 +128,8 @@ pub async fn run(config: &Config, cmd: PayoutCmd, actor: &str) -> anyhow::Result
     match cmd {
         PayoutCmd::Approve { payout_id } => {
             let txn = domain::db::begin_write(&db).await?;
-            let before = payouts::load(&txn, payout_id).await?;
-            let p = payouts::approve(&txn, payout_id).await?;
+            let before = payouts::load(&txn, payout_id.into()).await?;
+            let p = payouts::approve(&txn, payout_id.into()).await?;
             record(&txn, payout_entry(actor, "payout.approve", &before, &p, None)).await?;
             txn.commit().await?;
             println!(
@@ -144,8 +144,8 @@ pub async fn run(config: &Config, cmd: PayoutCmd, actor: &str) -> anyhow::Result
                 bail!("--reason must not be empty");
             }
             let txn = domain::db::begin_write(&db).await?;
-            let before = payouts::load(&txn, payout_id).await?;
-            let p = payouts::reject(&txn, payout_id, reason.trim()).await?;
+            let before = payouts::load(&txn, payout_id.into()).await?;
+            let p = payouts::reject(&txn, payout_id.into(), reason.trim()).await?;
             record(&txn, payout_entry(actor, "payout.reject", &before, &p, Some(reason.trim()))).await?;
             txn.commit().await?;
             println!("{} {} ({})", p.id, p.status.as_str(), p.failure_reason.unwrap_or_default());
@@ -157,10 +157,11 @@ pub async fn run(config: &Config, cmd: PayoutCmd, actor: &str) -> anyhow::Result
             // The node is asked first (no network read inside the write transaction); the
             // failure is then guarded on exactly the transaction it judged.
             let chains = workers::chain::Chains::new(&db, &config.sandbox).with_live(config);
-            let dead = workers::executor::operator::dead_tx(&chains, &payouts::load(&db, payout_id).await?).await?;
+            let dead =
+                workers::executor::operator::dead_tx(&chains, &payouts::load(&db, payout_id.into()).await?).await?;
             let txn = domain::db::begin_write(&db).await?;
-            let before = payouts::load(&txn, payout_id).await?;
-            let p = payouts::fail(&txn, payout_id, reason.trim(), dead.as_ref()).await?;
+            let before = payouts::load(&txn, payout_id.into()).await?;
+            let p = payouts::fail(&txn, payout_id.into(), reason.trim(), dead.as_ref()).await?;
             record(&txn, payout_entry(actor, "payout.fail", &before, &p, Some(reason.trim()))).await?;
             txn.commit().await?;
             println!("{} {} ({})", p.id, p.status.as_str(), p.failure_reason.unwrap_or_default());
@@ -168,8 +169,8 @@ pub async fn run(config: &Config, cmd: PayoutCmd, actor: &str) -> anyhow::Result
         PayoutCmd::Stuck { older_than } => stuck_payouts(&db, config, older_than).await?,
         PayoutCmd::Replace { payout_id } => {
             let txn = domain::db::begin_write(&db).await?;
-            let before = payouts::load(&txn, payout_id).await?;
-            let r = payouts::request_replace(&txn, payout_id).await?;
+            let before = payouts::load(&txn, payout_id.into()).await?;
+            let r = payouts::request_replace(&txn, payout_id.into()).await?;
             record(&txn, payout_entry(actor, "payout.replace", &before, &before, Some(&r.reason))).await?;
             txn.commit().await?;
             println!(
@@ -187,9 +188,9 @@ pub async fn run(config: &Config, cmd: PayoutCmd, actor: &str) -> anyhow::Result
             network_fee_allocation,
             refund_fee_allocation,
         } => {
-            merchants::get_merchant(&db, merchant).await?;
+            merchants::get_merchant(&db, merchant.into()).await?;
             let txn = domain::db::begin_write(&db).await?;
-            let mut s = domain::payouts::service::settings(&txn, merchant, env).await?;
+            let mut s = domain::payouts::service::settings(&txn, merchant.into(), env).await?;
             let before = audit::payout_settings_json(&s);
             if let Some(v) = auto_approve {
                 s.payout_auto_approve = v;
@@ -212,7 +213,7 @@ pub async fn run(config: &Config, cmd: PayoutCmd, actor: &str) -> anyhow::Result
             s.updated_at = chrono::Utc::now();
             domain::payouts::service::save_settings(&txn, s.clone()).await?;
             let entry = Entry::new(actor, "payout.settings", "payout_settings", merchant)
-                .merchant(merchant, Some(env))
+                .merchant(merchant.into(), Some(env))
                 .change(Some(before), Some(audit::payout_settings_json(&s)));
             record(&txn, entry).await?;
             txn.commit().await?;

@@ -76,7 +76,7 @@ pub async fn run(db: &DatabaseConnection, config: &Config, cmd: SandboxCmd) -> a
                 .one(db)
                 .await?
                 .with_context(|| format!("no sandbox deposit {deposit_id}"))?;
-            sandbox_payments::reverse(db, &config.sandbox, gate(&t.gate_id)?, deposit_id)
+            sandbox_payments::reverse(db, &config.sandbox, gate(&t.gate_id)?, deposit_id.into())
                 .await?
                 .with_context(|| format!("no sandbox deposit {deposit_id}"))?;
             println!("{deposit_id} reversed");

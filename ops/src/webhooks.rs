@@ -13,7 +13,7 @@ use domain::webhooks::admin::{self, DeliveryFilter};
 use domain::webhooks::endpoints;
 use domain::webhooks::outbound::TargetPolicy;
 use domain::webhooks::secrets::SecretBox;
-use entity::{DeliveryStatus, Environment};
+use entity::{DeliveryId, DeliveryStatus, Environment};
 use sea_orm::DatabaseConnection;
 use uuid::Uuid;
 use workers::platform::Queues;
@@ -221,8 +221,8 @@ async fn set(
     let sbox = secret_box(config)?;
     let policy = TargetPolicy::from_config(&config.webhooks);
     let txn = domain::db::begin_write(db).await?;
-    let before = endpoints::get(&txn, merchant, env).await?;
-    let (info, secret) = endpoints::set(&txn, &sbox, policy, merchant, env, url).await?;
+    let before = endpoints::get(&txn, merchant.into(), env).await?;
+    let (info, secret) = endpoints::set(&txn, &sbox, policy, merchant.into(), env, url).await?;
     let entry = endpoint_entry(actor, "webhook_endpoint.set", merchant, env)
         .change(crate::audit::endpoint_json(before.as_ref()), crate::audit::endpoint_json(Some(&info)));
     record(&txn, entry).await?;
@@ -239,7 +239,7 @@ async fn set(
 
 /// `show`: the endpoint, never its secret; an error when there is none.
 async fn show(db: &DatabaseConnection, merchant: Uuid, env: Environment, out: &mut impl Write) -> anyhow::Result<()> {
-    let Some(i) = endpoints::get(db, merchant, env).await? else {
+    let Some(i) = endpoints::get(db, merchant.into(), env).await? else {
         bail!("merchant {merchant} has no {env} webhook endpoint");
     };
     writeln!(out, "merchant {} {}: {}", i.merchant_id, i.environment, i.url)?;
@@ -266,8 +266,8 @@ async fn rotate(
         chrono::Duration::seconds(i64::try_from(config.webhooks.rotation_overlap_secs).unwrap_or(i64::MAX))
     });
     let txn = domain::db::begin_write(db).await?;
-    let before = endpoints::get(&txn, merchant, env).await?;
-    let (info, secret) = endpoints::rotate(&txn, &sbox, merchant, env, overlap).await?;
+    let before = endpoints::get(&txn, merchant.into(), env).await?;
+    let (info, secret) = endpoints::rotate(&txn, &sbox, merchant.into(), env, overlap).await?;
     // The secrets themselves are never recorded.
     let entry = endpoint_entry(actor, "webhook_endpoint.rotate_secret", merchant, env)
         .change(crate::audit::endpoint_json(before.as_ref()), crate::audit::endpoint_json(Some(&info)));
@@ -290,8 +290,8 @@ async fn remove(
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
     let txn = domain::db::begin_write(db).await?;
-    let before = endpoints::get(&txn, merchant, env).await?;
-    if !endpoints::remove(&txn, merchant, env).await? {
+    let before = endpoints::get(&txn, merchant.into(), env).await?;
+    if !endpoints::remove(&txn, merchant.into(), env).await? {
         bail!("merchant {merchant} has no {env} webhook endpoint");
     }
     let entry = endpoint_entry(actor, "webhook_endpoint.remove", merchant, env)
@@ -310,10 +310,10 @@ async fn send_test(
     wait: u64,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
-    let event_id = admin::send_test(db, merchant, env).await?;
+    let event_id = admin::send_test(db, merchant.into(), env).await?;
     writeln!(out, "test event {event_id} queued")?;
     if wait > 0 {
-        wait_for_attempt(db, event_id, Duration::from_secs(wait), out).await?;
+        wait_for_attempt(db, event_id.into(), Duration::from_secs(wait), out).await?;
     }
     Ok(())
 }
@@ -351,7 +351,7 @@ async fn list(
 
 /// `attempts`: a delivery and each of its attempts, one line each.
 async fn attempts(db: &DatabaseConnection, delivery: Uuid, out: &mut impl Write) -> anyhow::Result<()> {
-    let (d, attempts) = admin::attempts(db, delivery).await?;
+    let (d, attempts) = admin::attempts(db, delivery.into()).await?;
     writeln!(
         out,
         "delivery {} ({}), event {} of merchant {} {}",
@@ -393,7 +393,7 @@ async fn replay_missed(
         bail!("--missed needs --merchant and --env");
     };
     let txn = domain::db::begin_write(db).await?;
-    let created = admin::deliver_missed(&txn, merchant, env, filter.since, filter.event.as_deref()).await?;
+    let created = admin::deliver_missed(&txn, merchant.into(), env, filter.since, filter.event.as_deref()).await?;
     let after = serde_json::json!({"deliveries": created.len(), "since": filter.since, "event": filter.event});
     if !created.is_empty() {
         let entry = endpoint_entry(actor, "webhook_events.deliver_missed", merchant, env).change(None, Some(after));
@@ -417,7 +417,11 @@ async fn replay(
     filter: &FilterArgs,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
-    let ids = if failed { admin::failed(db, &filter.filter(Vec::new(), u64::MAX)).await? } else { ids };
+    let ids = if failed {
+        admin::failed(db, &filter.filter(Vec::new(), u64::MAX)).await?
+    } else {
+        ids.into_iter().map(DeliveryId::from).collect()
+    };
     let mut replayed = Vec::new();
     for id in ids {
         if replay_delivery(db, id, actor).await? {
@@ -433,11 +437,11 @@ async fn replay(
 }
 
 fn endpoint_entry(actor: &str, action: &'static str, merchant: Uuid, env: Environment) -> Entry {
-    Entry::new(actor, action, "webhook_endpoint", format!("{merchant}/{env}")).merchant(merchant, Some(env))
+    Entry::new(actor, action, "webhook_endpoint", format!("{merchant}/{env}")).merchant(merchant.into(), Some(env))
 }
 
 /// Replays one delivery and records it, in one transaction; `false` when it was already pending.
-async fn replay_delivery(db: &DatabaseConnection, id: Uuid, actor: &str) -> anyhow::Result<bool> {
+async fn replay_delivery(db: &DatabaseConnection, id: DeliveryId, actor: &str) -> anyhow::Result<bool> {
     use sea_orm::EntityTrait;
     let txn = domain::db::begin_write(db).await?;
     let before = entity::webhook_delivery::Entity::find_by_id(id).one(&txn).await?;
@@ -447,7 +451,7 @@ async fn replay_delivery(db: &DatabaseConnection, id: Uuid, actor: &str) -> anyh
     let after = entity::webhook_delivery::Entity::find_by_id(id).one(&txn).await?;
     if let (Some(before), Some(after)) = (before, after) {
         let entry = Entry::new(actor, "webhook_delivery.replay", "webhook_delivery", id)
-            .merchant(after.merchant_id, Some(after.environment))
+            .merchant(after.merchant_id.into(), Some(after.environment))
             .change(Some(crate::audit::delivery_json(&before)), Some(crate::audit::delivery_json(&after)));
         record(&txn, entry).await?;
     }
@@ -461,13 +465,13 @@ fn secret_box(config: &Config) -> anyhow::Result<SecretBox> {
 
 /// Enqueues the deliveries; if the queue is unreachable they are still due, and the deliverer's
 /// sweeper picks them up after `webhooks.stale_after_secs`.
-async fn enqueue(queues: &anyhow::Result<Queues>, ids: &[Uuid]) -> anyhow::Result<()> {
+async fn enqueue(queues: &anyhow::Result<Queues>, ids: &[DeliveryId]) -> anyhow::Result<()> {
     if ids.is_empty() {
         return Ok(());
     }
     match queues {
         Ok(q) => {
-            q.push_many(ids.iter().map(|&delivery_id| DeliverWebhook { delivery_id })).await?;
+            q.push_many(ids.iter().map(|&id| DeliverWebhook { delivery_id: id.into() })).await?;
         }
         Err(e) => eprintln!("queue unreachable ({e}); the deliverer's sweeper will pick them up"),
     }
@@ -491,7 +495,7 @@ async fn wait_for_attempt(
             && d.attempt_count > 0
             && d.lease_until.is_none()
         {
-            let (_, attempts) = admin::attempts(db, d.id).await?;
+            let (_, attempts) = admin::attempts(db, d.id.into()).await?;
             if let Some(a) = attempts.last() {
                 let code = a.status_code.map_or_else(|| "no answer".into(), |c| format!("HTTP {c}"));
                 let what = if a.succeeded { "delivered".to_owned() } else { a.error.clone().unwrap_or_default() };

@@ -177,7 +177,7 @@ async fn receipt_page(
     let found = async {
         let inv = service::load(&state, id).await?;
         let pays = service::payments(&state, id).await?;
-        let merchant = state.merchant(inv.merchant_id).await?;
+        let merchant = state.merchant(inv.merchant_id.into()).await?;
         ApiResult::Ok(receipt::Receipt::of(&inv, &merchant.name, &pays))
     };
     match found.await {

@@ -120,18 +120,18 @@ pub struct SimulateRequest {
 }
 
 pub(super) async fn load(state: &HttpState, id: Uuid) -> ApiResult<invoice::Model> {
-    Ok(checkout::load(state, id).await?)
+    Ok(checkout::load(state, id.into()).await?)
 }
 
 pub(super) async fn payments(state: &HttpState, id: Uuid) -> ApiResult<Vec<payment::Model>> {
-    Ok(checkout::payments(state, id).await?)
+    Ok(checkout::payments(state, id.into()).await?)
 }
 
 /// The payer's view of invoice `id`, with its labels in `lang`.
 pub async fn view(state: &HttpState, id: Uuid, lang: &str) -> ApiResult<CheckoutView> {
     let inv = load(state, id).await?;
     let pays = payments(state, id).await?;
-    let merchant = state.merchant(inv.merchant_id).await?;
+    let merchant = state.merchant(inv.merchant_id.into()).await?;
     let now = Utc::now();
     let gate = inv.gate_id.as_deref().and_then(gates::find);
     let live: Vec<&payment::Model> = pays.iter().filter(|p| p.status != PaymentStatus::Reversed).collect();
@@ -198,14 +198,14 @@ pub async fn view(state: &HttpState, id: Uuid, lang: &str) -> ApiResult<Checkout
 /// Activates a draft (or re-activates an expired deferred invoice) on the gate the payer
 /// picked: `domain::invoices::checkout::activate`.
 pub async fn activate(state: &HttpState, id: Uuid, req: ActivateRequest) -> ApiResult<invoice::Model> {
-    Ok(checkout::activate(state, id, &req.gate_id).await?)
+    Ok(checkout::activate(state, id.into(), &req.gate_id).await?)
 }
 
 /// Test environment only (404 in live, as if the route did not exist): a sandbox deposit of
 /// the remaining amount, half of it, or one and a half times it, through the same domain
 /// function as `POST /v1/test/deposits` (`domain::invoices::checkout::simulate`).
 pub async fn simulate(state: &HttpState, id: Uuid, req: SimulateRequest) -> ApiResult<()> {
-    checkout::simulate(state, id, req.kind).await?;
+    checkout::simulate(state, id.into(), req.kind).await?;
     Ok(())
 }
 

@@ -138,7 +138,7 @@ impl TestApp {
 
     pub async fn key(&self, merchant: Uuid, env: Environment, perms: &[Permission]) -> String {
         let p: Permissions = if perms.is_empty() { Permissions::all() } else { perms.iter().copied().collect() };
-        domain::merchants::create_api_key(&self.state.db, merchant, env, p, None).await.expect("key").1
+        domain::merchants::create_api_key(&self.state.db, merchant.into(), env, p, None).await.expect("key").1
     }
 
     /// A merchant with an all-permission test key.

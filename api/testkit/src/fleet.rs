@@ -201,7 +201,7 @@ impl Deployment {
         let conn = domain::db::connect(&config).await.unwrap();
         let merchant = domain::merchants::create_merchant(&conn, merchant_name, &Default::default()).await.unwrap().id;
         let all = api::auth::Permissions::all();
-        let key = domain::merchants::create_api_key(&conn, merchant, env, all, None).await.unwrap().1;
+        let key = domain::merchants::create_api_key(&conn, merchant.into(), env, all, None).await.unwrap().1;
         Deployment { db, conn, fleet, api, merchant, key, http }
     }
 }

@@ -17,7 +17,7 @@ pub async fn adjust(
 ) {
     let g = domain::gates::find(gate).unwrap_or_else(|| panic!("no gate {gate}"));
     let amount: rust_decimal::Decimal = amount.parse().expect("amount");
-    domain::ledger::adjust(db, merchant, env, g, amount, reason).await.expect("ledger adjustment");
+    domain::ledger::adjust(db, merchant.into(), env, g, amount, reason).await.expect("ledger adjustment");
 }
 
 /// Funds `merchant`'s `gate` balance in `env` with `amount` (an [`adjust`]ment, reason "fund").
@@ -33,7 +33,7 @@ pub async fn set_payout_settings(
     env: Environment,
     f: impl FnOnce(&mut entity::merchant_env_settings::Model),
 ) -> entity::merchant_env_settings::Model {
-    let mut s = domain::payouts::service::settings(db, merchant, env).await.expect("payout settings");
+    let mut s = domain::payouts::service::settings(db, merchant.into(), env).await.expect("payout settings");
     f(&mut s);
     domain::payouts::service::save_settings(db, s.clone()).await.expect("save payout settings");
     s

@@ -10,9 +10,9 @@ use testkit::TestApp;
 async fn adjust_with_audit(app: &TestApp, merchant: uuid::Uuid, commit: bool) {
     let txn = domain::db::begin_write(&app.state.db).await.unwrap();
     let bitcoin = domain::gates::find("bitcoin").unwrap();
-    domain::ledger::adjust(&txn, merchant, Environment::Test, bitcoin, Decimal::ONE, "funding").await.unwrap();
+    domain::ledger::adjust(&txn, merchant.into(), Environment::Test, bitcoin, Decimal::ONE, "funding").await.unwrap();
     let entry = Entry::new("alice", "ledger.adjust", "balance", "bitcoin")
-        .merchant(merchant, Some(Environment::Test))
+        .merchant(merchant.into(), Some(Environment::Test))
         .reason(Some("funding"));
     record(&txn, entry).await.unwrap();
     if commit {

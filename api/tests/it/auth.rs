@@ -23,7 +23,7 @@ async fn missing_malformed_unknown_and_revoked_keys_are_401() {
 
     assert_eq!(app.get("/v1/invoices", Some(&key)).await.status, 200);
     let keys = domain::merchants::list_api_keys(&app.state.db, None).await.unwrap();
-    domain::merchants::revoke_api_key(&app.state.db, keys[0].id).await.unwrap();
+    domain::merchants::revoke_api_key(&app.state.db, keys[0].id.into()).await.unwrap();
     tokio::time::sleep(Duration::from_millis(1100)).await; // cache TTL in tests: 1 s
     let r = app.get("/v1/invoices", Some(&key)).await;
     r.assert_error(401, "unauthorized", None);
@@ -41,7 +41,7 @@ async fn revocation_reaches_every_api_process_within_seconds() {
     assert_eq!(b.get("/v1/invoices", Some(&key)).await.status, 200);
     let id = domain::merchants::list_api_keys(&a.state.db, None).await.unwrap()[0].id;
     // Revoked by an operator (another process, as `ops keys revoke` would).
-    domain::merchants::revoke_api_key(&a.state.db, id).await.unwrap();
+    domain::merchants::revoke_api_key(&a.state.db, id.into()).await.unwrap();
     let t = Instant::now();
     loop {
         let (ra, rb) = (a.get("/v1/invoices", Some(&key)).await.status, b.get("/v1/invoices", Some(&key)).await.status);

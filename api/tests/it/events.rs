@@ -28,7 +28,7 @@ async fn history(app: &TestApp, merchant: Uuid, key: &str) -> (Value, Uuid) {
     let paid = invoice::Model { status: entity::InvoiceStatus::Paid, ..m.clone() };
     events::emit(
         db,
-        merchant,
+        merchant.into(),
         Environment::Test,
         EventKind::InvoicePaid,
         format!("paid:{}", m.id),
@@ -38,9 +38,16 @@ async fn history(app: &TestApp, merchant: Uuid, key: &str) -> (Value, Uuid) {
     .unwrap();
     let credited = json!({"invoice_id": m.id, "payment_id": Uuid::now_v7(), "outcome": "target_credited",
                           "credited_amount": "0.01", "credited_currency": "BTC"});
-    events::emit(db, merchant, Environment::Test, EventKind::BalanceCredited, format!("credit:{}", m.id), credited)
-        .await
-        .unwrap();
+    events::emit(
+        db,
+        merchant.into(),
+        Environment::Test,
+        EventKind::BalanceCredited,
+        format!("credit:{}", m.id),
+        credited,
+    )
+    .await
+    .unwrap();
     let p = payout::Model::blank(Uuid::now_v7(), merchant, Environment::Test, chrono::Utc::now());
     events::emit_payout(db, EventKind::PayoutCompleted, &p).await.unwrap();
     (inv, p.id)

@@ -64,7 +64,7 @@ async fn populated() -> TestApp {
     let db = &app.state.db;
     domain::events::emit(
         db,
-        merchant,
+        merchant.into(),
         entity::Environment::Test,
         domain::events::EventKind::InvoicePaid,
         format!("probe:{invoice}"),
@@ -152,7 +152,7 @@ async fn the_ledger_is_append_only() {
     // Appending still works: the services keep posting.
     let (merchant, _) = app.test_key().await;
     let bitcoin = domain::gates::find("bitcoin").unwrap();
-    domain::ledger::adjust(db, merchant, entity::Environment::Test, bitcoin, rust_decimal::Decimal::ONE, "test")
+    domain::ledger::adjust(db, merchant.into(), entity::Environment::Test, bitcoin, rust_decimal::Decimal::ONE, "test")
         .await
         .unwrap();
     assert_eq!(entity::ledger_entry::Entity::find().all(db).await.unwrap().len(), before.len() + 1);

@@ -57,7 +57,7 @@ async fn balances_list_every_gate_with_zeros() {
     r.assert_page(18, 18, 0, false);
 
     let btc = domain::gates::find("bitcoin").unwrap();
-    domain::ledger::adjust(&app.state.db, m, Environment::Test, btc, d("1.25"), "funding").await.unwrap();
+    domain::ledger::adjust(&app.state.db, m.into(), Environment::Test, btc, d("1.25"), "funding").await.unwrap();
     let rows = app.get("/v1/balances", Some(&key)).await.body["data"].clone();
     let row = rows.as_array().unwrap().iter().find(|r| r["gate_id"] == "bitcoin").unwrap().clone();
     assert_eq!((row["available"].as_str(), row["total"].as_str()), (Some("1.25"), Some("1.25")));
@@ -86,15 +86,22 @@ async fn ledger_history_paging_and_filters() {
     let (app, m, key) = TestApp::with_test_key().await;
     let btc = domain::gates::find("bitcoin").unwrap();
     for i in 1..=5 {
-        domain::ledger::adjust(&app.state.db, m, Environment::Test, btc, Decimal::from(i), &format!("credit {i}"))
-            .await
-            .unwrap();
+        domain::ledger::adjust(
+            &app.state.db,
+            m.into(),
+            Environment::Test,
+            btc,
+            Decimal::from(i),
+            &format!("credit {i}"),
+        )
+        .await
+        .unwrap();
     }
     let mid = chrono::Utc::now();
     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    domain::ledger::adjust(&app.state.db, m, Environment::Test, btc, d("-2.5"), "debit").await.unwrap();
+    domain::ledger::adjust(&app.state.db, m.into(), Environment::Test, btc, d("-2.5"), "debit").await.unwrap();
     let usdt = domain::gates::find("tron_usdt").unwrap();
-    domain::ledger::adjust(&app.state.db, m, Environment::Test, usdt, d("10"), "other gate").await.unwrap();
+    domain::ledger::adjust(&app.state.db, m.into(), Environment::Test, usdt, d("10"), "other gate").await.unwrap();
 
     let r = app.get("/v1/balances/bitcoin/ledger", Some(&key)).await;
     assert_eq!(r.status, 200, "{}", r.body);
@@ -163,25 +170,28 @@ async fn a_refused_posting_writes_nothing() {
     let app = TestApp::spawn().await;
     let m = app.merchant().await;
     let eth = domain::gates::find("ethereum").unwrap();
-    domain::ledger::adjust(&app.state.db, m, Environment::Test, eth, d("1.000000000000000001"), "fund").await.unwrap();
-    let err = domain::ledger::adjust(&app.state.db, m, Environment::Test, eth, d("-1.000000000000000002"), "too much")
+    domain::ledger::adjust(&app.state.db, m.into(), Environment::Test, eth, d("1.000000000000000001"), "fund")
         .await
-        .unwrap_err();
+        .unwrap();
+    let err =
+        domain::ledger::adjust(&app.state.db, m.into(), Environment::Test, eth, d("-1.000000000000000002"), "too much")
+            .await
+            .unwrap_err();
     assert!(matches!(err, LedgerError::Insufficient { bucket: Bucket::Available, .. }), "{err}");
     assert!(matches!(
-        domain::ledger::adjust(&app.state.db, m, Environment::Test, eth, Decimal::ZERO, "x").await,
+        domain::ledger::adjust(&app.state.db, m.into(), Environment::Test, eth, Decimal::ZERO, "x").await,
         Err(LedgerError::Invalid(_))
     ));
     let btc = domain::gates::find("bitcoin").unwrap();
     assert!(matches!(
-        domain::ledger::adjust(&app.state.db, m, Environment::Test, btc, d("0.000000001"), "x").await,
+        domain::ledger::adjust(&app.state.db, m.into(), Environment::Test, btc, d("0.000000001"), "x").await,
         Err(LedgerError::Invalid(_))
     ));
     // Several postings in one transaction: the second fails, the first is rolled back too.
     let txn = app.state.db.begin().await.unwrap();
     let res = domain::ledger::post(
         &txn,
-        domain::ledger::Account::of(m, Environment::Test, "ethereum"),
+        domain::ledger::Account::of(m.into(), Environment::Test, "ethereum"),
         &[
             Posting {
                 bucket: Bucket::Available,
@@ -212,12 +222,12 @@ async fn concurrent_debits_never_overdraw() {
     let app = TestApp::spawn_with(|c| c.db.max_connections = 16).await;
     let m = app.merchant().await;
     let usdt = domain::gates::find("tron_usdt").unwrap();
-    domain::ledger::adjust(&app.state.db, m, Environment::Test, usdt, d("100"), "fund").await.unwrap();
+    domain::ledger::adjust(&app.state.db, m.into(), Environment::Test, usdt, d("100"), "fund").await.unwrap();
     let mut set = tokio::task::JoinSet::new();
     for i in 0..200 {
         let db = app.state.db.clone();
         set.spawn(async move {
-            domain::ledger::adjust(&db, m, Environment::Test, usdt, d("-1"), &format!("debit {i}")).await
+            domain::ledger::adjust(&db, m.into(), Environment::Test, usdt, d("-1"), &format!("debit {i}")).await
         });
     }
     let (mut ok, mut refused) = (0, 0);
@@ -317,9 +327,12 @@ fn ledger_invariants_hold_for_random_sequences() {
                         ok &= next[i] >= Decimal::ZERO;
                     }
                     let txn = app.state.db.begin().await.unwrap();
-                    let res =
-                        domain::ledger::post(&txn, domain::ledger::Account::of(m, Environment::Test, "bitcoin"), &ps)
-                            .await;
+                    let res = domain::ledger::post(
+                        &txn,
+                        domain::ledger::Account::of(m.into(), Environment::Test, "bitcoin"),
+                        &ps,
+                    )
+                    .await;
                     match (res, ok) {
                         (Ok(b), true) => {
                             txn.commit().await.unwrap();

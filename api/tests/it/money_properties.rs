@@ -13,7 +13,7 @@ use domain::payouts::service::{self, Created};
 use domain::payouts::types::CreatePayoutRequest;
 use domain::refunds::service as refunds;
 use domain::refunds::types::CreateRefundRequest;
-use entity::{Environment, FeeAllocation, PayoutStatus};
+use entity::{Environment, FeeAllocation, PayoutId, PayoutStatus, RefundId};
 use proptest::prelude::*;
 use rust_decimal::Decimal;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
@@ -77,13 +77,13 @@ fn money_services_keep_the_ledger_consistent() {
             rt.block_on(async {
                 let m = app.merchant().await;
                 let who = Principal {
-                    key_id: Uuid::nil(),
-                    merchant_id: m,
+                    key_id: Uuid::nil().into(),
+                    merchant_id: m.into(),
                     environment: Environment::Test,
                     permissions: Permissions::all(),
                 };
                 let alloc = if merchant_pays_fees { FeeAllocation::Merchant } else { FeeAllocation::Customer };
-                let mut s = service::settings(&app.state.db, m, Environment::Test).await.unwrap();
+                let mut s = service::settings(&app.state.db, m.into(), Environment::Test).await.unwrap();
                 (s.payout_fee_allocation, s.network_fee_allocation, s.refund_fee_allocation) = (alloc, alloc, alloc);
                 service::save_settings(&app.state.db, s).await.unwrap();
                 let gate = domain::gates::find("tron_usdt").unwrap();
@@ -106,7 +106,7 @@ fn money_services_keep_the_ledger_consistent() {
                 for (step, op) in ops.iter().enumerate() {
                     match *op {
                         Op::Credit(n) => {
-                            domain::ledger::adjust(&app.state.db, m, Environment::Test, gate, Decimal::from(n), "credit")
+                            domain::ledger::adjust(&app.state.db, m.into(), Environment::Test, gate, Decimal::from(n), "credit")
                                 .await
                                 .unwrap();
                             available += Decimal::from(n);
@@ -189,7 +189,7 @@ fn money_services_keep_the_ledger_consistent() {
                             let (status, debit) = model_status[&id];
                             match *op {
                                 Op::Cancel(_) => {
-                                    let res = service::cancel(&app.state, &who, id).await;
+                                    let res = service::cancel(&app.state, &who, id.into()).await;
                                     let cancellable =
                                         matches!(status, PayoutStatus::PendingApproval | PayoutStatus::Approved);
                                     assert_eq!(res.is_ok(), cancellable, "{op:?} from {status:?}");
@@ -200,7 +200,7 @@ fn money_services_keep_the_ledger_consistent() {
                                     }
                                 }
                                 Op::Approve(_) => {
-                                    let res = domain::payouts::operator::approve(&app.state.db, id).await;
+                                    let res = domain::payouts::operator::approve(&app.state.db, id.into()).await;
                                     assert_eq!(
                                         res.is_ok(),
                                         status == PayoutStatus::PendingApproval,
@@ -211,7 +211,7 @@ fn money_services_keep_the_ledger_consistent() {
                                     }
                                 }
                                 _ => {
-                                    let res = domain::payouts::operator::reject(&app.state.db, id, "property test").await;
+                                    let res = domain::payouts::operator::reject(&app.state.db, id.into(), "property test").await;
                                     assert_eq!(
                                         res.is_ok(),
                                         status == PayoutStatus::PendingApproval,
@@ -242,9 +242,9 @@ fn money_services_keep_the_ledger_consistent() {
                 }
                 // The stored statuses match the model.
                 for (id, (status, _)) in &model_status {
-                    assert_eq!(service::get(&app.state, &who, *id).await.unwrap().status, *status);
+                    assert_eq!(service::get(&app.state, &who, PayoutId::from(*id)).await.unwrap().status, *status);
                     if let Some((refund_id, _)) = refund_of.get(id) {
-                        let (r, _) = domain::refunds::service::get(&app.state, &who, *refund_id).await.unwrap();
+                        let (r, _) = domain::refunds::service::get(&app.state, &who, RefundId::from(*refund_id)).await.unwrap();
                         assert_eq!(r.status, entity::RefundStatus::mirroring(*status));
                     }
                 }

@@ -269,10 +269,10 @@ async fn cancel_approve_reject_and_auto_approval() {
 
     // Operator approval, then cancel from approved.
     let b: Uuid = create("20").await.data()["id"].as_str().unwrap().parse().unwrap();
-    let approved = domain::payouts::operator::approve(&app.state.db, b).await.unwrap();
+    let approved = domain::payouts::operator::approve(&app.state.db, b.into()).await.unwrap();
     assert_eq!(approved.status, entity::PayoutStatus::Approved);
     assert!(approved.executable_at.is_some());
-    assert!(domain::payouts::operator::approve(&app.state.db, b).await.is_err(), "approving twice");
+    assert!(domain::payouts::operator::approve(&app.state.db, b.into()).await.is_err(), "approving twice");
     assert_eq!(
         app.post(&format!("/v1/payouts/{b}/cancel"), Some(&key), &json!({})).await.data()["status"],
         "cancelled"
@@ -281,7 +281,7 @@ async fn cancel_approve_reject_and_auto_approval() {
     // Operator rejection: failed with the reason, funds released.
     let c: Uuid = create("30").await.data()["id"].as_str().unwrap().parse().unwrap();
     assert_eq!(app.available_reserved(&key, "tron_usdt").await, ("70".into(), "30".into()));
-    let rejected = domain::payouts::operator::reject(&app.state.db, c, "unknown supplier").await.unwrap();
+    let rejected = domain::payouts::operator::reject(&app.state.db, c.into(), "unknown supplier").await.unwrap();
     assert_eq!(rejected.status, entity::PayoutStatus::Failed);
     assert_eq!(rejected.failure_reason.as_deref(), Some("rejected by operator: unknown supplier"));
     assert_eq!(app.available_reserved(&key, "tron_usdt").await, ("100".into(), "0".into()));

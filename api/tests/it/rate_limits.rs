@@ -157,7 +157,7 @@ async fn merchant_override_raises_a_limit() {
     let (raised, raised_key) = app.test_key().await;
     let (_, plain_key) = app.test_key().await;
     let limits = domain::merchants::MerchantRateLimits { writes: Some(5), ..Default::default() };
-    let m = domain::merchants::set_rate_limits(&app.state.db, raised, &limits).await.unwrap();
+    let m = domain::merchants::set_rate_limits(&app.state.db, raised.into(), &limits).await.unwrap();
     assert_eq!(domain::merchants::MerchantRateLimits::of(&m), limits);
     for _ in 0..5 {
         let r = app.post("/v1/invoices", Some(&raised_key), &invoice_body()).await;
@@ -170,7 +170,7 @@ async fn merchant_override_raises_a_limit() {
     }
     assert_throttled(&app.post("/v1/invoices", Some(&plain_key), &invoice_body()).await, 2);
     let bad = domain::merchants::MerchantRateLimits { reads: Some(0), ..Default::default() };
-    assert!(domain::merchants::set_rate_limits(&app.state.db, raised, &bad).await.is_err());
+    assert!(domain::merchants::set_rate_limits(&app.state.db, raised.into(), &bad).await.is_err());
 }
 
 #[tokio::test]

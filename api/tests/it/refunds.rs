@@ -120,7 +120,7 @@ async fn create_links_a_reserved_payout_and_mirrors_its_status() {
 
     // An operator rejection fails the refund with the reason and frees the credit too.
     let pid2: Uuid = again.data()["payout_id"].as_str().unwrap().parse().unwrap();
-    domain::payouts::operator::reject(&s.app.state.db, pid2, "address on a sanctions list").await.unwrap();
+    domain::payouts::operator::reject(&s.app.state.db, pid2.into(), "address on a sanctions list").await.unwrap();
     let g = s.app.get(&format!("/v1/refunds/{}", again.data()["id"].as_str().unwrap()), Some(&s.key)).await;
     assert_eq!(g.data()["status"], "failed");
     assert!(g.data()["failure_reason"].as_str().unwrap().contains("sanctions"), "{}", g.body);

@@ -3,7 +3,7 @@
 //! when the change was committed.
 
 use chrono::{DateTime, Utc};
-use entity::{Environment, audit_log};
+use entity::{Environment, MerchantId, audit_log};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel, QueryFilter, QueryOrder,
     QuerySelect,
@@ -40,8 +40,8 @@ impl Entry {
         }
     }
 
-    pub fn merchant(mut self, merchant_id: Uuid, environment: Option<Environment>) -> Entry {
-        self.merchant_id = Some(merchant_id);
+    pub fn merchant(mut self, merchant_id: MerchantId, environment: Option<Environment>) -> Entry {
+        self.merchant_id = Some(merchant_id.into());
         self.environment = environment;
         self
     }

@@ -15,12 +15,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use entity::{Environment, api_key};
+use entity::{ApiKeyId, Environment, MerchantId, api_key};
 use rand::RngCore;
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
-use uuid::Uuid;
 
 use crate::cache::TtlCache;
 
@@ -150,8 +149,8 @@ pub fn hash_key(key: &str) -> [u8; 32] {
 /// Who is calling: the key's merchant, environment and permissions.
 #[derive(Debug, Clone)]
 pub struct Principal {
-    pub key_id: Uuid,
-    pub merchant_id: Uuid,
+    pub key_id: ApiKeyId,
+    pub merchant_id: MerchantId,
     pub environment: Environment,
     pub permissions: Permissions,
 }
@@ -212,8 +211,8 @@ impl KeyCache {
                     Verdict::Rejected("API key has been revoked")
                 } else {
                     Verdict::Valid(Arc::new(Principal {
-                        key_id: k.id,
-                        merchant_id: k.merchant_id,
+                        key_id: k.id.into(),
+                        merchant_id: k.merchant_id.into(),
                         environment: k.environment,
                         permissions: Permissions::from_json(&k.permissions),
                     }))

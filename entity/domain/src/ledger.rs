@@ -19,7 +19,7 @@
 //! payment/payout row → balance → invoice credit.
 
 use chrono::Utc;
-use entity::{Amount, Bucket, EntryType, Environment, balance, ledger_entry};
+use entity::{Amount, Bucket, EntryType, Environment, InvoiceId, MerchantId, balance, ledger_entry};
 use rust_decimal::Decimal;
 use sea_orm::sea_query::OnConflict;
 use sea_orm::{ActiveModelTrait, ActiveValue::Set, ConnectionTrait, DbErr, EntityTrait};
@@ -57,8 +57,8 @@ pub struct Account<'a> {
 }
 
 impl<'a> Account<'a> {
-    pub fn of(merchant_id: Uuid, env: Environment, gate_id: &'a str) -> Self {
-        Account { merchant_id, env, gate_id }
+    pub fn of(merchant_id: MerchantId, env: Environment, gate_id: &'a str) -> Self {
+        Account { merchant_id: merchant_id.into(), env, gate_id }
     }
 }
 
@@ -168,7 +168,7 @@ async fn post_with<C: ConnectionTrait>(
 /// negative debits (refused below zero). Returns the balance after it.
 pub async fn adjust(
     db: &impl crate::db::WriteDb,
-    merchant_id: Uuid,
+    merchant_id: MerchantId,
     env: Environment,
     gate: &crate::gates::Gate,
     amount: Decimal,
@@ -252,7 +252,7 @@ pub async fn post_credits<C: ConnectionTrait>(txn: &C, credits: &[Credit<'_>]) -
                 reference,
                 description: Some("deposit confirmed".into()),
             };
-            add(&mut accounts, Account::of(c.merchant_id, env, &payment.gate_id), release);
+            add(&mut accounts, Account::of(c.merchant_id.into(), env, &payment.gate_id), release);
         }
         let credit = Posting {
             bucket: Bucket::Available,
@@ -261,7 +261,7 @@ pub async fn post_credits<C: ConnectionTrait>(txn: &C, credits: &[Credit<'_>]) -
             reference,
             description: None,
         };
-        add(&mut accounts, Account::of(c.merchant_id, env, c.gate), credit);
+        add(&mut accounts, Account::of(c.merchant_id.into(), env, c.gate), credit);
         invoice_credits.push(InvoiceCredit {
             invoice_id: payment.invoice_id,
             merchant_id: c.merchant_id,
@@ -349,11 +349,12 @@ pub async fn add_invoice_credits<C: ConnectionTrait>(
 /// [`add_invoice_credits`] of one invoice and gate.
 pub async fn add_invoice_credit<C: ConnectionTrait>(
     txn: &C,
-    invoice_id: Uuid,
-    merchant_id: Uuid,
+    invoice_id: InvoiceId,
+    merchant_id: MerchantId,
     env: Environment,
     gate_id: &str,
     amount: Decimal,
 ) -> Result<(), LedgerError> {
+    let (invoice_id, merchant_id) = (invoice_id.into(), merchant_id.into());
     add_invoice_credits(txn, &[InvoiceCredit { invoice_id, merchant_id, env, gate_id, amount }]).await
 }

@@ -35,6 +35,11 @@ pub mod telemetry;
 pub mod unclaimed;
 pub mod webhooks;
 
+pub use entity::ids::{
+    ApiKeyId, DeliveryId, EventId, InvoiceId, MerchantId, PayoutId, RefundId, SandboxTransferId, StaticAddressId,
+    UnclaimedDepositId,
+};
+
 use config::Config;
 use state::AppState;
 

@@ -1,7 +1,7 @@
 //! Merchants and API keys: the operator-side service behind `ops`.
 
 use chrono::Utc;
-use entity::{Amount, Environment, api_key, merchant};
+use entity::{Amount, ApiKeyId, Environment, MerchantId, api_key, merchant};
 use rust_decimal::Decimal;
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, PaginatorTrait,
@@ -33,9 +33,9 @@ pub enum MerchantError {
     #[error("{0}")]
     Invalid(String),
     #[error("merchant {0} not found")]
-    NotFound(Uuid),
+    NotFound(MerchantId),
     #[error("API key {0} not found")]
-    KeyNotFound(Uuid),
+    KeyNotFound(ApiKeyId),
     #[error(transparent)]
     Db(#[from] sea_orm::DbErr),
 }
@@ -85,7 +85,7 @@ pub async fn create_merchant(
     Ok(m.insert(db).await?)
 }
 
-pub async fn get_merchant(db: &impl ConnectionTrait, id: Uuid) -> Result<merchant::Model, MerchantError> {
+pub async fn get_merchant(db: &impl ConnectionTrait, id: MerchantId) -> Result<merchant::Model, MerchantError> {
     merchant::Entity::find_by_id(id).one(db).await?.ok_or(MerchantError::NotFound(id))
 }
 
@@ -95,7 +95,7 @@ pub async fn list_merchants(db: &DatabaseConnection) -> Result<Vec<merchant::Mod
 
 pub async fn update_settings(
     db: &impl ConnectionTrait,
-    id: Uuid,
+    id: MerchantId,
     settings: &MerchantSettings,
 ) -> Result<merchant::Model, MerchantError> {
     settings.validate()?;
@@ -146,7 +146,7 @@ impl MerchantRateLimits {
 /// apply them within `auth.cache_ttl_secs` (their merchant cache).
 pub async fn set_rate_limits(
     db: &impl ConnectionTrait,
-    id: Uuid,
+    id: MerchantId,
     limits: &MerchantRateLimits,
 ) -> Result<merchant::Model, MerchantError> {
     limits.validate()?;
@@ -163,7 +163,7 @@ pub async fn set_rate_limits(
 /// Creates a key and returns it with its plaintext, which is not stored and cannot be shown again.
 pub async fn create_api_key(
     db: &impl ConnectionTrait,
-    merchant_id: Uuid,
+    merchant_id: MerchantId,
     env: Environment,
     permissions: Permissions,
     label: Option<&str>,
@@ -172,7 +172,7 @@ pub async fn create_api_key(
     let key = generate_key(env);
     let model = api_key::ActiveModel {
         id: Set(Uuid::now_v7()),
-        merchant_id: Set(merchant_id),
+        merchant_id: Set(merchant_id.into()),
         environment: Set(env),
         key_hash: Set(hex::encode(hash_key(&key))),
         key_prefix: Set(key[..16].to_owned()),
@@ -188,7 +188,7 @@ pub async fn create_api_key(
 
 pub async fn list_api_keys(
     db: &DatabaseConnection,
-    merchant_id: Option<Uuid>,
+    merchant_id: Option<MerchantId>,
 ) -> Result<Vec<api_key::Model>, MerchantError> {
     let mut q = api_key::Entity::find().order_by_asc(api_key::Column::CreatedAt);
     if let Some(m) = merchant_id {
@@ -198,7 +198,7 @@ pub async fn list_api_keys(
 }
 
 /// Revokes a key. Idempotent: revoking a revoked key keeps its first revocation time.
-pub async fn revoke_api_key(db: &impl ConnectionTrait, key_id: Uuid) -> Result<api_key::Model, MerchantError> {
+pub async fn revoke_api_key(db: &impl ConnectionTrait, key_id: ApiKeyId) -> Result<api_key::Model, MerchantError> {
     let k = api_key::Entity::find_by_id(key_id).one(db).await?.ok_or(MerchantError::KeyNotFound(key_id))?;
     if k.revoked_at.is_some() {
         return Ok(k);
@@ -215,6 +215,6 @@ pub async fn seed_demo(db: &DatabaseConnection) -> Result<Option<(merchant::Mode
         return Ok(None);
     }
     let m = create_merchant(db, "Demo merchant", &MerchantSettings::default()).await?;
-    let (_, key) = create_api_key(db, m.id, Environment::Test, Permissions::all(), Some("demo")).await?;
+    let (_, key) = create_api_key(db, m.id.into(), Environment::Test, Permissions::all(), Some("demo")).await?;
     Ok(Some((m, key)))
 }

@@ -12,6 +12,8 @@ use crate::keys::Principal;
 pub trait Owned: EntityTrait<Model: Sync> {
     /// How a missing row is named in its 404 (`static address not found`).
     const NAME: &'static str;
+    /// The typed id of one row (`InvoiceId` for invoices).
+    type Id: Into<Uuid> + Copy;
     const ID: Self::Column;
     const MERCHANT_ID: Self::Column;
     const ENVIRONMENT: Self::Column;
@@ -20,9 +22,10 @@ pub trait Owned: EntityTrait<Model: Sync> {
 }
 
 macro_rules! owned {
-    ($($table:ident => $name:literal),+ $(,)?) => {$(
+    ($($table:ident($id:ident) => $name:literal),+ $(,)?) => {$(
         impl Owned for entity::$table::Entity {
             const NAME: &'static str = $name;
+            type Id = entity::$id;
             const ID: Self::Column = entity::$table::Column::Id;
             const MERCHANT_ID: Self::Column = entity::$table::Column::MerchantId;
             const ENVIRONMENT: Self::Column = entity::$table::Column::Environment;
@@ -31,7 +34,13 @@ macro_rules! owned {
     )+};
 }
 
-owned!(invoice => "invoice", payout => "payout", refund => "refund", event => "event", static_address => "static address");
+owned!(
+    invoice(InvoiceId) => "invoice",
+    payout(PayoutId) => "payout",
+    refund(RefundId) => "refund",
+    event(EventId) => "event",
+    static_address(StaticAddressId) => "static address",
+);
 
 /// A list's query parameters beyond the page: which of the caller's rows of `E` it shows.
 pub trait Filter<E: EntityTrait> {
@@ -55,7 +64,8 @@ impl Principal {
 }
 
 /// The row `id` of `E` if `who` may see it; anything else is `not_found`.
-pub async fn get<E: Owned>(db: &impl ConnectionTrait, who: &Principal, id: Uuid) -> DomainResult<E::Model> {
+pub async fn get<E: Owned>(db: &impl ConnectionTrait, who: &Principal, id: E::Id) -> DomainResult<E::Model> {
+    let id: Uuid = id.into();
     who.rows::<E>().filter(E::ID.eq(id)).one(db).await?.ok_or_else(|| DomainError::not_found(E::NAME))
 }
 

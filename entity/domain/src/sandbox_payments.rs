@@ -3,10 +3,9 @@
 //! /v1/test/deposits`, `…/reverse`, `/v1/test/blocks`), the checkout page's test-mode buttons
 //! and `ops sandbox` make goes through here.
 
-use entity::{Environment, sandbox_transfer};
+use entity::{Environment, SandboxTransferId, sandbox_transfer};
 use rust_decimal::Decimal;
 use sea_orm::DatabaseConnection;
-use uuid::Uuid;
 
 use crate::chain::sandbox::SandboxChain;
 use crate::config::SandboxConfig;
@@ -57,7 +56,7 @@ pub async fn reverse(
     db: &DatabaseConnection,
     sandbox: &SandboxConfig,
     gate: &'static Gate,
-    transfer_id: Uuid,
+    transfer_id: SandboxTransferId,
 ) -> DomainResult<Option<sandbox_transfer::Model>> {
     let Some(t) = chain(db, sandbox, gate).reverse(transfer_id).await.map_err(DomainError::internal)? else {
         return Ok(None);

@@ -130,8 +130,9 @@ impl AppState {
     /// The merchant's settings, cached like API keys (same TTL).
     pub async fn merchant(
         &self,
-        id: uuid::Uuid,
+        id: entity::MerchantId,
     ) -> Result<Arc<entity::merchant::Model>, crate::domain_error::DomainError> {
+        let id = uuid::Uuid::from(id);
         if let Some(m) = self.merchants.get(&id) {
             return Ok(m);
         }

@@ -6,11 +6,10 @@
 //! since; until then resolving it is refused, and one gone from the chain has nothing to return.
 
 use chrono::Utc;
-use entity::{Environment, UnclaimedStatus, unclaimed_deposit};
+use entity::{Environment, UnclaimedDepositId, UnclaimedStatus, unclaimed_deposit};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter, QueryOrder};
 use serde_json::{Value, json};
-use uuid::Uuid;
 
 use crate::audit::{Entry, record};
 
@@ -92,9 +91,9 @@ pub enum ResolveError {
     #[error("--reason must not be empty")]
     EmptyReason,
     #[error("no unclaimed deposit {0}")]
-    NotFound(Uuid),
+    NotFound(UnclaimedDepositId),
     #[error("unclaimed deposit {0} is already resolved")]
-    AlreadyResolved(Uuid),
+    AlreadyResolved(UnclaimedDepositId),
     /// Not at its gate's confirmations, missing or gone: why.
     #[error("{0}")]
     NotRefundable(String),
@@ -108,7 +107,7 @@ pub enum ResolveError {
 /// resolves it, and a tracker that found it missing meanwhile wins (the deposit is read again).
 pub async fn resolve(
     db: &DatabaseConnection,
-    id: Uuid,
+    id: UnclaimedDepositId,
     reason: &str,
     actor: &str,
 ) -> Result<unclaimed_deposit::Model, ResolveError> {
@@ -127,7 +126,7 @@ pub async fn resolve(
 /// guarded update (nothing written; read it again).
 async fn try_resolve(
     db: &DatabaseConnection,
-    id: Uuid,
+    id: UnclaimedDepositId,
     reason: &str,
     actor: &str,
 ) -> Result<Option<unclaimed_deposit::Model>, ResolveError> {

@@ -178,12 +178,17 @@ async fn measure(args: &BenchPipelineArgs, gate: &'static Gate, db_url: &str, pr
     for i in 0..args.merchants {
         let m =
             domain::merchants::create_merchant(&state.db, &format!("bench-pipeline-{i}"), &Default::default()).await?;
-        let (key, _) =
-            domain::merchants::create_api_key(&state.db, m.id, Environment::Test, Permissions::all(), Some("bench"))
-                .await?;
+        let (key, _) = domain::merchants::create_api_key(
+            &state.db,
+            m.id.into(),
+            Environment::Test,
+            Permissions::all(),
+            Some("bench"),
+        )
+        .await?;
         merchants.push(Principal {
-            key_id: key.id,
-            merchant_id: m.id,
+            key_id: key.id.into(),
+            merchant_id: m.id.into(),
             environment: Environment::Test,
             permissions: Permissions::all(),
         });
@@ -407,7 +412,7 @@ async fn verify(
         ),
     );
 
-    let merchant_ids: Vec<Uuid> = merchants.iter().map(|m| m.merchant_id).collect();
+    let merchant_ids: Vec<Uuid> = merchants.iter().map(|m| m.merchant_id.into()).collect();
     let credits = ledger_entry::Entity::find()
         .filter(ledger_entry::Column::MerchantId.is_in(merchant_ids.clone()))
         .filter(ledger_entry::Column::Bucket.eq(Bucket::Available))

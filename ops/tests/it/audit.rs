@@ -92,8 +92,8 @@ async fn pending_payouts(ops: &Ops, merchant: Uuid) -> [Uuid; 2] {
     let config = domain::config::Config { database_url: ops.database_url(), ..Default::default() };
     let state = api::bootstrap(config).await.unwrap();
     let who = api::auth::Principal {
-        key_id: Uuid::new_v4(),
-        merchant_id: merchant,
+        key_id: Uuid::new_v4().into(),
+        merchant_id: merchant.into(),
         environment: entity::Environment::Test,
         permissions: api::auth::Permissions::all(),
     };
@@ -364,10 +364,12 @@ async fn past_events_reach_an_endpoint_added_later() {
     // Two events while the merchant has no endpoint: dispatched to nobody.
     for (i, t) in [EventKind::InvoicePaid, EventKind::PayoutCompleted].into_iter().enumerate() {
         let data = serde_json::json!({"invoice_id": Uuid::now_v7(), "n": i});
-        emit(&db, merchant, entity::Environment::Test, t, format!("past:{i}"), data).await.unwrap();
+        emit(&db, merchant.into(), entity::Environment::Test, t, format!("past:{i}"), data).await.unwrap();
     }
     let live = serde_json::json!({"n": "live"});
-    emit(&db, merchant, entity::Environment::Live, EventKind::InvoicePaid, "past:live".into(), live).await.unwrap();
+    emit(&db, merchant.into(), entity::Environment::Live, EventKind::InvoicePaid, "past:live".into(), live)
+        .await
+        .unwrap();
     let round = domain::webhooks::dispatch::dispatch_batch(&db, 100).await.unwrap();
     assert_eq!((round.events, round.deliveries.len()), (3, 0));
 

@@ -35,7 +35,7 @@ pub mod venue;
 
 use chrono::Utc;
 use entity::{
-    Amount, Bucket, ConversionState, ConversionTrigger, EntryType, PaymentStatus, invoice, payment,
+    Amount, Bucket, ConversionState, ConversionTrigger, EntryType, MerchantId, PaymentStatus, invoice, payment,
     settlement_conversion,
 };
 use rust_decimal::Decimal;
@@ -403,7 +403,7 @@ async fn post_conversion<C: ConnectionTrait>(
         reference,
         description: Some(format!("{amount} {} ({}) at {rate}, fee {fee}", source.asset.to_owned(), source.id)),
     }];
-    let (merchant, env) = (inv.merchant_id, p.environment);
+    let (merchant, env) = (MerchantId::from(inv.merchant_id), p.environment);
     if source.id < target.id {
         ledger::post(txn, ledger::Account::of(merchant, env, source.id), &source_postings).await?;
         ledger::post(txn, ledger::Account::of(merchant, env, target.id), &target_postings).await?;
@@ -411,7 +411,7 @@ async fn post_conversion<C: ConnectionTrait>(
         ledger::post(txn, ledger::Account::of(merchant, env, target.id), &target_postings).await?;
         ledger::post(txn, ledger::Account::of(merchant, env, source.id), &source_postings).await?;
     }
-    ledger::add_invoice_credit(txn, inv.id, merchant, env, target.id, net).await?;
+    ledger::add_invoice_credit(txn, inv.id.into(), merchant, env, target.id, net).await?;
     Ok(())
 }
 

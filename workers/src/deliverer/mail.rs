@@ -78,7 +78,7 @@ impl Mailer {
             (_, _, Some(a), Some(c)) => (a.0.normalize().to_string(), c.clone()),
             _ => (String::new(), String::new()),
         };
-        let url = domain::invoices::types::checkout_url(&self.base_url, inv.id);
+        let url = domain::invoices::types::checkout_url(&self.base_url, inv.id.into());
         let args = [("merchant", merchant), ("amount", amount.as_str()), ("currency", currency.as_str())];
         let mut text = vec![fill("email_greeting", &[]), String::new(), fill("email_body", &args)];
         let mut html = vec![

@@ -458,7 +458,7 @@ impl Executor {
                 description: Some(format!("network fee {actual_fee}, {estimate} reserved")),
             });
         }
-        ledger::post(&txn, ledger::Account::of(p.merchant_id, p.environment, &p.gate_id), &postings).await?;
+        ledger::post(&txn, ledger::Account::of(p.merchant_id.into(), p.environment, &p.gate_id), &postings).await?;
         let after = payout::Entity::find_by_id(p.id)
             .one(&txn)
             .await?

@@ -38,7 +38,7 @@ pub(super) async fn post_seen<C: ConnectionTrait>(
             description: Some("deposit seen, awaiting confirmations".into()),
         })
         .collect();
-    ledger::post(txn, ledger::Account::of(first.merchant_id, env, gate_id), &postings).await?;
+    ledger::post(txn, ledger::Account::of(first.merchant_id.into(), env, gate_id), &postings).await?;
     Ok(())
 }
 

@@ -6,8 +6,8 @@ use std::collections::{HashMap, HashSet};
 
 use chrono::{Duration, Utc};
 use entity::{
-    Amount, Environment, InvoiceStatus, UnclaimedReason, UnclaimedStatus, UnclaimedTrigger, invoice, payment,
-    static_address, unclaimed_deposit,
+    Amount, Environment, InvoiceId, InvoiceStatus, UnclaimedReason, UnclaimedStatus, UnclaimedTrigger, invoice,
+    payment, static_address, unclaimed_deposit,
 };
 use sea_orm::sea_query::{Expr, OnConflict};
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, TryInsertResult};
@@ -210,7 +210,7 @@ async fn invoices_see_deposits<C: ConnectionTrait>(txn: &C, fresh: &[Matched<'_>
     for m in fresh.iter().filter(|m| m.invoice.status == InvoiceStatus::Pending) {
         causes.entry(m.invoice.id).or_insert(m);
     }
-    let ids: Vec<Uuid> = causes.keys().copied().collect();
+    let ids: Vec<InvoiceId> = causes.keys().copied().map(InvoiceId::from).collect();
     let moved = domain::invoices::lifecycle::see_deposits(txn, &ids, Utc::now()).await?;
     let events: Vec<_> = moved
         .iter()

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use chrono::Utc;
-use entity::{Amount, InvoiceStatus, InvoiceTrigger, PaymentStatus, invoice, payment, static_address};
+use entity::{Amount, InvoiceId, InvoiceStatus, InvoiceTrigger, PaymentStatus, invoice, payment, static_address};
 use rust_decimal::Decimal;
 use sea_orm::sea_query::{CaseStatement, Expr};
 use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
@@ -216,7 +216,7 @@ async fn invoices_see_confirmations<C: ConnectionTrait>(
 
     // Per invoice: its late deposits, or the transition its payments make.
     let mut late = Vec::new();
-    let mut transitions: Vec<((InvoiceStatus, InvoiceTrigger), Vec<Uuid>)> = Vec::new();
+    let mut transitions: Vec<((InvoiceStatus, InvoiceTrigger), Vec<InvoiceId>)> = Vec::new();
     let mut caused = HashMap::new();
     for (p, _) in moved {
         let inv = invoices.get(&p.invoice_id).ok_or_else(|| PipelineError::Invariant("invoice not locked".into()))?;
@@ -246,8 +246,8 @@ async fn invoices_see_confirmations<C: ConnectionTrait>(
         };
         if let Some((trigger, event)) = trigger {
             match transitions.iter_mut().find(|(key, _)| *key == (inv.status, trigger)) {
-                Some((_, ids)) => ids.push(inv.id),
-                None => transitions.push(((inv.status, trigger), vec![inv.id])),
+                Some((_, ids)) => ids.push(InvoiceId::from(inv.id)),
+                None => transitions.push(((inv.status, trigger), vec![InvoiceId::from(inv.id)])),
             }
             caused.insert(inv.id, (event, p));
         }

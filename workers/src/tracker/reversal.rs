@@ -123,7 +123,8 @@ async fn reverse(db: &DatabaseConnection, p: &payment::Model) -> Result<(), Pipe
                 reference,
                 description: Some("uncredited deposit reversed".into()),
             };
-            ledger::post(&txn, ledger::Account::of(inv.merchant_id, inv.environment, &p.gate_id), &[posting]).await?;
+            ledger::post(&txn, ledger::Account::of(inv.merchant_id.into(), inv.environment, &p.gate_id), &[posting])
+                .await?;
             if p.status == PaymentStatus::Confirmed {
                 // Confirmed, awaiting its conversion: it counted as paid.
                 if let Some(sa) = inv.static_address_id {
@@ -160,8 +161,12 @@ async fn reverse(db: &DatabaseConnection, p: &payment::Model) -> Result<(), Pipe
             if let Some(sa) = inv.static_address_id {
                 add_static_total(&txn, sa, -p.amount.0).await?;
             }
-            ledger::post_allowing_debt(&txn, ledger::Account::of(inv.merchant_id, inv.environment, &gate), &[posting])
-                .await?;
+            ledger::post_allowing_debt(
+                &txn,
+                ledger::Account::of(inv.merchant_id.into(), inv.environment, &gate),
+                &[posting],
+            )
+            .await?;
             shrink_invoice_credit(&txn, inv.id, &gate, credited).await?;
             let inv = refresh_amount_paid(&txn, &inv).await?;
             announce_invalid(&txn, &inv, &p_after).await?;

@@ -17,7 +17,7 @@ use domain::events::{self, EventKind};
 use domain::webhooks::outbound::TargetPolicy;
 use domain::webhooks::secrets::SecretBox;
 use domain::webhooks::{WebhookError, admin, dispatch, endpoints};
-use entity::{DeliveryStatus, Environment, event, webhook_attempt, webhook_delivery};
+use entity::{DeliveryId, DeliveryStatus, Environment, event, webhook_attempt, webhook_delivery};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder};
 use serde_json::json;
@@ -68,7 +68,7 @@ impl Hooks {
 
     async fn endpoint_of(&self, merchant: Uuid, env: Environment, url: &str) -> String {
         let policy = TargetPolicy { allow_insecure: true };
-        let (_, secret) = endpoints::set(self.db(), &sbox(), policy, merchant, env, url).await.unwrap();
+        let (_, secret) = endpoints::set(self.db(), &sbox(), policy, merchant.into(), env, url).await.unwrap();
         secret.expect("a new endpoint's secret")
     }
 
@@ -79,7 +79,7 @@ impl Hooks {
     async fn event_of(&self, merchant: Uuid, env: Environment, kind: EventKind, n: usize) -> Uuid {
         let data = json!({"invoice_id": Uuid::now_v7(), "status": "paid", "n": n});
         let key = format!("{kind}:{}", Uuid::now_v7());
-        events::emit(self.db(), merchant, env, kind, key, data).await.unwrap().expect("a new event")
+        events::emit(self.db(), merchant.into(), env, kind, key, data).await.unwrap().expect("a new event").into()
     }
 
     /// Another merchant whose test endpoint is a receiver that answers 200 and verifies.
@@ -142,7 +142,7 @@ impl Hooks {
     }
 
     async fn attempts(&self, id: Uuid) -> Vec<webhook_attempt::Model> {
-        admin::attempts(self.db(), id).await.unwrap().1
+        admin::attempts(self.db(), id.into()).await.unwrap().1
     }
 }
 
@@ -262,7 +262,7 @@ async fn after_the_last_retry_a_delivery_is_dead_until_replayed() {
 
     // The operator lists the failed ones in the time range and replays them.
     let filter = admin::DeliveryFilter { since: Some(since), ..Default::default() };
-    assert_eq!(admin::failed(h.db(), &filter).await.unwrap(), [id]);
+    assert_eq!(admin::failed(h.db(), &filter).await.unwrap(), [DeliveryId::from(id)]);
     let later = admin::DeliveryFilter { since: Some(Utc::now() + chrono::Duration::seconds(60)), ..Default::default() };
     assert!(admin::failed(h.db(), &later).await.unwrap().is_empty());
     let listed = admin::list(
@@ -278,18 +278,18 @@ async fn after_the_last_retry_a_delivery_is_dead_until_replayed() {
     .unwrap();
     assert_eq!(listed.len(), 1);
     rx.set_default(Behaviour::Ok(Duration::ZERO));
-    assert!(admin::replay(h.db(), id).await.unwrap());
-    assert!(!admin::replay(h.db(), id).await.unwrap(), "already pending");
+    assert!(admin::replay(h.db(), id.into()).await.unwrap());
+    assert!(!admin::replay(h.db(), id.into()).await.unwrap(), "already pending");
     assert_eq!(h.drive(id).await, Outcome::Delivered);
     let r = rx.received();
     assert_eq!(r.len(), 4);
     assert!(r.iter().all(|r| r.delivery_id == id.to_string()), "a replay keeps the delivery id");
     assert_eq!(h.attempts(id).await.len(), 4, "the history keeps every attempt");
     // A delivered one can be replayed too (the merchant lost it on their side).
-    assert!(admin::replay(h.db(), id).await.unwrap());
+    assert!(admin::replay(h.db(), id.into()).await.unwrap());
     assert_eq!(h.drive(id).await, Outcome::Delivered);
     assert_eq!(rx.count(), 5);
-    assert!(matches!(admin::replay(h.db(), Uuid::now_v7()).await, Err(WebhookError::UnknownDelivery(_))));
+    assert!(matches!(admin::replay(h.db(), Uuid::now_v7().into()).await, Err(WebhookError::UnknownDelivery(_))));
 }
 
 /// Attempts running at once share their claims and records (`deliverer::group`): each still gets
@@ -500,7 +500,9 @@ async fn rotation_signs_with_both_secrets_during_the_overlap() {
     let rx = Receiver::start(ANY.parse().unwrap(), &[], Behaviour::Ok(Duration::ZERO)).await.unwrap();
     let old = h.endpoint(Environment::Test, &rx.url()).await;
     let (info, new) =
-        endpoints::rotate(h.db(), &sbox(), h.merchant, Environment::Test, chrono::Duration::hours(1)).await.unwrap();
+        endpoints::rotate(h.db(), &sbox(), h.merchant.into(), Environment::Test, chrono::Duration::hours(1))
+            .await
+            .unwrap();
     assert!(info.previous_secret_until.is_some());
     assert_ne!(old, new);
     // A receiver still on the old secret and one already on the new both verify.
@@ -526,10 +528,13 @@ async fn rotation_signs_with_both_secrets_during_the_overlap() {
     let header = rx.received().iter().filter(|r| r.verified).count();
     assert_eq!(header, 3);
     // Removal: new events are not delivered.
-    assert!(endpoints::remove(h.db(), h.merchant, Environment::Test).await.unwrap());
+    assert!(endpoints::remove(h.db(), h.merchant.into(), Environment::Test).await.unwrap());
     h.event(Environment::Test, EventKind::Test, 2).await;
     assert!(h.dispatch().await.is_empty());
-    assert!(matches!(admin::send_test(h.db(), h.merchant, Environment::Test).await, Err(WebhookError::NoEndpoint(..))));
+    assert!(matches!(
+        admin::send_test(h.db(), h.merchant.into(), Environment::Test).await,
+        Err(WebhookError::NoEndpoint(..))
+    ));
 }
 
 #[tokio::test]
@@ -538,7 +543,7 @@ async fn internal_targets_are_refused_when_saved_and_when_connecting() {
     let h = Hooks::new(strict).await;
     let policy = TargetPolicy { allow_insecure: false };
     let sb = sbox();
-    let set = |env, url: &'static str| endpoints::set(h.db(), &sb, policy, h.merchant, env, url);
+    let set = |env, url: &'static str| endpoints::set(h.db(), &sb, policy, h.merchant.into(), env, url);
     for (env, url, why) in [
         (Environment::Live, "http://shop.example/hook", "https"),
         (Environment::Live, "https://127.0.0.1/hook", "loopback"),
@@ -562,7 +567,7 @@ async fn internal_targets_are_refused_when_saved_and_when_connecting() {
         merchant_id: h.merchant,
         environment: Environment::Test,
         url: format!("http://localhost:{}/webhooks", rx.addr.port()),
-        secret_ciphertext: sbox().seal(h.merchant, Environment::Test, "whsec_x"),
+        secret_ciphertext: sbox().seal(h.merchant.into(), Environment::Test, "whsec_x"),
         previous_secret_ciphertext: None,
         previous_secret_expires_at: None,
         created_at: now,
@@ -594,7 +599,7 @@ async fn a_later_event_of_an_invoice_dispatched_with_its_earlier_one_waits_for_i
     let invoice = Uuid::now_v7();
     let emit = |kind: EventKind, invoice: Uuid| {
         let data = json!({"invoice_id": invoice, "status": kind.as_str()});
-        events::emit(h.db(), h.merchant, Environment::Test, kind, format!("{kind}:{invoice}"), data)
+        events::emit(h.db(), h.merchant.into(), Environment::Test, kind, format!("{kind}:{invoice}"), data)
     };
     emit(EventKind::InvoiceConfirming, invoice).await.unwrap();
     emit(EventKind::InvoicePaid, invoice).await.unwrap();
@@ -629,7 +634,9 @@ async fn unordered_deliveries_do_not_wait() {
     let invoice = Uuid::now_v7();
     for kind in [EventKind::InvoiceConfirming, EventKind::InvoicePaid] {
         let data = json!({"invoice_id": invoice, "status": kind.as_str()});
-        events::emit(h.db(), h.merchant, Environment::Test, kind, format!("{kind}:{invoice}"), data).await.unwrap();
+        events::emit(h.db(), h.merchant.into(), Environment::Test, kind, format!("{kind}:{invoice}"), data)
+            .await
+            .unwrap();
     }
     let ids = h.dispatch().await;
     let later = h.delivery(ids[1]).await;
@@ -824,7 +831,7 @@ async fn a_record_refused_even_alone_leaves_only_its_delivery_dead_with_the_reas
     assert_eq!(h.deliverer.attempt(refused).await.unwrap(), Outcome::Skipped);
     assert!(receivers.iter().all(|rx| rx.count() == 3));
     // The operator replays it: its next attempt has its own number and is recorded.
-    assert!(admin::replay(h.db(), refused).await.unwrap());
+    assert!(admin::replay(h.db(), refused.into()).await.unwrap());
     assert_eq!(h.drive(refused).await, Outcome::Delivered);
     assert_eq!(receivers.iter().map(Receiver::count).sum::<usize>(), 10);
     assert_eq!(h.attempts(refused).await.len(), 2);

@@ -312,7 +312,7 @@ async fn a_stuck_payout_replaced_by_the_operator_fails_releases_its_funds_and_it
     let before = x.balance().await;
 
     // `ops payouts replace`: recorded; the executor signs and sends the replacement.
-    domain::payouts::operator::request_replace(db, id).await.unwrap();
+    domain::payouts::operator::request_replace(db, id.into()).await.unwrap();
     executor.execute(id).await.unwrap();
     let r = entity::payout_replacement::Entity::find_by_id(id).one(db).await.unwrap().unwrap();
     let replacement = r.tx_hash.clone().expect("replacement signed and stored");
@@ -388,7 +388,7 @@ async fn the_operator_fails_a_signed_payout_only_once_its_nonce_is_used_at_depth
     let original = x.row(id).await.tx_hash.unwrap();
     // In the mempool: it may be mined.
     assert_eq!(dead_tx(&executor.chains, &x.row(id).await).await.unwrap(), None);
-    let err = operator::fail(db, id, "stuck", None).await.unwrap_err().to_string();
+    let err = operator::fail(db, id.into(), "stuck", None).await.unwrap_err().to_string();
     assert!(err.contains("may still be mined"), "{err}");
     x.anvil.rpc("anvil_dropTransaction", json!([original])).await;
     let other = json!({"from": HOT_WALLET, "to": HOT_WALLET, "value": "0x0", "nonce": "0x0"});
@@ -400,7 +400,7 @@ async fn the_operator_fails_a_signed_payout_only_once_its_nonce_is_used_at_depth
     let dead = dead_tx(&executor.chains, &x.row(id).await).await.unwrap().expect("dead at depth");
     assert_eq!(dead.tx_hash, original);
     assert!(dead.why.contains("nonce 0 was used by another transaction"), "{dead:?}");
-    let p = operator::fail(db, id, "stuck", Some(&dead)).await.unwrap();
+    let p = operator::fail(db, id.into(), "stuck", Some(&dead)).await.unwrap();
     assert_eq!(p.status, PayoutStatus::Failed);
     let b = x.balance().await;
     assert_eq!((b.available.0, b.reserved.0), (d("2"), Decimal::ZERO), "released exactly");

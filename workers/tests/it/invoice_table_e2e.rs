@@ -157,8 +157,10 @@ async fn every_row_of_the_invoice_table() {
     let conn = domain::db::connect(&config).await.unwrap();
     let merchant = domain::merchants::create_merchant(&conn, "E2E", &Default::default()).await.unwrap();
     let all = api::auth::Permissions::all();
-    let key =
-        domain::merchants::create_api_key(&conn, merchant.id, entity::Environment::Test, all, None).await.unwrap().1;
+    let key = domain::merchants::create_api_key(&conn, merchant.id.into(), entity::Environment::Test, all, None)
+        .await
+        .unwrap()
+        .1;
     let c = Client { http, api: _procs[0].url.clone(), key };
 
     // (none) -> pending; (none) -> draft; pending -> cancelled (API cancel, no event).

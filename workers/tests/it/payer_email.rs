@@ -53,8 +53,8 @@ async fn an_invoice_with_payer_email_sends_one_payment_request_then_invoice_sent
     let conn = &state.db;
     let merchant = domain::merchants::create_merchant(conn, "Acme Shop", &Default::default()).await.unwrap().id;
     let who = Principal {
-        key_id: Uuid::now_v7(),
-        merchant_id: merchant,
+        key_id: Uuid::now_v7().into(),
+        merchant_id: merchant.into(),
         environment: Environment::Test,
         permissions: Permissions::all(),
     };

@@ -336,7 +336,7 @@ async fn a_payout_waits_for_approval_and_its_executable_time() {
     assert_eq!(x.executor.execute(id).await.unwrap(), Next::Done, "pending approval: not the executor's");
     assert!(workers::executor::due(&x.app.state.db, Duration::from_secs(30), 10).await.unwrap().is_empty());
     testkit::set_payout_settings(db, x.merchant, Environment::Test, |s| s.payout_delay_secs = 3600).await;
-    domain::payouts::operator::approve(&x.app.state.db, id).await.unwrap();
+    domain::payouts::operator::approve(&x.app.state.db, id.into()).await.unwrap();
     assert!(workers::executor::due(&x.app.state.db, Duration::from_secs(30), 10).await.unwrap().is_empty());
     assert!(matches!(x.executor.execute(id).await.unwrap(), Next::After(d) if d > Duration::from_secs(3500)));
     assert_eq!(x.row(id).await.status, PayoutStatus::Approved);
@@ -445,23 +445,23 @@ async fn an_operator_fails_an_unsigned_payout_releasing_its_funds_but_never_a_si
     x.executor.execute(signed).await.unwrap();
     assert_eq!(x.balance().await, (d("56"), d("44")), "13 + 8 + 23 reserved");
 
-    let p = domain::payouts::operator::fail(&db, queued, "hot wallet key lost", None).await.unwrap();
+    let p = domain::payouts::operator::fail(&db, queued.into(), "hot wallet key lost", None).await.unwrap();
     assert_eq!(p.status, PayoutStatus::Failed);
     assert_eq!(p.failure_reason.as_deref(), Some("failed by operator: hot wallet key lost"));
-    let p = domain::payouts::operator::fail(&db, approved, "merchant asked", None).await.unwrap();
+    let p = domain::payouts::operator::fail(&db, approved.into(), "merchant asked", None).await.unwrap();
     assert_eq!(p.status, PayoutStatus::Failed);
     assert_eq!(x.balance().await, (d("77"), d("23")), "both released exactly; the signed one still held");
     let failed = x.events("payout.failed").await;
     assert_eq!(failed.len(), 2);
     assert!(failed.iter().any(|e| e["failure_reason"] == "failed by operator: hot wallet key lost"), "{failed:?}");
 
-    let err = domain::payouts::operator::fail(&db, signed, "no", None).await.unwrap_err().to_string();
+    let err = domain::payouts::operator::fail(&db, signed.into(), "no", None).await.unwrap_err().to_string();
     assert!(err.contains("signed transaction") && err.contains("replace"), "{err}");
     assert_eq!(x.row(signed).await.status, PayoutStatus::Processing);
     // A sandbox transaction has no account nonce: nothing could displace it, so no replacement.
-    let err = domain::payouts::operator::request_replace(&db, signed).await.unwrap_err().to_string();
+    let err = domain::payouts::operator::request_replace(&db, signed.into()).await.unwrap_err().to_string();
     assert!(err.contains("cannot be replaced"), "{err}");
-    assert!(domain::payouts::operator::fail(&db, queued, "again", None).await.is_err(), "already failed");
+    assert!(domain::payouts::operator::fail(&db, queued.into(), "again", None).await.is_err(), "already failed");
     assert_eq!(x.balance().await, (d("77"), d("23")));
     assert_eq!(x.events("payout.failed").await.len(), 2);
 
@@ -469,12 +469,12 @@ async fn an_operator_fails_an_unsigned_payout_releasing_its_funds_but_never_a_si
     use domain::payouts::operator::DeadTx;
     let held = x.row(signed).await.tx_hash.unwrap();
     let other = DeadTx { tx_hash: "0xother".into(), why: "expired".into() };
-    let err = domain::payouts::operator::fail(&db, signed, "no", Some(&other)).await.unwrap_err().to_string();
+    let err = domain::payouts::operator::fail(&db, signed.into(), "no", Some(&other)).await.unwrap_err().to_string();
     assert!(err.contains("may still be mined"), "{err}");
     assert_eq!(x.row(signed).await.status, PayoutStatus::Processing);
     // Provably dead (what the node said of exactly its transaction): failed, funds released.
     let dead = DeadTx { tx_hash: held.clone(), why: "expired unseen past its window".into() };
-    let p = domain::payouts::operator::fail(&db, signed, "stuck", Some(&dead)).await.unwrap();
+    let p = domain::payouts::operator::fail(&db, signed.into(), "stuck", Some(&dead)).await.unwrap();
     assert_eq!(p.status, PayoutStatus::Failed);
     assert_eq!(
         p.failure_reason.as_deref(),

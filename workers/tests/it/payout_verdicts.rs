@@ -123,12 +123,12 @@ async fn xrp_the_operator_fails_a_signed_payout_only_once_its_transaction_expire
     let h1 = x.row(id).await.tx_hash.unwrap();
     let sent = x.submitted().len();
     assert_eq!(dead_tx(&e.chains, &x.row(id).await).await.unwrap(), None, "its window is open");
-    let err = operator::fail(db, id, "stuck", None).await.unwrap_err().to_string();
+    let err = operator::fail(db, id.into(), "stuck", None).await.unwrap_err().to_string();
     assert!(err.contains("may still be mined"), "{err}");
     x.live.node.close(4);
     let dead = dead_tx(&e.chains, &x.row(id).await).await.unwrap().expect("expired unseen");
     assert_eq!(dead.tx_hash, h1);
-    let p = operator::fail(db, id, "stuck", Some(&dead)).await.unwrap();
+    let p = operator::fail(db, id.into(), "stuck", Some(&dead)).await.unwrap();
     assert_eq!(p.status, PayoutStatus::Failed);
     assert!(p.failure_reason.unwrap().contains("expired unseen"));
     assert_eq!(x.balance().await, (d("20"), Decimal::ZERO), "released exactly");
@@ -176,11 +176,11 @@ async fn bitcoin_the_operator_fails_a_payout_only_once_its_input_is_double_spent
     assert_eq!(chain.broadcast(&conflict).await.unwrap(), Broadcast::Accepted);
     x.live.node.mine(1).await;
     assert_eq!(dead_tx(&e.chains, &x.row(id).await).await.unwrap(), None, "double-spent 1 block deep");
-    assert!(operator::fail(db, id, "lost", None).await.is_err());
+    assert!(operator::fail(db, id.into(), "lost", None).await.is_err());
     x.live.node.mine(2).await;
     let dead = dead_tx(&e.chains, &x.row(id).await).await.unwrap().expect("double-spent at depth");
     assert!(dead.why.contains("double-spent"), "{dead:?}");
-    let p = operator::fail(db, id, "lost", Some(&dead)).await.unwrap();
+    let p = operator::fail(db, id.into(), "lost", Some(&dead)).await.unwrap();
     assert_eq!(p.status, PayoutStatus::Failed);
     assert_eq!(x.balance("bitcoin").await, (d("1"), Decimal::ZERO), "released exactly");
 }

@@ -455,7 +455,7 @@ async fn an_unclaimed_deposit_is_refundable_only_at_the_gates_depth_and_while_on
     let db = &p.app.state.db;
     let listed = async || unclaimed::list(db, Some(Environment::Test), false).await.unwrap();
     let refused = async |id: Uuid, why: &str| {
-        let err = unclaimed::resolve(db, id, "returned", "oscar").await.unwrap_err();
+        let err = unclaimed::resolve(db, id.into(), "returned", "oscar").await.unwrap_err();
         assert!(matches!(err, ResolveError::NotRefundable(_)) && err.to_string().contains(why), "{err}");
     };
     let d = listed().await.remove(0);
@@ -487,7 +487,7 @@ async fn an_unclaimed_deposit_is_refundable_only_at_the_gates_depth_and_while_on
     let cfg = &p.app.state.config.pipeline;
     assert_eq!(tracker::follow_unclaimed(db, &counted, cfg).await.unwrap(), 0);
     assert_eq!(counting.looks(), 0, "a final deposit is not looked at");
-    unclaimed::resolve(db, d.id, "returned in tx 0xabc", "oscar").await.unwrap();
+    unclaimed::resolve(db, d.id.into(), "returned in tx 0xabc", "oscar").await.unwrap();
     assert!(listed().await.is_empty(), "resolved");
 
     // Another the chain loses for good (2 blocks, 3 checks): gone, not listed, nothing to return.

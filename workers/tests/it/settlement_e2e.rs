@@ -68,8 +68,9 @@ async fn setup() -> Setup {
     let sbox = SecretBox::new(SecretBox::parse_key(KEY_HEX).unwrap());
     let receiver = Receiver::start("127.0.0.1:0".parse().unwrap(), &[], Behaviour::Ok(Duration::ZERO)).await.unwrap();
     let policy = TargetPolicy { allow_insecure: true };
-    let (_, secret) =
-        endpoints::set(&dep.conn, &sbox, policy, dep.merchant, Environment::Test, &receiver.url()).await.unwrap();
+    let (_, secret) = endpoints::set(&dep.conn, &sbox, policy, dep.merchant.into(), Environment::Test, &receiver.url())
+        .await
+        .unwrap();
     receiver.set_secrets(&[secret.unwrap().as_str()]);
     Setup { dep, receiver }
 }

@@ -58,7 +58,7 @@ impl Setup {
         let sbox = SecretBox::new(SecretBox::parse_key(KEY_HEX).unwrap());
         let policy = TargetPolicy { allow_insecure: true };
         let (_, secret) =
-            endpoints::set(&self.conn, &sbox, policy, self.merchant, Environment::Test, url).await.unwrap();
+            endpoints::set(&self.conn, &sbox, policy, self.merchant.into(), Environment::Test, url).await.unwrap();
         secret.unwrap()
     }
 
@@ -69,8 +69,10 @@ impl Setup {
             let kind = EventKind::ALL[i % EventKind::ALL.len()];
             let key = format!("e2e:{i}:{}", Uuid::now_v7());
             let data = json!({"invoice_id": Uuid::now_v7(), "n": i});
-            let id = domain::events::emit(&self.conn, self.merchant, Environment::Test, kind, key, data).await.unwrap();
-            ids.insert(id.expect("a new event"));
+            let id = domain::events::emit(&self.conn, self.merchant.into(), Environment::Test, kind, key, data)
+                .await
+                .unwrap();
+            ids.insert(id.expect("a new event").into());
         }
         ids
     }
@@ -220,7 +222,8 @@ async fn an_invoices_later_event_waits_for_its_retrying_first_one_and_others_do_
         async move {
             let data = json!({"invoice_id": invoice, "status": kind.as_str()});
             let key = format!("{kind}:{invoice}");
-            domain::events::emit(&conn, merchant, Environment::Test, kind, key, data).await.unwrap().unwrap()
+            let id = domain::events::emit(&conn, merchant.into(), Environment::Test, kind, key, data).await.unwrap();
+            Uuid::from(id.unwrap())
         }
     };
     let a1 = emit(EventKind::InvoiceConfirming, a).await;

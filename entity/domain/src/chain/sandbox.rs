@@ -9,7 +9,7 @@
 //! transfer can therefore never land in a block the scanner has already read.
 
 use chrono::{DateTime, Duration, Utc};
-use entity::{Amount, sandbox_chain, sandbox_transfer};
+use entity::{Amount, SandboxTransferId, sandbox_chain, sandbox_transfer};
 use rust_decimal::Decimal;
 use sea_orm::sea_query::{Expr, OnConflict};
 use sea_orm::{
@@ -186,7 +186,7 @@ impl SandboxChain {
     }
 
     /// Takes a transfer off the chain (as a reorg or double spend would). Idempotent.
-    pub async fn reverse(&self, transfer_id: Uuid) -> Result<Option<sandbox_transfer::Model>, DbErr> {
+    pub async fn reverse(&self, transfer_id: SandboxTransferId) -> Result<Option<sandbox_transfer::Model>, DbErr> {
         sandbox_transfer::Entity::update_many()
             .col_expr(sandbox_transfer::Column::ReversedAt, Expr::value(Utc::now()))
             .filter(sandbox_transfer::Column::Id.eq(transfer_id))

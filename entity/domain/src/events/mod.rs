@@ -9,11 +9,10 @@ pub mod query;
 pub use kind::{EventKind, Subject};
 
 use chrono::Utc;
-use entity::{event, invoice, payment, payout};
+use entity::{EventId, MerchantId, event, invoice, payment, payout};
 use sea_orm::sea_query::OnConflict;
 use sea_orm::{ConnectionTrait, DbErr, EntityTrait};
 use serde_json::{Value, json};
-use uuid::Uuid;
 
 use crate::invoices::types::ts;
 
@@ -21,19 +20,19 @@ use crate::invoices::types::ts;
 /// (`None` when the `dedupe_key` existed).
 pub async fn emit<C: ConnectionTrait>(
     txn: &C,
-    merchant_id: Uuid,
+    merchant_id: MerchantId,
     env: entity::Environment,
     kind: EventKind,
     dedupe_key: String,
     payload: Value,
-) -> Result<Option<Uuid>, DbErr> {
-    let row = event::Model::new(merchant_id, env, kind.as_str(), dedupe_key, payload, Utc::now());
+) -> Result<Option<EventId>, DbErr> {
+    let row = event::Model::new(merchant_id.into(), env, kind.as_str(), dedupe_key, payload, Utc::now());
     let id = row.id;
     let n = event::Entity::insert(event::ActiveModel::from(row))
         .on_conflict(OnConflict::column(event::Column::DedupeKey).do_nothing().to_owned())
         .exec_without_returning(txn)
         .await?;
-    Ok((n == 1).then_some(id))
+    Ok((n == 1).then_some(id.into()))
 }
 
 fn amount(a: Option<entity::Amount>) -> Value {
@@ -94,7 +93,7 @@ pub fn payout_data(p: &payout::Model) -> Value {
 /// Emits a payout event, once per payout and type.
 pub async fn emit_payout<C: ConnectionTrait>(txn: &C, kind: EventKind, p: &payout::Model) -> Result<bool, DbErr> {
     let key = format!("{kind}:{}", p.id);
-    Ok(emit(txn, p.merchant_id, p.environment, kind, key, payout_data(p)).await?.is_some())
+    Ok(emit(txn, p.merchant_id.into(), p.environment, kind, key, payout_data(p)).await?.is_some())
 }
 
 /// How a payment's credit came out (`balance.credited` data).
@@ -171,7 +170,7 @@ pub async fn emit_invoice<C: ConnectionTrait>(
     cause: Option<&payment::Model>,
 ) -> Result<bool, DbErr> {
     let key = invoice_dedupe_key(kind, inv, cause);
-    Ok(emit(txn, inv.merchant_id, inv.environment, kind, key, invoice_data(inv, cause)).await?.is_some())
+    Ok(emit(txn, inv.merchant_id.into(), inv.environment, kind, key, invoice_data(inv, cause)).await?.is_some())
 }
 
 /// [`emit_invoice`] for many events in multi-row inserts (a scan's batch); each is written unless
@@ -213,6 +212,7 @@ mod tests {
     use rust_decimal::Decimal;
 
     use super::*;
+    use uuid::Uuid;
 
     #[test]
     fn payout_data_fields_are_stable() {

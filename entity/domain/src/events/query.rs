@@ -2,7 +2,7 @@
 //! newest first, each with exactly the body its webhooks carry.
 
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
-use entity::event;
+use entity::{EventId, event};
 use sea_orm::{ColumnTrait, QueryFilter, Select};
 use serde_json::Value;
 use uuid::Uuid;
@@ -51,7 +51,7 @@ fn floor_ms(t: DateTime<Utc>) -> DateTime<Utc> {
     t.duration_trunc(TimeDelta::milliseconds(1)).unwrap_or(t)
 }
 
-pub async fn get(state: &AppState, who: &Principal, id: Uuid) -> DomainResult<event::Model> {
+pub async fn get(state: &AppState, who: &Principal, id: EventId) -> DomainResult<event::Model> {
     owned::get::<event::Entity>(&state.db, who, id).await
 }
 

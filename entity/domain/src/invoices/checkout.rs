@@ -5,7 +5,9 @@
 //! test environment's simulated payments. `api::checkout` serves them and renders the views.
 
 use chrono::{DateTime, Duration, Utc};
-use entity::{Amount, Environment, InvoiceStatus, InvoiceTrigger, PaymentStatus, invoice, payment, sandbox_transfer};
+use entity::{
+    Amount, Environment, InvoiceId, InvoiceStatus, InvoiceTrigger, PaymentStatus, invoice, payment, sandbox_transfer,
+};
 use rust_decimal::{Decimal, RoundingStrategy};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder};
@@ -30,12 +32,12 @@ pub enum Simulated {
 }
 
 /// Invoice `id`, whoever owns it (the checkout page is addressed by the invoice id alone).
-pub async fn load(state: &AppState, id: Uuid) -> DomainResult<invoice::Model> {
+pub async fn load(state: &AppState, id: InvoiceId) -> DomainResult<invoice::Model> {
     invoice::Entity::find_by_id(id).one(&state.db).await?.ok_or_else(|| DomainError::not_found("invoice"))
 }
 
 /// The payments made to invoice `id`, oldest first.
-pub async fn payments(state: &AppState, id: Uuid) -> DomainResult<Vec<payment::Model>> {
+pub async fn payments(state: &AppState, id: InvoiceId) -> DomainResult<Vec<payment::Model>> {
     Ok(payment::Entity::find()
         .filter(payment::Column::InvoiceId.eq(id))
         .order_by_asc(payment::Column::DetectedAt)
@@ -92,7 +94,7 @@ fn price(state: &AppState, inv: &invoice::Model, gate: &'static Gate) -> DomainR
 /// the transaction rolls back. A request that finds the invoice already activated on the gate it
 /// asks for (by a concurrent click, or a repeat) answers with that activation, so every caller
 /// sees the same invoice and address; asking for another gate then is a conflict.
-pub async fn activate(state: &AppState, id: Uuid, gate_id: &str) -> DomainResult<invoice::Model> {
+pub async fn activate(state: &AppState, id: InvoiceId, gate_id: &str) -> DomainResult<invoice::Model> {
     let inv = load(state, id).await?;
     let now = Utc::now();
     let has_payments = payments(state, id).await?.iter().any(|p| p.status != PaymentStatus::Reversed);
@@ -123,7 +125,7 @@ pub async fn activate(state: &AppState, id: Uuid, gate_id: &str) -> DomainResult
     state.ensure_online(inv.environment, gate)?;
     let amount = price(state, &inv, gate)?;
     state.check_amount_range(inv.environment, gate, amount)?;
-    let merchant = state.merchant(inv.merchant_id).await?;
+    let merchant = state.merchant(inv.merchant_id.into()).await?;
     let rate_of = |fiat: &str| state.rates.get(inv.environment, gate.asset, fiat).map(|r| r.rate);
     let fiat_value = |fiat: &str| -> Option<Amount> {
         if inv.fiat_currency.as_deref() == Some(fiat) {
@@ -191,7 +193,7 @@ fn activated_on(inv: &invoice::Model, gate_id: &str) -> bool {
 /// Test environment only (not found in live, as if the route did not exist): a sandbox deposit
 /// of the remaining amount, half of it, or one and a half times it, through the same function
 /// as `POST /v1/test/deposits` (`sandbox_payments::deposit`).
-pub async fn simulate(state: &AppState, id: Uuid, kind: Simulated) -> DomainResult<sandbox_transfer::Model> {
+pub async fn simulate(state: &AppState, id: InvoiceId, kind: Simulated) -> DomainResult<sandbox_transfer::Model> {
     let inv = load(state, id).await?;
     if inv.environment != Environment::Test {
         return Err(DomainError::not_found("route"));

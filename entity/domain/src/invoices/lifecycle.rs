@@ -7,10 +7,9 @@
 //! through these functions.
 
 use chrono::{DateTime, Utc};
-use entity::{Amount, InvoiceStatus, InvoiceTrigger, invoice};
+use entity::{Amount, InvoiceId, InvoiceStatus, InvoiceTrigger, invoice};
 use sea_orm::sea_query::{Expr, Func};
 use sea_orm::{ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
-use uuid::Uuid;
 
 use crate::gates::Gate;
 
@@ -25,7 +24,7 @@ pub async fn transition<C: ConnectionTrait>(
     inv: &invoice::Model,
     trigger: InvoiceTrigger,
 ) -> Result<Option<invoice::Model>, DbErr> {
-    Ok(transition_many(txn, inv.status, trigger, &[inv.id]).await?.into_iter().next())
+    Ok(transition_many(txn, inv.status, trigger, &[inv.id.into()]).await?.into_iter().next())
 }
 
 /// [`transition`] of the invoices `ids`, all in status `from`, by one guarded update (500 a
@@ -35,7 +34,7 @@ pub async fn transition_many<C: ConnectionTrait>(
     txn: &C,
     from: InvoiceStatus,
     trigger: InvoiceTrigger,
-    ids: &[Uuid],
+    ids: &[InvoiceId],
 ) -> Result<Vec<invoice::Model>, DbErr> {
     let Some(next) = from.on(trigger) else { return Ok(Vec::new()) };
     let now = Utc::now();
@@ -60,7 +59,7 @@ pub async fn transition_many<C: ConnectionTrait>(
 /// no longer pending is left as it is, for the caller to look at on its own.
 pub async fn see_deposits<C: ConnectionTrait>(
     txn: &C,
-    ids: &[Uuid],
+    ids: &[InvoiceId],
     now: DateTime<Utc>,
 ) -> Result<Vec<invoice::Model>, DbErr> {
     let Some(next) = InvoiceStatus::Pending.on(InvoiceTrigger::DepositSeen) else {

@@ -4,7 +4,9 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
-use entity::{Amount, Environment, InvoiceStatus, InvoiceTrigger, invoice, merchant, payment, settlement_conversion};
+use entity::{
+    Amount, Environment, InvoiceId, InvoiceStatus, InvoiceTrigger, invoice, merchant, payment, settlement_conversion,
+};
 use rust_decimal::{Decimal, RoundingStrategy};
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Select};
 use uuid::Uuid;
@@ -243,7 +245,7 @@ fn new_model(
     let status = if checked.is_deferred { InvoiceStatus::Draft } else { InvoiceStatus::Pending };
     invoice::Model {
         id: Uuid::now_v7(),
-        merchant_id: who.merchant_id,
+        merchant_id: who.merchant_id.into(),
         environment: who.environment,
         gate_id: gate.map(|g| g.id.to_owned()),
         currency: gate.map(|g| g.asset.to_owned()),
@@ -310,7 +312,7 @@ fn replay_or_mismatch(existing: invoice::Model, request_hash: Option<&str>) -> D
 }
 
 /// An invoice of the caller's merchant and environment; anything else is 404.
-pub async fn get(state: &AppState, who: &Principal, id: Uuid) -> DomainResult<(invoice::Model, Vec<PaymentRow>)> {
+pub async fn get(state: &AppState, who: &Principal, id: InvoiceId) -> DomainResult<(invoice::Model, Vec<PaymentRow>)> {
     let inv = owned::get::<invoice::Entity>(&state.db, who, id).await?;
     let payments = payment::Entity::find()
         .find_also_related(settlement_conversion::Entity)
@@ -374,7 +376,11 @@ pub async fn with_payments(
 
 /// Cancels a `pending` invoice with a guarded update (`lifecycle::cancel`), so a payment racing
 /// the cancel can never be overwritten: only one of them moves the invoice out of `pending`.
-pub async fn cancel(state: &AppState, who: &Principal, id: Uuid) -> DomainResult<(invoice::Model, Vec<PaymentRow>)> {
+pub async fn cancel(
+    state: &AppState,
+    who: &Principal,
+    id: InvoiceId,
+) -> DomainResult<(invoice::Model, Vec<PaymentRow>)> {
     let (inv, _) = get(state, who, id).await?;
     if inv.status.on(InvoiceTrigger::Cancel).is_none() {
         return Err(not_cancellable(inv.status));

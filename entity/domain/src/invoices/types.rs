@@ -1,7 +1,7 @@
 //! Request and response shapes of the invoice resource (spec 2.2, 2.3, 4.1).
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use entity::{invoice, payment, settlement_conversion};
+use entity::{InvoiceId, invoice, payment, settlement_conversion};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -207,7 +207,7 @@ impl InvoiceResponse {
             redirect_url: m.redirect_url.clone(),
             source: m.source.clone(),
             static_address_id: m.static_address_id,
-            checkout_url: checkout_url(public_base_url, m.id),
+            checkout_url: checkout_url(public_base_url, m.id.into()),
             payments: payments.iter().map(|row| PaymentResponse::from_model(m, row)).collect(),
             expires_at: m.expires_at.map(ts),
             paid_at: m.paid_at.map(ts),
@@ -226,6 +226,6 @@ impl InvoiceResponse {
     }
 }
 
-pub fn checkout_url(base: &url::Url, id: Uuid) -> String {
+pub fn checkout_url(base: &url::Url, id: InvoiceId) -> String {
     format!("{}/checkout/{id}", base.as_str().trim_end_matches('/'))
 }

@@ -3,7 +3,7 @@
 //! payout executor.
 
 use chrono::Utc;
-use entity::{Bucket, EntryType, PayoutStatus, PayoutTrigger, payout};
+use entity::{Bucket, EntryType, PayoutId, PayoutStatus, PayoutTrigger, payout};
 use sea_orm::sea_query::{Expr, OnConflict};
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
 use uuid::Uuid;
@@ -131,7 +131,7 @@ pub(crate) async fn end_guarded(
             description: None,
         },
     ];
-    ledger::post(&txn, ledger::Account::of(p.merchant_id, p.environment, &p.gate_id), &release).await?;
+    ledger::post(&txn, ledger::Account::of(p.merchant_id.into(), p.environment, &p.gate_id), &release).await?;
     let after = payout::Entity::find_by_id(p.id).one(&txn).await?.ok_or(ReleaseError::Vanished(p.id))?;
     crate::refunds::mirror::mirror_payout(&txn, &after).await?;
     if after.status == PayoutStatus::Failed {
@@ -145,12 +145,12 @@ pub(crate) async fn end_guarded(
 /// keeps the first). The executor signs and sends the replacement.
 pub async fn insert_replacement<C: ConnectionTrait>(
     db: &C,
-    payout_id: Uuid,
+    payout_id: PayoutId,
     reason: &str,
 ) -> Result<(), sea_orm::DbErr> {
     use entity::payout_replacement;
     let row = payout_replacement::Model {
-        payout_id,
+        payout_id: payout_id.into(),
         requested_at: Utc::now(),
         reason: reason.to_owned(),
         tx_hash: None,
@@ -183,7 +183,7 @@ pub async fn replace_judged(
         txn.rollback().await?;
         return Ok(false);
     }
-    insert_replacement(&txn, p.id, reason).await?;
+    insert_replacement(&txn, p.id.into(), reason).await?;
     txn.commit().await?;
     Ok(true)
 }

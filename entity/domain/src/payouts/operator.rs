@@ -1,7 +1,7 @@
 //! Operator commands on payouts (`ops payouts approve|reject|fail|replace|stuck`).
 
 use chrono::{Duration, Utc};
-use entity::{PayoutStatus, PayoutTrigger, payout};
+use entity::{PayoutId, PayoutStatus, PayoutTrigger, payout};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder};
 use uuid::Uuid;
@@ -12,7 +12,7 @@ use super::service::settings;
 #[derive(Debug, thiserror::Error)]
 pub enum OperatorError {
     #[error("payout {0} not found")]
-    NotFound(Uuid),
+    NotFound(PayoutId),
     #[error("payout {id} is {status}, not pending_approval")]
     WrongStatus { id: Uuid, status: &'static str },
     #[error("{0}")]
@@ -32,16 +32,16 @@ impl From<sea_orm::DbErr> for OperatorError {
 }
 
 /// A payout by id, for operator commands.
-pub async fn load(db: &impl ConnectionTrait, id: Uuid) -> Result<payout::Model, OperatorError> {
+pub async fn load(db: &impl ConnectionTrait, id: PayoutId) -> Result<payout::Model, OperatorError> {
     payout::Entity::find_by_id(id).one(db).await?.ok_or(OperatorError::NotFound(id))
 }
 
 /// Operator approval (`ops payouts approve`): `executable_at` = now + the merchant's delay.
-pub async fn approve(db: &impl ConnectionTrait, id: Uuid) -> Result<payout::Model, OperatorError> {
+pub async fn approve(db: &impl ConnectionTrait, id: PayoutId) -> Result<payout::Model, OperatorError> {
     let p = load(db, id).await?;
-    let wrong = |p: &payout::Model| OperatorError::WrongStatus { id, status: p.status.as_str() };
+    let wrong = |p: &payout::Model| OperatorError::WrongStatus { id: id.into(), status: p.status.as_str() };
     let Some(next) = p.status.on(PayoutTrigger::Approve) else { return Err(wrong(&p)) };
-    let delay = settings(db, p.merchant_id, p.environment).await?.payout_delay_secs;
+    let delay = settings(db, p.merchant_id.into(), p.environment).await?.payout_delay_secs;
     let now = Utc::now();
     let res = payout::Entity::update_many()
         .col_expr(payout::Column::Status, Expr::value(next.as_str()))
@@ -60,11 +60,11 @@ pub async fn approve(db: &impl ConnectionTrait, id: Uuid) -> Result<payout::Mode
 }
 
 /// Operator rejection (`ops payouts reject`): `failed` with the reason; reservation released.
-pub async fn reject(db: &impl crate::db::WriteDb, id: Uuid, reason: &str) -> Result<payout::Model, OperatorError> {
+pub async fn reject(db: &impl crate::db::WriteDb, id: PayoutId, reason: &str) -> Result<payout::Model, OperatorError> {
     let p = load(db, id).await?;
     match end_with_release(db, &p, PayoutTrigger::Reject, Some(&format!("rejected by operator: {reason}"))).await? {
         Some(after) => Ok(after),
-        None => Err(OperatorError::WrongStatus { id, status: load(db, id).await?.status.as_str() }),
+        None => Err(OperatorError::WrongStatus { id: id.into(), status: load(db, id).await?.status.as_str() }),
     }
 }
 
@@ -87,7 +87,7 @@ pub struct DeadTx {
 /// transaction judged: if the executor signed another one meanwhile, nothing is done.
 pub async fn fail(
     db: &impl crate::db::WriteDb,
-    id: Uuid,
+    id: PayoutId,
     reason: &str,
     dead: Option<&DeadTx>,
 ) -> Result<payout::Model, OperatorError> {
@@ -133,7 +133,7 @@ pub async fn fail(
 /// its funds are released (if the original is mined first, the payout completes as usual).
 pub async fn request_replace(
     db: &impl crate::db::WriteDb,
-    id: Uuid,
+    id: PayoutId,
 ) -> Result<entity::payout_replacement::Model, OperatorError> {
     let p = load(db, id).await?;
     let replaceable = matches!(p.status, PayoutStatus::Queued | PayoutStatus::Processing) && p.signed_tx.is_some();

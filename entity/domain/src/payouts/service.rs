@@ -12,7 +12,8 @@
 
 use chrono::{Duration, Utc};
 use entity::{
-    Amount, Bucket, EntryType, Environment, FeeAllocation, PayoutStatus, PayoutTrigger, merchant_env_settings, payout,
+    Amount, Bucket, EntryType, Environment, FeeAllocation, MerchantId, PayoutId, PayoutStatus, PayoutTrigger,
+    merchant_env_settings, payout,
 };
 use rust_decimal::Decimal;
 use sea_orm::sea_query::{Expr, ExprTrait, OnConflict};
@@ -71,12 +72,12 @@ pub fn chain_net(env: Environment) -> ChainNet {
 /// The merchant's per-environment payout settings (defaults when never set).
 pub async fn settings<C: ConnectionTrait>(
     db: &C,
-    merchant_id: Uuid,
+    merchant_id: MerchantId,
     env: Environment,
 ) -> Result<merchant_env_settings::Model, sea_orm::DbErr> {
-    Ok(merchant_env_settings::Entity::find_by_id((merchant_id, env)).one(db).await?.unwrap_or(
+    Ok(merchant_env_settings::Entity::find_by_id((merchant_id.0, env)).one(db).await?.unwrap_or(
         merchant_env_settings::Model {
-            merchant_id,
+            merchant_id: merchant_id.into(),
             environment: env,
             payout_auto_approve: false,
             payout_delay_secs: 0,
@@ -293,7 +294,7 @@ pub async fn prepare(state: &AppState, who: &Principal, spec: PayoutSpec<'_>) ->
         metadata: spec.metadata,
         executable_at,
         approved_at,
-        ..payout::Model::blank(Uuid::now_v7(), who.merchant_id, env, now)
+        ..payout::Model::blank(Uuid::now_v7(), who.merchant_id.into(), env, now)
     })
 }
 
@@ -338,7 +339,7 @@ pub async fn insert_reserved<C: ConnectionTrait>(txn: &C, p: &payout::Model) -> 
             description: None,
         },
     ];
-    ledger::post(txn, ledger::Account::of(p.merchant_id, p.environment, gate.id), &reserve)
+    ledger::post(txn, ledger::Account::of(p.merchant_id.into(), p.environment, gate.id), &reserve)
         .await
         .map_err(|e| ledger_error(e, gate))?;
     Ok(true)
@@ -379,7 +380,7 @@ pub async fn create(state: &AppState, who: &Principal, req: &CreatePayoutRequest
     Ok(Created::New(model))
 }
 
-pub async fn get(state: &AppState, who: &Principal, id: Uuid) -> DomainResult<payout::Model> {
+pub async fn get(state: &AppState, who: &Principal, id: PayoutId) -> DomainResult<payout::Model> {
     owned::get::<payout::Entity>(&state.db, who, id).await
 }
 
@@ -405,7 +406,7 @@ fn not_cancellable(status: PayoutStatus) -> DomainError {
 }
 
 /// Merchant cancel (spec 4.8): from `pending_approval`/`approved`, releasing the reservation.
-pub async fn cancel(state: &AppState, who: &Principal, id: Uuid) -> DomainResult<payout::Model> {
+pub async fn cancel(state: &AppState, who: &Principal, id: PayoutId) -> DomainResult<payout::Model> {
     let p = get(state, who, id).await?;
     match end_with_release(&state.db, &p, PayoutTrigger::Cancel, None).await? {
         Some(after) => Ok(after),

@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 
 use chrono::Utc;
-use entity::{Amount, RefundStatus, invoice, invoice_credit, payout, refund};
+use entity::{Amount, RefundId, RefundStatus, invoice, invoice_credit, payout, refund};
 use rust_decimal::Decimal;
 use sea_orm::sea_query::OnConflict;
 use sea_orm::{ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Select};
@@ -178,7 +178,7 @@ struct Accepted {
 /// amount is left to the caller, which answers a retry of a request that took it first.
 async fn accept(state: &AppState, who: &Principal, req: &CreateRefundRequest) -> DomainResult<Accepted> {
     let c = check_bounds(req)?;
-    let inv = owned::get::<invoice::Entity>(&state.db, who, c.invoice_id).await?;
+    let inv = owned::get::<invoice::Entity>(&state.db, who, c.invoice_id.into()).await?;
     let gate = gates::resolve(&c.currency, req.network.as_deref())?;
     let credits =
         invoice_credit::Entity::find().filter(invoice_credit::Column::InvoiceId.eq(inv.id)).all(&state.db).await?;
@@ -221,7 +221,7 @@ fn refund_row(
     let now = Utc::now();
     refund::Model {
         id: refund_id,
-        merchant_id: who.merchant_id,
+        merchant_id: who.merchant_id.into(),
         environment: who.environment,
         invoice_id: a.invoice_id,
         payout_id: p.id,
@@ -309,7 +309,7 @@ async fn claim_key<C: ConnectionTrait>(txn: &C, r: &refund::Model) -> DomainResu
     Ok(inserted == 1)
 }
 
-pub async fn get(state: &AppState, who: &Principal, id: Uuid) -> DomainResult<(refund::Model, payout::Model)> {
+pub async fn get(state: &AppState, who: &Principal, id: RefundId) -> DomainResult<(refund::Model, payout::Model)> {
     let r = owned::get::<refund::Entity>(&state.db, who, id).await?;
     let p = linked_payout(&state.db, &r).await?;
     Ok((r, p))

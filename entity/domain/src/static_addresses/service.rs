@@ -1,7 +1,7 @@
 //! Static address rules: validation, gate resolution, address allocation, reads.
 
 use chrono::Utc;
-use entity::{Amount, static_address};
+use entity::{Amount, StaticAddressId, static_address};
 use sea_orm::{ColumnTrait, EntityTrait, IntoActiveModel, QueryFilter, Select};
 use uuid::Uuid;
 
@@ -53,7 +53,7 @@ pub async fn create(
     let now = Utc::now();
     let model = static_address::Model {
         id: Uuid::now_v7(),
-        merchant_id: who.merchant_id,
+        merchant_id: who.merchant_id.into(),
         environment: env,
         gate_id: gate.id.to_owned(),
         currency: gate.asset.to_owned(),
@@ -73,7 +73,7 @@ pub async fn create(
 }
 
 /// A static address of the caller's merchant and environment; anything else is 404.
-pub async fn get(state: &AppState, who: &Principal, id: Uuid) -> DomainResult<static_address::Model> {
+pub async fn get(state: &AppState, who: &Principal, id: StaticAddressId) -> DomainResult<static_address::Model> {
     owned::get::<static_address::Entity>(&state.db, who, id).await
 }
 

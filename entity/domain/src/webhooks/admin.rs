@@ -2,7 +2,10 @@
 //! replay, and the `test` event.
 
 use chrono::{DateTime, Utc};
-use entity::{DeliveryStatus, DeliveryTrigger, Environment, webhook_attempt, webhook_delivery, webhook_endpoint};
+use entity::{
+    DeliveryId, DeliveryStatus, DeliveryTrigger, Environment, EventId, MerchantId, webhook_attempt, webhook_delivery,
+    webhook_endpoint,
+};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 use serde_json::json;
@@ -61,7 +64,7 @@ pub async fn list(db: &DatabaseConnection, f: &DeliveryFilter) -> Result<Vec<web
 /// A delivery and its attempts, oldest first.
 pub async fn attempts(
     db: &DatabaseConnection,
-    delivery_id: Uuid,
+    delivery_id: DeliveryId,
 ) -> Result<(webhook_delivery::Model, Vec<webhook_attempt::Model>), WebhookError> {
     let d = webhook_delivery::Entity::find_by_id(delivery_id)
         .one(db)
@@ -77,7 +80,7 @@ pub async fn attempts(
 
 /// Makes one delivery due now with the schedule starting over. Returns whether it changed
 /// (a pending delivery is already due). The caller enqueues it.
-pub async fn replay(db: &impl ConnectionTrait, delivery_id: Uuid) -> Result<bool, WebhookError> {
+pub async fn replay(db: &impl ConnectionTrait, delivery_id: DeliveryId) -> Result<bool, WebhookError> {
     let d = webhook_delivery::Entity::find_by_id(delivery_id)
         .one(db)
         .await?
@@ -111,15 +114,15 @@ pub async fn replay(db: &impl ConnectionTrait, delivery_id: Uuid) -> Result<bool
 /// (due now; the caller enqueues them). `test` events are not sent again.
 pub async fn deliver_missed(
     db: &impl ConnectionTrait,
-    merchant_id: Uuid,
+    merchant_id: MerchantId,
     env: Environment,
     since: Option<DateTime<Utc>>,
     event_type: Option<&str>,
-) -> Result<Vec<Uuid>, WebhookError> {
+) -> Result<Vec<DeliveryId>, WebhookError> {
     use entity::event;
     use sea_orm::IntoActiveModel;
     use sea_orm::sea_query::{OnConflict, Query};
-    if webhook_endpoint::Entity::find_by_id((merchant_id, env)).one(db).await?.is_none() {
+    if webhook_endpoint::Entity::find_by_id((merchant_id.0, env)).one(db).await?.is_none() {
         return Err(WebhookError::NoEndpoint(merchant_id, env));
     }
     let delivered = Query::select()
@@ -142,7 +145,7 @@ pub async fn deliver_missed(
     let events = q.order_by_asc(event::Column::CreatedAt).order_by_asc(event::Column::Id).all(db).await?;
     let now = Utc::now();
     let rows: Vec<_> = events.iter().map(|e| super::dispatch::new_delivery(e, now)).collect();
-    let ids = rows.iter().map(|d| d.id).collect();
+    let ids = rows.iter().map(|d| d.id.into()).collect();
     for chunk in rows.chunks(500) {
         webhook_delivery::Entity::insert_many(chunk.iter().cloned().map(IntoActiveModel::into_active_model))
             .on_conflict(OnConflict::column(webhook_delivery::Column::EventId).do_nothing().to_owned())
@@ -153,15 +156,16 @@ pub async fn deliver_missed(
 }
 
 /// Ids of the failed deliveries (dead, or retrying) the filter selects, oldest first.
-pub async fn failed(db: &DatabaseConnection, f: &DeliveryFilter) -> Result<Vec<Uuid>, WebhookError> {
+pub async fn failed(db: &DatabaseConnection, f: &DeliveryFilter) -> Result<Vec<DeliveryId>, WebhookError> {
     let f = DeliveryFilter { statuses: vec![DeliveryStatus::Dead, DeliveryStatus::Retrying], ..f.clone() };
-    Ok(filtered(&f)
+    let ids: Vec<Uuid> = filtered(&f)
         .select_only()
         .column(webhook_delivery::Column::Id)
         .order_by_asc(webhook_delivery::Column::CreatedAt)
         .into_tuple()
         .all(db)
-        .await?)
+        .await?;
+    Ok(ids.into_iter().map(DeliveryId::from).collect())
 }
 
 /// `data` of the `test` event.
@@ -175,8 +179,12 @@ pub fn test_data(env: Environment, test_id: Uuid) -> serde_json::Value {
 
 /// Writes a `test` event for the merchant's endpoint; the deliverer sends it like any other.
 /// Returns the event id.
-pub async fn send_test(db: &DatabaseConnection, merchant_id: Uuid, env: Environment) -> Result<Uuid, WebhookError> {
-    if webhook_endpoint::Entity::find_by_id((merchant_id, env)).one(db).await?.is_none() {
+pub async fn send_test(
+    db: &DatabaseConnection,
+    merchant_id: MerchantId,
+    env: Environment,
+) -> Result<EventId, WebhookError> {
+    if webhook_endpoint::Entity::find_by_id((merchant_id.0, env)).one(db).await?.is_none() {
         return Err(WebhookError::NoEndpoint(merchant_id, env));
     }
     let tag = Uuid::now_v7();

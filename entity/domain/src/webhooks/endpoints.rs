@@ -2,7 +2,7 @@
 //! The secret is returned once, when it is made, and stored only encrypted.
 
 use chrono::{DateTime, Duration, Utc};
-use entity::{Environment, webhook_endpoint};
+use entity::{Environment, MerchantId, webhook_endpoint};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, QueryFilter};
 use uuid::Uuid;
@@ -56,14 +56,14 @@ pub async fn set(
     db: &impl ConnectionTrait,
     sbox: &SecretBox,
     policy: TargetPolicy,
-    merchant_id: Uuid,
+    merchant_id: MerchantId,
     env: Environment,
     raw_url: &str,
 ) -> Result<(EndpointInfo, Option<String>), WebhookError> {
     crate::merchants::get_merchant(db, merchant_id).await.map_err(|_| WebhookError::UnknownMerchant(merchant_id))?;
     let url = validate_url(policy, env, raw_url).await?;
     let now = Utc::now();
-    let existing = webhook_endpoint::Entity::find_by_id((merchant_id, env)).one(db).await?;
+    let existing = webhook_endpoint::Entity::find_by_id((merchant_id.0, env)).one(db).await?;
     let (model, secret) = match existing {
         Some(m) => {
             let mut am = m.into_active_model();
@@ -74,7 +74,7 @@ pub async fn set(
         None => {
             let secret = secrets::generate();
             let row = webhook_endpoint::Model {
-                merchant_id,
+                merchant_id: merchant_id.into(),
                 environment: env,
                 url: url.to_string(),
                 secret_ciphertext: sbox.seal(merchant_id, env, &secret),
@@ -94,11 +94,11 @@ pub async fn set(
 pub async fn rotate(
     db: &impl ConnectionTrait,
     sbox: &SecretBox,
-    merchant_id: Uuid,
+    merchant_id: MerchantId,
     env: Environment,
     overlap: Duration,
 ) -> Result<(EndpointInfo, String), WebhookError> {
-    let m = webhook_endpoint::Entity::find_by_id((merchant_id, env))
+    let m = webhook_endpoint::Entity::find_by_id((merchant_id.0, env))
         .one(db)
         .await?
         .ok_or(WebhookError::NoEndpoint(merchant_id, env))?;
@@ -116,18 +116,22 @@ pub async fn rotate(
 
 /// Removes the endpoint. Events from now on are not delivered; deliveries already made
 /// fail their attempts (and are retried on schedule) until an endpoint is set again.
-pub async fn remove(db: &impl ConnectionTrait, merchant_id: Uuid, env: Environment) -> Result<bool, WebhookError> {
-    let r = webhook_endpoint::Entity::delete_by_id((merchant_id, env)).exec(db).await?;
+pub async fn remove(
+    db: &impl ConnectionTrait,
+    merchant_id: MerchantId,
+    env: Environment,
+) -> Result<bool, WebhookError> {
+    let r = webhook_endpoint::Entity::delete_by_id((merchant_id.0, env)).exec(db).await?;
     Ok(r.rows_affected == 1)
 }
 
 pub async fn get(
     db: &impl ConnectionTrait,
-    merchant_id: Uuid,
+    merchant_id: MerchantId,
     env: Environment,
 ) -> Result<Option<EndpointInfo>, WebhookError> {
     let now = Utc::now();
-    Ok(webhook_endpoint::Entity::find_by_id((merchant_id, env))
+    Ok(webhook_endpoint::Entity::find_by_id((merchant_id.0, env))
         .one(db)
         .await?
         .map(|m| EndpointInfo::from_model(&m, now)))
@@ -140,11 +144,11 @@ pub fn signing_secrets(
     m: &webhook_endpoint::Model,
     now: DateTime<Utc>,
 ) -> Result<Vec<String>, WebhookError> {
-    let mut out = vec![sbox.open(m.merchant_id, m.environment, &m.secret_ciphertext)?];
+    let mut out = vec![sbox.open(m.merchant_id.into(), m.environment, &m.secret_ciphertext)?];
     if let (Some(prev), Some(until)) = (&m.previous_secret_ciphertext, m.previous_secret_expires_at)
         && until > now
     {
-        out.push(sbox.open(m.merchant_id, m.environment, prev)?);
+        out.push(sbox.open(m.merchant_id.into(), m.environment, prev)?);
     }
     Ok(out)
 }
@@ -167,8 +171,8 @@ pub async fn reseal_all(db: &impl ConnectionTrait, sbox: &SecretBox) -> Result<R
     let mut out = Resealed::default();
     for m in webhook_endpoint::Entity::find().all(db).await? {
         let reseal = |sealed: &str| -> Result<Option<String>, WebhookError> {
-            let (secret, with) = sbox.open_with(m.merchant_id, m.environment, sealed)?;
-            Ok((with == OpenedWith::Previous).then(|| sbox.seal(m.merchant_id, m.environment, &secret)))
+            let (secret, with) = sbox.open_with(m.merchant_id.into(), m.environment, sealed)?;
+            Ok((with == OpenedWith::Previous).then(|| sbox.seal(m.merchant_id.into(), m.environment, &secret)))
         };
         let current = reseal(&m.secret_ciphertext)?;
         let previous = match &m.previous_secret_ciphertext {

@@ -11,8 +11,7 @@ pub mod outbound;
 pub mod secrets;
 pub mod signature;
 
-use entity::Environment;
-use uuid::Uuid;
+use entity::{DeliveryId, Environment, MerchantId};
 
 /// Header carrying the delivery id: the same on every attempt and replay of one delivery, so
 /// receivers can de-duplicate.
@@ -24,11 +23,11 @@ pub enum WebhookError {
     #[error("invalid url: {0}")]
     InvalidUrl(String),
     #[error("merchant {0} not found")]
-    UnknownMerchant(Uuid),
+    UnknownMerchant(MerchantId),
     #[error("merchant {0} has no {1} webhook endpoint")]
-    NoEndpoint(Uuid, Environment),
+    NoEndpoint(MerchantId, Environment),
     #[error("delivery {0} not found")]
-    UnknownDelivery(Uuid),
+    UnknownDelivery(DeliveryId),
     #[error(transparent)]
     Secret(#[from] secrets::SecretError),
     #[error(transparent)]

@@ -7,8 +7,7 @@ use std::path::{Path, PathBuf};
 
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
-use entity::Environment;
-use uuid::Uuid;
+use entity::{Environment, MerchantId};
 
 use crate::config::Config;
 
@@ -100,7 +99,7 @@ impl SecretBox {
     }
 
     /// `v1.<nonce hex>.<ciphertext hex>`.
-    pub fn seal(&self, merchant_id: Uuid, env: Environment, secret: &str) -> String {
+    pub fn seal(&self, merchant_id: MerchantId, env: Environment, secret: &str) -> String {
         let nonce_bytes = rand::random::<[u8; 24]>();
         let nonce = XNonce::from(nonce_bytes);
         let aad = aad(merchant_id, env);
@@ -111,7 +110,7 @@ impl SecretBox {
         format!("{FORMAT}.{}.{}", hex::encode(nonce_bytes), hex::encode(ct))
     }
 
-    pub fn open(&self, merchant_id: Uuid, env: Environment, sealed: &str) -> Result<String, SecretError> {
+    pub fn open(&self, merchant_id: MerchantId, env: Environment, sealed: &str) -> Result<String, SecretError> {
         self.open_with(merchant_id, env, sealed).map(|(secret, _)| secret)
     }
 
@@ -119,7 +118,7 @@ impl SecretBox {
     /// key opened).
     pub fn open_with(
         &self,
-        merchant_id: Uuid,
+        merchant_id: MerchantId,
         env: Environment,
         sealed: &str,
     ) -> Result<(String, OpenedWith), SecretError> {
@@ -138,7 +137,7 @@ impl SecretBox {
 /// Opens `v1.<nonce hex>.<ciphertext hex>` with one key.
 fn open_one(
     cipher: &XChaCha20Poly1305,
-    merchant_id: Uuid,
+    merchant_id: MerchantId,
     env: Environment,
     sealed: &str,
 ) -> Result<String, SecretError> {
@@ -155,7 +154,7 @@ fn open_one(
     String::from_utf8(plain).map_err(|_| SecretError::Decrypt)
 }
 
-fn aad(merchant_id: Uuid, env: Environment) -> String {
+fn aad(merchant_id: MerchantId, env: Environment) -> String {
     format!("paygate-webhook-secret:{merchant_id}:{env}")
 }
 
@@ -202,11 +201,12 @@ fn write_new_key(path: &Path, key: &[u8; 32]) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use uuid::Uuid;
 
     #[test]
     fn during_a_rotation_both_keys_open_and_only_the_new_one_seals() {
         let (old, new) = ([1; 32], [2; 32]);
-        let m = Uuid::now_v7();
+        let m = MerchantId::from(Uuid::now_v7());
         let under_old = SecretBox::new(old).seal(m, Environment::Live, "whsec_a");
         let rotating = SecretBox::new(new).with_previous(&[old]);
         assert_eq!(
@@ -222,7 +222,7 @@ mod tests {
     #[test]
     fn seal_open_round_trip_and_binding() {
         let b = SecretBox::new([7; 32]);
-        let m = Uuid::now_v7();
+        let m = MerchantId::from(Uuid::now_v7());
         let secret = generate();
         assert!(secret.starts_with(PREFIX) && secret.len() == PREFIX.len() + 64);
         let sealed = b.seal(m, Environment::Test, &secret);
@@ -230,7 +230,7 @@ mod tests {
         assert_eq!(b.open(m, Environment::Test, &sealed).unwrap(), secret);
         // Bound to merchant and environment.
         assert!(b.open(m, Environment::Live, &sealed).is_err());
-        assert!(b.open(Uuid::now_v7(), Environment::Test, &sealed).is_err());
+        assert!(b.open(Uuid::now_v7().into(), Environment::Test, &sealed).is_err());
         // Another key does not open it; a tampered ciphertext does not either.
         assert!(SecretBox::new([8; 32]).open(m, Environment::Test, &sealed).is_err());
         let mut t = sealed.clone().into_bytes();
