@@ -58,6 +58,8 @@ ids! {
     ApiKeyId,
     /// An invoice (`invoice.id`).
     InvoiceId,
+    /// A payment: one transfer to an invoice's address (`payment.id`).
+    PaymentId,
     /// A payout (`payout.id`).
     PayoutId,
     /// A refund (`refund.id`).

@@ -33,8 +33,8 @@ pub mod webhook_endpoint;
 
 pub use amount::Amount;
 pub use ids::{
-    ApiKeyId, DeliveryId, EventId, InvoiceId, MerchantId, PayoutId, RefundId, SandboxTransferId, StaticAddressId,
-    UnclaimedDepositId,
+    ApiKeyId, DeliveryId, EventId, InvoiceId, MerchantId, PaymentId, PayoutId, RefundId, SandboxTransferId,
+    StaticAddressId, UnclaimedDepositId,
 };
 pub use types::{
     Bucket, ConversionState, ConversionTrigger, DeliveryStatus, DeliveryTrigger, EntryType, Environment, FeeAllocation,

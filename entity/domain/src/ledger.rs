@@ -207,7 +207,7 @@ pub async fn credit_payment<C: ConnectionTrait>(txn: &C, c: &Credit<'_>) -> Resu
     if amount <= Decimal::ZERO {
         return Err(LedgerError::Invalid(format!("a credit must be positive, got {amount}")));
     }
-    if crate::payments::lifecycle::credit(txn, payment.id, credited_gate, amount, Utc::now()).await?.is_none() {
+    if crate::payments::lifecycle::credit(txn, payment.id.into(), credited_gate, amount, Utc::now()).await?.is_none() {
         return Ok(false);
     }
     post_credits(txn, std::slice::from_ref(c)).await?;

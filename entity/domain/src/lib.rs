@@ -36,8 +36,8 @@ pub mod unclaimed;
 pub mod webhooks;
 
 pub use entity::ids::{
-    ApiKeyId, DeliveryId, EventId, InvoiceId, MerchantId, PayoutId, RefundId, SandboxTransferId, StaticAddressId,
-    UnclaimedDepositId,
+    ApiKeyId, DeliveryId, EventId, InvoiceId, MerchantId, PaymentId, PayoutId, RefundId, SandboxTransferId,
+    StaticAddressId, UnclaimedDepositId,
 };
 
 use config::Config;

@@ -194,7 +194,7 @@ impl Converter {
         let txn = domain::db::begin_write(&self.db).await?;
         // The payment's row lock first (as the tracker's reversal takes it): a payment reversed
         // or credited meanwhile gets no quote.
-        if !domain::payments::lifecycle::lock_uncredited(&txn, p.id).await? {
+        if !domain::payments::lifecycle::lock_uncredited(&txn, p.id.into()).await? {
             txn.rollback().await?;
             return Ok(false);
         }
@@ -296,7 +296,7 @@ impl Converter {
         let now = Utc::now();
         // Lock order: the payment (credited once, here), its conversion, then balances.
         let stamped =
-            domain::payments::lifecycle::credit(&txn, p.id, s.credited_gate.id, s.credited_amount, now).await?;
+            domain::payments::lifecycle::credit(&txn, p.id.into(), s.credited_gate.id, s.credited_amount, now).await?;
         let Some(p) = stamped else {
             txn.rollback().await?;
             return Ok(false);

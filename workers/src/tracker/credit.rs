@@ -4,7 +4,9 @@
 use std::collections::{BTreeMap, HashMap};
 
 use chrono::Utc;
-use entity::{Amount, InvoiceId, InvoiceStatus, InvoiceTrigger, PaymentStatus, invoice, payment, static_address};
+use entity::{
+    Amount, InvoiceId, InvoiceStatus, InvoiceTrigger, PaymentId, PaymentStatus, invoice, payment, static_address,
+};
 use rust_decimal::Decimal;
 use sea_orm::sea_query::{CaseStatement, Expr};
 use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
@@ -83,9 +85,9 @@ async fn confirm_together(
             .ok_or_else(|| PipelineError::Invariant(format!("invoice {} missing", p.invoice_id)))?;
         Ok(domain::settlement::converting_target(inv, p).is_some())
     };
-    let mut groups: BTreeMap<(bool, i32), Vec<Uuid>> = BTreeMap::new();
+    let mut groups: BTreeMap<(bool, i32), Vec<PaymentId>> = BTreeMap::new();
     for (p, confirmations) in due {
-        groups.entry((converting(p)?, *confirmations)).or_default().push(p.id);
+        groups.entry((converting(p)?, *confirmations)).or_default().push(p.id.into());
     }
     let txn = domain::db::begin_write(db).await?;
     let now = Utc::now();

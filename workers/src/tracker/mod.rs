@@ -32,7 +32,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 use domain::payments::tracking;
-use entity::{Environment, InvoiceTrigger, PaymentStatus, invoice, payment};
+use entity::{Environment, InvoiceTrigger, PaymentId, PaymentStatus, invoice, payment};
 use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter};
 use uuid::Uuid;
 
@@ -204,7 +204,7 @@ async fn await_hand_over(
     again: Option<Duration>,
 ) -> Result<Vec<(Uuid, Next)>, PipelineError> {
     let at = again.map(|after| Utc::now() + chrono::Duration::from_std(after).unwrap_or(chrono::Duration::MAX));
-    tracking::schedule(db, ids, None, at).await?;
+    tracking::schedule(db, &payment_ids(ids), None, at).await?;
     let next = if again.is_some() { Next::AwaitsHandOver } else { Next::Done };
     Ok(ids.iter().map(|id| (*id, next)).collect())
 }
@@ -212,8 +212,13 @@ async fn await_hand_over(
 /// Confirmed payments the chain shows at `confirmations`, their final depth: stored, and
 /// watched no more (deeper than that, a reversal is not watched for).
 async fn finish(db: &DatabaseConnection, ids: &[Uuid], confirmations: i32) -> Result<Vec<(Uuid, Next)>, PipelineError> {
-    tracking::finish(db, ids, confirmations).await?;
+    tracking::finish(db, &payment_ids(ids), confirmations).await?;
     Ok(ids.iter().map(|id| (*id, Next::Done)).collect())
+}
+
+/// The tracker's job ids (row ids, as the jobs carry them) as the domain's payment ids.
+fn payment_ids(ids: &[Uuid]) -> Vec<PaymentId> {
+    ids.iter().copied().map(PaymentId::from).collect()
 }
 
 /// Payment tracks of one batch in flight at once.
@@ -235,7 +240,7 @@ async fn schedule_many(db: &DatabaseConnection, ids: &[Uuid], again: Option<Dura
         }
         None => (Next::Done, None, None),
     };
-    tracking::schedule(db, ids, token, at).await?;
+    tracking::schedule(db, &payment_ids(ids), token, at).await?;
     Ok(next)
 }
 
@@ -270,7 +275,7 @@ async fn track(
     let due = p.status == PaymentStatus::Confirming && confirmations >= p.required_confirmations;
     if !due {
         // (A confirmation stores these itself.)
-        tracking::store_depth(db, p.id, confirmations, now).await?;
+        tracking::store_depth(db, p.id.into(), confirmations, now).await?;
     }
     match p.status {
         PaymentStatus::Confirming if due => {

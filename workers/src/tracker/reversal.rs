@@ -94,7 +94,7 @@ async fn note_missing(db: &DatabaseConnection, p: &payment::Model, tip: i64) -> 
 
 /// The transaction is on the chain again: forget that it was missing.
 pub(super) async fn clear_missing(db: &DatabaseConnection, id: Uuid) -> Result<(), PipelineError> {
-    Ok(tracking::clear_missing(db, id).await?)
+    Ok(tracking::clear_missing(db, id.into()).await?)
 }
 
 /// The chain no longer shows the transfer. Before credit: the pending amount goes away (a

@@ -5,11 +5,10 @@
 //! (`credit`) is guarded on `credited_at IS NULL`: a payment is credited exactly once.
 
 use chrono::{DateTime, Utc};
-use entity::{Amount, Environment, PaymentStatus, PaymentTrigger, payment};
+use entity::{Amount, Environment, PaymentId, PaymentStatus, PaymentTrigger, payment};
 use rust_decimal::Decimal;
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
-use uuid::Uuid;
 
 /// How a confirmation credits: at once in the paid asset (`Now`), or later by the settlement
 /// converter (`Later`: the invoice asks for a conversion).
@@ -26,7 +25,7 @@ pub enum Credit {
 /// (another tracker, or a replay, moved the others first).
 pub async fn confirm_many<C: ConnectionTrait>(
     txn: &C,
-    ids: &[Uuid],
+    ids: &[PaymentId],
     confirmations: i32,
     credit: Credit,
     now: DateTime<Utc>,
@@ -60,7 +59,7 @@ pub async fn confirm_many<C: ConnectionTrait>(
 /// not confirmed (reversed meanwhile). The caller posts the credit in the same transaction.
 pub async fn credit<C: ConnectionTrait>(
     txn: &C,
-    id: Uuid,
+    id: PaymentId,
     gate: &str,
     amount: Decimal,
     now: DateTime<Utc>,
@@ -80,7 +79,7 @@ pub async fn credit<C: ConnectionTrait>(
 /// Takes the row lock of a live (not reversed), uncredited payment, so that what the caller
 /// writes next in `txn` cannot race a reversal or a credit (they take this lock first too).
 /// `false`: the payment was reversed or credited meanwhile.
-pub async fn lock_uncredited<C: ConnectionTrait>(txn: &C, id: Uuid) -> Result<bool, DbErr> {
+pub async fn lock_uncredited<C: ConnectionTrait>(txn: &C, id: PaymentId) -> Result<bool, DbErr> {
     let live = payment::Entity::update_many()
         .col_expr(payment::Column::Status, Expr::col(payment::Column::Status))
         .filter(payment::Column::Id.eq(id))
@@ -165,6 +164,7 @@ mod tests {
     use entity::Amount;
     use migration::MigratorTrait;
     use sea_orm::{ActiveModelTrait, Database, DatabaseConnection, IntoActiveModel};
+    use uuid::Uuid;
 
     /// A migrated in-memory database holding `p` alone (no invoice row: these moves are the
     /// payment's own).
@@ -197,32 +197,38 @@ mod tests {
     async fn a_confirmation_applies_once_and_credits_in_the_paid_asset_when_asked() {
         let p = seen();
         let db = holding(&p).await;
-        let moved = confirm_many(&db, &[p.id], 3, Credit::Now, Utc::now()).await.unwrap();
+        let moved = confirm_many(&db, &[p.id.into()], 3, Credit::Now, Utc::now()).await.unwrap();
         assert_eq!(moved.len(), 1);
         let c = &moved[0];
         assert_eq!((c.status, c.confirmations), (PaymentStatus::Confirmed, 3));
         assert!(c.credited_at.is_some() && c.confirmed_at.is_some());
         assert_eq!((c.credited_gate_id.as_deref(), c.credited_amount), (Some("bitcoin"), Some(p.amount)));
-        assert!(confirm_many(&db, &[p.id], 4, Credit::Now, Utc::now()).await.unwrap().is_empty(), "a replay");
+        assert!(confirm_many(&db, &[p.id.into()], 4, Credit::Now, Utc::now()).await.unwrap().is_empty(), "a replay");
         assert_eq!(row(&db, p.id).await.confirmations, 3);
-        assert!(credit(&db, p.id, "bitcoin", Decimal::ONE, Utc::now()).await.unwrap().is_none(), "credited once");
+        assert!(
+            credit(&db, p.id.into(), "bitcoin", Decimal::ONE, Utc::now()).await.unwrap().is_none(),
+            "credited once"
+        );
     }
 
     #[tokio::test]
     async fn a_later_credit_is_stamped_once_and_only_on_a_confirmed_payment() {
         let p = seen();
         let db = holding(&p).await;
-        assert!(credit(&db, p.id, "usdt-eth", Decimal::ONE, Utc::now()).await.unwrap().is_none(), "not confirmed");
-        let moved = confirm_many(&db, &[p.id], 1, Credit::Later, Utc::now()).await.unwrap();
+        assert!(
+            credit(&db, p.id.into(), "usdt-eth", Decimal::ONE, Utc::now()).await.unwrap().is_none(),
+            "not confirmed"
+        );
+        let moved = confirm_many(&db, &[p.id.into()], 1, Credit::Later, Utc::now()).await.unwrap();
         assert!(moved[0].credited_at.is_none());
-        assert!(lock_uncredited(&db, p.id).await.unwrap());
-        let stamped = credit(&db, p.id, "usdt-eth", Decimal::ONE, Utc::now()).await.unwrap().expect("stamped");
+        assert!(lock_uncredited(&db, p.id.into()).await.unwrap());
+        let stamped = credit(&db, p.id.into(), "usdt-eth", Decimal::ONE, Utc::now()).await.unwrap().expect("stamped");
         assert_eq!(
             (stamped.credited_gate_id.as_deref(), stamped.credited_amount),
             (Some("usdt-eth"), Some(Amount::new(Decimal::ONE)))
         );
-        assert!(credit(&db, p.id, "usdt-eth", Decimal::ONE, Utc::now()).await.unwrap().is_none());
-        assert!(!lock_uncredited(&db, p.id).await.unwrap(), "credited: no quote may follow");
+        assert!(credit(&db, p.id.into(), "usdt-eth", Decimal::ONE, Utc::now()).await.unwrap().is_none());
+        assert!(!lock_uncredited(&db, p.id.into()).await.unwrap(), "credited: no quote may follow");
     }
 
     #[tokio::test]
@@ -232,13 +238,13 @@ mod tests {
         let transfer = (p.tx_hash.as_str(), p.output_index);
         let at = SeenAt { block_height: Some(7), confirmations: 1 };
         assert!(revive(&db, p.environment, &p.gate_id, transfer, at, Utc::now()).await.unwrap().is_none(), "live");
-        let confirmed = confirm_many(&db, &[p.id], 1, Credit::Now, Utc::now()).await.unwrap().remove(0);
+        let confirmed = confirm_many(&db, &[p.id.into()], 1, Credit::Now, Utc::now()).await.unwrap().remove(0);
         assert!(reverse(&db, &p, Utc::now()).await.unwrap().is_none(), "a stale copy (confirming) moves nothing");
         let reversed = reverse(&db, &confirmed, Utc::now()).await.unwrap().expect("reversed");
         assert_eq!(reversed.status, PaymentStatus::Reversed);
         assert!(reversed.credited_at.is_some(), "the caller reads the credit it must take back from the row");
         assert!(reverse(&db, &reversed, Utc::now()).await.unwrap().is_none());
-        assert!(!lock_uncredited(&db, p.id).await.unwrap());
+        assert!(!lock_uncredited(&db, p.id.into()).await.unwrap());
         let revived = revive(&db, p.environment, &p.gate_id, transfer, at, Utc::now()).await.unwrap().expect("revived");
         assert_eq!((revived.status, revived.block_height, revived.revivals), (PaymentStatus::Confirming, Some(7), 1));
         assert!(revived.credited_at.is_none() && revived.reversed_at.is_none() && revived.confirmed_at.is_none());

@@ -3,7 +3,7 @@
 //! of these moves a status or money; the guards keep a stale writer from undoing a newer one.
 
 use chrono::{DateTime, Utc};
-use entity::{Environment, PaymentStatus, payment};
+use entity::{Environment, PaymentId, PaymentStatus, payment};
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
 use uuid::Uuid;
@@ -11,7 +11,7 @@ use uuid::Uuid;
 /// Stores the depth a check read (`confirmations`, checked `now`) on a payment not reversed.
 pub async fn store_depth<C: ConnectionTrait>(
     db: &C,
-    id: Uuid,
+    id: PaymentId,
     confirmations: i32,
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
@@ -93,7 +93,7 @@ pub async fn note_missing<C: ConnectionTrait>(
 }
 
 /// The transaction is on the chain again: forget that it was missing.
-pub async fn clear_missing<C: ConnectionTrait>(db: &C, id: Uuid) -> Result<(), DbErr> {
+pub async fn clear_missing<C: ConnectionTrait>(db: &C, id: PaymentId) -> Result<(), DbErr> {
     payment::Entity::update_many()
         .col_expr(payment::Column::MissingSinceHeight, Expr::value(Option::<i64>::None))
         .col_expr(payment::Column::MissingLastHeight, Expr::value(Option::<i64>::None))
@@ -109,7 +109,7 @@ pub async fn clear_missing<C: ConnectionTrait>(db: &C, id: Uuid) -> Result<(), D
 /// A job carrying an older token ends without doing anything.
 pub async fn schedule<C: ConnectionTrait>(
     db: &C,
-    ids: &[Uuid],
+    ids: &[PaymentId],
     token: Option<Uuid>,
     at: Option<DateTime<Utc>>,
 ) -> Result<(), DbErr> {
@@ -124,7 +124,7 @@ pub async fn schedule<C: ConnectionTrait>(
 
 /// Confirmed payments the chain shows at `confirmations`, their final depth: stored, and watched
 /// no more (no job chain, no next look).
-pub async fn finish<C: ConnectionTrait>(db: &C, ids: &[Uuid], confirmations: i32) -> Result<(), DbErr> {
+pub async fn finish<C: ConnectionTrait>(db: &C, ids: &[PaymentId], confirmations: i32) -> Result<(), DbErr> {
     payment::Entity::update_many()
         .col_expr(payment::Column::Confirmations, Expr::value(confirmations))
         .col_expr(payment::Column::CheckedAt, Expr::value(Utc::now()))
