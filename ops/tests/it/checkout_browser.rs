@@ -536,6 +536,11 @@ async fn every_state_in(t: &Texts) {
         assert!(Instant::now() < deadline, "the copy button never said it copied");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    // While it says so, its accessible name says so too (axe: the name contains the text).
+    let copied = b
+        .js("var c = document.getElementById('copy-amount'); return [c.textContent, c.getAttribute('aria-label')];")
+        .await;
+    assert_eq!(copied[0], copied[1], "the copy button's name while it says it copied");
 
     b.click("#simulate-full").await;
     let deadline = Instant::now() + Duration::from_secs(30);

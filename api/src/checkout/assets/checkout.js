@@ -213,9 +213,16 @@
   function copy(what) {
     var value = what === "amount" ? $("amount").textContent : $(what).textContent;
     var button = $("copy-" + what);
+    // While it says "copied", that is also its accessible name (a name must contain the
+    // visible text); both return after 1.5 s.
     var done = function () {
+      var label = button.getAttribute("aria-label");
       button.textContent = t("copied");
-      setTimeout(function () { button.textContent = t("copy"); }, 1500);
+      button.setAttribute("aria-label", t("copied"));
+      setTimeout(function () {
+        button.textContent = t("copy");
+        button.setAttribute("aria-label", label);
+      }, 1500);
     };
     var fallback = function () {
       var area = document.createElement("textarea");
