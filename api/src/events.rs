@@ -15,6 +15,7 @@ use crate::state::HttpState;
 use domain::events::EventKind;
 use domain::events::query::{self, EventResponse, ListFilter};
 use domain::owned;
+use entity::EventId;
 
 /// This resource's routes: each handler's `#[utoipa::path]` is its one declaration of method and
 /// path, served here and described in the OpenAPI document with the schemas it names.
@@ -89,7 +90,7 @@ pub async fn list_events(
 pub async fn get_event(
     State(state): State<HttpState>,
     auth: Allowed<perm::EventsRead>,
-    PathId(id): PathId,
+    PathId(id): PathId<EventId>,
 ) -> ApiResult<Data<EventResponse>> {
-    Ok(Data::ok(EventResponse::from_model(&query::get(&state, &auth, id.into()).await?)))
+    Ok(Data::ok(EventResponse::from_model(&query::get(&state, &auth, id).await?)))
 }

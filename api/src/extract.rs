@@ -83,10 +83,11 @@ fn unstorable_field(v: &serde_json::Value, path: &str) -> Option<String> {
     }
 }
 
-/// A UUID path parameter (`…ID` in the spec); anything else is 400.
-pub struct PathId(pub Uuid);
+/// A UUID path parameter (`…ID` in the spec), as the resource's typed id (`PathId<InvoiceId>`)
+/// or a plain `Uuid`; anything else is 400.
+pub struct PathId<T = Uuid>(pub T);
 
-impl<S: Send + Sync> FromRequestParts<S> for PathId {
+impl<S: Send + Sync, T: From<Uuid>> FromRequestParts<S> for PathId<T> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
@@ -95,7 +96,9 @@ impl<S: Send + Sync> FromRequestParts<S> for PathId {
                 .await
                 .map_err(|e| ApiError::invalid_field("path", e.body_text()))?;
         let (name, raw) = params.into_iter().next().ok_or_else(|| ApiError::invalid_field("path", "missing id"))?;
-        Uuid::parse_str(&raw).map(PathId).map_err(|_| ApiError::invalid_field(&name, "must be a UUID"))
+        Uuid::parse_str(&raw)
+            .map(|id| PathId(T::from(id)))
+            .map_err(|_| ApiError::invalid_field(&name, "must be a UUID"))
     }
 }
 

@@ -13,6 +13,7 @@ use domain::invoices::service;
 use domain::invoices::service::{Created, ListFilter};
 use domain::invoices::types::{CreateInvoiceRequest, InvoiceResponse};
 use domain::owned;
+use entity::InvoiceId;
 
 /// This resource's routes: each handler's `#[utoipa::path]` is its one declaration of method and
 /// path, served here and described in the OpenAPI document with the schemas it names.
@@ -94,9 +95,9 @@ pub async fn list_invoices(
 pub async fn get_invoice(
     State(state): State<HttpState>,
     auth: Allowed<perm::InvoicesRead>,
-    PathId(id): PathId,
+    PathId(id): PathId<InvoiceId>,
 ) -> ApiResult<Data<InvoiceResponse>> {
-    let (inv, payments) = service::get(&state, &auth, id.into()).await?;
+    let (inv, payments) = service::get(&state, &auth, id).await?;
     Ok(Data::ok(InvoiceResponse::from_model(&inv, &payments, &state.config.public_base_url)))
 }
 
@@ -111,9 +112,9 @@ pub async fn get_invoice(
 pub async fn cancel_invoice(
     State(state): State<HttpState>,
     auth: Allowed<perm::InvoicesWrite>,
-    PathId(id): PathId,
+    PathId(id): PathId<InvoiceId>,
 ) -> ApiResult<Data<InvoiceResponse>> {
-    let (inv, payments) = service::cancel(&state, &auth, id.into()).await?;
+    let (inv, payments) = service::cancel(&state, &auth, id).await?;
     Ok(Data::ok(InvoiceResponse::from_model(&inv, &payments, &state.config.public_base_url)))
 }
 

@@ -14,6 +14,7 @@ use domain::owned;
 use domain::payouts::service;
 use domain::payouts::service::Created;
 use domain::payouts::types::{CreatePayoutRequest, PayoutFull, PayoutShort};
+use entity::PayoutId;
 
 /// This resource's routes: each handler's `#[utoipa::path]` is its one declaration of method and
 /// path, served here and described in the OpenAPI document with the schemas it names.
@@ -78,9 +79,9 @@ pub async fn list_payouts(
 pub async fn get_payout(
     State(state): State<HttpState>,
     auth: Allowed<perm::PayoutsRead>,
-    PathId(id): PathId,
+    PathId(id): PathId<PayoutId>,
 ) -> ApiResult<Data<PayoutFull>> {
-    Ok(Data::ok(PayoutFull::from_model(&service::get(&state, &auth, id.into()).await?)))
+    Ok(Data::ok(PayoutFull::from_model(&service::get(&state, &auth, id).await?)))
 }
 
 /// Cancel a payout in `pending_approval` or `approved`; the reservation is released.
@@ -92,7 +93,7 @@ pub async fn get_payout(
 pub async fn cancel_payout(
     State(state): State<HttpState>,
     auth: Allowed<perm::PayoutsWrite>,
-    PathId(id): PathId,
+    PathId(id): PathId<PayoutId>,
 ) -> ApiResult<Data<PayoutShort>> {
-    Ok(Data::ok(PayoutShort::from_model(&service::cancel(&state, &auth, id.into()).await?)))
+    Ok(Data::ok(PayoutShort::from_model(&service::cancel(&state, &auth, id).await?)))
 }

@@ -14,6 +14,7 @@ use domain::owned;
 use domain::refunds::service;
 use domain::refunds::service::{Created, ListFilter};
 use domain::refunds::types::{CreateRefundRequest, RefundResponse};
+use entity::RefundId;
 
 /// This resource's routes: each handler's `#[utoipa::path]` is its one declaration of method and
 /// path, served here and described in the OpenAPI document with the schemas it names.
@@ -84,8 +85,8 @@ pub async fn list_refunds(
 pub async fn get_refund(
     State(state): State<HttpState>,
     auth: Allowed<perm::RefundsRead>,
-    PathId(id): PathId,
+    PathId(id): PathId<RefundId>,
 ) -> ApiResult<Data<RefundResponse>> {
-    let (r, p) = service::get(&state, &auth, id.into()).await?;
+    let (r, p) = service::get(&state, &auth, id).await?;
     Ok(Data::ok(RefundResponse::new(&r, &p)))
 }

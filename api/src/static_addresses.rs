@@ -16,6 +16,7 @@ use domain::owned;
 use domain::static_addresses::service;
 use domain::static_addresses::service::ListFilter;
 use domain::static_addresses::types::{CreateStaticAddressRequest, StaticAddressResponse};
+use entity::StaticAddressId;
 
 /// This resource's routes: each handler's `#[utoipa::path]` is its one declaration of method and
 /// path, served here and described in the OpenAPI document with the schemas it names.
@@ -87,9 +88,9 @@ pub async fn list_addresses(
 pub async fn get_address(
     State(state): State<HttpState>,
     auth: Allowed<perm::AddressesRead>,
-    PathId(id): PathId,
+    PathId(id): PathId<StaticAddressId>,
 ) -> ApiResult<Data<StaticAddressResponse>> {
-    let model = service::get(&state, &auth, id.into()).await?;
+    let model = service::get(&state, &auth, id).await?;
     Ok(Data::ok(StaticAddressResponse::from_model(&model)))
 }
 
@@ -108,12 +109,12 @@ pub async fn get_address(
 pub async fn list_address_invoices(
     State(state): State<HttpState>,
     auth: Allowed<perm::AddressesRead>,
-    PathId(id): PathId,
+    PathId(id): PathId<StaticAddressId>,
     q: QueryParams,
 ) -> ApiResult<Page<InvoiceResponse>> {
     let page = q.pagination()?;
     let status = q.one_of("status", InvoiceStatus::parse, InvoiceStatus::WIRE_LIST)?;
-    let address = service::get(&state, &auth, id.into()).await?;
+    let address = service::get(&state, &auth, id).await?;
     let filter =
         domain::invoices::service::ListFilter { status, static_address_id: Some(address.id), ..Default::default() };
     let (rows, total) = owned::list(&state.db, &auth, &filter, page).await?;
