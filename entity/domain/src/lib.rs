@@ -73,22 +73,32 @@ mod owners {
         }
     }
 
-    /// `(file relative to the workspace, line)` of each production source line containing `needle`.
-    fn writers(needle: &str) -> Vec<String> {
+    /// The workspace's production sources, read once: `(path relative to the workspace, text)`.
+    fn workspace() -> Vec<(String, String)> {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
         let mut files = Vec::new();
         for dir in ["api/src", "workers/src", "ops/src", "entity/src", "entity/domain/src", "migration/src"] {
             sources(&root.join(dir), &mut files);
         }
         assert!(files.len() > 100, "the workspace's sources were not found under {}", root.display());
-        let mut found = Vec::new();
-        for file in files {
-            let text = std::fs::read_to_string(&file).unwrap();
-            let rel = file.strip_prefix(&root).unwrap().to_string_lossy().replace('\\', "/");
+        files
+            .into_iter()
+            .map(|f| {
+                (
+                    f.strip_prefix(&root).unwrap().to_string_lossy().replace('\\', "/"),
+                    std::fs::read_to_string(&f).unwrap(),
+                )
+            })
             // This test names the needles itself.
-            if rel.ends_with("domain/src/lib.rs") {
-                continue;
-            }
+            .filter(|(rel, _)| !rel.ends_with("domain/src/lib.rs"))
+            .collect()
+    }
+
+    /// `file:line` of each line containing `needle` in a file outside `owner` (a path prefix;
+    /// `None`: no file may contain it).
+    fn outside(files: &[(String, String)], needle: &str, owner: Option<&str>) -> Vec<String> {
+        let mut found = Vec::new();
+        for (rel, text) in files.iter().filter(|(rel, _)| !owner.is_some_and(|o| rel.starts_with(o))) {
             for (i, line) in text.lines().enumerate() {
                 if line.contains(needle) {
                     found.push(format!("{rel}:{}", i + 1));
@@ -100,26 +110,21 @@ mod owners {
 
     #[test]
     fn payment_rows_are_updated_only_by_the_payments_module() {
-        let outside: Vec<_> = writers("payment::Entity::update")
-            .into_iter()
-            .filter(|at| !at.starts_with("entity/domain/src/payments/"))
-            .collect();
-        assert!(outside.is_empty(), "payment rows updated outside domain::payments: {outside:?}");
-        let status: Vec<_> = writers("col_expr(payment::Column::Status")
-            .into_iter()
-            .filter(|at| !at.starts_with("entity/domain/src/payments/lifecycle.rs"))
-            .collect();
+        let files = workspace();
+        let rows = outside(&files, "payment::Entity::update", Some("entity/domain/src/payments/"));
+        assert!(rows.is_empty(), "payment rows updated outside domain::payments: {rows:?}");
+        let status =
+            outside(&files, "col_expr(payment::Column::Status", Some("entity/domain/src/payments/lifecycle.rs"));
         assert!(status.is_empty(), "payment status written outside payments::lifecycle: {status:?}");
     }
 
     #[test]
     fn invoice_status_is_written_only_by_the_invoice_lifecycle() {
-        let outside: Vec<_> = writers("col_expr(invoice::Column::Status")
-            .into_iter()
-            .filter(|at| !at.starts_with("entity/domain/src/invoices/lifecycle.rs"))
-            .collect();
-        assert!(outside.is_empty(), "invoice status written outside invoices::lifecycle: {outside:?}");
-        let set: Vec<_> = writers("status = Set(");
+        let files = workspace();
+        let status =
+            outside(&files, "col_expr(invoice::Column::Status", Some("entity/domain/src/invoices/lifecycle.rs"));
+        assert!(status.is_empty(), "invoice status written outside invoices::lifecycle: {status:?}");
+        let set = outside(&files, "status = Set(", None);
         assert!(set.is_empty(), "a status set through an active model, not a guarded update: {set:?}");
     }
 }
