@@ -23,6 +23,7 @@ mod m20261125_000018_invoice_email;
 mod m20261125_000019_unclaimed_deposits;
 mod m20261125_000020_wallet_spends;
 mod m20261127_000021_unclaimed_depth;
+mod m20261128_000022_house_account;
 
 pub struct Migrator;
 
@@ -51,6 +52,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261125_000019_unclaimed_deposits::Migration),
             Box::new(m20261125_000020_wallet_spends::Migration),
             Box::new(m20261127_000021_unclaimed_depth::Migration),
+            Box::new(m20261128_000022_house_account::Migration),
         ]
     }
 }

@@ -18,6 +18,7 @@ mod merchants;
 mod payouts;
 mod sandbox;
 mod serve;
+mod treasury;
 mod webhooks;
 
 use anyhow::Context;
@@ -80,6 +81,9 @@ enum Command {
     /// The operator audit log: every change of money or access made through `ops`.
     #[command(subcommand)]
     Audit(audit::AuditCmd),
+    /// The operator's own books: house inventory and net positions.
+    #[command(subcommand)]
+    Treasury(treasury::TreasuryCmd),
 }
 
 pub(crate) fn parse_env(s: &str) -> Result<Environment, String> {
@@ -111,6 +115,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Deposits(cmd) => deposits::run(&config, cmd, actor).await,
         Command::Jobs(cmd) => jobs::run(&config, cmd, actor).await,
         Command::Webhooks(cmd) => webhooks::run(&config, cmd, actor).await,
+        Command::Treasury(cmd) => treasury::run(&config, cmd, actor).await,
         Command::Audit(cmd) => audit::run(&connect(&config).await?, cmd, &mut std::io::stdout()).await,
         Command::Migrate => {
             let db = domain::db::connect(&config).await?;

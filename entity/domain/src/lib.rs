@@ -32,6 +32,7 @@ pub mod shutdown;
 pub mod state;
 pub mod static_addresses;
 pub mod telemetry;
+pub mod treasury;
 pub mod unclaimed;
 pub mod webhooks;
 

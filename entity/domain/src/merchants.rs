@@ -85,12 +85,22 @@ pub async fn create_merchant(
     Ok(m.insert(db).await?)
 }
 
+/// A merchant by id. The house account (`treasury::HOUSE`) is not a merchant: it is never found,
+/// so no key, setting or command can name it.
 pub async fn get_merchant(db: &impl ConnectionTrait, id: MerchantId) -> Result<merchant::Model, MerchantError> {
+    if crate::treasury::is_house(id) {
+        return Err(MerchantError::NotFound(id));
+    }
     merchant::Entity::find_by_id(id).one(db).await?.ok_or(MerchantError::NotFound(id))
 }
 
+/// Every merchant, oldest first (not the house account).
 pub async fn list_merchants(db: &DatabaseConnection) -> Result<Vec<merchant::Model>, MerchantError> {
-    Ok(merchant::Entity::find().order_by_asc(merchant::Column::CreatedAt).all(db).await?)
+    Ok(merchant::Entity::find()
+        .filter(merchant::Column::Id.ne(crate::treasury::HOUSE))
+        .order_by_asc(merchant::Column::CreatedAt)
+        .all(db)
+        .await?)
 }
 
 pub async fn update_settings(
@@ -211,7 +221,7 @@ pub async fn revoke_api_key(db: &impl ConnectionTrait, key_id: ApiKeyId) -> Resu
 /// First start of the embedded default: when no merchant exists, create a demo merchant and a
 /// test key with every permission. Returns the key (to print once), or None if already seeded.
 pub async fn seed_demo(db: &DatabaseConnection) -> Result<Option<(merchant::Model, String)>, MerchantError> {
-    if merchant::Entity::find().count(db).await? > 0 {
+    if merchant::Entity::find().filter(merchant::Column::Id.ne(crate::treasury::HOUSE)).count(db).await? > 0 {
         return Ok(None);
     }
     let m = create_merchant(db, "Demo merchant", &MerchantSettings::default()).await?;

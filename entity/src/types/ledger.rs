@@ -33,6 +33,17 @@ wire_enum! {
         RefundFee = "refund_fee",
         DepositReversal = "deposit_reversal",
         Adjustment = "adjustment",
+        /// The house account only (the operator's own books, never a merchant's): a sweep's
+        /// network fee.
+        SweepFee = "sweep_fee",
+        /// House only: native coin sent to a token deposit address so that it can move its tokens.
+        GasTopup = "gas_topup",
+        /// House only: the paid asset a live conversion brought into the operator's inventory.
+        ConversionInventoryIn = "conversion_inventory_in",
+        /// House only: the target asset a live conversion paid out of the operator's inventory.
+        ConversionInventoryOut = "conversion_inventory_out",
+        /// House only: inventory the operator added (positive) or took out (negative).
+        HouseFunding = "house_funding",
     }
 }
 
@@ -58,7 +69,8 @@ mod tests {
         assert_wire::<Bucket>("available, pending, reserved");
         assert_wire::<EntryType>(
             "invoice_credit, conversion_debit, conversion_credit, payout_reserve, payout_release, payout_debit, \
-             payout_fee, network_fee, refund_fee, deposit_reversal, adjustment",
+             payout_fee, network_fee, refund_fee, deposit_reversal, adjustment, sweep_fee, gas_topup, \
+             conversion_inventory_in, conversion_inventory_out, house_funding",
         );
         assert_wire::<FeeAllocation>("customer, merchant");
         assert_schema::<Bucket>();

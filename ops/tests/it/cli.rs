@@ -533,3 +533,56 @@ fn payouts_fail_stuck_and_replace() {
     let refused = ops.run_env(&["payouts", "replace", &unsigned], &[]);
     assert!(!refused.status.success() && String::from_utf8_lossy(&refused.stderr).contains("failed"));
 }
+
+/// The house account (the operator's own books): funded and drained only through
+/// `ops treasury fund` (never below zero), shown by `ops treasury position`, and not a merchant
+/// any command can name or list.
+#[test]
+fn treasury_fund_and_position_and_the_house_is_no_merchant() {
+    let ops = Ops::new();
+    ops.ok(&["migrate"]);
+    let fund = |gate: &str, amount: &str| {
+        ["treasury", "fund", "--env", "live", "--gate", gate, "--amount", amount, "--reason", "rebalance"]
+            .map(str::to_owned)
+    };
+    let run = |args: [String; 10]| ops.run_env(&args.iter().map(String::as_str).collect::<Vec<_>>(), &[]);
+    let out = run(fund("tron_usdt", "5000"));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("house tron_usdt live available=5000"));
+    assert!(run(fund("ethereum_usdt", "250.5")).status.success());
+    assert!(run(fund("tron_usdt", "-1000")).status.success());
+    // Never below zero, never more decimals than the gate has, never zero.
+    for (gate, amount, why) in [
+        ("tron_usdt", "-4000.01", "insufficient"),
+        ("tron_usdt", "0.0000001", "decimal places"),
+        ("tron_usdt", "0", "must not be zero"),
+        ("nowhere", "1", "unknown gate"),
+    ] {
+        let out = run(fund(gate, amount));
+        assert!(!out.status.success() && stderr(&out).contains(why), "{gate} {amount}: {}", stderr(&out));
+    }
+    let table = ops.ok(&["treasury", "position"]);
+    assert!(table.contains("tron_usdt") && table.contains("4000"), "{table}");
+    assert!(table.contains("USDT") && table.contains("4250.5") && table.contains("none (not taken)"), "{table}");
+    let out = ops
+        .run_env(&["treasury", "position", "--json"], &[("PAYGATE_SETTLEMENT__TREASURY__MAX_EXPOSURE__USDT", "10000")]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["gates"]["tron_usdt"], "4000");
+    assert_eq!(json["assets"]["USDT"]["position"], "4250.5");
+    assert_eq!(json["assets"]["USDT"]["max_exposure"], "10000");
+    // Test inventory is apart from live's.
+    assert_eq!(ops.ok(&["treasury", "position", "--env", "test", "--json"]).matches("tron_usdt").count(), 0);
+
+    // Each funding is in the audit log with its actor and reason.
+    let audit = ops.ok(&["audit", "list"]);
+    assert_eq!(audit.matches("treasury.fund").count(), 3, "{audit}");
+
+    // The house is no merchant: not listed, no keys, no adjustments.
+    let house = "00000000-0000-0000-0000-00686f757365";
+    assert!(!ops.ok(&["merchants", "list"]).contains(house));
+    let err = ops.fails(&["keys", "create", "--merchant", house, "--env", "live", "--permissions", "all"], &[]);
+    assert!(err.contains("not found"), "{err}");
+    let err = ops.fails(&adjust(house, "tron_usdt", "1", "x"), &[]);
+    assert!(err.contains("not found"), "{err}");
+}
