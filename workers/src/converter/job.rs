@@ -41,7 +41,7 @@ impl ConverterCtx {
         let rates = Rates::new(&config.rates);
         let converter = Converter {
             db: shared.db.clone(),
-            venues: Venues::from_config(config, rates.clone()),
+            venues: Venues::from_config(config, rates.clone(), &shared.db),
             quote_lock: chrono::Duration::seconds(i64::try_from(config.settlement.quote_lock_secs).unwrap_or(i64::MAX)),
         };
         ConverterCtx { shared: shared.clone(), converter: Arc::new(converter), rates }

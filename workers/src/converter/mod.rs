@@ -60,6 +60,11 @@ pub enum ConvertError {
     Ledger(#[from] LedgerError),
     #[error(transparent)]
     Venue(#[from] venue::VenueError),
+    /// The house could not fill a live conversion in the credit's transaction (inventory short
+    /// under its lock, or past an exposure cap): that transaction is rolled back and the payment
+    /// is credited in the paid asset instead (`execution_rejected`).
+    #[error("the house refused the conversion: {0}")]
+    HouseRefused(String),
     #[error("{0}")]
     Invariant(String),
 }
@@ -225,7 +230,26 @@ impl Converter {
             None => (source, p.amount.0),
         };
         let settlement = Settlement { next, failure, source, target, net, credited_gate, credited_amount };
-        self.credit(p, inv, conv, settlement).await
+        match self.credit(p, inv, conv, settlement).await {
+            Err(ConvertError::HouseRefused(reason)) => {
+                tracing::info!(payment_id = %p.id, %reason, "conversion refused by the house at settlement");
+                let next = conv
+                    .state
+                    .on(ConversionTrigger::ExecutionRefused)
+                    .ok_or_else(|| ConvertError::Invariant(format!("ExecutionRefused on {:?}", conv.state)))?;
+                let fallback = Settlement {
+                    next,
+                    failure: Some(FailureClass::ExecutionRejected.as_str().to_owned()),
+                    source,
+                    target,
+                    net: None,
+                    credited_gate: source,
+                    credited_amount: p.amount.0,
+                };
+                self.credit(p, inv, conv, fallback).await
+            }
+            other => other,
+        }
     }
 
     /// Where the quote goes now (executed at the venue, expired, refused, or left failed) and
@@ -283,8 +307,9 @@ impl Converter {
     }
 
     /// One transaction: the payment stamped credited (once: a guarded update), the conversion
-    /// moved to its final state, the ledger (converted or in the paid asset) and
-    /// `balance.credited`. `false` when another converter credited the payment first.
+    /// moved to its final state, the ledger (converted or in the paid asset; a treasury
+    /// conversion also the house's side) and `balance.credited`. `false` when another converter
+    /// credited the payment first; `HouseRefused` (nothing written) when the house could not fill.
     async fn credit(
         &self,
         p: &payment::Model,
@@ -315,7 +340,12 @@ impl Converter {
             return Err(ConvertError::Invariant(format!("conversion of payment {} moved under a credited lock", p.id)));
         }
         match s.net {
-            Some(net) => post_conversion(&txn, &p, inv, s.source, s.target, net, conv).await?,
+            Some(net) => {
+                post_conversion(&txn, &p, inv, s.source, s.target, net, conv).await?;
+                if conv.venue == venue::TREASURY {
+                    self.post_house_side(&txn, &p, s.source, s.target, net).await?;
+                }
+            }
             None => {
                 ledger::post_credits(
                     &txn,
@@ -339,6 +369,60 @@ impl Converter {
         events::emit_balance_credited(&txn, inv, &p, credit).await?;
         txn.commit().await?;
         Ok(true)
+    }
+}
+
+impl Converter {
+    /// The house's side of a treasury conversion, after the merchant's (every writer takes
+    /// merchant balances before the house's, each group in gate-id order): the paid amount into
+    /// the house's source balance (`conversion_inventory_in`), the net amount out of its target
+    /// balance (`conversion_inventory_out`, refused below zero under the row lock). Then the
+    /// exposure cap on the paid asset, read in this transaction; either refusal is `HouseRefused`.
+    async fn post_house_side<C: ConnectionTrait>(
+        &self,
+        txn: &C,
+        p: &payment::Model,
+        source: &'static Gate,
+        target: &'static Gate,
+        net: Decimal,
+    ) -> Result<(), ConvertError> {
+        let reference = Some(("payment", p.id));
+        let amount = p.amount.0;
+        let inflow = [Posting {
+            bucket: Bucket::Available,
+            amount,
+            entry_type: EntryType::ConversionInventoryIn,
+            reference,
+            description: Some(format!("converted into {net} {} ({})", target.asset, target.id)),
+        }];
+        let outflow = [Posting {
+            bucket: Bucket::Available,
+            amount: -net,
+            entry_type: EntryType::ConversionInventoryOut,
+            reference,
+            description: Some(format!("paid for {amount} {} ({})", source.asset, source.id)),
+        }];
+        let env = p.environment;
+        let (first, second) = if source.id < target.id {
+            ((source.id, &inflow[..]), (target.id, &outflow[..]))
+        } else {
+            ((target.id, &outflow[..]), (source.id, &inflow[..]))
+        };
+        for (gate, postings) in [first, second] {
+            match domain::treasury::post(txn, env, gate, postings).await {
+                Ok(_) => {}
+                Err(LedgerError::Insufficient { has, needed, .. }) => {
+                    return Err(ConvertError::HouseRefused(format!(
+                        "the house holds {has} of {gate}, {needed} needed"
+                    )));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let holdings = domain::treasury::holdings(txn, env).await?;
+        let position = domain::treasury::positions(&holdings).get(source.asset).copied().unwrap_or_default();
+        domain::treasury::within_cap(self.venues.exposure_caps(), source.asset, position)
+            .map_err(|refused| ConvertError::HouseRefused(refused.to_string()))
     }
 }
 

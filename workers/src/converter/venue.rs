@@ -1,18 +1,22 @@
 //! Conversion venues: where a payment's asset is exchanged for the invoice's settlement asset.
 //! A venue quotes (a rate, the gross, fee and net target amounts, and how long the quote holds)
 //! and later executes a quote it gave. The test environment has the sandbox venue, priced from
-//! the rates provider; the live environment has none built in yet.
+//! the rates provider. The live environment has the `treasury` venue when
+//! `settlement.live_venue = "treasury"` (priced the same way from the live rates, filled from the
+//! house account's inventory within its exposure caps: `domain::treasury`), else none.
 
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use entity::{Environment, settlement_conversion};
 use rust_decimal::{Decimal, RoundingStrategy};
+use sea_orm::DatabaseConnection;
 use uuid::Uuid;
 
-use domain::config::{Config, SandboxVenueConfig};
-use domain::gates::Gate;
+use domain::config::{Config, SandboxVenueConfig, TreasuryVenueConfig};
+use domain::gates::{self, Gate};
 use domain::rates::Rates;
+use domain::treasury;
 
 /// Why a conversion did not happen (`failure_class`, and `balance.credited`'s too).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,13 +117,37 @@ pub trait Venue: Send + Sync {
 pub struct Venues {
     test: Option<Arc<dyn Venue>>,
     live: Option<Arc<dyn Venue>>,
+    /// `settlement.treasury.max_exposure`, checked again in the credit's transaction.
+    caps: Arc<std::collections::BTreeMap<String, Decimal>>,
 }
 
 impl Venues {
-    /// The sandbox venue for test (priced from `rates`); no live venue (`settlement.live_venue`
-    /// is `none`, the only value accepted so far).
-    pub fn from_config(cfg: &Config, rates: Rates) -> Venues {
-        Venues { test: Some(Arc::new(SandboxVenue { rates, cfg: cfg.settlement.sandbox.clone() })), live: None }
+    /// The sandbox venue for test (priced from `rates`); for live, the `treasury` venue when
+    /// `settlement.live_venue = "treasury"` (it reads the house's inventory from `db`), else none.
+    pub fn from_config(cfg: &Config, rates: Rates, db: &DatabaseConnection) -> Venues {
+        let live: Option<Arc<dyn Venue>> = match cfg.settlement.live_venue.as_str() {
+            TREASURY => Some(Arc::new(TreasuryVenue {
+                rates: rates.clone(),
+                cfg: cfg.settlement.treasury.clone(),
+                db: db.clone(),
+            })),
+            _ => None,
+        };
+        Venues {
+            test: Some(Arc::new(SandboxVenue { rates, cfg: cfg.settlement.sandbox.clone() })),
+            live,
+            caps: Arc::new(cfg.settlement.treasury.max_exposure.clone()),
+        }
+    }
+
+    /// These venues with `live` serving the live environment (a test's own venue).
+    pub fn with_live(self, live: Arc<dyn Venue>) -> Venues {
+        Venues { live: Some(live), ..self }
+    }
+
+    /// The treasury venue's per-asset exposure caps.
+    pub fn exposure_caps(&self) -> &std::collections::BTreeMap<String, Decimal> {
+        &self.caps
     }
 
     pub fn get(&self, env: Environment) -> Option<&Arc<dyn Venue>> {
@@ -162,21 +190,10 @@ impl Venue for SandboxVenue {
                 message: format!("refused as asked by metadata.sandbox_conversion = {:?}", hint::FAIL_QUOTE),
             }));
         }
-        let fiat = &self.cfg.pricing_fiat;
-        let (Some(src), Some(tgt)) = (
-            self.rates.get(req.environment, req.source.asset, fiat),
-            self.rates.get(req.environment, req.target.asset, fiat),
-        ) else {
-            return Ok(Quoted::Refused(Refusal {
-                class: FailureClass::RateUnavailable,
-                message: format!("no fresh {fiat} price for {} or {}", req.source.asset, req.target.asset),
-            }));
-        };
-        let Some(p) = price(src.rate, tgt.rate, req.amount, &self.cfg, req.target.decimals) else {
-            return Ok(Quoted::Refused(Refusal {
-                class: FailureClass::AmountTooSmall,
-                message: format!("{} {} converts to nothing after the fee", req.amount, req.source.asset),
-            }));
+        let margins = Margins { spread_percent: self.cfg.spread_percent, fee_percent: self.cfg.fee_percent };
+        let p = match priced(&self.rates, req, &self.cfg.pricing_fiat, margins) {
+            Ok(p) => p,
+            Err(refusal) => return Ok(Quoted::Refused(refusal)),
         };
         let lock = if req.hint == Some(hint::EXPIRE_QUOTE) { chrono::Duration::zero() } else { req.lock };
         Ok(Quoted::Quote(Quote {
@@ -201,6 +218,105 @@ impl Venue for SandboxVenue {
     }
 }
 
+/// `settlement_conversion.venue` of the live treasury venue.
+pub const TREASURY: &str = "treasury";
+
+/// The live environment's venue: the operator converts from its own inventory (the house
+/// account, `domain::treasury`). Priced like the sandbox venue from the live rates provider
+/// (`settlement.treasury`); a quote, and again its execution, is refused when the house holds
+/// less of the target gate than the net amount, or when taking the paid asset would put the
+/// house's position in it past `max_exposure` (an asset without a cap is never taken). The
+/// converter posts the house's side (`conversion_inventory_in`/`_out`) in the credit's own
+/// transaction, where the house's target balance is locked and refused below zero, so two
+/// conversions can never spend one unit of inventory twice.
+pub struct TreasuryVenue {
+    pub rates: Rates,
+    pub cfg: TreasuryVenueConfig,
+    pub db: DatabaseConnection,
+}
+
+impl TreasuryVenue {
+    /// Whether the house can fill it now (read outside any transaction: the converter's credit
+    /// transaction checks the inventory again under its lock).
+    async fn check(
+        &self,
+        source: &'static Gate,
+        amount: Decimal,
+        target: &'static Gate,
+        net: Decimal,
+    ) -> Result<(), VenueError> {
+        let holdings = treasury::holdings(&self.db, Environment::Live).await.map_err(|e| VenueError(e.to_string()))?;
+        treasury::can_fill(&holdings, &self.cfg.max_exposure, source, amount, target, net)
+            .map_err(|refused| VenueError(refused.to_string()))
+    }
+}
+
+#[async_trait::async_trait]
+impl Venue for TreasuryVenue {
+    fn name(&self) -> &'static str {
+        TREASURY
+    }
+
+    async fn quote(&self, req: &QuoteRequest<'_>) -> Result<Quoted, VenueError> {
+        let margins = Margins { spread_percent: self.cfg.spread_percent, fee_percent: self.cfg.fee_percent };
+        let p = match priced(&self.rates, req, &self.cfg.pricing_fiat, margins) {
+            Ok(p) => p,
+            Err(refusal) => return Ok(Quoted::Refused(refusal)),
+        };
+        let holdings = treasury::holdings(&self.db, Environment::Live).await.map_err(|e| VenueError(e.to_string()))?;
+        if let Err(refused) =
+            treasury::can_fill(&holdings, &self.cfg.max_exposure, req.source, req.amount, req.target, p.net)
+        {
+            return Ok(Quoted::Refused(Refusal { class: FailureClass::QuoteRejected, message: refused.to_string() }));
+        }
+        Ok(Quoted::Quote(Quote {
+            rate: p.rate,
+            gross: p.gross,
+            fee: p.fee,
+            net: p.net,
+            locked_until: req.now + req.lock,
+            venue_ref: Some(format!("treasury-quote-{}", req.reference)),
+        }))
+    }
+
+    /// Read-only, so asking twice fills once: the fill itself is the converter's ledger posting.
+    async fn execute(&self, quote: &settlement_conversion::Model, _hint: Option<&str>) -> Result<Executed, VenueError> {
+        let (Some(source), Some(target), Some(net)) =
+            (gates::find(&quote.source_gate_id), gates::find(&quote.target_gate_id), quote.net_amount)
+        else {
+            return Err(VenueError(format!("conversion {} has no gates or net amount", quote.payment_id)));
+        };
+        Ok(match self.check(source, quote.source_amount.0, target, net.0).await {
+            Ok(()) => Executed::Filled,
+            Err(VenueError(message)) => Executed::Refused(Refusal { class: FailureClass::ExecutionRejected, message }),
+        })
+    }
+}
+
+/// A venue's spread and fee, in percent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Margins {
+    pub spread_percent: Decimal,
+    pub fee_percent: Decimal,
+}
+
+/// The rates provider's prices of both assets in `fiat`, priced with `margins`; refused when a
+/// price is missing or nothing is left after the fee.
+fn priced(rates: &Rates, req: &QuoteRequest<'_>, fiat: &str, margins: Margins) -> Result<Priced, Refusal> {
+    let (Some(src), Some(tgt)) =
+        (rates.get(req.environment, req.source.asset, fiat), rates.get(req.environment, req.target.asset, fiat))
+    else {
+        return Err(Refusal {
+            class: FailureClass::RateUnavailable,
+            message: format!("no fresh {fiat} price for {} or {}", req.source.asset, req.target.asset),
+        });
+    };
+    price(src.rate, tgt.rate, req.amount, margins, req.target.decimals).ok_or_else(|| Refusal {
+        class: FailureClass::AmountTooSmall,
+        message: format!("{} {} converts to nothing after the fee", req.amount, req.source.asset),
+    })
+}
+
 /// The amounts of a conversion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Priced {
@@ -220,7 +336,7 @@ pub fn price(
     source_price: Decimal,
     target_price: Decimal,
     amount: Decimal,
-    cfg: &SandboxVenueConfig,
+    cfg: Margins,
     target_decimals: u32,
 ) -> Option<Priced> {
     let hundred = Decimal::ONE_HUNDRED;
@@ -247,14 +363,14 @@ mod tests {
         Decimal::from_str(s).unwrap()
     }
 
-    fn cfg(spread: &str, fee: &str) -> SandboxVenueConfig {
-        SandboxVenueConfig { spread_percent: d(spread), fee_percent: d(fee), pricing_fiat: "USD".into() }
+    fn cfg(spread: &str, fee: &str) -> Margins {
+        Margins { spread_percent: d(spread), fee_percent: d(fee) }
     }
 
     #[test]
     fn btc_to_usdt_at_the_sandbox_defaults() {
         // 60 000 USD per BTC, 1 USD per USDT, 0.5 % spread, 0.25 % fee.
-        let p = price(d("60000"), d("1"), d("0.01"), &cfg("0.5", "0.25"), 6).unwrap();
+        let p = price(d("60000"), d("1"), d("0.01"), cfg("0.5", "0.25"), 6).unwrap();
         assert_eq!(p.rate, d("59700"));
         assert_eq!(p.gross, d("597"));
         assert_eq!(p.fee, d("1.4925"));
@@ -265,7 +381,7 @@ mod tests {
     #[test]
     fn gross_rounds_down_and_fee_rounds_up_to_the_target_decimals() {
         // 1 USDT -> BTC at 60 000: rate 0.0000166666666666… kept to 12 places.
-        let p = price(d("1"), d("60000"), d("7"), &cfg("0", "1"), 8).unwrap();
+        let p = price(d("1"), d("60000"), d("7"), cfg("0", "1"), 8).unwrap();
         assert_eq!(p.rate, d("0.000016666666"));
         assert_eq!(p.gross, d("0.00011666"));
         // 1 % of 0.00011666 is 0.0000011666: rounded up.
@@ -278,9 +394,9 @@ mod tests {
 
     #[test]
     fn nothing_left_after_the_fee_is_no_quote() {
-        assert_eq!(price(d("1"), d("60000"), d("0.0000001"), &cfg("0", "1"), 8), None);
+        assert_eq!(price(d("1"), d("60000"), d("0.0000001"), cfg("0", "1"), 8), None);
         // A 99 % fee on a dust amount rounds the fee up to the whole gross.
-        assert_eq!(price(d("1"), d("1"), d("0.000001"), &cfg("0", "99"), 6), None);
+        assert_eq!(price(d("1"), d("1"), d("0.000001"), cfg("0", "99"), 6), None);
     }
 
     fn rates() -> Rates {
@@ -303,7 +419,10 @@ mod tests {
     #[tokio::test]
     async fn the_sandbox_venue_prices_from_the_rates_provider_and_obeys_hints() {
         let r = rates();
-        let v = SandboxVenue { rates: r.clone(), cfg: cfg("0.5", "0.25") };
+        let v = SandboxVenue {
+            rates: r.clone(),
+            cfg: SandboxVenueConfig { spread_percent: d("0.5"), fee_percent: d("0.25"), pricing_fiat: "USD".into() },
+        };
         let now = Utc::now();
         // No rates fetched yet: refused, not guessed.
         let Quoted::Refused(no_rate) = v.quote(&req(None, now)).await.unwrap() else { panic!("quoted without rates") };

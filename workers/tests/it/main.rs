@@ -31,6 +31,7 @@ mod platform;
 mod rpc_redaction;
 mod settlement;
 mod settlement_e2e;
+mod settlement_live;
 mod solana_litesvm;
 mod solana_live;
 mod solana_payouts;

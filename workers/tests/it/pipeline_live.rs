@@ -204,7 +204,7 @@ async fn a_revived_payment_of_a_converting_invoice_is_quoted_and_credited_again(
     p.app.state.rates.refresh(Environment::Test).await.unwrap();
     let converter = Converter {
         db: p.app.state.db.clone(),
-        venues: Venues::from_config(&p.app.state.config, p.app.state.rates.clone()),
+        venues: Venues::from_config(&p.app.state.config, p.app.state.rates.clone(), &p.app.state.db),
         quote_lock: chrono::Duration::seconds(900),
     };
     let chain = ScriptedChain::install(&mut p, "bitcoin");

@@ -30,7 +30,7 @@ async fn pipe_with(f: impl FnOnce(&mut domain::config::Config)) -> Pipe {
     app.state.rates.refresh(Environment::Test).await.unwrap();
     let converter = Converter {
         db: app.state.db.clone(),
-        venues: Venues::from_config(&app.state.config, app.state.rates.clone()),
+        venues: Venues::from_config(&app.state.config, app.state.rates.clone(), &app.state.db),
         quote_lock: chrono::Duration::seconds(app.state.config.settlement.quote_lock_secs as i64),
     };
     Pipe { base, converter }

@@ -29,12 +29,17 @@ pub struct Script {
 impl ScriptedChain {
     /// Replaces the test environment's chain of `gate` in `p`'s chains.
     pub fn install(p: &mut Pipe, gate: &str) -> std::sync::Arc<ScriptedChain> {
-        let chain = std::sync::Arc::new(ScriptedChain {
-            gate: domain::gates::find(gate).unwrap(),
-            state: std::sync::Mutex::new(Script { tip: 1, ..Script::default() }),
-        });
+        let chain = ScriptedChain::new(gate);
         p.chains.insert(Environment::Test, chain.clone());
         chain
+    }
+
+    /// A scripted chain of `gate` at tip 1, for the caller to install in an environment's chains.
+    pub fn new(gate: &str) -> std::sync::Arc<ScriptedChain> {
+        std::sync::Arc::new(ScriptedChain {
+            gate: domain::gates::find(gate).unwrap(),
+            state: std::sync::Mutex::new(Script { tip: 1, ..Script::default() }),
+        })
     }
 
     /// A transfer in a new block; returns its tx hash.

@@ -53,7 +53,7 @@ pub use rate_limits::{RateLimit, RateLimitsConfig};
 pub use rates::{RatesConfig, RatesProviderKind, RatesSourceConfig};
 pub use sandbox::SandboxConfig;
 pub use server::ServerConfig;
-pub use settlement::{SandboxVenueConfig, SettlementConfig};
+pub use settlement::{SandboxVenueConfig, SettlementConfig, TreasuryVenueConfig};
 pub use solana::SolanaConfig;
 pub use tron::TronConfig;
 pub use webhooks::{WebhooksConfig, parse_secret_key};
