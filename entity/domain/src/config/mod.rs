@@ -33,6 +33,7 @@ mod sandbox;
 mod server;
 mod settlement;
 mod solana;
+mod treasury;
 mod tron;
 mod webhooks;
 mod worker;
@@ -55,6 +56,7 @@ pub use sandbox::SandboxConfig;
 pub use server::ServerConfig;
 pub use settlement::{SandboxVenueConfig, SettlementConfig, TreasuryVenueConfig};
 pub use solana::SolanaConfig;
+pub use treasury::{TreasuryConfig, TreasuryGateConfig};
 pub use tron::TronConfig;
 pub use webhooks::{WebhooksConfig, parse_secret_key};
 pub use worker::WorkerConfig;
@@ -113,6 +115,8 @@ pub struct Config {
     pub email: EmailConfig,
     /// Request throttling per API key, client IP and test merchant (`crate::ratelimit`).
     pub rate_limits: RateLimitsConfig,
+    /// The operator's wallets per gate (watch-only) and the reconciliation (`[treasury]`).
+    pub treasury: TreasuryConfig,
 }
 
 impl Default for Config {
@@ -146,6 +150,7 @@ impl Default for Config {
             xrp: XrpConfig::default(),
             email: EmailConfig::default(),
             rate_limits: RateLimitsConfig::default(),
+            treasury: TreasuryConfig::default(),
         }
     }
 }
@@ -285,6 +290,7 @@ impl Config {
         self.email.validate()?;
         self.settlement.validate()?;
         self.rate_limits.validate()?;
+        self.treasury.validate()?;
         self.queue_backend()?;
         self.gates.validate()
     }
