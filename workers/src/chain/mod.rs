@@ -177,6 +177,26 @@ pub trait Chain: Send + Sync {
         }
         answers
     }
+    /// What `address` (a plain address of the gate's family, no tag) holds on chain in the
+    /// gate's asset, in whole units (a token gate: the token; Solana USDC: the owner's associated
+    /// token account), counting only what is in blocks (confirmed at least once; never the
+    /// mempool). An address the chain has never seen holds 0. By default an error: every live
+    /// adapter and the sandbox answer it.
+    async fn balance(&self, address: &str) -> Result<Decimal, ChainError> {
+        let _ = address;
+        Err(ChainError::Unavailable(format!("balance reads are not supported on {}", self.gate().id)))
+    }
+    /// [`Chain::balance`] of several addresses, each answer in its address's place (a failed
+    /// read fails alone). By default each is asked on its own, [`LOOKS_AT_ONCE`] in flight (like
+    /// [`Chain::statuses`]); an adapter that can answer many in one request overrides it
+    /// (Bitcoin: one `scantxoutset` over every address's output script).
+    async fn balances(&self, addresses: &[&str]) -> Vec<Result<Decimal, ChainError>> {
+        let mut answers = Vec::with_capacity(addresses.len());
+        for part in addresses.chunks(LOOKS_AT_ONCE) {
+            answers.extend(futures::future::join_all(part.iter().map(|a| self.balance(a))).await);
+        }
+        answers
+    }
     /// When the next block is due, where the adapter knows it (the sandbox's blocks are timed):
     /// the scanner then looks right after it instead of at its next poll. `None` (the default,
     /// every live chain): the scanner polls every `pipeline.scan_interval_ms`.

@@ -5,10 +5,12 @@
 use std::collections::{HashMap, HashSet};
 
 use chrono::Utc;
+use domain::addresses::address_key;
 pub use domain::chain::sandbox::SandboxChain;
 use domain::chain::sandbox::{failure_destination, sandbox_fee};
 use domain::gates::Gate;
 use entity::{Amount, sandbox_broadcast, sandbox_transfer};
+use rust_decimal::Decimal;
 use sea_orm::sea_query::OnConflict;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 
@@ -122,6 +124,27 @@ impl Chain for SandboxChain {
         }
     }
 
+    /// A sandbox chain keeps transfers, not holdings per address: an address holds the sum of
+    /// the transfers to it (under any tag) in blocks up to the tip and not reversed. Payouts
+    /// (`sandbox_broadcasts`) leave from the sandbox signer, which has no address on the chain,
+    /// and are not counted as arriving anywhere.
+    async fn balance(&self, address: &str) -> Result<Decimal, ChainError> {
+        let prefix = address_key(self.gate().family, address, None);
+        let tip = i64::try_from(Chain::tip(self).await?).unwrap_or(i64::MAX);
+        let rows = sandbox_transfer::Entity::find()
+            .filter(sandbox_transfer::Column::GateId.eq(self.gate().id))
+            .filter(sandbox_transfer::Column::AddressKey.starts_with(&prefix))
+            .filter(sandbox_transfer::Column::ReversedAt.is_null())
+            .filter(sandbox_transfer::Column::BlockHeight.lte(tip))
+            .all(self.db())
+            .await?;
+        rows.iter()
+            .filter(|t| t.address_key.starts_with(&prefix))
+            .try_fold(Decimal::ZERO, |sum, t| sum.checked_add(t.amount.0))
+            .map(|d| d.normalize())
+            .ok_or_else(|| ChainError::Unavailable(format!("balance of {address} overflows")))
+    }
+
     async fn next_block_at(&self) -> Option<chrono::DateTime<Utc>> {
         SandboxChain::next_block_at(self).await.ok().flatten()
     }
@@ -144,5 +167,48 @@ impl Chain for SandboxChain {
         let tip = self.tip().await? as i64;
         let confirmations = if b.block_height > tip { 0 } else { (tip - b.block_height + 1) as u64 };
         Ok(Outgoing::Confirmations { confirmations, fee: Some(b.fee.0) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::str::FromStr;
+
+    use super::*;
+
+    fn d(s: &str) -> Decimal {
+        Decimal::from_str(s).unwrap()
+    }
+
+    #[tokio::test]
+    async fn an_address_holds_its_confirmed_transfers_not_reversed_ones_nor_the_next_blocks() {
+        let fresh = testkit::Db::fresh().await;
+        let db = sea_orm::Database::connect(&fresh.url).await.unwrap();
+        domain::db::migrate(&db).await.unwrap();
+        let gate = domain::gates::find("ethereum").unwrap();
+        let chain = SandboxChain::new(db.clone(), gate, 0);
+        let (a, b) = ("0x00000000000000000000000000000000000000Aa", "0x00000000000000000000000000000000000000bb");
+        let key = |addr: &str, tag: Option<&str>| address_key(gate.family, addr, tag);
+        assert_eq!(chain.balance(a).await.unwrap(), Decimal::ZERO, "never paid");
+        chain.deposit(&key(a, None), d("1.25"), None).await.unwrap();
+        chain.deposit(&key(a, Some("7")), d("0.5"), None).await.unwrap();
+        let gone = chain.deposit(&key(a, None), d("3"), None).await.unwrap();
+        chain.deposit(&key(b, None), d("2"), None).await.unwrap();
+        // The key of an address that only starts like `a` is not `a`'s.
+        chain.deposit(&key(&format!("{a}1"), None), d("100"), None).await.unwrap();
+        let other = SandboxChain::new(db.clone(), domain::gates::find("ethereum_usdt").unwrap(), 0);
+        other.deposit(&key(a, None), d("40"), None).await.unwrap();
+        assert_eq!(chain.balance(a).await.unwrap(), Decimal::ZERO, "in the next block: not confirmed yet");
+        chain.mine(1).await.unwrap();
+        chain.reverse(gone.id.into()).await.unwrap();
+        assert_eq!(chain.balance(a).await.unwrap(), d("1.75"), "every tag, reversed and other gates left out");
+        let upper = a.to_ascii_uppercase().replacen("0X", "0x", 1);
+        let got: Vec<Decimal> = chain
+            .balances(&[b, &upper, "0x00000000000000000000000000000000000000cc"])
+            .await
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(got, vec![d("2"), d("1.75"), Decimal::ZERO], "each in its place; EVM case ignored");
     }
 }

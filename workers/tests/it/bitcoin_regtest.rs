@@ -17,7 +17,8 @@
 //! - payouts from the hot wallet complete with the exact ledger and the real fee, two executors
 //!   racing over them never sign two payouts over one wallet output, and a payout waits for
 //!   change to confirm rather than build on an unconfirmed transaction (the crash windows around
-//!   broadcast are `bitcoin_payout_crash`).
+//!   broadcast are `bitcoin_payout_crash`);
+//! - balances of several addresses from one `scantxoutset`, mined outputs only.
 //!
 //! Selected with the `regtest-tests` feature (it needs `litecoind`; `.ci/run` installs it).
 #![cfg(feature = "regtest-tests")]
@@ -308,4 +309,46 @@ async fn the_hot_wallet_scans_the_utxo_set_once_per_block() {
     sats.sort();
     assert_eq!(sats, [20_000_000, 30_000_000]);
     assert_eq!(signer.scans(), 2);
+}
+
+/// Mainnet SegWit address `n` (a P2WPKH program of `n` bytes): the output script the node's
+/// `rltc` address pays.
+fn segwit_address(n: u8) -> String {
+    use bitcoin::bech32::{Fe32, hrp, segwit};
+    segwit::encode(hrp::BC, Fe32::Q, &[n; 20]).unwrap()
+}
+
+/// Balances from one `scantxoutset` over several addresses, each answer in its address's place:
+/// outputs in blocks summed exactly, an output still in the mempool not counted until mined, a
+/// foreign address failing alone and a repeated one answered twice.
+#[tokio::test]
+async fn balances_of_several_addresses_count_their_mined_outputs_only() {
+    let node = Litecoind::start().await;
+    let cfg = domain::config::BitcoinConfig {
+        rpc_url: node.url.clone(),
+        rpc_user: Some(node.user.into()),
+        rpc_password: Some(domain::config::Redacted(node.password.into())),
+        max_retries: 1,
+        retry_backoff_ms: 10,
+        ..Default::default()
+    };
+    let chain = workers::chain::bitcoin::chains(&cfg).pop().expect("the bitcoin chain");
+    let (a, b, c) = (segwit_address(1), segwit_address(2), segwit_address(3));
+    node.pay(&a, "0.5").await;
+    node.pay(&a, "0.25000001").await;
+    node.pay(&b, "1.2").await;
+    node.mine(1).await;
+    let waiting = node.pay(&c, "0.3").await;
+    node.pay(&a, "0.1").await;
+    let mempool = node.rpc("getrawmempool", json!([])).await;
+    assert!(mempool.as_array().unwrap().iter().any(|t| t == waiting.as_str()), "{mempool}");
+    let got = chain.balances(&[&a, &b, &c, "tb1qw508d6qejxtdg4y5r3zarvary0c5xw7kxpjzsx", &a]).await;
+    assert_eq!(got[0].as_ref().unwrap(), &d("0.75000001"));
+    assert_eq!(got[1].as_ref().unwrap(), &d("1.2"));
+    assert_eq!(got[2].as_ref().unwrap(), &d("0"), "only in the mempool");
+    assert!(got[3].is_err(), "a testnet address fails alone");
+    assert_eq!(got[4].as_ref().unwrap(), &d("0.75000001"));
+    node.mine(1).await;
+    assert_eq!(chain.balance(&c).await.unwrap(), d("0.3"));
+    assert_eq!(chain.balance(&a).await.unwrap(), d("0.85000001"));
 }

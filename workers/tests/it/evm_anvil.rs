@@ -13,7 +13,8 @@
 //!   batches and records it;
 //! - an endpoint that fails is retried; a scan that still fails leaves the cursor where it was;
 //! - the token sent to an ETH invoice's address credits nothing and is recorded once as
-//!   unclaimed.
+//!   unclaimed;
+//! - balances: ETH and the token as the newest block holds them, never the mempool.
 //!
 //! Payouts from the hot wallet on the same node are in `evm_anvil_payouts`.
 #![cfg(feature = "anvil-tests")]
@@ -460,4 +461,43 @@ async fn a_failing_endpoint_is_retried_and_never_skips_a_block() {
     // The endpoint is back: the deposit is found.
     l.step().await;
     assert_eq!(l.status(&inv).await, "confirming");
+}
+
+/// Balances are the newest block's state: ETH from `eth_getBalance` to the wei, the token from
+/// its `balanceOf` in its 6 decimals; a transfer waiting in the mempool is not held until it
+/// is mined; a token address without a contract is an error, never a zero balance.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eth_and_token_balances_are_the_newest_blocks_state() {
+    let l = live().await;
+    let (eth, usdt) = (l.chain("ethereum"), l.chain("ethereum_usdt"));
+    let (holder, other) = ("0x00000000000000000000000000000000000000Ab", "0x00000000000000000000000000000000000000cd");
+    for chain in [&eth, &usdt] {
+        assert_eq!(chain.balance(holder).await.unwrap(), Decimal::ZERO, "{}", chain.gate().id);
+    }
+    l.anvil.send_eth(holder, 1_500_000_000_000_000_001).await;
+    l.anvil.send_token(&l.token, &holder.to_ascii_lowercase(), 2_500_000).await;
+    assert_eq!(eth.balance(holder).await.unwrap(), d("1.500000000000000001"));
+    assert_eq!(usdt.balance(holder).await.unwrap(), d("2.5"));
+
+    l.anvil.rpc("evm_setAutomine", json!([false])).await;
+    let tx = json!({"from": l.anvil.from, "to": other, "value": "0x64"});
+    let hash = l.anvil.rpc("eth_sendTransaction", json!([tx])).await;
+    let pending = l.anvil.rpc("eth_getTransactionByHash", json!([hash])).await;
+    assert!(pending["blockNumber"].is_null(), "in the mempool: {pending}");
+    assert_eq!(eth.balance(other).await.unwrap(), Decimal::ZERO, "the mempool is not counted");
+    l.anvil.mine(1).await;
+    l.anvil.receipt(hash.as_str().unwrap()).await;
+    let got = eth.balances(&[other, holder, "0x12"]).await;
+    assert_eq!(got[0].as_ref().unwrap(), &d("0.0000000000000001"));
+    assert_eq!(got[1].as_ref().unwrap(), &d("1.500000000000000001"));
+    assert!(got[2].is_err(), "not an address: fails alone");
+
+    let nowhere = workers::chain::evm::Token {
+        contract: "0x00000000000000000000000000000000000000ee".parse().unwrap(),
+        decimals: 6,
+    };
+    let rpc = std::sync::Arc::new(workers::chain::evm::Rpc::new(&node(&l.anvil, 1, 10, false)));
+    let gate = domain::gates::find("ethereum_usdt").unwrap();
+    let no_contract = workers::chain::evm::EvmChain::new(gate, rpc, Some(nowhere), 0);
+    assert!(no_contract.balance(holder).await.is_err(), "no contract there");
 }

@@ -16,7 +16,8 @@
 //!   finalized, and the recipient is paid once;
 //! - a USDC payout into a token account the issuer froze is refused by the real SPL Token
 //!   program's simulation (`AccountFrozen`) and fails, its funds released; one the hot wallet
-//!   cannot cover (`InsufficientFunds`) waits and goes through once it is funded.
+//!   cannot cover (`InsufficientFunds`) waits and goes through once it is funded;
+//! - SOL and USDC balances, a missing token account holding 0.
 #![cfg(feature = "litesvm-tests")]
 
 use crate::support::litesvm::LiteSvm;
@@ -212,4 +213,38 @@ async fn a_frozen_recipient_fails_the_payout_and_a_hot_wallet_short_of_usdc_only
     assert_eq!(x.row(big).await.status, PayoutStatus::Completed);
     assert_eq!(node.token_units(&to).await, 150_000_000, "paid once");
     assert_eq!(node.token_units(&hot_wallet()).await, 50_000_000);
+}
+
+/// SOL from `getBalance` to the lamport; USDC from `getTokenAccountBalance` of the owner's
+/// associated token account: 0 when that account does not exist (the cluster's "could not find
+/// account") and when it exists empty; each answer in its address's place.
+#[tokio::test]
+async fn sol_and_usdc_balances_and_a_missing_token_account_holds_nothing() {
+    let node = LiteSvm::start().await;
+    let mint = node.call("shim_createMint", json!([6])).await.as_str().unwrap().to_owned();
+    let cfg = domain::config::SolanaConfig {
+        rpc_url: node.url.clone(),
+        usdc_mint: Some(mint),
+        max_retries: 1,
+        retry_backoff_ms: 10,
+        ..Default::default()
+    };
+    let chains = workers::chain::solana::chains(&cfg);
+    let gate = |id: &str| chains.iter().find(|c| c.gate().id == id).cloned().unwrap_or_else(|| panic!("no {id}"));
+    let (sol, usdc) = (gate("solana"), gate("solana_usdc"));
+    let [a, b, c] = POOL;
+    assert_eq!(sol.balance(a).await.unwrap(), Decimal::ZERO);
+    assert_eq!(usdc.balance(a).await.unwrap(), Decimal::ZERO, "no token account");
+    node.call("shim_paySol", json!([a, 1_500_000_001u64])).await;
+    node.call("shim_payToken", json!([a, 12_500_000u64])).await;
+    // An empty token account (created by the issuer's freeze).
+    node.call("shim_freeze", json!([b])).await;
+    assert_eq!(node.token_units(b).await, 0);
+    assert_eq!(sol.balance(a).await.unwrap(), d("1.500000001"));
+    let got = usdc.balances(&[a, b, c, "0OIl"]).await;
+    assert_eq!(got[0].as_ref().unwrap(), &d("12.5"));
+    assert_eq!(got[1].as_ref().unwrap(), &Decimal::ZERO, "an empty token account");
+    assert_eq!(got[2].as_ref().unwrap(), &Decimal::ZERO, "no token account");
+    assert!(got[3].is_err(), "not an address: fails alone");
+    assert_eq!(node.token_units(a).await, 12_500_000);
 }

@@ -9,14 +9,18 @@
 //! - a deposit forked away: one missing answer changes nothing, a span of missing checks
 //!   reverses it once (pending released, invoice back to pending);
 //! - a scanner started anew resumes at its cursor and misses no block;
-//! - `GET /v1/currencies?environment=live` shows both gates online only with `[tron]` set.
+//! - `GET /v1/currencies?environment=live` shows both gates online only with `[tron]` set;
+//! - balances: TRX from the account, USDT from the contract's `balanceOf`, blocks only.
+
+use std::sync::Arc;
 
 use crate::support::live::{Live, d};
 use crate::support::tron_node::{FakeTron, Tx};
-use domain::chain::address::tron::account_id_of;
+use domain::chain::address::tron::{account_id_of, address_of};
 use entity::PaymentStatus;
 use serde_json::{Value, json};
 use testkit::TestApp;
+use workers::chain::Chain;
 
 const USDT: &str = "TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t";
 
@@ -204,4 +208,56 @@ async fn tracking_ends_at_twice_the_gates_depth() {
     l.step_over(19).await;
     assert_eq!(l.payment(&inv).await.confirmations, 38);
     l.assert_tracking_ended(&inv, 3).await;
+}
+
+/// The live TRON chains on `node`, by gate, without an app: what treasury reconciliation reads.
+fn tron_chains(node: &FakeTron) -> (Arc<dyn Chain>, Arc<dyn Chain>) {
+    let cfg = domain::config::TronConfig {
+        api_url: node.url.clone(),
+        max_retries: 1,
+        retry_backoff_ms: 10,
+        ..Default::default()
+    };
+    let chains = workers::chain::tron::chains(&cfg);
+    let gate = |id: &str| chains.iter().find(|c| c.gate().id == id).cloned().unwrap_or_else(|| panic!("no {id}"));
+    (gate("tron"), gate("tron_usdt"))
+}
+
+/// TRX from `/wallet/getaccount` (an account never reached is 0) and USDT from the contract's
+/// `balanceOf`, counting only blocks: a transfer forked back to the mempool is not held, a
+/// reverted call and another contract's token pay nothing.
+#[tokio::test]
+async fn trx_and_usdt_balances_are_read_from_the_account_and_the_contract() {
+    let node = FakeTron::start(3).await;
+    let (trx_chain, usdt_chain) = tron_chains(&node);
+    let (a, b) = (address_of(&[0xA1; 20]), address_of(&[0xB2; 20]));
+    for chain in [&trx_chain, &usdt_chain] {
+        assert_eq!(chain.balance(&a).await.unwrap(), d("0"), "{}: never reached", chain.gate().id);
+    }
+    let usdt_to = |id: &str, to: u8, units: u64, ok: bool| Tx::Token {
+        id: id.into(),
+        contract: account_id_of(USDT).unwrap(),
+        to: [to; 20],
+        units,
+        ok,
+    };
+    node.include(vec![
+        Tx::Trx { id: "t1".into(), to: [0xA1; 20], sun: 10_500_000 },
+        Tx::Trx { id: "t2".into(), to: [0xA1; 20], sun: 1 },
+        usdt_to("u1", 0xA1, 25_500_000, true),
+        usdt_to("u2", 0xA1, 7_000_000, false),
+        Tx::Token { id: "u3".into(), contract: [0x77; 20], to: [0xA1; 20], units: 9, ok: true },
+        usdt_to("u4", 0xB2, 3, true),
+    ]);
+    assert_eq!(trx_chain.balance(&a).await.unwrap(), d("10.500001"));
+    assert_eq!(usdt_chain.balance(&a).await.unwrap(), d("25.5"), "the reverted call and the other token left out");
+    let both: Vec<_> = usdt_chain.balances(&[&b, &a, "not an address"]).await;
+    assert_eq!(both[0].as_ref().unwrap(), &d("0.000003"));
+    assert_eq!(both[1].as_ref().unwrap(), &d("25.5"));
+    assert!(both[2].is_err(), "a bad address fails alone");
+    assert_eq!(trx_chain.balance(&b).await.unwrap(), d("0"), "tokens alone do not activate an account");
+    // Forked back to the mempool: no longer in a block, so not held.
+    node.fork_from(node.height(), true);
+    assert_eq!(trx_chain.balance(&a).await.unwrap(), d("0"));
+    assert_eq!(usdt_chain.balance(&a).await.unwrap(), d("0"));
 }

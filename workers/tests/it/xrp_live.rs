@@ -10,7 +10,8 @@
 //!   unknown tag and a `tec` result credit nothing, the first two recorded once as unclaimed;
 //! - a transaction the node cannot find reverses nothing on one answer, and confirms when found;
 //! - a scanner started anew resumes at its cursor and misses no ledger;
-//! - `GET /v1/currencies?environment=live` shows the gate online only with `[xrp]` set.
+//! - `GET /v1/currencies?environment=live` shows the gate online only with `[xrp]` set;
+//! - an account's balance is its validated `Balance`; an account not found holds 0.
 
 use crate::support::live::d;
 use crate::support::xrp_node::{FakeRippled, Pay};
@@ -201,4 +202,31 @@ async fn tracking_ends_when_a_deposit_is_validated() {
     l.step().await;
     assert_eq!(l.status(&inv).await, "paid");
     l.assert_tracking_ended(&inv, 3).await;
+}
+
+/// `account_info` in the validated ledger: the account's `Balance` in drops (what partial and
+/// failed payments delivered, not what they asked for), and 0 for an account the ledger does
+/// not have (`actNotFound`), each in its place when several are asked.
+#[tokio::test]
+async fn an_accounts_balance_is_its_validated_drops_and_an_unknown_account_holds_nothing() {
+    let node = FakeRippled::start(3).await;
+    let cfg = domain::config::XrpConfig {
+        rpc_url: node.url.clone(),
+        max_retries: 1,
+        retry_backoff_ms: 10,
+        ..Default::default()
+    };
+    let operator = "rHb9CJAWyB4rj91VRWn96DkukG4bwdtyTh";
+    let chain = workers::chain::xrp::chains(&cfg, Some(operator)).pop().expect("the xrp chain");
+    let hot = "rN7n7otQDd6FczFgLdSqtcsAUxDkw6fzRH";
+    assert_eq!(chain.balance(operator).await.unwrap(), d("0"), "not created yet");
+    let mut partial = Pay::new("P1", operator, Some(1), 10_000_000);
+    partial.delivered = 4_000_000;
+    let mut failed = Pay::new("F1", operator, Some(2), 5_000_000);
+    failed.result = "tecPATH_PARTIAL";
+    node.include(vec![Pay::new("A1", operator, Some(3), 25_000_001), partial, failed]);
+    node.fund(hot, 5);
+    let got = chain.balances(&[hot, operator, "rrrrrrrrrrrrrrrrrrrrBZbvji"]).await;
+    let got: Vec<_> = got.into_iter().map(Result::unwrap).collect();
+    assert_eq!(got, vec![d("100000"), d("29.000001"), d("0")]);
 }

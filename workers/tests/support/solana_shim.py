@@ -4,7 +4,8 @@ System, SPL Token and Associated Token Account programs.
 
 It serves the methods the live adapter calls (getSlot, getBlocks, getBlock jsonParsed,
 getSignatureStatuses, minimumLedgerSlot, getLatestBlockhash, getEpochInfo, sendTransaction with
-preflight, getTransaction) over slots the test produces and finalizes (block height = slot),
+preflight, getTransaction, getBalance, getTokenAccountBalance: "could not find account" for a
+missing account, as the cluster answers) over slots the test produces and finalizes (block height = slot),
 and test switches as `shim_*` methods: fund an account, create the mint, pay SOL or tokens from
 a payer of its own, freeze an owner's token account (the mint's freeze authority is that payer),
 produce and finalize slots, lose what is sent, put what is sent next on a
@@ -285,6 +286,20 @@ class Node:
                 "data": [base64.b64encode(bytes(acc.data)).decode(), "base64"], "rentEpoch": 0,
                 "space": len(acc.data)}
             return {"context": {"slot": self.tip()}, "value": value}
+        if method == "getBalance":
+            return {"context": {"slot": self.tip()}, "value": self.balance(key(0))}
+        if method == "getTokenAccountBalance":
+            acc = self.svm.get_account(key(0))
+            if acc is None:
+                raise RpcError(-32602, "Invalid param: could not find account")
+            if acc.owner != TOKEN or len(acc.data) != 165:
+                raise RpcError(-32602, "Invalid param: not a Token account")
+            data = bytes(acc.data)
+            decimals = bytes(self.svm.get_account(Pubkey.from_bytes(data[0:32])).data)[44]
+            amount = struct.unpack_from("<Q", data, 64)[0]
+            return {"context": {"slot": self.tip()},
+                    "value": {"amount": str(amount), "decimals": decimals, "uiAmount": amount / 10 ** decimals,
+                              "uiAmountString": str(amount / 10 ** decimals)}}
         if method == "getTransaction":
             found = self.find(params[0])
             if found is None:

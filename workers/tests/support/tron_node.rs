@@ -5,6 +5,13 @@
 //! by block, with forks. No registry here ships java-tron, so the adapter's tests run against
 //! this (docs/operations.md says which chains run against real node software).
 //!
+//! For balances it answers `/wallet/getaccount` (the TRX the account's blocks paid in, in sun;
+//! `{}` for an account no TRX ever reached, `balance` left out when 0, as protobuf's JSON does)
+//! and `/wallet/triggerconstantcontract` for `balanceOf(address)` (the token units the blocks'
+//! successful transfers paid in), both over the blocks up to the answering node's newest: what
+//! is pending or queued is not counted. Senders' balances are not kept (the test's payers and
+//! the hot wallet are not debited).
+//!
 //! For payouts it also answers `/wallet/broadcasthex` and `/wallet/getnodeinfo` (its
 //! `solidityBlock` 19 below the newest): a broadcast transaction is decoded, its signature
 //! recovered and checked against its owner, its contract validated as `TransferActuator` does
@@ -291,6 +298,86 @@ fn find(l: &Ledger, id: &str, head: u64) -> Option<(u64, Tx)> {
         .filter(|(h, _)| *h >= l.first_held)
 }
 
+/// An address of a request: base58 (`T…`) with `visible: true`, else hex (`41…`).
+fn account_in(v: &Value, visible: bool) -> Option<[u8; 20]> {
+    let s = v.as_str()?;
+    if visible {
+        return domain::chain::address::tron::account_id_of(s);
+    }
+    hex::decode(s.strip_prefix("41")?).ok()?.try_into().ok()
+}
+
+/// An address as an answer shows it: as the request asked (`visible`).
+fn account_out(id: &[u8; 20], visible: bool) -> String {
+    if visible { domain::chain::address::tron::address_of(id) } else { format!("41{}", hex::encode(id)) }
+}
+
+/// `/wallet/getaccount` on a node whose newest block is `head`.
+fn account_json(l: &Ledger, body: &Value, head: u64) -> Value {
+    let visible = body["visible"] == true;
+    let Some(id) = account_in(&body["address"], visible) else {
+        return json!({"Error": "class java.lang.IllegalArgumentException : Invalid address"});
+    };
+    let received: Vec<u64> = l
+        .blocks
+        .iter()
+        .take(head as usize)
+        .flatten()
+        .filter_map(|t| match t {
+            Tx::Trx { to, sun, .. } if *to == id => Some(*sun),
+            _ => None,
+        })
+        .collect();
+    if received.is_empty() {
+        return json!({});
+    }
+    let mut account = json!({"address": account_out(&id, visible), "create_time": timestamp(1),
+                              "account_resource": {}, "owner_permission": {"permission_name": "owner", "threshold": 1}});
+    let sun: u64 = received.iter().sum();
+    if sun > 0 {
+        account["balance"] = json!(sun);
+    }
+    account
+}
+
+/// `/wallet/triggerconstantcontract` of `balanceOf(address)` on a node whose newest block is
+/// `head` (every contract is taken to be a TRC-20; another function is refused).
+fn constant_call_json(l: &Ledger, body: &Value, head: u64) -> Value {
+    let visible = body["visible"] == true;
+    let refuse =
+        |message: &str| json!({"result": {"code": "CONTRACT_VALIDATE_ERROR", "message": hex::encode(message)}});
+    let (Some(contract), Some(_owner)) =
+        (account_in(&body["contract_address"], visible), account_in(&body["owner_address"], visible))
+    else {
+        return refuse("Invalid address");
+    };
+    let parameter = body["parameter"].as_str().unwrap_or("");
+    let holder: Option<[u8; 20]> =
+        parameter.get(24..64).filter(|_| parameter.len() == 64).and_then(|h| hex::decode(h).ok()?.try_into().ok());
+    let (Some("balanceOf(address)"), Some(holder)) = (body["function_selector"].as_str(), holder) else {
+        return refuse("REVERT opcode executed");
+    };
+    let units: u64 = l
+        .blocks
+        .iter()
+        .take(head as usize)
+        .flatten()
+        .filter_map(|t| match t {
+            Tx::Token { contract: c, to, units, ok: true, .. } if *c == contract && *to == holder => Some(*units),
+            _ => None,
+        })
+        .sum();
+    json!({
+        "result": {"result": true},
+        "energy_used": 935,
+        "constant_result": [format!("{units:064x}")],
+        "transaction": {"ret": [{}], "visible": visible, "txID": format!("{:064x}", head),
+                        "raw_data": {"contract": [{"type": "TriggerSmartContract", "parameter": {"value": {
+                            "data": format!("70a08231{parameter}"), "owner_address": body["owner_address"],
+                            "contract_address": body["contract_address"]}}}]}},
+    })
+}
+
 /// `Num:<height>,ID:<block id>`, as `/wallet/getnodeinfo` names a block.
 fn node_info_block(l: &Ledger, height: u64) -> String {
     format!("Num:{height},ID:{}", block_id(l, height))
@@ -324,6 +411,8 @@ async fn call(
             "peerInfoList": [], "configNodeInfo": {"codeVersion": "4.8.0"}, "machineInfo": {}, "cheatWitnessInfoMap": {},
         }),
         "getblockbynum" => block_json(&l, num, head),
+        "getaccount" => account_json(&l, &body, head),
+        "triggerconstantcontract" => constant_call_json(&l, &body, head),
         "gettransactioninfobyblocknum" => {
             let txs = num.checked_sub(1).filter(|_| num <= head).and_then(|i| l.blocks.get(i as usize));
             Value::Array(txs.into_iter().flatten().map(|t| t.info_json(num)).collect())

@@ -7,6 +7,12 @@
 //! default). Errors as `result.status = "error"`. No registry here ships rippled (docs/operations.md says
 //! which chains run against real node software).
 //!
+//! `account_info` answers an account's `Balance` in drops as its validated ledgers left it: what
+//! it was funded with ([`FakeRippled::fund`], 100,000 XRP) plus what successful payments
+//! delivered to it, less what it sent and the fees it paid; an account neither funded nor paid
+//! is `actNotFound` (as one never created). At `current`, the open ledger's transactions count
+//! too.
+//!
 //! For payouts it also answers `account_info`, `fee` and `submit`: a submitted blob is decoded,
 //! its signature checked against its `SigningPubKey` and that key against its `Account`, a
 //! payment to its own account refused (`temREDUNDANT`), and its `Sequence`,
@@ -30,6 +36,9 @@ use domain::chain::address::xrp;
 pub const FIRST_LEDGER: u64 = 90_000_000;
 /// rippled caps `account_tx` pages; the fake at 4, so suites cross page boundaries.
 const MAX_PAGE: usize = 4;
+
+/// What [`FakeRippled::fund`] gives an account, in drops (100,000 XRP).
+pub const FUNDED_DROPS: u64 = 100_000_000_000;
 
 /// The account the test's payments come from.
 pub const PAYER: &str = "rPT1Sjq2YGrBMTttX4GZHjKu9dyfzbpAYe";
@@ -196,6 +205,31 @@ impl Chain for Ledgers {
 impl Ledgers {
     fn validated(&self) -> u64 {
         FIRST_LEDGER + self.ledgers.len() as u64 - 1
+    }
+
+    /// `account`'s drops after the validated ledgers (and, with `open`, the open ledger's
+    /// transactions), and the ledger that created it; `None` if it was neither funded nor paid.
+    fn drops_of(&self, account: &str, open: bool) -> Option<(u64, u64)> {
+        let funded = self.sequences.contains_key(account);
+        let mut drops: u64 = if funded { FUNDED_DROPS } else { 0 };
+        let mut created = funded.then_some(FIRST_LEDGER);
+        let open_pays = self.open.iter().filter(|_| open).map(|(p, _)| (self.validated() + 1, p));
+        let validated = self
+            .ledgers
+            .iter()
+            .enumerate()
+            .flat_map(|(i, pays)| pays.iter().map(move |p| (FIRST_LEDGER + i as u64, p)));
+        for (ledger, pay) in validated.chain(open_pays) {
+            let delivered = if pay.result == "tesSUCCESS" && pay.kind == "Payment" { pay.delivered } else { 0 };
+            if pay.destination == account && delivered > 0 {
+                drops = drops.saturating_add(delivered);
+                created.get_or_insert(ledger);
+            }
+            if pay.account == account {
+                drops = drops.saturating_sub(delivered.saturating_add(pay.fee));
+            }
+        }
+        created.map(|ledger| (drops, ledger))
     }
 
     /// rippled's verdict on a submitted blob: its `engine_result`.
@@ -408,15 +442,20 @@ async fn call(State(state): State<Shared<Ledgers>>, Json(req): Json<Value>) -> J
         }
         "account_info" => {
             let account = p["account"].as_str().unwrap_or("");
-            let Some(&next) = l.sequences.get(account) else { return Json(error("actNotFound", p)) };
-            let pending = l.open.iter().filter(|(pay, _)| pay.account == account).count() as u32;
-            let sequence = match p["ledger_index"].as_str() {
-                Some("current") => next + pending,
-                Some("validated") => next,
+            let current = match p["ledger_index"].as_str() {
+                Some("current") => true,
+                Some("validated") => false,
                 _ => return Json(error("invalidParams", p)),
             };
-            let mut r = json!({"account_data": {"Account": account, "Balance": "100000000000", "Sequence": sequence},
-                               "validated": p["ledger_index"] == "validated"});
+            let Some((drops, created)) = l.drops_of(account, current) else { return Json(error("actNotFound", p)) };
+            // A funded account's `Sequence` is the test's; one created by a payment starts at the
+            // index of the ledger that created it.
+            let next = l.sequences.get(account).copied().unwrap_or(created as u32);
+            let pending = l.open.iter().filter(|(pay, _)| pay.account == account).count() as u32;
+            let sequence = if current { next + pending } else { next };
+            let mut r = json!({"account_data": {"Account": account, "Balance": drops.to_string(), "Sequence": sequence,
+                                                "Flags": 0, "OwnerCount": 0, "LedgerEntryType": "AccountRoot"},
+                               "validated": !current});
             if p["ledger_index"] == "validated" {
                 r["ledger_index"] = json!(validated);
             } else {

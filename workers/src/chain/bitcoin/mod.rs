@@ -28,10 +28,11 @@
 pub mod wallet;
 
 use std::collections::{BTreeMap, HashSet};
+use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 
 use bitcoin::consensus::encode::deserialize_hex;
-use bitcoin::{Address, Network, Transaction};
+use bitcoin::{Address, Network, ScriptBuf, Transaction};
 use rust_decimal::Decimal;
 use serde_json::{Value, json};
 
@@ -50,6 +51,8 @@ const REMEMBERED_BLOCKS: usize = 200;
 pub struct BitcoinChain {
     gate: &'static Gate,
     rpc: Rpc,
+    /// The same node with `wallet_scan_timeout_ms`: `scantxoutset` reads the whole UTXO set.
+    scan_rpc: Rpc,
     rescan: u64,
     mempool: bool,
     /// Height → hash of the blocks read lately.
@@ -65,11 +68,12 @@ pub fn chains(cfg: &BitcoinConfig) -> Vec<Arc<dyn Chain>> {
     if !cfg.configured() {
         return Vec::new();
     }
-    let rpc = rpc(cfg, cfg.request_timeout_ms);
+    let (scan_rpc, rpc) = (rpc(cfg, cfg.wallet_scan_timeout_ms), rpc(cfg, cfg.request_timeout_ms));
     let Some(gate) = gates::GATES.iter().find(|g| g.family == AddressFamily::Bitcoin) else { return Vec::new() };
     vec![Arc::new(BitcoinChain {
         gate,
         rpc,
+        scan_rpc,
         rescan: cfg.rescan_blocks,
         mempool: cfg.mempool,
         read: Mutex::new(BTreeMap::new()),
@@ -115,6 +119,32 @@ pub fn outputs(tx: &Transaction, height: u64) -> Vec<Transfer> {
         });
     }
     out
+}
+
+/// The output script of a mainnet Bitcoin address (the form invoices store), whatever network
+/// the node runs: `scantxoutset` is asked by script, so a regtest node finds it too.
+pub fn address_script(address: &str) -> Result<ScriptBuf, ChainError> {
+    let parsed = Address::from_str(address)
+        .and_then(|a| a.require_network(Network::Bitcoin))
+        .map_err(|e| ChainError::Unavailable(format!("not a Bitcoin address {address:?}: {e}")))?;
+    Ok(parsed.script_pubkey())
+}
+
+/// The satoshis of a `scantxoutset` answer's unspent outputs summed per script of `scripts` (in
+/// their order), each amount read exactly from its decimal text.
+pub fn unspent_sums(scan: &Value, scripts: &[ScriptBuf]) -> Result<Vec<u64>, ChainError> {
+    let unspents = scan["unspents"].as_array().ok_or_else(|| bad("scantxoutset", scan))?;
+    let mut sums = vec![0u64; scripts.len()];
+    for u in unspents {
+        let script = u["scriptPubKey"].as_str().ok_or_else(|| bad("unspent output", u))?;
+        let sats = wallet::sats(&u["amount"]).ok_or_else(|| bad("unspent output amount", u))?;
+        for (i, s) in scripts.iter().enumerate() {
+            if s.to_hex_string().eq_ignore_ascii_case(script) {
+                sums[i] = sums[i].checked_add(sats).ok_or_else(|| bad("unspent output total", u))?;
+            }
+        }
+    }
+    Ok(sums)
 }
 
 /// A `getindexinfo txindex` answer: the index exists and is synced, or why a missing
@@ -187,6 +217,19 @@ impl BitcoinChain {
         Ok(())
     }
 
+    /// Satoshis held by each of `scripts` (in their order) in the node's UTXO set, from one
+    /// `scantxoutset` over their `raw(…)` descriptors. The UTXO set holds only outputs in
+    /// blocks: the mempool is never counted.
+    async fn unspent_sats(&self, scripts: &[ScriptBuf]) -> Result<Vec<u64>, ChainError> {
+        let descriptors: Vec<Value> =
+            scripts.iter().map(|s| json!({"desc": format!("raw({})", s.to_hex_string())})).collect();
+        let scan = self.scan_rpc.call("scantxoutset", json!(["start", descriptors])).await?;
+        if scan["success"] != true {
+            return Err(ChainError::Unavailable(format!("bitcoin: scantxoutset did not complete: {scan}")));
+        }
+        unspent_sums(&scan, scripts)
+    }
+
     fn remember(&self, height: u64, hash: String) {
         let mut read = self.read.lock().expect("block hashes");
         read.insert(height, hash);
@@ -247,6 +290,37 @@ impl Chain for BitcoinChain {
         // Only once every new transaction was read: a failed look is taken again next time.
         *self.in_mempool.lock().expect("mempool") = Some(now);
         Ok(out)
+    }
+
+    async fn balance(&self, address: &str) -> Result<Decimal, ChainError> {
+        self.balances(&[address]).await.pop().unwrap_or_else(|| Err(bad("balance", &json!(address))))
+    }
+
+    /// One `scantxoutset` for every address (a scan reads the whole UTXO set, so asking them
+    /// one by one would read it once per address); an address that is not a mainnet Bitcoin
+    /// address fails alone, a failed scan fails them all.
+    async fn balances(&self, addresses: &[&str]) -> Vec<Result<Decimal, ChainError>> {
+        let parsed: Vec<Result<ScriptBuf, ChainError>> = addresses.iter().map(|a| address_script(a)).collect();
+        let mut scripts: Vec<ScriptBuf> = Vec::new();
+        for s in parsed.iter().flatten() {
+            if !scripts.contains(s) {
+                scripts.push(s.clone());
+            }
+        }
+        let sums = if scripts.is_empty() { Ok(Vec::new()) } else { self.unspent_sats(&scripts).await };
+        parsed
+            .into_iter()
+            .map(|script| {
+                let script = script?;
+                let sums = sums.as_ref().map_err(|e| ChainError::Unavailable(e.to_string()))?;
+                let sats = scripts.iter().position(|s| *s == script).map_or(0, |i| sums[i]);
+                i64::try_from(sats)
+                    .ok()
+                    .and_then(|s| Decimal::try_from_i128_with_scale(i128::from(s), self.gate.decimals).ok())
+                    .map(|d| d.normalize())
+                    .ok_or_else(|| bad("balance", &json!(sats)))
+            })
+            .collect()
     }
 
     /// `testmempoolaccept` first (a refusal comes with its reason, nothing sent), then
@@ -395,6 +469,27 @@ pub fn classify_refusal(reason: &str) -> Broadcast {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_scan_is_summed_per_script_exactly_and_foreign_addresses_fail_alone() {
+        let a = address_script("bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq").unwrap();
+        let b = address_script("1BvBMSEYstWetqTFn5Au4m4GFg7xJaNVN2").unwrap();
+        let none = address_script("bc1qw508d6qejxtdg4y5r3zarvary0c5xw7kv8f3t4").unwrap();
+        assert!(address_script("tb1qw508d6qejxtdg4y5r3zarvary0c5xw7kxpjzsx").is_err(), "testnet");
+        assert!(address_script("0x00000000000000000000000000000000000000ab").is_err());
+        let unspent = |script: &ScriptBuf, amount: &str| {
+            serde_json::from_str::<Value>(&format!(
+                r#"{{"txid": "{}", "vout": 0, "scriptPubKey": "{}", "amount": {amount}}}"#,
+                "ab".repeat(32),
+                script.to_hex_string()
+            ))
+            .unwrap()
+        };
+        let scan = json!({"success": true, "unspents": [
+            unspent(&a, "20999999.99999999"), unspent(&b, "0.1"), unspent(&a, "0.00000001"), unspent(&b, "0.2"),
+        ]});
+        assert_eq!(unspent_sums(&scan, &[a, b, none]).unwrap(), vec![2_100_000_000_000_000, 30_000_000, 0]);
+    }
 
     /// A mainnet transaction paying 0.015 BTC to a P2WPKH output and change to a P2PKH one
     /// (built below from its parts, so the test states exactly what it holds).

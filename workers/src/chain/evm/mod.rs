@@ -24,7 +24,8 @@ mod wallet;
 
 use std::sync::Arc;
 
-use alloy_primitives::Address;
+use alloy_primitives::{Address, U256};
+use rust_decimal::Decimal;
 use serde_json::{Value, json};
 
 pub use rpc::{Rpc, amount};
@@ -181,6 +182,26 @@ impl Chain for EvmChain {
         }
     }
 
+    /// The coin: `eth_getBalance` at `latest` (the newest block's state, never the pending
+    /// one). A token: the contract's `balanceOf(address)` through `eth_call` at `latest`, in the
+    /// contract's decimals (as its transfers are read).
+    async fn balance(&self, address: &str) -> Result<Decimal, ChainError> {
+        let holder = evm_address(address)?;
+        let (value, decimals) = match self.token {
+            None => {
+                let v = self.rpc.call("eth_getBalance", json!([format!("{holder:#x}"), "latest"])).await?;
+                (hex_u256(&v, "balance")?, self.gate.decimals)
+            }
+            Some(token) => {
+                let call = json!({"to": format!("{:#x}", token.contract), "data": balance_of_call(holder)});
+                let v = self.rpc.call("eth_call", json!([call, "latest"])).await?;
+                (balance_of_answer(&v)?, token.decimals)
+            }
+        };
+        amount(value, decimals)
+            .ok_or_else(|| ChainError::Unavailable(format!("balance of {address} too large to represent: {value}")))
+    }
+
     async fn broadcast(&self, tx: &SignedTx) -> Result<Broadcast, ChainError> {
         self.broadcast_raw(tx).await
     }
@@ -281,6 +302,29 @@ impl Chain for EvmChain {
     }
 }
 
+/// An EVM address (`0x` and 40 hex digits, any case).
+fn evm_address(address: &str) -> Result<Address, ChainError> {
+    address.parse().map_err(|e| ChainError::Unavailable(format!("not an EVM address {address:?}: {e}")))
+}
+
+/// The first four bytes of keccak256("balanceOf(address)").
+const BALANCE_OF: [u8; 4] = [0x70, 0xa0, 0x82, 0x31];
+
+/// The call data of ERC-20 `balanceOf(holder)`: the selector, then the address as one ABI word.
+fn balance_of_call(holder: Address) -> String {
+    let mut data = Vec::with_capacity(36);
+    data.extend_from_slice(&BALANCE_OF);
+    data.extend_from_slice(&holder.into_word().0);
+    format!("0x{}", hex::encode(data))
+}
+
+/// The `uint256` a `balanceOf` call returned: exactly one ABI word. Anything else (`0x`: no
+/// contract at that address) is an error, never a zero balance.
+fn balance_of_answer(v: &Value) -> Result<U256, ChainError> {
+    let word = v.as_str().and_then(|s| s.strip_prefix("0x")).filter(|w| w.len() == 64);
+    word.and_then(|w| U256::from_str_radix(w, 16).ok()).ok_or_else(|| bad("balanceOf answer", v))
+}
+
 /// Whether a receipt-less transaction is still in the node's mempool.
 async fn in_mempool(rpc: &Rpc, tx_hash: &str) -> Result<bool, ChainError> {
     Ok(!rpc.call("eth_getTransactionByHash", json!([tx_hash])).await?.is_null())
@@ -374,6 +418,17 @@ pub fn chains(cfg: &EvmConfig) -> Vec<Arc<dyn Chain>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn balance_of_is_the_erc20_call_and_its_answer_is_one_word() {
+        let selector = alloy_primitives::keccak256("balanceOf(address)");
+        assert_eq!(selector[..4], BALANCE_OF);
+        let holder: Address = "0x00000000000000000000000000000000000000AB".parse().unwrap();
+        assert_eq!(balance_of_call(holder), format!("0x70a08231{:0>64}", "ab"));
+        assert_eq!(balance_of_answer(&json!(format!("0x{:064x}", 2_500_000))).unwrap(), U256::from(2_500_000));
+        assert!(balance_of_answer(&json!("0x")).is_err(), "no contract there: not a zero balance");
+        assert!(balance_of_answer(&json!(null)).is_err());
+    }
 
     #[test]
     fn the_transfer_topic_is_the_erc20_event() {

@@ -103,12 +103,21 @@ impl Rpc {
         params: Value,
         none_codes: &[i64],
     ) -> Result<Option<Value>, ChainError> {
+        self.call_unless(method, params, |e| e["code"].as_i64().is_some_and(|c| none_codes.contains(&c))).await
+    }
+
+    /// [`Rpc::call`], except that a JSON-RPC error object `none` accepts is an answer, `None`
+    /// (e.g. Solana's "could not find account"), not a failure to retry.
+    pub async fn call_unless(
+        &self,
+        method: &str,
+        params: Value,
+        none: impl Fn(&Value) -> bool,
+    ) -> Result<Option<Value>, ChainError> {
         with_retries(self.node, self.retries, self.backoff, || async {
             match self.attempt(method, &params).await {
                 Ok(v) => Ok(Some(v)),
-                Err(Failure { error: Some(e), .. }) if e["code"].as_i64().is_some_and(|c| none_codes.contains(&c)) => {
-                    Ok(None)
-                }
+                Err(Failure { error: Some(e), .. }) if none(&e) => Ok(None),
                 Err(e) => Err(e.message),
             }
         })

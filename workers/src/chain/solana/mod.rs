@@ -107,6 +107,18 @@ fn units(units: u128, decimals: u32) -> Option<Decimal> {
     Decimal::try_from_i128_with_scale(i128::try_from(units).ok()?, decimals).ok().map(|d| d.normalize())
 }
 
+/// The cluster's answer to `getTokenAccountBalance` of an account that does not exist: invalid
+/// params, "could not find account" (any other error is a failure).
+fn no_such_account(error: &Value) -> bool {
+    error["code"].as_i64() == Some(-32602)
+        && error["message"].as_str().is_some_and(|m| m.contains("could not find account"))
+}
+
+/// The raw units of a `getTokenAccountBalance` answer (`value.amount`, a decimal string).
+fn token_amount(answer: &Value) -> Result<u128, ChainError> {
+    answer["value"]["amount"].as_str().and_then(|a| a.parse().ok()).ok_or_else(|| bad("getTokenAccountBalance", answer))
+}
+
 /// The successful transactions of a `getBlock` answer with their first signature.
 fn successful(block: &Value) -> impl Iterator<Item = (&str, &Value, &Value)> {
     block["transactions"].as_array().into_iter().flatten().filter_map(|tx| {
@@ -248,6 +260,33 @@ impl Chain for SolanaChain {
     async fn tip(&self) -> Result<u64, ChainError> {
         let v = self.rpc.call("getSlot", json!([{"commitment": "confirmed"}])).await?;
         v.as_u64().ok_or_else(|| bad("slot", &v))
+    }
+
+    /// SOL: `getBalance` (lamports). USDC: `getTokenAccountBalance` of the owner's associated
+    /// token account, derived as payouts derive it; one that does not exist holds 0 (the
+    /// cluster answers "could not find account"). Both at `confirmed` commitment: in a block
+    /// the cluster voted on, never one only processed.
+    async fn balance(&self, address: &str) -> Result<Decimal, ChainError> {
+        let owner =
+            tx::pubkey(address).ok_or_else(|| ChainError::Unavailable(format!("not a Solana address {address:?}")))?;
+        let confirmed = json!({"commitment": "confirmed"});
+        let raw = match &self.mint {
+            None => {
+                let v = self.rpc.call("getBalance", json!([address, confirmed])).await?;
+                u128::from(v["value"].as_u64().ok_or_else(|| bad("getBalance", &v))?)
+            }
+            Some(mint) => {
+                let mint = tx::pubkey(mint).ok_or_else(|| ChainError::Unavailable(format!("SPL mint {mint:?}")))?;
+                let account = tx::address(&tx::associated_token_account(&owner, &mint));
+                let params = json!([account, confirmed]);
+                match self.rpc.call_unless("getTokenAccountBalance", params, no_such_account).await? {
+                    None => 0,
+                    Some(v) => token_amount(&v)?,
+                }
+            }
+        };
+        units(raw, self.gate.decimals)
+            .ok_or_else(|| ChainError::Unavailable(format!("balance of {address} too large to represent: {raw}")))
     }
 
     async fn transfers(&self, from: u64, to: u64) -> Result<Vec<Transfer>, ChainError> {

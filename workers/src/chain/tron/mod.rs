@@ -41,6 +41,7 @@ pub mod wallet;
 
 use std::sync::Arc;
 
+use rust_decimal::Decimal;
 use serde_json::{Value, json};
 
 pub use api::TronApi;
@@ -187,6 +188,25 @@ pub fn token_transfers(infos: &Value, token: Trc20, height: u64) -> Result<Vec<T
     Ok(out)
 }
 
+/// The sun of a `/wallet/getaccount` answer: its `balance`, absent when 0 (and in `{}`, an
+/// account never activated).
+pub fn account_sun(account: &Value) -> Result<U256, ChainError> {
+    match account.get("balance") {
+        None => Ok(U256::ZERO),
+        Some(b) => b.as_u64().map(U256::from).ok_or_else(|| bad("balance", account)),
+    }
+}
+
+/// The `uint256` a constant call (`/wallet/triggerconstantcontract`) returned: the call must have
+/// run (`result.result`) and returned one ABI word; anything else is an error, never 0.
+pub fn constant_uint(answer: &Value) -> Result<U256, ChainError> {
+    if answer["result"]["result"] != true {
+        return Err(ChainError::Unavailable(format!("TRON constant call failed: {answer}")));
+    }
+    let word = answer["constant_result"][0].as_str().filter(|w| w.len() == 64);
+    word.and_then(|w| U256::from_str_radix(w, 16).ok()).ok_or_else(|| bad("constant_result", answer))
+}
+
 impl TronChain {
     /// Block `n`. One the node does not serve (`{}`: a node behind a load balancer whose other
     /// node gave the tip) is an error, so the scan is retried from its cursor and no block is
@@ -271,6 +291,34 @@ impl Chain for TronChain {
         }
         let tip = self.tip().await?;
         Ok(TxStatus::Confirmations(tip.saturating_sub(height) + 1))
+    }
+
+    /// TRX: `/wallet/getaccount`'s `balance` in sun (absent when 0; an account never
+    /// activated is `{}`: 0). TRC-20: the contract's `balanceOf(address)` through
+    /// `/wallet/triggerconstantcontract`, a read that sends nothing. Both read the node's state
+    /// at its newest block.
+    async fn balance(&self, address: &str) -> Result<Decimal, ChainError> {
+        let holder =
+            account_id_of(address).ok_or_else(|| ChainError::Unavailable(format!("not a TRON address {address:?}")))?;
+        let (units, decimals) = match self.token {
+            None => {
+                let account = self.api.call("/wallet/getaccount", json!({"address": address, "visible": true})).await?;
+                (account_sun(&account)?, self.gate.decimals)
+            }
+            Some(token) => {
+                let body = json!({
+                    "owner_address": address,
+                    "contract_address": address_of(&token.contract),
+                    "function_selector": "balanceOf(address)",
+                    "parameter": format!("{:0>64}", hex::encode(holder)),
+                    "visible": true,
+                });
+                let answer = self.api.call("/wallet/triggerconstantcontract", body).await?;
+                (constant_uint(&answer)?, token.decimals)
+            }
+        };
+        amount(units, decimals)
+            .ok_or_else(|| ChainError::Unavailable(format!("balance of {address} too large to represent: {units}")))
     }
 
     async fn broadcast(&self, tx: &SignedTx) -> Result<Broadcast, ChainError> {
@@ -411,6 +459,19 @@ mod tests {
 
     const USDT_HEX: &str = "41a614f803b6fd780986a42c78ec9c7f77e6ded13c";
     const ALICE_HEX: &str = "41fd4f6f7d1ad5dfd4b4e4bd0a8f6a2e8b6b3b1d2c";
+
+    #[test]
+    fn balances_are_read_from_the_account_and_the_constant_call_never_taken_for_zero() {
+        assert_eq!(account_sun(&json!({})).unwrap(), U256::ZERO, "never activated");
+        assert_eq!(account_sun(&json!({"address": "T", "create_time": 1})).unwrap(), U256::ZERO);
+        assert_eq!(account_sun(&json!({"balance": 1_500_000})).unwrap(), U256::from(1_500_000));
+        assert!(account_sun(&json!({"balance": "x"})).is_err());
+        let ok = json!({"result": {"result": true}, "constant_result": [format!("{:064x}", 7)]});
+        assert_eq!(constant_uint(&ok).unwrap(), U256::from(7));
+        let reverted = json!({"result": {"code": "CONTRACT_VALIDATE_ERROR", "message": "6e6f"}});
+        assert!(constant_uint(&reverted).is_err());
+        assert!(constant_uint(&json!({"result": {"result": true}, "constant_result": [""]})).is_err());
+    }
 
     fn usdt() -> Trc20 {
         Trc20 { contract: account_id(USDT_HEX).unwrap(), decimals: 6 }

@@ -226,6 +226,22 @@ impl Chain for XrpChain {
         Ok(TxStatus::Confirmations(tip.saturating_sub(ledger) + 1))
     }
 
+    /// `account_info` in the newest validated ledger: `Balance` in drops (reserve included: it
+    /// is on the account). An account not found there (`actNotFound`: never funded, or deleted)
+    /// holds 0.
+    async fn balance(&self, address: &str) -> Result<Decimal, ChainError> {
+        let params = json!({"account": address, "ledger_index": "validated"});
+        let r = self.rpc.call("account_info", json!([params])).await?;
+        let drops = match answer(r) {
+            Ok(info) => account_drops(&info)?,
+            Err(e) if e == "actNotFound" => 0,
+            Err(e) => return Err(ChainError::Unavailable(format!("account_info: {e}"))),
+        };
+        Decimal::try_from_i128_with_scale(i128::from(drops), self.gate.decimals)
+            .map(|d| d.normalize())
+            .map_err(|e| ChainError::Unavailable(format!("balance of {address}: {e}")))
+    }
+
     async fn broadcast(&self, tx: &SignedTx) -> Result<Broadcast, ChainError> {
         let r = self.fetch("submit", json!({"tx_blob": tx.raw})).await?;
         let code = r["engine_result"].as_str().ok_or_else(|| bad("submit", &r))?;
@@ -332,6 +348,15 @@ impl XrpChain {
     }
 }
 
+/// The drops of an `account_info` answer (`account_data.Balance`, a string of drops); an answer
+/// from a ledger that is not validated is refused (it could still change).
+pub fn account_drops(info: &Value) -> Result<u64, ChainError> {
+    if info["validated"] == false {
+        return Err(bad("account_info (not a validated ledger)", info));
+    }
+    info["account_data"]["Balance"].as_str().and_then(|b| b.parse().ok()).ok_or_else(|| bad("account_info", info))
+}
+
 /// The fee (drops) a `tx` answer shows: API v1 has the transaction's fields at the top, API v2
 /// under `tx_json` (with `hash`, `ledger_index`, `meta` and `validated` at the top in both).
 pub fn fee_drops(found: &Value) -> Option<i64> {
@@ -347,6 +372,17 @@ mod tests {
     use super::*;
 
     const OPERATOR: &str = "rHb9CJAWyB4rj91VRWn96DkukG4bwdtyTh";
+
+    #[test]
+    fn an_accounts_balance_is_its_validated_drops() {
+        let info = |balance: Value, validated: bool| {
+            json!({"account_data": {"Account": OPERATOR, "Balance": balance, "Sequence": 3},
+                   "ledger_index": 90, "validated": validated, "status": "success"})
+        };
+        assert_eq!(account_drops(&info(json!("25000000"), true)).unwrap(), 25_000_000);
+        assert!(account_drops(&info(json!("25000000"), false)).is_err(), "an open ledger can change");
+        assert!(account_drops(&info(json!(25.0), true)).is_err(), "drops are a string");
+    }
 
     fn entry(tag: Option<u32>, amount: Value, delivered: Value, result: &str, validated: bool) -> Value {
         let mut tx = json!({"TransactionType": "Payment", "Account": "rPT1Sjq2YGrBMTttX4GZHjKu9dyfzbpAYe",
