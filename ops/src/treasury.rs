@@ -29,6 +29,22 @@ pub enum TreasuryCmd {
         #[arg(long)]
         reason: String,
     },
+    /// Reconciliation per gate: what is owed (merchant balances, unclaimed deposits) against
+    /// what the chains hold (deposit addresses, hot wallet, cold address, read from the nodes),
+    /// with the house's own balance between; difference = holdings − owed − house.
+    Report {
+        #[arg(long, value_parser = parse_env, default_value = "live")]
+        env: Environment,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Exits non-zero when a gate's holdings fall short of what is owed by more than its
+    /// `treasury.gates.<gate>.tolerance`, or a balance could not be read (for cron and alerting).
+    Check {
+        #[arg(long, value_parser = parse_env, default_value = "live")]
+        env: Environment,
+    },
     /// The house's holdings per gate and its net position per asset (with the exposure caps),
     /// so the operator can rebalance on an exchange.
     Position {
@@ -63,6 +79,34 @@ pub async fn run(config: &Config, cmd: TreasuryCmd, actor: &str) -> anyhow::Resu
             txn.commit().await?;
             println!("house {} {} available={}", g.id, env, b.available);
         }
+        TreasuryCmd::Report { env, json } => {
+            let reports = reconcile(config, &db, env).await?;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(
+                        &serde_json::json!({ "environment": env.as_str(), "gates": reports })
+                    )?
+                );
+            } else {
+                print_report(env, &reports);
+            }
+        }
+        TreasuryCmd::Check { env } => {
+            let reports = reconcile(config, &db, env).await?;
+            let short: Vec<String> = reports
+                .iter()
+                .filter(|r| r.short())
+                .map(|r| match r.difference {
+                    Some(d) => format!("{}: holdings short by {} (tolerance {})", r.gate, -d, r.tolerance),
+                    None => format!("{}: not read ({})", r.gate, r.unread.join("; ")),
+                })
+                .collect();
+            if !short.is_empty() {
+                bail!("treasury check failed ({env}):\n  {}", short.join("\n  "));
+            }
+            println!("treasury check passed ({env}): {} gate(s) within tolerance", reports.len());
+        }
         TreasuryCmd::Position { env, json } => {
             let holdings = treasury::holdings(&db, env).await?;
             let positions = treasury::positions(&holdings);
@@ -94,4 +138,42 @@ pub async fn run(config: &Config, cmd: TreasuryCmd, actor: &str) -> anyhow::Resu
         }
     }
     Ok(())
+}
+
+/// The reconciliation of `env`, its balances read through the same chain adapters the workers use.
+async fn reconcile(
+    config: &Config,
+    db: &sea_orm::DatabaseConnection,
+    env: Environment,
+) -> anyhow::Result<Vec<workers::treasury::GateReport>> {
+    let chains = workers::chain::Chains::new(db, &config.sandbox).with_live(config);
+    Ok(workers::treasury::report(db, &chains, config, env).await?)
+}
+
+fn print_report(env: Environment, reports: &[workers::treasury::GateReport]) {
+    println!("treasury reconciliation ({env}); difference = holdings - owed - house");
+    println!(
+        "{:<14} {:>18} {:>14} {:>14} {:>18} {:>16} {:>16} {:>18}",
+        "gate", "owed merchants", "unclaimed", "house", "deposits (addrs)", "hot", "cold", "difference"
+    );
+    let opt = |v: Option<Decimal>| v.map_or_else(|| "-".to_owned(), |v| v.to_string());
+    for r in reports {
+        let deposits = format!("{} ({})", r.holdings.deposits, r.holdings.deposit_addresses);
+        let diff = r.difference.map_or_else(|| "UNREAD".to_owned(), |d| d.to_string());
+        let flag = if r.short() { "  SHORT" } else { "" };
+        println!(
+            "{:<14} {:>18} {:>14} {:>14} {:>18} {:>16} {:>16} {:>18}{flag}",
+            r.gate,
+            r.owed.merchants,
+            r.owed.unclaimed,
+            r.owed.house,
+            deposits,
+            opt(r.holdings.hot),
+            opt(r.holdings.cold),
+            diff
+        );
+        for u in &r.unread {
+            println!("    unread: {u}");
+        }
+    }
 }

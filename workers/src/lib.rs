@@ -29,3 +29,4 @@ pub mod process;
 pub mod scanner;
 pub mod stages;
 pub mod tracker;
+pub mod treasury;

@@ -20,7 +20,10 @@
 use std::collections::BTreeMap;
 
 use chrono::Utc;
-use entity::{Amount, Bucket, EntryType, Environment, MerchantId, balance, merchant};
+use entity::{
+    Amount, Bucket, EntryType, Environment, MerchantId, UnclaimedStatus, balance, invoice, merchant, payment,
+    unclaimed_deposit,
+};
 use rust_decimal::Decimal;
 use sea_orm::sea_query::OnConflict;
 use sea_orm::{ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
@@ -177,6 +180,79 @@ pub fn within_cap(caps: &BTreeMap<String, Decimal>, asset: &'static str, positio
         Some(cap) if position <= cap => Ok(()),
         cap => Err(Refused::ExposureCap { asset, position, cap }),
     }
+}
+
+/// What one gate owes, from the database: every merchant's balance (available + pending +
+/// reserved; the house's is its own, apart) and the unclaimed deposits not yet returned (not
+/// resolved, not gone from the chain).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Owed {
+    pub merchants: Decimal,
+    pub unclaimed: Decimal,
+    /// The house's balance of the gate (fees, conversion inventory): the operator's own.
+    pub house: Decimal,
+}
+
+/// [`Owed`] per gate id in `env` (gates with nothing owed and no house balance are absent).
+/// Sums are taken in Rust: money columns are TEXT on SQLite.
+pub async fn owed<C: ConnectionTrait>(db: &C, env: Environment) -> Result<BTreeMap<String, Owed>, DbErr> {
+    let mut out: BTreeMap<String, Owed> = BTreeMap::new();
+    let overflow = || DbErr::Custom("amount overflow summing balances".into());
+    for b in balance::Entity::find().filter(balance::Column::Environment.eq(env)).all(db).await? {
+        let o = out.entry(b.gate_id).or_default();
+        if b.merchant_id == Uuid::from(HOUSE) {
+            o.house = o.house.checked_add(b.available.0).ok_or_else(overflow)?;
+            continue;
+        }
+        let sum =
+            b.available.0.checked_add(b.pending.0).and_then(|s| s.checked_add(b.reserved.0)).ok_or_else(overflow)?;
+        o.merchants = o.merchants.checked_add(sum).ok_or_else(overflow)?;
+    }
+    let open = unclaimed_deposit::Entity::find()
+        .filter(unclaimed_deposit::Column::Environment.eq(env))
+        .filter(unclaimed_deposit::Column::ResolvedAt.is_null())
+        .filter(unclaimed_deposit::Column::Status.ne(UnclaimedStatus::Gone))
+        .all(db)
+        .await?;
+    for d in open {
+        let o = out.entry(d.gate_id).or_default();
+        o.unclaimed = o.unclaimed.checked_add(d.amount.0).ok_or_else(overflow)?;
+    }
+    Ok(out)
+}
+
+/// The deposit addresses of `gate` in `env` that ever received money: those of invoices with a
+/// payment on the gate and those of unclaimed deposits, each once, plain (no family, no tag:
+/// XRP's shared account is one address).
+pub async fn deposit_addresses<C: ConnectionTrait>(
+    db: &C,
+    env: Environment,
+    gate_id: &str,
+) -> Result<Vec<String>, DbErr> {
+    use sea_orm::{JoinType, QuerySelect, RelationTrait};
+    let paid: Vec<Option<String>> = payment::Entity::find()
+        .select_only()
+        .column(invoice::Column::AddressKey)
+        .distinct()
+        .join(JoinType::InnerJoin, payment::Relation::Invoice.def())
+        .filter(payment::Column::Environment.eq(env))
+        .filter(payment::Column::GateId.eq(gate_id))
+        .into_tuple()
+        .all(db)
+        .await?;
+    let unclaimed: Vec<String> = unclaimed_deposit::Entity::find()
+        .select_only()
+        .column(unclaimed_deposit::Column::AddressKey)
+        .distinct()
+        .filter(unclaimed_deposit::Column::Environment.eq(env))
+        .filter(unclaimed_deposit::Column::GateId.eq(gate_id))
+        .into_tuple()
+        .all(db)
+        .await?;
+    let plain = |key: &str| key.split(':').nth(1).filter(|a| !a.is_empty()).map(str::to_owned);
+    let set: std::collections::BTreeSet<String> =
+        paid.iter().flatten().chain(unclaimed.iter()).filter_map(|k| plain(k)).collect();
+    Ok(set.into_iter().collect())
 }
 
 #[cfg(test)]

@@ -586,3 +586,26 @@ fn treasury_fund_and_position_and_the_house_is_no_merchant() {
     let err = ops.fails(&adjust(house, "tron_usdt", "1", "x"), &[]);
     assert!(err.contains("not found"), "{err}");
 }
+
+/// `ops treasury check` for cron: passes while the chains hold what is owed, fails loudly (exit
+/// code and the gate named) once a merchant is owed money no chain holds; `report` prints it.
+#[test]
+fn treasury_check_fails_when_holdings_fall_short() {
+    let ops = Ops::new();
+    ops.ok(&["migrate"]);
+    assert!(ops.ok(&["treasury", "check", "--env", "test"]).contains("treasury check passed (test): 0 gate(s)"));
+    let m = ops.ok(&["merchants", "create", "--name", "Owed"]).trim().to_owned();
+    ops.ok(&adjust(&m, "bitcoin", "5", "credited without a deposit"));
+    let err = ops.fails(&["treasury", "check", "--env", "test"], &[]);
+    assert!(err.contains("bitcoin: holdings short by 5 (tolerance 0)"), "{err}");
+    let table = ops.ok(&["treasury", "report", "--env", "test"]);
+    assert!(table.contains("bitcoin") && table.contains("-5") && table.contains("SHORT"), "{table}");
+    let json: serde_json::Value =
+        serde_json::from_str(&ops.ok(&["treasury", "report", "--env", "test", "--json"])).unwrap();
+    let gate = &json["gates"][0];
+    assert_eq!((gate["gate"].as_str(), gate["difference"].as_str()), (Some("bitcoin"), Some("-5")));
+    assert_eq!(gate["owed"]["merchants"], "5");
+    // Paid back out of the books: within tolerance again.
+    ops.ok(&adjust(&m, "bitcoin", "-5", "reverted"));
+    assert!(ops.ok(&["treasury", "check", "--env", "test"]).contains("passed"));
+}

@@ -67,13 +67,28 @@ async fn poll(ctx: &Shared) -> anyhow::Result<()> {
 }
 
 /// The poller, every `poll_interval_ms`.
+/// The payout poller and, beside it, the live reconciliation's metric (`crate::treasury`) every
+/// `treasury.report_interval_secs` (0: never): the process that pays out is the one that
+/// answers for the hot wallets.
 pub(crate) async fn background(ctx: ExecutorCtx, stop: CancellationToken) {
     let ctx = ctx.shared;
     let every = Duration::from_millis(ctx.config.payouts.poll_interval_ms);
-    repeat(&stop, every, || async {
+    let payouts = repeat(&stop, every, || async {
         if let Err(e) = poll(&ctx).await {
             tracing::warn!(error = %e, "payout poll failed");
         }
-    })
-    .await
+    });
+    let reconcile = async {
+        let secs = ctx.config.treasury.report_interval_secs;
+        if secs == 0 {
+            return;
+        }
+        repeat(&stop, Duration::from_secs(secs), || async {
+            if let Err(e) = crate::treasury::export_metrics(&ctx.db, &ctx.chains, &ctx.config).await {
+                tracing::warn!(error = %e, "treasury reconciliation failed");
+            }
+        })
+        .await
+    };
+    tokio::join!(payouts, reconcile);
 }

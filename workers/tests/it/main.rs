@@ -36,6 +36,7 @@ mod solana_litesvm;
 mod solana_live;
 mod solana_payouts;
 mod test_reversal_e2e;
+mod treasury_report;
 mod tron_live;
 mod tron_payouts;
 mod tron_trc20_anvil;

@@ -83,7 +83,10 @@ mod tests {
             for (toml, key) in [
                 ("[treasury.gates.nowhere]\ntolerance = \"1\"\n", "treasury.gates.nowhere"),
                 ("[treasury.gates.tron]\ntolerance = \"-1\"\n", "treasury.gates.tron.tolerance"),
-                ("[treasury.gates.tron]\ncold_address = \"0x9858EfFD232B4033E47d90003D41EC34EcaEda94\"\n", "treasury.gates.tron.cold_address"),
+                (
+                    "[treasury.gates.tron]\ncold_address = \"0x9858EfFD232B4033E47d90003D41EC34EcaEda94\"\n",
+                    "treasury.gates.tron.cold_address",
+                ),
                 ("[treasury.gates.bitcoin]\nhot_address = \" \"\n", "treasury.gates.bitcoin.hot_address"),
             ] {
                 jail.create_file("c.toml", toml)?;
