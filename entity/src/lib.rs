@@ -25,6 +25,7 @@ pub mod sandbox_transfer;
 pub mod scan_cursor;
 pub mod settlement_conversion;
 pub mod static_address;
+pub mod sweep;
 pub mod unclaimed_deposit;
 pub mod wallet_spend;
 pub mod webhook_attempt;
@@ -39,5 +40,5 @@ pub use ids::{
 pub use types::{
     Bucket, ConversionState, ConversionTrigger, DeliveryStatus, DeliveryTrigger, EntryType, Environment, FeeAllocation,
     InvoiceStatus, InvoiceTrigger, PaymentStatus, PaymentTrigger, PayoutStatus, PayoutTrigger, RefundStatus,
-    UnclaimedReason, UnclaimedStatus, UnclaimedTrigger,
+    SweepStatus, SweepTrigger, UnclaimedReason, UnclaimedStatus, UnclaimedTrigger,
 };

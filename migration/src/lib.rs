@@ -24,6 +24,7 @@ mod m20261125_000019_unclaimed_deposits;
 mod m20261125_000020_wallet_spends;
 mod m20261127_000021_unclaimed_depth;
 mod m20261128_000022_house_account;
+mod m20261128_000023_sweeps;
 
 pub struct Migrator;
 
@@ -53,6 +54,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261125_000020_wallet_spends::Migration),
             Box::new(m20261127_000021_unclaimed_depth::Migration),
             Box::new(m20261128_000022_house_account::Migration),
+            Box::new(m20261128_000023_sweeps::Migration),
         ]
     }
 }

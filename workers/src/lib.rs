@@ -28,5 +28,6 @@ pub mod platform;
 pub mod process;
 pub mod scanner;
 pub mod stages;
+pub mod sweeper;
 pub mod tracker;
 pub mod treasury;

@@ -79,6 +79,54 @@ pub async fn post<C: ConnectionTrait>(
     ledger::post(txn, account(env, gate_id), postings).await
 }
 
+/// What the operator spent (a sweep's fee, a gas top-up): posted to the house's balance of
+/// `gate`, which may go below zero (the operator pays it out of what it earned, which the house
+/// does not book), in the caller's transaction.
+pub async fn post_expense<C: ConnectionTrait>(
+    txn: &C,
+    env: Environment,
+    gate_id: &str,
+    postings: &[Posting],
+) -> Result<balance::Model, LedgerError> {
+    ensure_house(txn).await?;
+    ledger::post_allowing_debt(txn, account(env, gate_id), postings).await
+}
+
+/// The deposit addresses of `gate` in `env` whose money may be swept, with their derivation
+/// index: those of invoices with payments on the gate, none of them still confirming (an
+/// address with a payment short of its confirmations waits).
+pub async fn sweepable<C: ConnectionTrait>(
+    db: &C,
+    env: Environment,
+    gate_id: &str,
+) -> Result<Vec<(String, i64)>, DbErr> {
+    use entity::PaymentStatus;
+    use sea_orm::{JoinType, QuerySelect, RelationTrait};
+    let rows: Vec<(Option<String>, Option<i64>, PaymentStatus)> = payment::Entity::find()
+        .select_only()
+        .column(invoice::Column::AddressKey)
+        .column(invoice::Column::DerivationIndex)
+        .column(payment::Column::Status)
+        .join(JoinType::InnerJoin, payment::Relation::Invoice.def())
+        .filter(payment::Column::Environment.eq(env))
+        .filter(payment::Column::GateId.eq(gate_id))
+        .into_tuple()
+        .all(db)
+        .await?;
+    let mut by_address: BTreeMap<String, (i64, bool)> = BTreeMap::new();
+    for (key, index, status) in rows {
+        let (Some(address), Some(index)) = (key.as_deref().and_then(|k| k.split(':').nth(1)), index) else { continue };
+        // A reversed payment's money is not there: it holds nothing back.
+        let settled = match status {
+            PaymentStatus::Confirmed | PaymentStatus::Reversed => true,
+            PaymentStatus::Confirming => false,
+        };
+        let slot = by_address.entry(address.to_owned()).or_insert((index, true));
+        slot.1 &= settled;
+    }
+    Ok(by_address.into_iter().filter(|(_, (_, ok))| *ok).map(|(a, (i, _))| (a, i)).collect())
+}
+
 /// The operator adds (positive) or takes out (negative, refused below zero) inventory of
 /// `gate`: a `house_funding` entry with the reason, in the caller's transaction.
 pub async fn fund<C: ConnectionTrait>(

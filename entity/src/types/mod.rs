@@ -12,6 +12,7 @@ mod ledger;
 mod payment;
 mod payout;
 mod refund;
+mod sweep;
 
 pub use conversion::{ConversionState, ConversionTrigger};
 pub use delivery::{DeliveryStatus, DeliveryTrigger};
@@ -21,3 +22,4 @@ pub use ledger::{Bucket, EntryType, FeeAllocation};
 pub use payment::{PaymentStatus, PaymentTrigger, UnclaimedReason, UnclaimedStatus, UnclaimedTrigger};
 pub use payout::{PayoutStatus, PayoutTrigger};
 pub use refund::RefundStatus;
+pub use sweep::{SweepStatus, SweepTrigger};

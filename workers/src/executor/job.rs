@@ -24,15 +24,18 @@ impl Job for ExecutePayout {
     const QUEUE: &'static str = "payout-execute";
 }
 
-/// The payout executor's context: the shared one and the executor with its signers.
+/// The payout executor's context: the shared one, the executor with its signers, and the
+/// sweeper (with the deposit account's key) when a gate is swept.
 #[derive(Clone)]
 pub struct ExecutorCtx {
     pub shared: Shared,
     pub executor: Arc<Executor>,
+    pub sweeper: Option<Arc<crate::sweeper::Sweeper>>,
 }
 
 impl ExecutorCtx {
-    /// Loads the hot-wallet keys: this is the only process that holds them.
+    /// Loads the hot-wallet keys and the deposit account's: this is the only process that holds
+    /// them.
     pub fn new(shared: &Shared) -> anyhow::Result<ExecutorCtx> {
         let config = &shared.config;
         let executor = Executor {
@@ -41,7 +44,9 @@ impl ExecutorCtx {
             signers: Signers::from_config(config)?,
             recheck: Duration::from_millis(config.payouts.recheck_ms),
         };
-        Ok(ExecutorCtx { shared: shared.clone(), executor: Arc::new(executor) })
+        let sweeper =
+            crate::sweeper::Sweeper::from_config(&shared.db, &shared.chains, &executor.signers, config)?.map(Arc::new);
+        Ok(ExecutorCtx { shared: shared.clone(), executor: Arc::new(executor), sweeper })
     }
 }
 
@@ -67,10 +72,11 @@ async fn poll(ctx: &Shared) -> anyhow::Result<()> {
 }
 
 /// The poller, every `poll_interval_ms`.
-/// The payout poller and, beside it, the live reconciliation's metric (`crate::treasury`) every
+/// The payout poller, the sweeper (when a gate is swept) and the live reconciliation's metric (`crate::treasury`) every
 /// `treasury.report_interval_secs` (0: never): the process that pays out is the one that
 /// answers for the hot wallets.
 pub(crate) async fn background(ctx: ExecutorCtx, stop: CancellationToken) {
+    let sweeper = ctx.sweeper.clone();
     let ctx = ctx.shared;
     let every = Duration::from_millis(ctx.config.payouts.poll_interval_ms);
     let payouts = repeat(&stop, every, || async {
@@ -90,5 +96,15 @@ pub(crate) async fn background(ctx: ExecutorCtx, stop: CancellationToken) {
         })
         .await
     };
-    tokio::join!(payouts, reconcile);
+    let sweeps = async {
+        let Some(sweeper) = sweeper else { return };
+        let every = Duration::from_millis(ctx.config.treasury.sweep_interval_ms.max(100));
+        repeat(&stop, every, || async {
+            if let Err(e) = sweeper.tick().await {
+                tracing::warn!(error = %e, "sweep round failed");
+            }
+        })
+        .await
+    };
+    tokio::join!(payouts, reconcile, sweeps);
 }

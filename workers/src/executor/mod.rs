@@ -56,7 +56,8 @@ use crate::chain::{Broadcast, Chain, ChainError, Chains, Outgoing, SignedTx};
 use domain::events::{self, EventKind};
 use domain::ledger::{self, LedgerError, Posting};
 use domain::payouts::lifecycle::Judged;
-use wallet::{lock_nonce, take_outputs, unspent};
+pub(crate) use wallet::{advance_nonce, lock_nonce};
+use wallet::{take_outputs, unspent};
 
 pub mod job;
 pub mod operator;
@@ -279,12 +280,7 @@ impl Executor {
             return Ok(Err(Step::Again));
         }
         if let Some((a, used)) = nonce {
-            entity::nonce_account::Entity::update_many()
-                .col_expr(entity::nonce_account::Column::NextNonce, Expr::value(used as i64 + 1))
-                .col_expr(entity::nonce_account::Column::UpdatedAt, Expr::value(Utc::now()))
-                .filter(entity::nonce_account::Column::Scope.eq(a.scope.as_str()))
-                .exec(&txn)
-                .await?;
+            advance_nonce(&txn, a, used).await?;
         }
         txn.commit().await?;
         fail::fail_point!("payout-after-persist");

@@ -79,7 +79,7 @@ pub(super) async fn take_outputs<C: sea_orm::ConnectionTrait>(
 
 /// Takes the row lock of `account`'s nonce counter (creating it at the chain's next nonce) and
 /// returns the nonce to use: the counter, or the chain's if someone else used the account.
-pub(super) async fn lock_nonce<C: sea_orm::ConnectionTrait>(
+pub(crate) async fn lock_nonce<C: sea_orm::ConnectionTrait>(
     txn: &C,
     account: &crate::chain::signer::NonceAccount,
 ) -> Result<u64, ExecError> {
@@ -101,4 +101,21 @@ pub(super) async fn lock_nonce<C: sea_orm::ConnectionTrait>(
         .next()
         .ok_or_else(|| ExecError::Other(format!("nonce counter {} missing", account.scope)))?;
     Ok(u64::try_from(row.next_nonce).unwrap_or(0).max(account.chain_next))
+}
+
+/// Advances `account`'s counter past `used`, in the transaction that stored what was signed
+/// with it (under the row lock [`lock_nonce`] took).
+pub(crate) async fn advance_nonce<C: sea_orm::ConnectionTrait>(
+    txn: &C,
+    account: &crate::chain::signer::NonceAccount,
+    used: u64,
+) -> Result<(), sea_orm::DbErr> {
+    use entity::nonce_account;
+    nonce_account::Entity::update_many()
+        .col_expr(nonce_account::Column::NextNonce, Expr::value(used as i64 + 1))
+        .col_expr(nonce_account::Column::UpdatedAt, Expr::value(Utc::now()))
+        .filter(nonce_account::Column::Scope.eq(account.scope.as_str()))
+        .exec(txn)
+        .await?;
+    Ok(())
 }

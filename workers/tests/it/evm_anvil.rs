@@ -441,7 +441,7 @@ async fn a_failing_endpoint_is_retried_and_never_skips_a_block() {
             },
         )]
         .into(),
-        tokens: Default::default(),
+        ..Default::default()
     };
     let dead = Chains::default().with_evm(&down);
     let err = scanner::scan_gate(

@@ -18,6 +18,7 @@ mod evm_anvil;
 mod evm_anvil_payouts;
 mod evm_history;
 mod evm_payouts_e2e;
+mod evm_sweeps;
 mod fault_e2e;
 mod invoice_table_e2e;
 mod payer_email;

@@ -21,6 +21,7 @@ pub mod smtp_sink;
 pub mod solana_node;
 pub mod solana_payouts;
 pub mod steps;
+pub mod sweeps;
 pub mod tracking;
 pub mod tron_node;
 pub mod tron_payouts;

@@ -17,6 +17,10 @@ use crate::gates::{self, Gate};
 pub struct EvmConfig {
     pub networks: BTreeMap<String, EvmNetworkConfig>,
     pub tokens: BTreeMap<String, EvmTokenConfig>,
+    /// The deposit account's private key for sweeping (`[treasury]`): the account-level xprv
+    /// (`m/44'/60'/0'`) whose xpub is `addresses.live.evm_xpub`, in a file. Loaded only by the
+    /// payout executor's process, which checks at start that it derives the xpub's addresses.
+    pub deposit_key_file: Option<PathBuf>,
 }
 
 impl EvmConfig {

@@ -14,13 +14,15 @@ use crate::chain::address::{AddressFamily, ChainNet, validate_address};
 pub struct TreasuryConfig {
     /// How often the payout executor's process recomputes the reconciliation metric (0: never).
     pub report_interval_secs: u64,
+    /// How often the payout executor's process plans and advances sweeps.
+    pub sweep_interval_ms: u64,
     /// Per live gate id (`bitcoin`, `tron_usdt`, …).
     pub gates: BTreeMap<String, TreasuryGateConfig>,
 }
 
 impl Default for TreasuryConfig {
     fn default() -> Self {
-        TreasuryConfig { report_interval_secs: 300, gates: BTreeMap::new() }
+        TreasuryConfig { report_interval_secs: 300, sweep_interval_ms: 10_000, gates: BTreeMap::new() }
     }
 }
 
@@ -35,6 +37,14 @@ pub struct TreasuryGateConfig {
     /// How far holdings may fall short of what is owed before `ops treasury check` fails (a
     /// deposit in the mempool is owed as `pending` before a balance read counts it).
     pub tolerance: Decimal,
+    /// Sweep this gate's deposit addresses automatically (the deposit account's key must be
+    /// configured for its family: `evm.deposit_key_file`).
+    pub sweep: bool,
+    /// The least balance worth sweeping, in the gate's asset.
+    pub min_sweep: Decimal,
+    /// Sweeps go to the hot wallet until it holds this much, the rest to `cold_address`
+    /// (everything to the hot wallet without a cold address).
+    pub float_target: Option<Decimal>,
 }
 
 impl TreasuryConfig {
@@ -46,6 +56,15 @@ impl TreasuryConfig {
             };
             if g.tolerance < Decimal::ZERO {
                 return invalid(&key("tolerance"), "must not be negative");
+            }
+            if g.min_sweep < Decimal::ZERO || g.float_target.is_some_and(|f| f < Decimal::ZERO) {
+                return invalid(
+                    &key(if g.min_sweep < Decimal::ZERO { "min_sweep" } else { "float_target" }),
+                    "must not be negative",
+                );
+            }
+            if g.sweep && g.hot_address.is_none() {
+                return invalid(&key("hot_address"), "is required to sweep (sweeps go to the hot wallet first)");
             }
             // Bitcoin's network (main, test, regtest, Litecoin's) is the node's: it refuses a
             // wrong one at the first read; the other families' formats do not depend on it.

@@ -31,7 +31,7 @@ use serde_json::{Value, json};
 pub use rpc::{Rpc, amount};
 use rpc::{bad, block_param, hex_u64, hex_u256};
 use send::{SendClass, classify_send_error, node_error};
-pub use wallet::{EvmSigner, GateSigner, HotWallet, bumped_fees, signers};
+pub use wallet::{DepositKeys, EvmSigner, GateSigner, HotWallet, bumped_fees, signer_for_key, signers, transfer_gas};
 
 use super::{Broadcast, Chain, ChainError, Outgoing, SignedTx, Transfer, TxStatus, settled_failure};
 use domain::addresses::address_key;

@@ -213,6 +213,103 @@ fn load_key(network: &str, net: &EvmNetworkConfig) -> Result<Option<alloy_signer
     })
 }
 
+/// The deposit account's keys, for sweeping: the account-level xprv (`m/44'/60'/0'`) of
+/// `evm.deposit_key_file`, whose external chain (`/0/<index>`) holds every EVM deposit address.
+/// Loaded only by the payout executor's process; [`DepositKeys::load`] refuses a key that does
+/// not derive the configured xpub's first address.
+pub struct DepositKeys {
+    external: bitcoin::bip32::Xpriv,
+    secp: bitcoin::secp256k1::Secp256k1<bitcoin::secp256k1::All>,
+}
+
+impl DepositKeys {
+    /// `None` when no deposit key is configured. `expected_first` is the xpub's index-0 address.
+    pub fn load(cfg: &EvmConfig, expected_first: Option<&str>) -> Result<Option<DepositKeys>, ChainError> {
+        let Some(path) = cfg.deposit_key_file.as_deref() else { return Ok(None) };
+        let bad = |why: String| ChainError::Unavailable(format!("evm.deposit_key_file: {why}"));
+        let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+        let account = bitcoin::bip32::Xpriv::from_str(text.trim()).map_err(|_| bad("not an xprv".into()))?;
+        if account.depth != 3 {
+            return Err(bad(format!(
+                "expected the account-level key m/44'/60'/0' (depth 3), got depth {}",
+                account.depth
+            )));
+        }
+        let secp = bitcoin::secp256k1::Secp256k1::new();
+        let external = account
+            .derive_priv(&secp, &[bitcoin::bip32::ChildNumber::Normal { index: 0 }])
+            .map_err(|e| bad(e.to_string()))?;
+        let keys = DepositKeys { external, secp };
+        let first = format!("{:#x}", keys.key(0)?.address());
+        match expected_first {
+            Some(want) if want.eq_ignore_ascii_case(&first) => Ok(Some(keys)),
+            Some(want) => Err(bad(format!(
+                "derives {first} at index 0, but addresses.live.evm_xpub derives {want}: not the same account"
+            ))),
+            None => Err(bad("addresses.live.evm_xpub is not configured".into())),
+        }
+    }
+
+    /// The private key of deposit address `index`.
+    pub fn key(&self, index: u32) -> Result<alloy_signer_local::PrivateKeySigner, ChainError> {
+        let child = bitcoin::bip32::ChildNumber::from_normal_idx(index)
+            .map_err(|e| ChainError::Unavailable(format!("deposit index {index}: {e}")))?;
+        let xpriv = self
+            .external
+            .derive_priv(&self.secp, &[child])
+            .map_err(|e| ChainError::Unavailable(format!("deposit index {index}: {e}")))?;
+        alloy_signer_local::PrivateKeySigner::from_slice(&xpriv.private_key.secret_bytes())
+            .map_err(|e| ChainError::Unavailable(format!("deposit index {index}: {e}")))
+    }
+}
+
+/// A signer sending `gate`'s asset from `key` (a deposit address's, for its sweep) on the
+/// gate's network, with the network's fee settings; `None` when the network or the token is
+/// not configured. Its nonce account is the address's own (`<network>:<address>`).
+pub fn signer_for_key(
+    cfg: &EvmConfig,
+    gate: &'static Gate,
+    key: alloy_signer_local::PrivateKeySigner,
+) -> Option<Arc<dyn Signer>> {
+    let net = cfg.networks.get(gate.network)?;
+    let wallet = Arc::new(wallet_of(key, gate.network, net, gates::evm_chain_id(gate))?);
+    let token = match gate.is_token {
+        true => {
+            let (contract, decimals) = cfg.token(gate)?;
+            Some(Token { contract, decimals })
+        }
+        false => None,
+    };
+    Some(Arc::new(EvmSigner { wallet, gate, token }))
+}
+
+/// The gas a transfer of `gate`'s asset is signed with (21 000 for the native coin, the
+/// network's `token_gas_limit` for a token).
+pub fn transfer_gas(cfg: &EvmConfig, gate: &Gate) -> u64 {
+    match (gate.is_token, cfg.networks.get(gate.network)) {
+        (true, Some(net)) => net.token_gas_limit,
+        _ => 21_000,
+    }
+}
+
+fn wallet_of(
+    key: alloy_signer_local::PrivateKeySigner,
+    network: &str,
+    net: &EvmNetworkConfig,
+    default_chain_id: Option<u64>,
+) -> Option<HotWallet> {
+    let gwei = 1_000_000_000u128;
+    Some(HotWallet {
+        key,
+        network: network.to_owned(),
+        chain_id: net.chain_id.or(default_chain_id)?,
+        rpc: Arc::new(Rpc::new(net)),
+        max_fee_per_gas: u128::from(net.max_fee_per_gas_gwei).saturating_mul(gwei),
+        priority_fee: u128::from(net.priority_fee_gwei).saturating_mul(gwei),
+        token_gas_limit: net.token_gas_limit,
+    })
+}
+
 /// A gate and the signer of its payouts.
 pub type GateSigner = (&'static Gate, Arc<dyn Signer>);
 
@@ -223,19 +320,10 @@ pub fn signers(cfg: &EvmConfig) -> Result<Vec<GateSigner>, ChainError> {
         let Some(key) = load_key(network, net)? else { continue };
         let gates: Vec<&'static Gate> =
             GATES.iter().filter(|g| g.network == network && g.family == AddressFamily::Evm).collect();
-        let Some(chain_id) = net.chain_id.or_else(|| gates.first().and_then(|g| gates::evm_chain_id(g))) else {
+        let Some(wallet) = wallet_of(key, network, net, gates.first().and_then(|g| gates::evm_chain_id(g))) else {
             continue;
         };
-        let gwei = 1_000_000_000u128;
-        let wallet = Arc::new(HotWallet {
-            key,
-            network: network.clone(),
-            chain_id,
-            rpc: Arc::new(Rpc::new(net)),
-            max_fee_per_gas: u128::from(net.max_fee_per_gas_gwei).saturating_mul(gwei),
-            priority_fee: u128::from(net.priority_fee_gwei).saturating_mul(gwei),
-            token_gas_limit: net.token_gas_limit,
-        });
+        let wallet = Arc::new(wallet);
         for gate in gates {
             let token = if gate.is_token {
                 let Some((contract, decimals)) = cfg.token(gate) else { continue };

@@ -1,0 +1,526 @@
+//! Sweeping: the operator's own funds moved from deposit addresses to the gate's hot wallet
+//! (until it holds `float_target`) or cold address, run by the payout executor's process (the
+//! one that holds the hot wallets' keys and, with `evm.deposit_key_file`, the deposit account's).
+//! EVM networks so far: the native coin and ERC-20 tokens.
+//!
+//! With the payout executor's guarantees:
+//! - **Stored signed before it is sent.** A transaction (a token address's gas top-up, the
+//!   sweep) is signed and stored on its `sweeps` row in the database transaction that takes its
+//!   nonce (`nonce_accounts`: the hot wallet's counter, shared with payouts, for a top-up; the
+//!   deposit address's own for the sweep), guarded on the row's status. Only then is it sent; a
+//!   restart finds it stored and sends the same bytes again (`Chain::outgoing` first), never new
+//!   ones.
+//! - **At most one open sweep per address** (a partial unique index), every status change a
+//!   guarded `UPDATE … WHERE status = <from>` with `SweepStatus::on`.
+//! - **Only settled money.** An address is planned only when none of its payments is still
+//!   confirming, and at least `min_sweep` is there.
+//! - **Tokens**: the address first gets exactly the gas of one token transfer from the hot wallet
+//!   (`token_gas_limit` × the fee cap it is signed with, less what it already holds), the top-up
+//!   in a block, then the token transfer. Leftover native coin stays on the address (not swept
+//!   yet).
+//! - **The books**: merchant balances are never touched. A native sweep's fee is the house's
+//!   `sweep_fee`; a token address's top-up is the house's `gas_topup` (it left the hot wallet to
+//!   be burnt as gas), both on the network's native gate, so the reconciliation stays exact.
+//! - A node's refusal is never taken as final while the nonce may be unused (a gap would block
+//!   every later transaction of the account): the stored transaction is sent again later and the
+//!   operator is told in the log. A sweep fails only when its nonce went to another transaction
+//!   at depth, or its transaction failed in a block at depth.
+
+use std::sync::Arc;
+
+use chrono::Utc;
+use entity::{Amount, Bucket, EntryType, Environment, SweepStatus, SweepTrigger, sweep};
+use rust_decimal::Decimal;
+use sea_orm::sea_query::{Expr, OnConflict};
+use sea_orm::{ActiveValue::Set, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, UpdateMany};
+use uuid::Uuid;
+
+use crate::chain::evm::{DepositKeys, signer_for_key, transfer_gas};
+use crate::chain::signer::{PayoutTx, Signer, Signers};
+use crate::chain::{Broadcast, Chain, ChainError, Chains, Outgoing, SignedTx};
+use domain::chain::address::AddressFamily;
+use domain::config::{Config, TreasuryGateConfig};
+use domain::gates::{self, Gate};
+use domain::ledger::Posting;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SweepError {
+    #[error(transparent)]
+    Chain(#[from] ChainError),
+    #[error(transparent)]
+    Db(#[from] sea_orm::DbErr),
+    #[error(transparent)]
+    Ledger(#[from] domain::ledger::LedgerError),
+    #[error(transparent)]
+    Exec(#[from] crate::executor::ExecError),
+    #[error("{0}")]
+    Other(String),
+}
+
+/// Everything sweeping needs; built in the payout executor's process only.
+#[derive(Clone)]
+pub struct Sweeper {
+    pub db: DatabaseConnection,
+    pub chains: Chains,
+    /// The hot wallets (a top-up is a payout-like transfer from them).
+    pub signers: Signers,
+    pub deposit: Option<Arc<DepositKeys>>,
+    pub config: Arc<Config>,
+}
+
+/// The gates configured to be swept, in gate order.
+fn swept_gates(config: &Config) -> Vec<(&'static Gate, &TreasuryGateConfig)> {
+    gates::GATES.iter().filter_map(|g| config.treasury.gates.get(g.id).filter(|t| t.sweep).map(|t| (g, t))).collect()
+}
+
+impl Sweeper {
+    /// The sweeper of `config`, or `None` when no gate is swept. Loads the deposit account's key
+    /// (`evm.deposit_key_file`) and checks it derives `addresses.live.evm_xpub`'s addresses.
+    pub fn from_config(
+        db: &DatabaseConnection,
+        chains: &Chains,
+        signers: &Signers,
+        config: &Config,
+    ) -> anyhow::Result<Option<Sweeper>> {
+        let swept = swept_gates(config);
+        if swept.is_empty() {
+            return Ok(None);
+        }
+        if let Some((g, _)) = swept.iter().find(|(g, _)| g.family != AddressFamily::Evm) {
+            anyhow::bail!("treasury.gates.{}.sweep: only EVM networks are swept automatically so far", g.id);
+        }
+        let first = domain::chain::address::AddressDeriver::from_config(
+            &config.addresses.live,
+            domain::chain::address::ChainNet::Mainnet,
+            "live",
+        )
+        .ok()
+        .and_then(|d| d.derive(AddressFamily::Evm, 0).ok())
+        .map(|a| a.address);
+        let deposit = DepositKeys::load(&config.evm, first.as_deref())?.ok_or_else(|| {
+            anyhow::anyhow!("treasury sweeping needs evm.deposit_key_file (the deposit account's xprv)")
+        })?;
+        Ok(Some(Sweeper {
+            db: db.clone(),
+            chains: chains.clone(),
+            signers: signers.clone(),
+            deposit: Some(Arc::new(deposit)),
+            config: Arc::new(config.clone()),
+        }))
+    }
+
+    /// One round: plan new sweeps, then move every open one as far as it goes now.
+    pub async fn tick(&self) -> Result<(), SweepError> {
+        for (gate, cfg) in swept_gates(&self.config) {
+            if let Err(e) = self.plan(gate, cfg).await {
+                tracing::warn!(gate = gate.id, error = %e, "sweep planning failed");
+            }
+        }
+        let open = sweep::Entity::find()
+            .filter(sweep::Column::Status.is_in([SweepStatus::Planned, SweepStatus::ToppingUp, SweepStatus::Sending]))
+            .order_by_asc(sweep::Column::Id)
+            .all(&self.db)
+            .await?;
+        for s in open {
+            if let Err(e) = self.advance(&s).await {
+                tracing::warn!(sweep = %s.id, gate = %s.gate_id, error = %e, "sweep step failed; tried again next round");
+            }
+        }
+        Ok(())
+    }
+
+    /// Plans a sweep of every settled deposit address of `gate` holding at least `min_sweep`
+    /// and not being swept already, to the hot wallet until it holds `float_target`, then to the
+    /// cold address.
+    async fn plan(&self, gate: &'static Gate, cfg: &TreasuryGateConfig) -> Result<(), SweepError> {
+        let chain = self.chain(gate)?;
+        let hot = cfg.hot_address.clone().ok_or_else(|| SweepError::Other("no hot_address".into()))?;
+        let open: std::collections::HashSet<String> = sweep::Entity::find()
+            .filter(sweep::Column::GateId.eq(gate.id))
+            .filter(sweep::Column::Status.is_in([SweepStatus::Planned, SweepStatus::ToppingUp, SweepStatus::Sending]))
+            .all(&self.db)
+            .await?
+            .into_iter()
+            .map(|s| s.address)
+            .collect();
+        let candidates: Vec<(String, i64)> = domain::treasury::sweepable(&self.db, Environment::Live, gate.id)
+            .await?
+            .into_iter()
+            .filter(|(a, _)| !open.contains(a) && !a.eq_ignore_ascii_case(&hot))
+            .collect();
+        if candidates.is_empty() {
+            return Ok(());
+        }
+        let asked: Vec<&str> = candidates.iter().map(|(a, _)| a.as_str()).collect();
+        let balances = chain.balances(&asked).await;
+        let mut hot_holds = chain.balance(&hot).await?;
+        let now = Utc::now();
+        for ((address, index), balance) in candidates.iter().zip(balances) {
+            let balance = match balance {
+                Ok(b) => b,
+                Err(e) => {
+                    tracing::warn!(gate = gate.id, %address, error = %e, "deposit balance not read; planned later");
+                    continue;
+                }
+            };
+            if balance <= Decimal::ZERO || balance < cfg.min_sweep {
+                continue;
+            }
+            let to_cold = match (&cfg.cold_address, cfg.float_target) {
+                (Some(_), Some(float)) => hot_holds >= float,
+                _ => false,
+            };
+            let destination =
+                if to_cold { cfg.cold_address.clone().unwrap_or_else(|| hot.clone()) } else { hot.clone() };
+            if !to_cold {
+                hot_holds = hot_holds.checked_add(balance).unwrap_or(Decimal::MAX);
+            }
+            let row = sweep::ActiveModel {
+                id: Set(Uuid::now_v7()),
+                environment: Set(Environment::Live),
+                gate_id: Set(gate.id.to_owned()),
+                address: Set(address.clone()),
+                derivation_index: Set(*index),
+                destination: Set(destination.clone()),
+                planned_amount: Set(Amount::new(balance)),
+                amount: Set(None),
+                status: Set(SweepStatus::Planned),
+                topup_amount: Set(None),
+                topup_tx_hash: Set(None),
+                topup_signed_tx: Set(None),
+                tx_hash: Set(None),
+                signed_tx: Set(None),
+                fee: Set(None),
+                failure_reason: Set(None),
+                created_at: Set(now),
+                updated_at: Set(now),
+                confirmed_at: Set(None),
+            };
+            // The partial unique index keeps one open sweep per address: another planner's row wins.
+            sweep::Entity::insert(row)
+                .on_conflict(OnConflict::new().do_nothing().to_owned())
+                .exec_without_returning(&self.db)
+                .await?;
+            tracing::info!(gate = gate.id, %address, %balance, %destination, "sweep planned");
+        }
+        Ok(())
+    }
+
+    fn chain(&self, gate: &Gate) -> Result<Arc<dyn Chain>, SweepError> {
+        self.chains
+            .get(Environment::Live, gate.id)
+            .ok_or_else(|| SweepError::Other(format!("no live chain adapter for {}", gate.id)))
+    }
+
+    /// The network's native gate (gas is paid in it).
+    fn native_of(gate: &'static Gate) -> Result<&'static Gate, SweepError> {
+        gates::GATES
+            .iter()
+            .find(|g| g.network == gate.network && !g.is_token)
+            .ok_or_else(|| SweepError::Other(format!("no native gate on {}", gate.network)))
+    }
+
+    /// Moves sweep `s` as far as it goes now.
+    async fn advance(&self, s: &sweep::Model) -> Result<(), SweepError> {
+        let gate = gates::find(&s.gate_id).ok_or_else(|| SweepError::Other(format!("unknown gate {}", s.gate_id)))?;
+        match s.status {
+            SweepStatus::Planned if gate.is_token => self.top_up_or_send(s, gate).await,
+            SweepStatus::Planned => self.sign_sweep(s, gate, SweepStatus::Planned, Decimal::ZERO).await,
+            SweepStatus::ToppingUp => self.follow_top_up(s, gate).await,
+            SweepStatus::Sending => self.follow_sweep(s, gate).await,
+            SweepStatus::Confirmed | SweepStatus::Failed => Ok(()),
+        }
+    }
+
+    fn deposit_signer(&self, s: &sweep::Model, gate: &'static Gate) -> Result<Arc<dyn Signer>, SweepError> {
+        let deposit = self.deposit.as_ref().ok_or_else(|| SweepError::Other("no deposit key".into()))?;
+        let index = u32::try_from(s.derivation_index).map_err(|e| SweepError::Other(e.to_string()))?;
+        let key = deposit.key(index)?;
+        let derived = format!("{:#x}", key.address());
+        if !derived.eq_ignore_ascii_case(&s.address) {
+            return Err(SweepError::Other(format!("deposit key {index} derives {derived}, not {}", s.address)));
+        }
+        signer_for_key(&self.config.evm, gate, key)
+            .ok_or_else(|| SweepError::Other(format!("{} is not configured (evm.networks, evm.tokens)", gate.id)))
+    }
+
+    /// A token address: tops it up with the gas of one token transfer (what it lacks of it), or,
+    /// when it holds enough, signs the token transfer right away.
+    async fn top_up_or_send(&self, s: &sweep::Model, gate: &'static Gate) -> Result<(), SweepError> {
+        let native = Self::native_of(gate)?;
+        let deposit = self.deposit_signer(s, gate)?;
+        let probe = self.unsigned(s, gate, s.planned_amount.0, None);
+        let fees = deposit.fees(&probe).await?.ok_or_else(|| SweepError::Other("no gas prices".into()))?.gas()?;
+        let gas = u128::from(transfer_gas(&self.config.evm, gate));
+        let needed_wei = gas.saturating_mul(fees.max_fee_per_gas);
+        let needed = Decimal::from_i128_with_scale(i128::try_from(needed_wei).unwrap_or(i128::MAX), native.decimals);
+        let holds = self.chain(native)?.balance(&s.address).await?;
+        if holds >= needed {
+            return self.sign_sweep(s, gate, SweepStatus::Planned, Decimal::ZERO).await;
+        }
+        let top_up = needed.checked_sub(holds).ok_or_else(|| SweepError::Other("overflow".into()))?.normalize();
+        let hot = self
+            .signers
+            .get(Environment::Live, native.id)
+            .ok_or_else(|| SweepError::Other(format!("no hot wallet on {}", native.id)))?;
+        let account = hot.nonce_account().await?.ok_or_else(|| SweepError::Other("no hot nonce account".into()))?;
+        self.check_hot(gate, &account.scope)?;
+        let mut tx = PayoutTx {
+            gate: native,
+            payout_id: s.id,
+            destination: &s.address,
+            destination_tag: None,
+            amount: top_up,
+            // A top-up of 21 000 gas: at most its own amount in fees.
+            max_fee: top_up,
+            nonce: None,
+            fees: None,
+            funding: None,
+        };
+        tx.fees = hot.fees(&tx).await?;
+        let txn = domain::db::begin_write(&self.db).await?;
+        let nonce = crate::executor::lock_nonce(&txn, &account).await?;
+        tx.nonce = Some(nonce);
+        let signed = hot.sign(&tx).await?;
+        let now = Utc::now();
+        let next = transition(SweepStatus::Planned, SweepTrigger::TopUp)?;
+        let stored = guarded(s.id, SweepStatus::Planned)
+            .col_expr(sweep::Column::Status, Expr::value(next.as_str()))
+            .col_expr(sweep::Column::TopupAmount, Expr::value(Amount::new(top_up)))
+            .col_expr(sweep::Column::TopupTxHash, Expr::value(signed.tx_hash.clone()))
+            .col_expr(sweep::Column::TopupSignedTx, Expr::value(signed.raw.clone()))
+            .col_expr(sweep::Column::UpdatedAt, Expr::value(now))
+            .filter(sweep::Column::TopupSignedTx.is_null())
+            .exec(&txn)
+            .await?;
+        if stored.rows_affected == 0 {
+            txn.rollback().await?;
+            return Ok(());
+        }
+        crate::executor::advance_nonce(&txn, &account, nonce).await?;
+        txn.commit().await?;
+        fail::fail_point!("sweep-after-persist");
+        let sent = self.send(s, native, &signed).await;
+        fail::fail_point!("sweep-after-broadcast");
+        tracing::info!(sweep = %s.id, address = %s.address, %top_up, tx = %signed.tx_hash, "gas top-up stored and sent");
+        sent
+    }
+
+    /// The top-up in a block: the token transfer is signed (and the top-up booked to the house).
+    async fn follow_top_up(&self, s: &sweep::Model, gate: &'static Gate) -> Result<(), SweepError> {
+        let native = Self::native_of(gate)?;
+        let (Some(hash), Some(raw)) = (s.topup_tx_hash.clone(), s.topup_signed_tx.clone()) else {
+            return Err(SweepError::Other(format!("sweep {} tops up without a transaction", s.id)));
+        };
+        let tx = SignedTx { tx_hash: hash, raw };
+        match self.chain(native)?.outgoing(&tx).await? {
+            Outgoing::Confirmations { confirmations, fee } if confirmations >= 1 => {
+                self.sign_sweep(s, gate, SweepStatus::ToppingUp, fee.unwrap_or_default()).await
+            }
+            Outgoing::Confirmations { .. } => Ok(()),
+            Outgoing::Unknown => self.send(s, native, &tx).await,
+            Outgoing::Failed(reason) => {
+                self.fail(s, SweepStatus::ToppingUp, &format!("gas top-up failed: {reason}")).await
+            }
+            Outgoing::Expired => self.fail(s, SweepStatus::ToppingUp, "gas top-up expired").await,
+        }
+    }
+
+    /// Signs the sweep transaction from the deposit address and stores it (status `from` →
+    /// `sending`, guarded), then sends it. A native sweep sends the balance less the most its gas
+    /// can cost; a token sweep the whole token balance. A token sweep leaving `topping_up` books
+    /// the top-up and `topup_fee` (what its own transaction cost the hot wallet) to the house in
+    /// the same transaction.
+    async fn sign_sweep(
+        &self,
+        s: &sweep::Model,
+        gate: &'static Gate,
+        from: SweepStatus,
+        topup_fee: Decimal,
+    ) -> Result<(), SweepError> {
+        let native = Self::native_of(gate)?;
+        let signer = self.deposit_signer(s, gate)?;
+        let balance = self.chain(gate)?.balance(&s.address).await?;
+        let account = signer.nonce_account().await?.ok_or_else(|| SweepError::Other("no nonce account".into()))?;
+        let mut tx = self.unsigned(s, gate, balance, None);
+        let fees = signer.fees(&tx).await?.ok_or_else(|| SweepError::Other("no gas prices".into()))?;
+        let amount = if gate.is_token {
+            balance
+        } else {
+            let gas = u128::from(transfer_gas(&self.config.evm, gate));
+            let most_wei = gas.saturating_mul(fees.gas()?.max_fee_per_gas);
+            let most = Decimal::from_i128_with_scale(i128::try_from(most_wei).unwrap_or(i128::MAX), gate.decimals);
+            balance.checked_sub(most).unwrap_or(Decimal::ZERO).normalize()
+        };
+        if amount <= Decimal::ZERO {
+            return self.fail(s, from, &format!("{balance} {} is not worth the fee", gate.asset)).await;
+        }
+        tx.amount = amount;
+        tx.max_fee = balance;
+        tx.fees = Some(fees);
+        let txn = domain::db::begin_write(&self.db).await?;
+        let nonce = crate::executor::lock_nonce(&txn, &account).await?;
+        tx.nonce = Some(nonce);
+        let signed = signer.sign(&tx).await?;
+        let next = transition(from, SweepTrigger::Send)?;
+        let now = Utc::now();
+        let stored = guarded(s.id, from)
+            .col_expr(sweep::Column::Status, Expr::value(next.as_str()))
+            .col_expr(sweep::Column::Amount, Expr::value(Amount::new(amount)))
+            .col_expr(sweep::Column::TxHash, Expr::value(signed.tx_hash.clone()))
+            .col_expr(sweep::Column::SignedTx, Expr::value(signed.raw.clone()))
+            .col_expr(sweep::Column::UpdatedAt, Expr::value(now))
+            .filter(sweep::Column::SignedTx.is_null())
+            .exec(&txn)
+            .await?;
+        if stored.rows_affected == 0 {
+            txn.rollback().await?;
+            return Ok(());
+        }
+        crate::executor::advance_nonce(&txn, &account, nonce).await?;
+        if let (SweepStatus::ToppingUp, Some(top_up)) = (from, s.topup_amount) {
+            let spent = top_up.0.checked_add(topup_fee).ok_or_else(|| SweepError::Other("overflow".into()))?;
+            let posting = Posting {
+                bucket: Bucket::Available,
+                amount: -spent,
+                entry_type: EntryType::GasTopup,
+                reference: Some(("sweep", s.id)),
+                description: Some(format!("gas for sweeping {} from {}", gate.id, s.address)),
+            };
+            domain::treasury::post_expense(&txn, Environment::Live, native.id, &[posting]).await?;
+        }
+        txn.commit().await?;
+        fail::fail_point!("sweep-after-persist");
+        let sent = self.send(s, gate, &signed).await;
+        fail::fail_point!("sweep-after-broadcast");
+        tracing::info!(sweep = %s.id, address = %s.address, %amount, to = %s.destination, tx = %signed.tx_hash, "sweep stored and sent");
+        sent
+    }
+
+    /// `sending`: follows the sweep transaction to the gate's confirmations, then books its fee.
+    async fn follow_sweep(&self, s: &sweep::Model, gate: &'static Gate) -> Result<(), SweepError> {
+        let (Some(hash), Some(raw)) = (s.tx_hash.clone(), s.signed_tx.clone()) else {
+            return Err(SweepError::Other(format!("sweep {} sends without a transaction", s.id)));
+        };
+        let tx = SignedTx { tx_hash: hash, raw };
+        match self.chain(gate)?.outgoing(&tx).await? {
+            Outgoing::Confirmations { confirmations, fee } if confirmations >= u64::from(gate.confirmations) => {
+                self.confirm(s, gate, fee).await
+            }
+            Outgoing::Confirmations { .. } => Ok(()),
+            Outgoing::Unknown => self.send(s, gate, &tx).await,
+            Outgoing::Failed(reason) => self.fail(s, SweepStatus::Sending, &reason).await,
+            Outgoing::Expired => self.fail(s, SweepStatus::Sending, "sweep transaction expired").await,
+        }
+    }
+
+    /// `sending` → `confirmed`, with a native sweep's fee booked to the house (`sweep_fee`) in
+    /// the same transaction (a token sweep's gas was its top-up, booked already).
+    async fn confirm(&self, s: &sweep::Model, gate: &'static Gate, fee: Option<Decimal>) -> Result<(), SweepError> {
+        let next = transition(SweepStatus::Sending, SweepTrigger::Confirm)?;
+        let now = Utc::now();
+        let txn = domain::db::begin_write(&self.db).await?;
+        let moved = guarded(s.id, SweepStatus::Sending)
+            .col_expr(sweep::Column::Status, Expr::value(next.as_str()))
+            .col_expr(sweep::Column::Fee, Expr::value(fee.map(Amount::new)))
+            .col_expr(sweep::Column::ConfirmedAt, Expr::value(now))
+            .col_expr(sweep::Column::UpdatedAt, Expr::value(now))
+            .filter(sweep::Column::TxHash.eq(s.tx_hash.clone()))
+            .exec(&txn)
+            .await?;
+        if moved.rows_affected == 0 {
+            txn.rollback().await?;
+            return Ok(());
+        }
+        if let Some(fee) = fee.filter(|f| !gate.is_token && *f > Decimal::ZERO) {
+            let posting = Posting {
+                bucket: Bucket::Available,
+                amount: -fee,
+                entry_type: EntryType::SweepFee,
+                reference: Some(("sweep", s.id)),
+                description: Some(format!("sweeping {} from {}", gate.id, s.address)),
+            };
+            domain::treasury::post_expense(&txn, Environment::Live, gate.id, &[posting]).await?;
+        }
+        txn.commit().await?;
+        tracing::info!(sweep = %s.id, address = %s.address, to = %s.destination, "sweep confirmed");
+        Ok(())
+    }
+
+    /// Sends a stored transaction. A refusal that may pass (or any refusal: the nonce must not be
+    /// left as a gap) keeps it for the next round; a nonce another transaction took at depth
+    /// fails the sweep (nothing of it can be mined).
+    async fn send(&self, s: &sweep::Model, gate: &'static Gate, tx: &SignedTx) -> Result<(), SweepError> {
+        match self.chain(gate)?.broadcast(tx).await? {
+            Broadcast::Accepted | Broadcast::AlreadyKnown => Ok(()),
+            Broadcast::Retry(reason) => {
+                tracing::warn!(sweep = %s.id, tx = %tx.tx_hash, reason, "the node refused the sweep transaction for now; sent again next round");
+                Ok(())
+            }
+            Broadcast::Rejected(reason) => {
+                tracing::error!(sweep = %s.id, tx = %tx.tx_hash, reason,
+                    "the node rejected a stored sweep transaction; it is kept (its nonce must not be left as a gap) and sent again next round: look at it");
+                Ok(())
+            }
+            Broadcast::Displaced(reason) => self.fail(s, s.status, &reason).await,
+        }
+    }
+
+    async fn fail(&self, s: &sweep::Model, from: SweepStatus, reason: &str) -> Result<(), SweepError> {
+        let next = transition(from, SweepTrigger::Fail)?;
+        let moved = guarded(s.id, from)
+            .col_expr(sweep::Column::Status, Expr::value(next.as_str()))
+            .col_expr(sweep::Column::FailureReason, Expr::value(reason))
+            .col_expr(sweep::Column::UpdatedAt, Expr::value(Utc::now()))
+            .exec(&self.db)
+            .await?;
+        if moved.rows_affected == 1 {
+            tracing::warn!(sweep = %s.id, address = %s.address, reason, "sweep failed");
+        }
+        Ok(())
+    }
+
+    fn unsigned<'a>(
+        &self,
+        s: &'a sweep::Model,
+        gate: &'static Gate,
+        amount: Decimal,
+        nonce: Option<u64>,
+    ) -> PayoutTx<'a> {
+        PayoutTx {
+            gate,
+            payout_id: s.id,
+            destination: &s.destination,
+            destination_tag: None,
+            amount,
+            max_fee: amount,
+            nonce,
+            fees: None,
+            funding: None,
+        }
+    }
+
+    /// The hot wallet the executor signs with (its nonce account's `<network>:<address>`) must be
+    /// the swept gate's configured `hot_address`: what the planner sends to and the
+    /// reconciliation reads.
+    fn check_hot(&self, swept: &Gate, scope: &str) -> Result<(), SweepError> {
+        let signing = scope.rsplit(':').next().unwrap_or_default();
+        let configured = self.config.treasury.gates.get(swept.id).and_then(|g| g.hot_address.as_deref());
+        match configured {
+            Some(h) if h.eq_ignore_ascii_case(signing) => Ok(()),
+            _ => Err(SweepError::Other(format!(
+                "the hot wallet signing on {} is {signing}, not treasury.gates.{}.hot_address",
+                swept.network, swept.id
+            ))),
+        }
+    }
+}
+
+fn transition(from: SweepStatus, trigger: SweepTrigger) -> Result<SweepStatus, SweepError> {
+    from.on(trigger).ok_or_else(|| SweepError::Other(format!("{trigger:?} from {from:?}")))
+}
+
+/// An update of sweep `id` guarded on its status.
+fn guarded(id: Uuid, from: SweepStatus) -> UpdateMany<sweep::Entity> {
+    sweep::Entity::update_many().filter(sweep::Column::Id.eq(id)).filter(sweep::Column::Status.eq(from))
+}

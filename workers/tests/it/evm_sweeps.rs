@@ -1,0 +1,118 @@
+//! Sweeping on a real node (anvil): a live USDT invoice and a live ETH invoice paid by a payer,
+//! confirmed and credited, then swept by the sweeper to the hot wallet (the token address first
+//! topped up with exactly its gas from the hot wallet) with every transaction stored signed
+//! before it is sent; the house books the gas; the reconciliation balances to zero; a merchant
+//! payout is then paid from the swept tokens. Run with `--features anvil-tests`.
+
+#![cfg(feature = "anvil-tests")]
+
+use std::time::{Duration, Instant};
+
+use entity::{EntryType, Environment, SweepStatus, ledger_entry, sweep};
+use rust_decimal::Decimal;
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
+use serde_json::json;
+use testkit::anvil::quantity;
+use testkit::d;
+
+use crate::support::evm_node::HOT_WALLET;
+use crate::support::sweeps::{Rig, eth};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paid_deposits_are_swept_to_the_hot_wallet_and_pay_a_payout() {
+    let rig = Rig::start().await;
+    let Rig { anvil, l, token, usdt_address, eth_address, .. } = &rig;
+    let db = &l.app.state.db;
+    let config = &l.app.state.config;
+    assert_eq!(l.balance("ethereum_usdt").await, (d("50"), d("0")));
+    assert_eq!(l.balance("ethereum").await, (d("1"), d("0")));
+
+    let sweeper = rig.sweeper();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let rows = loop {
+        sweeper.tick().await.unwrap();
+        let rows = sweep::Entity::find().order_by_asc(sweep::Column::GateId).all(db).await.unwrap();
+        if rows.len() == 2 && rows.iter().all(|s| s.status == SweepStatus::Confirmed) {
+            break rows;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "sweeps stuck: {:?}",
+            rows.iter().map(|s| (s.status, s.failure_reason.clone())).collect::<Vec<_>>()
+        );
+        anvil.mine(2).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+
+    // On chain: the tokens and the ETH (less its gas) are in the hot wallet.
+    assert_eq!(anvil.token_balance_of(token, HOT_WALLET).await, 50_000_000);
+    assert_eq!(anvil.token_balance_of(token, usdt_address).await, 0);
+    let (eth_sweep, usdt_sweep) = (&rows[0], &rows[1]);
+    assert_eq!((eth_sweep.gate_id.as_str(), usdt_sweep.gate_id.as_str()), ("ethereum", "ethereum_usdt"));
+    let swept = eth_sweep.amount.unwrap().0;
+    assert!(swept > d("0.99") && swept < d("1"), "{swept}");
+    // Exactly one transaction per step: the token address got one top-up from the hot wallet
+    // and sent one transfer; the ETH address sent one transfer.
+    assert_eq!(anvil.tx_count(usdt_address).await, 1);
+    assert_eq!(anvil.tx_count(eth_address).await, 1);
+    let topup = anvil.rpc("eth_getTransactionByHash", json!([usdt_sweep.topup_tx_hash.clone().unwrap()])).await;
+    assert_eq!(topup["from"].as_str().unwrap().to_ascii_lowercase(), HOT_WALLET);
+    assert_eq!(eth(quantity(&topup["value"])), usdt_sweep.topup_amount.unwrap().0);
+
+    // The books: merchants untouched; the house paid the gas (top-up and its fee, the ETH sweep's fee).
+    assert_eq!(l.balance("ethereum_usdt").await, (d("50"), d("0")));
+    assert_eq!(l.balance("ethereum").await, (d("1"), d("0")));
+    let house: uuid::Uuid = domain::treasury::HOUSE.into();
+    let entries: Vec<(EntryType, Decimal)> = ledger_entry::Entity::find()
+        .filter(ledger_entry::Column::MerchantId.eq(house))
+        .order_by_asc(ledger_entry::Column::Id)
+        .all(db)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.entry_type, e.amount.0))
+        .collect();
+    let kinds: Vec<EntryType> = entries.iter().map(|(t, _)| *t).collect();
+    assert_eq!(kinds.iter().filter(|t| **t == EntryType::GasTopup).count(), 1, "{entries:?}");
+    assert_eq!(kinds.iter().filter(|t| **t == EntryType::SweepFee).count(), 1, "{entries:?}");
+    let receipt = anvil.receipt(eth_sweep.tx_hash.as_deref().unwrap()).await;
+    let fee = eth(quantity(&receipt["gasUsed"]) * quantity(&receipt["effectiveGasPrice"]));
+    assert!(entries.contains(&(EntryType::SweepFee, -fee)), "{entries:?}");
+    testkit::assert_ledger_sums(db, house, "ethereum").await;
+
+    // The reconciliation balances to zero on both gates.
+    let report = workers::treasury::report(db, &l.new_chains(), config, Environment::Live).await.unwrap();
+    for r in &report {
+        assert_eq!(r.difference, Some(Decimal::ZERO), "{r:?}");
+    }
+    assert_eq!(report.len(), 2);
+
+    // A new round plans nothing more (the swept addresses hold less than min_sweep).
+    sweeper.tick().await.unwrap();
+    assert_eq!(sweep::Entity::find().all(db).await.unwrap().len(), 2);
+
+    // A merchant payout is paid from the swept tokens, no manual step.
+    testkit::auto_approve_payouts_merchant_pays(db, l.merchant, Environment::Live).await;
+    let to = alloy_primitives::Address::from([0x42; 20]).to_checksum(None);
+    let body = json!({"currency": "USDT", "network": "ethereum", "amount": "30", "destination": to});
+    let created = l.app.create("/v1/payouts", &l.key, body).await;
+    let id = uuid::Uuid::parse_str(created["id"].as_str().unwrap()).unwrap();
+    let executor = workers::executor::Executor {
+        db: db.clone(),
+        chains: l.new_chains(),
+        signers: rig.signers.clone(),
+        recheck: Duration::from_millis(10),
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        executor.execute(id).await.unwrap();
+        let p = entity::payout::Entity::find_by_id(id).one(db).await.unwrap().unwrap();
+        if p.status == entity::PayoutStatus::Completed {
+            break;
+        }
+        assert!(Instant::now() < deadline, "payout stuck at {:?}", p.status);
+        anvil.mine(4).await;
+    }
+    assert_eq!(anvil.token_balance_of(token, &to).await, 30_000_000);
+    assert_eq!(anvil.token_balance_of(token, HOT_WALLET).await, 20_000_000);
+}

@@ -1,0 +1,103 @@
+//! Sweeping on anvil (`evm_sweeps`, and the `crash` binary's `evm_sweep_crash`): a live app whose
+//! deposit account is the test's own (its xprv in a file, its xpub configured), the ethereum and
+//! ethereum_usdt gates swept to anvil's second dev account, a USDT and an ETH invoice paid by a
+//! payer and confirmed, and the house funded with the hot wallet's ETH.
+
+use std::str::FromStr;
+
+use bitcoin::bip32::{DerivationPath, Xpriv, Xpub};
+use entity::Environment;
+use rust_decimal::Decimal;
+use serde_json::{Value, json};
+use testkit::anvil::Anvil;
+use testkit::d;
+use workers::chain::signer::Signers;
+use workers::sweeper::Sweeper;
+
+use super::evm_node::{HOT_WALLET, node};
+use super::live::LiveApp;
+
+pub fn eth(wei: u128) -> Decimal {
+    Decimal::from_i128_with_scale(wei as i128, 18).normalize()
+}
+
+/// A deposit account of its own (xprv in a file, its xpub configured), as an operator sets up.
+fn deposit_account(dir: &std::path::Path) -> (String, std::path::PathBuf) {
+    let secp = bitcoin::secp256k1::Secp256k1::new();
+    let master = Xpriv::new_master(bitcoin::NetworkKind::Main, &[0x5e; 32]).unwrap();
+    let account = master.derive_priv(&secp, &DerivationPath::from_str("m/44'/60'/0'").unwrap()).unwrap();
+    let xpub = Xpub::from_priv(&secp, &account).to_string();
+    let file = dir.join("deposit.xprv");
+    std::fs::write(&file, account.to_string()).unwrap();
+    (xpub, file)
+}
+
+pub struct Rig {
+    pub anvil: Anvil,
+    pub l: LiveApp,
+    pub token: String,
+    pub usdt: Value,
+    pub ether: Value,
+    pub usdt_address: String,
+    pub eth_address: String,
+    pub signers: Signers,
+    _dir: tempfile::TempDir,
+}
+
+impl Rig {
+    /// Both invoices paid and credited, the house funded with the hot wallet's ETH.
+    pub async fn start() -> Rig {
+        let anvil = Anvil::start().await;
+        let token = anvil.deploy_token(1_000_000_000_000).await;
+        anvil.mine(2).await;
+        let dir = tempfile::tempdir().unwrap();
+        let (xpub, key_file) = deposit_account(dir.path());
+        let (net, token_for_cfg) = (node(&anvil, 2, 50, true), token.clone());
+        let l = LiveApp::start(&["ethereum", "ethereum_usdt"], move |c| {
+            c.addresses.live.evm_xpub = Some(xpub);
+            c.evm.networks.insert("ethereum".into(), net);
+            let t = domain::config::EvmTokenConfig { contract: token_for_cfg, decimals: Some(6) };
+            c.evm.tokens.insert("ethereum_usdt".into(), t);
+            c.evm.deposit_key_file = Some(key_file);
+            for (gate, min) in [("ethereum", "0.01"), ("ethereum_usdt", "1")] {
+                let g = domain::config::TreasuryGateConfig {
+                    hot_address: Some(HOT_WALLET.into()),
+                    sweep: true,
+                    min_sweep: d(min),
+                    ..Default::default()
+                };
+                c.treasury.gates.insert(gate.into(), g);
+            }
+        })
+        .await;
+
+        let usdt = l.invoice(json!({"currency": "USDT", "network": "ethereum", "amount": "50"})).await;
+        let ether = l.invoice(json!({"currency": "ETH", "network": "ethereum", "amount": "1"})).await;
+        let usdt_address = usdt["deposit_address"].as_str().unwrap().to_owned();
+        let eth_address = ether["deposit_address"].as_str().unwrap().to_owned();
+        anvil.send_token(&token, &usdt_address, 50_000_000).await;
+        anvil.send_eth(&eth_address, 1_000_000_000_000_000_000).await;
+        anvil.mine(1).await;
+        l.step().await;
+        anvil.mine(12).await;
+        l.step().await;
+        assert_eq!((l.status(&usdt).await, l.status(&ether).await), ("paid".into(), "paid".into()));
+
+        let hot_before = anvil.balance_of(HOT_WALLET).await;
+        let db = &l.app.state.db;
+        let txn = domain::db::begin_write(db).await.unwrap();
+        let native = domain::gates::find("ethereum").unwrap();
+        domain::treasury::fund(&txn, Environment::Live, native, eth(hot_before), "hot wallet float").await.unwrap();
+        txn.commit().await.unwrap();
+        let signers = Signers::default().with_evm(&l.app.state.config.evm).unwrap();
+        Rig { anvil, l, token, usdt, ether, usdt_address, eth_address, signers, _dir: dir }
+    }
+
+    /// The sweeper as the payout executor's process builds it (hot wallet and deposit keys).
+    pub fn sweeper(&self) -> Sweeper {
+        let config = &self.l.app.state.config;
+        Sweeper::from_config(&self.l.app.state.db, &self.l.new_chains(), &self.signers, config)
+            .unwrap()
+            .expect("gates are swept")
+    }
+}
