@@ -18,6 +18,7 @@ mod merchants;
 mod payouts;
 mod sandbox;
 mod serve;
+mod sweeps;
 mod treasury;
 mod webhooks;
 
@@ -81,7 +82,10 @@ enum Command {
     /// The operator audit log: every change of money or access made through `ops`.
     #[command(subcommand)]
     Audit(audit::AuditCmd),
-    /// The operator's own books: house inventory and net positions.
+    /// Sweeps of deposit addresses to the hot wallet or cold address: list, retry, fail.
+    #[command(subcommand)]
+    Sweeps(sweeps::SweepsCmd),
+    /// The operator's own books: house inventory and net positions, reconciliation.
     #[command(subcommand)]
     Treasury(treasury::TreasuryCmd),
 }
@@ -115,6 +119,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Deposits(cmd) => deposits::run(&config, cmd, actor).await,
         Command::Jobs(cmd) => jobs::run(&config, cmd, actor).await,
         Command::Webhooks(cmd) => webhooks::run(&config, cmd, actor).await,
+        Command::Sweeps(cmd) => sweeps::run(&config, cmd, actor).await,
         Command::Treasury(cmd) => treasury::run(&config, cmd, actor).await,
         Command::Audit(cmd) => audit::run(&connect(&config).await?, cmd, &mut std::io::stdout()).await,
         Command::Migrate => {

@@ -128,4 +128,26 @@ mod owners {
         let set = outside(&files, "status = Set(", None);
         assert!(set.is_empty(), "a status set through an active model, not a guarded update: {set:?}");
     }
+
+    /// Keys that move money are loaded only in the payout executor's process: the hot wallets'
+    /// (`Signers::from_config`) and the deposit account's (`DepositKeys::load`, through
+    /// `Sweeper::from_config`), both by `ExecutorCtx::new`, which only the payout executor's
+    /// stage builds. The API, scanner, tracker, converter and deliverer never reach them.
+    #[test]
+    fn money_moving_keys_are_loaded_only_by_the_payout_executor() {
+        let files = workspace();
+        for (needle, owner) in [
+            ("Signers::from_config(", "workers/src/executor/job.rs"),
+            ("Sweeper::from_config(", "workers/src/executor/job.rs"),
+            ("DepositKeys::load(", "workers/src/sweeper/"),
+            ("ExecutorCtx::new(", "workers/src/stages.rs"),
+        ] {
+            let found = outside(&files, needle, Some(owner));
+            assert!(found.is_empty(), "{needle} outside {owner}: {found:?}");
+        }
+        let stage = files.iter().find(|(rel, _)| rel == "workers/src/stages.rs").expect("stages.rs");
+        let built = stage.1.lines().position(|l| l.contains("ExecutorCtx::new(")).expect("built once");
+        let arm = stage.1.lines().take(built + 1).filter(|l| l.contains("Stage::")).last().unwrap_or_default();
+        assert!(arm.contains("Stage::PayoutExecutor"), "ExecutorCtx is built outside the payout executor's arm: {arm}");
+    }
 }

@@ -609,3 +609,17 @@ fn treasury_check_fails_when_holdings_fall_short() {
     ops.ok(&adjust(&m, "bitcoin", "-5", "reverted"));
     assert!(ops.ok(&["treasury", "check", "--env", "test"]).contains("passed"));
 }
+
+/// `ops sweeps` on a deployment that sweeps nothing yet: an empty list, and an unknown sweep
+/// named as such (the commands against real sweeps are covered by the workers' anvil suites).
+#[test]
+fn sweeps_list_and_unknown_sweeps() {
+    let ops = Ops::new();
+    ops.ok(&["migrate"]);
+    assert_eq!(ops.ok(&["sweeps", "list", "--all"]).trim(), "");
+    assert_eq!(ops.ok(&["sweeps", "list", "--json"]).trim(), "[]");
+    let id = "0190c1d2-0000-7000-8000-000000000001";
+    assert!(ops.fails(&["sweeps", "fail", id, "--reason", "x"], &[]).contains("no sweep"));
+    assert!(ops.fails(&["sweeps", "retry", id], &[]).contains("no sweep"));
+    assert!(ops.fails(&["sweeps", "fail", id, "--reason", " "], &[]).contains("--reason"));
+}

@@ -516,6 +516,74 @@ impl Sweeper {
     }
 }
 
+/// The stored transaction an open sweep waits on (its top-up while topping up, else the
+/// sweep's), with the gate whose chain carries it.
+pub fn waiting_on(s: &sweep::Model) -> Option<(&'static Gate, SignedTx)> {
+    let gate = gates::find(&s.gate_id)?;
+    let (hash, raw, gate) = match s.status {
+        SweepStatus::ToppingUp => {
+            (s.topup_tx_hash.clone()?, s.topup_signed_tx.clone()?, Sweeper::native_of(gate).ok()?)
+        }
+        SweepStatus::Sending => (s.tx_hash.clone()?, s.signed_tx.clone()?, gate),
+        SweepStatus::Planned | SweepStatus::Confirmed | SweepStatus::Failed => return None,
+    };
+    Some((gate, SignedTx { tx_hash: hash, raw }))
+}
+
+/// `ops sweeps retry`: sends an open sweep's stored transaction again now (no key needed) and
+/// returns the node's answer; `None` when nothing is stored yet (the next round signs it).
+pub async fn resend(chains: &Chains, s: &sweep::Model) -> Result<Option<Broadcast>, SweepError> {
+    let Some((gate, tx)) = waiting_on(s) else { return Ok(None) };
+    let chain = chains
+        .get(s.environment, gate.id)
+        .ok_or_else(|| SweepError::Other(format!("no chain adapter for {} here", gate.id)))?;
+    Ok(Some(chain.broadcast(&tx).await?))
+}
+
+/// `ops sweeps fail`: ends an open sweep whose transaction can never be mined: nothing signed
+/// yet, or its stored transaction provably dead as the node shows (`Chain::dead`). Refused while
+/// it may still be mined. Guarded on the status (and the transaction) it judged.
+pub async fn fail_by_operator(
+    db: &DatabaseConnection,
+    chains: &Chains,
+    id: Uuid,
+    reason: &str,
+) -> Result<(sweep::Model, sweep::Model), SweepError> {
+    let s = sweep::Entity::find_by_id(id).one(db).await?.ok_or_else(|| SweepError::Other(format!("no sweep {id}")))?;
+    if !s.status.is_open() {
+        return Err(SweepError::Other(format!("sweep {id} is {}, not open", s.status.as_str())));
+    }
+    let mut update = guarded(s.id, s.status);
+    if let Some((gate, tx)) = waiting_on(&s) {
+        let chain = chains.get(s.environment, gate.id).ok_or_else(|| {
+            SweepError::Other(format!("no chain adapter for {} here: nothing can be proven", gate.id))
+        })?;
+        let Some(why) = chain.dead(&tx).await? else {
+            return Err(SweepError::Other(format!(
+                "sweep {id}'s transaction {} may still be mined: refused",
+                tx.tx_hash
+            )));
+        };
+        tracing::info!(sweep = %id, tx = %tx.tx_hash, %why, "sweep transaction provably dead");
+        update = match s.status {
+            SweepStatus::ToppingUp => update.filter(sweep::Column::TopupTxHash.eq(tx.tx_hash)),
+            _ => update.filter(sweep::Column::TxHash.eq(tx.tx_hash)),
+        };
+    }
+    let next = transition(s.status, SweepTrigger::Fail)?;
+    let moved = update
+        .col_expr(sweep::Column::Status, Expr::value(next.as_str()))
+        .col_expr(sweep::Column::FailureReason, Expr::value(format!("by the operator: {reason}")))
+        .col_expr(sweep::Column::UpdatedAt, Expr::value(Utc::now()))
+        .exec(db)
+        .await?;
+    if moved.rows_affected == 0 {
+        return Err(SweepError::Other(format!("sweep {id} moved meanwhile; look again")));
+    }
+    let after = sweep::Entity::find_by_id(id).one(db).await?.ok_or_else(|| SweepError::Other("gone".into()))?;
+    Ok((s, after))
+}
+
 fn transition(from: SweepStatus, trigger: SweepTrigger) -> Result<SweepStatus, SweepError> {
     from.on(trigger).ok_or_else(|| SweepError::Other(format!("{trigger:?} from {from:?}")))
 }

@@ -42,6 +42,13 @@ async fn a_sweeper_killed_around_the_broadcast_never_signs_a_second_transaction(
     assert_eq!(rig.anvil.tx_count(&rig.eth_address).await, 0, "nothing was sent");
     rig.anvil.mine(1).await;
     assert!(rig.anvil.try_rpc("eth_getTransactionReceipt", serde_json::json!([eth.tx_hash])).await.unwrap().is_null());
+    // The operator cannot fail it (its nonce is unused: it may still be mined); `ops sweeps
+    // retry` sends the stored bytes.
+    let chains = rig.l.new_chains();
+    let refused = workers::sweeper::fail_by_operator(&rig.l.app.state.db, &chains, eth.id, "stuck?").await;
+    assert!(refused.unwrap_err().to_string().contains("may still be mined"));
+    let answer = workers::sweeper::resend(&chains, eth).await.unwrap();
+    assert_eq!(answer, Some(workers::chain::Broadcast::Accepted));
 
     // Killed right after sending, round after round, until every step was stored and sent.
     let deadline = Instant::now() + Duration::from_secs(60);
