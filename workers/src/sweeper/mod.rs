@@ -408,7 +408,17 @@ impl Sweeper {
                 self.confirm(s, gate, fee).await
             }
             Outgoing::Confirmations { .. } => Ok(()),
-            Outgoing::Unknown => self.send(s, gate, &tx).await,
+            Outgoing::Unknown => {
+                // Reorganised away (or dropped): a token sweep's gas top-up may be gone with it,
+                // and the transfer cannot be mined without it. Both stored transactions go out
+                // again, the top-up first; the node answers `already known` for one it still has.
+                if let (Some(hash), Some(raw)) = (s.topup_tx_hash.clone(), s.topup_signed_tx.clone()) {
+                    let native = Self::native_of(gate)?;
+                    let answer = self.chain(native)?.broadcast(&SignedTx { tx_hash: hash, raw }).await?;
+                    tracing::info!(sweep = %s.id, ?answer, "gas top-up sent again with its sweep");
+                }
+                self.send(s, gate, &tx).await
+            }
             Outgoing::Failed(reason) => self.fail(s, SweepStatus::Sending, &reason).await,
             Outgoing::Expired => self.fail(s, SweepStatus::Sending, "sweep transaction expired").await,
         }

@@ -116,3 +116,57 @@ async fn paid_deposits_are_swept_to_the_hot_wallet_and_pay_a_payout() {
     assert_eq!(anvil.token_balance_of(token, &to).await, 30_000_000);
     assert_eq!(anvil.token_balance_of(token, HOT_WALLET).await, 20_000_000);
 }
+
+/// A reorganisation takes a token sweep's gas top-up and its transfer off the chain (and the
+/// node forgets both): the sweeper sends the stored top-up and the stored transfer again, never
+/// new ones, and the sweep confirms with the gas booked once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reorganised_token_sweep_is_sent_again_as_stored() {
+    let rig = Rig::start().await;
+    let Rig { anvil, l, token, usdt_address, .. } = &rig;
+    let db = &l.app.state.db;
+    let hot_nonce = anvil.tx_count(HOT_WALLET).await;
+    let sweeper = rig.sweeper();
+    let usdt_sweep = || async {
+        sweep::Entity::find().filter(sweep::Column::GateId.eq("ethereum_usdt")).one(db).await.unwrap().unwrap()
+    };
+    // Planned in the first round; then the top-up, then the transfer, each mined in a block of its own.
+    sweeper.tick().await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while usdt_sweep().await.status != SweepStatus::Sending
+        || anvil.try_rpc("eth_getTransactionReceipt", json!([usdt_sweep().await.tx_hash])).await.unwrap().is_null()
+    {
+        sweeper.tick().await.unwrap();
+        anvil.mine(1).await;
+        assert!(Instant::now() < deadline, "never sent: {:?}", usdt_sweep().await);
+    }
+    let sent = usdt_sweep().await;
+    assert_eq!(anvil.token_balance_of(token, usdt_address).await, 0);
+    // Both blocks reorganised away, both transactions forgotten by the node.
+    let topup_block = quantity(&anvil.receipt(sent.topup_tx_hash.as_deref().unwrap()).await["blockNumber"]) as u64;
+    anvil.reorg(anvil.tip().await - topup_block + 1).await;
+    for hash in [sent.topup_tx_hash.as_deref().unwrap(), sent.tx_hash.as_deref().unwrap()] {
+        let _ = anvil.try_rpc("anvil_dropTransaction", json!([hash])).await;
+    }
+    assert_eq!(anvil.token_balance_of(token, usdt_address).await, 50_000_000, "the sweep left the chain");
+
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while usdt_sweep().await.status != SweepStatus::Confirmed {
+        sweeper.tick().await.unwrap();
+        anvil.mine(2).await;
+        assert!(Instant::now() < deadline, "sweep stuck after the reorganisation: {:?}", usdt_sweep().await);
+    }
+    let done = usdt_sweep().await;
+    assert_eq!((done.signed_tx, done.topup_signed_tx), (sent.signed_tx, sent.topup_signed_tx), "sent as stored");
+    assert_eq!(anvil.token_balance_of(token, HOT_WALLET).await, 50_000_000);
+    assert_eq!(anvil.tx_count(usdt_address).await, 1);
+    assert_eq!(anvil.tx_count(HOT_WALLET).await, hot_nonce + 1, "one top-up from the hot wallet");
+    let house: uuid::Uuid = domain::treasury::HOUSE.into();
+    let topups = ledger_entry::Entity::find()
+        .filter(ledger_entry::Column::MerchantId.eq(house))
+        .filter(ledger_entry::Column::EntryType.eq(EntryType::GasTopup))
+        .all(db)
+        .await
+        .unwrap();
+    assert_eq!(topups.len(), 1, "the gas is booked once");
+}
