@@ -1,6 +1,6 @@
 //! The operator's own books (the house account): the ledger takes the house's entry types
 //! (`sweep_fee`, `gas_topup`, `conversion_inventory_in`, `conversion_inventory_out`,
-//! `house_funding`). PostgreSQL's `ck_ledger_entries_type` is widened to them; SQLite has no such
+//! `house_funding`, `payout_margin`, `payout_gas`). PostgreSQL's `ck_ledger_entries_type` is widened to them; SQLite has no such
 //! constraint. The house's merchant row itself is created on first use by the domain
 //! (`domain::treasury::ensure_house`), not here.
 
@@ -17,8 +17,7 @@ impl MigrationName for Migration {
 
 const MERCHANT_TYPES: &str = "'invoice_credit','conversion_debit','conversion_credit','payout_reserve','payout_release',\
 'payout_debit','payout_fee','network_fee','refund_fee','deposit_reversal','adjustment'";
-const HOUSE_TYPES: &str =
-    "'sweep_fee','gas_topup','conversion_inventory_in','conversion_inventory_out','house_funding'";
+const HOUSE_TYPES: &str = "'sweep_fee','gas_topup','conversion_inventory_in','conversion_inventory_out','house_funding','payout_margin','payout_gas'";
 
 async fn replace_check(manager: &SchemaManager<'_>, types: &str) -> Result<(), DbErr> {
     if manager.get_database_backend() != DatabaseBackend::Postgres {

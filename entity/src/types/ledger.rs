@@ -44,6 +44,11 @@ wire_enum! {
         ConversionInventoryOut = "conversion_inventory_out",
         /// House only: inventory the operator added (positive) or took out (negative).
         HouseFunding = "house_funding",
+        /// House only: what a live payout left with the operator on its gate (the merchant's
+        /// debit less what the recipient got and the network took in that asset).
+        PayoutMargin = "payout_margin",
+        /// House only: the network's coin a live token payout's transaction burnt.
+        PayoutGas = "payout_gas",
     }
 }
 
@@ -70,7 +75,7 @@ mod tests {
         assert_wire::<EntryType>(
             "invoice_credit, conversion_debit, conversion_credit, payout_reserve, payout_release, payout_debit, \
              payout_fee, network_fee, refund_fee, deposit_reversal, adjustment, sweep_fee, gas_topup, \
-             conversion_inventory_in, conversion_inventory_out, house_funding",
+             conversion_inventory_in, conversion_inventory_out, house_funding, payout_margin, payout_gas",
         );
         assert_wire::<FeeAllocation>("customer, merchant");
         assert_schema::<Bucket>();

@@ -307,7 +307,8 @@ impl Executor {
         let judged = Judged::Tx(&tx.tx_hash);
         match chain.outgoing(&tx).await? {
             Outgoing::Confirmations { confirmations, fee } if confirmations >= u64::from(gate.confirmations) => {
-                match self.complete(p, judged, fee.unwrap_or(p.configured_network_fee_amount.0)).await? {
+                let gas = self.token_gas(p, gate, &tx).await;
+                match self.complete(p, judged, fee.unwrap_or(p.configured_network_fee_amount.0), gas).await? {
                     true => Ok(Step::Stop(Next::Done)),
                     // Moved on meanwhile (another job completed it, or holds another transaction).
                     false => Ok(Step::Again),
@@ -388,11 +389,48 @@ impl Executor {
         Ok(Step::Stop(Next::Done))
     }
 
+    /// What a live EVM token payout's transaction burnt in the network's coin, read from the
+    /// native gate's adapter (the token gate reports no fee): the house pays it. `None` elsewhere,
+    /// or when the node does not say (then nothing is booked, and the log says so).
+    async fn token_gas(
+        &self,
+        p: &payout::Model,
+        gate: &'static domain::gates::Gate,
+        tx: &SignedTx,
+    ) -> Option<(&'static domain::gates::Gate, Decimal)> {
+        use domain::chain::address::AddressFamily;
+        if p.environment != entity::Environment::Live || !gate.is_token || gate.family != AddressFamily::Evm {
+            return None;
+        }
+        let native = domain::gates::GATES.iter().find(|g| g.network == gate.network && !g.is_token)?;
+        match self.chains.get(p.environment, native.id)?.outgoing(tx).await {
+            Ok(Outgoing::Confirmations { fee: Some(fee), .. }) => Some((native, fee)),
+            other => {
+                tracing::warn!(payout = %p.id, answer = ?other.map(|o| format!("{o:?}")),
+                    "the gas of a token payout was not read; not booked to the house");
+                None
+            }
+        }
+    }
+
     /// `processing` → `completed`: the reservation leaves as the payout's debit, its fee and the
     /// network fee estimate; a merchant-paid network fee is then settled at the real fee (the
     /// difference comes back to `available`). One transaction, guarded on the status and on the
     /// transaction found at depth (`judged`); false when that guard did not match.
-    async fn complete(&self, p: &payout::Model, judged: Judged<'_>, actual_fee: Decimal) -> Result<bool, ExecError> {
+    ///
+    /// In live, the house's books follow in the same transaction (after the merchant's balance,
+    /// as every writer locks them): `payout_margin` on the payout's gate is what stayed with the
+    /// operator (the merchant's debit less what the recipient got and, on a native gate, the real
+    /// network fee: the payout and network fees earned, or a fee overrun paid), and a token
+    /// payout's `gas` in the network's coin is `payout_gas`. The reconciliation then stays exact.
+    async fn complete(
+        &self,
+        p: &payout::Model,
+        judged: Judged<'_>,
+        actual_fee: Decimal,
+        gas: Option<(&'static domain::gates::Gate, Decimal)>,
+    ) -> Result<bool, ExecError> {
+        let real_fee = actual_fee;
         let next = p.status.on(PayoutTrigger::Complete).ok_or_else(|| ExecError::Other("cannot complete".into()))?;
         let estimate = p.configured_network_fee_amount.0;
         // Signers cap the fee at the estimate where the chain lets them (EVM, Bitcoin, XRP); a
@@ -455,6 +493,30 @@ impl Executor {
             });
         }
         ledger::post(&txn, ledger::Account::of(p.merchant_id.into(), p.environment, &p.gate_id), &postings).await?;
+        if p.environment == entity::Environment::Live {
+            let is_token = domain::gates::find(&p.gate_id).is_some_and(|g| g.is_token);
+            let network_here = if is_token { Decimal::ZERO } else { real_fee };
+            let overflow = || ExecError::Other("overflow".into());
+            let margin = debit
+                .checked_sub(p.recipient_amount.0)
+                .and_then(|m| m.checked_sub(network_here))
+                .ok_or_else(overflow)?;
+            let house = |amount: Decimal, entry_type: EntryType| Posting {
+                bucket: Bucket::Available,
+                amount,
+                entry_type,
+                reference,
+                description: None,
+            };
+            if !margin.is_zero() {
+                let posting = house(margin, EntryType::PayoutMargin);
+                domain::treasury::post_expense(&txn, p.environment, &p.gate_id, &[posting]).await?;
+            }
+            if let Some((native, burnt)) = gas.filter(|(_, g)| !g.is_zero()) {
+                let posting = house(-burnt, EntryType::PayoutGas);
+                domain::treasury::post_expense(&txn, p.environment, native.id, &[posting]).await?;
+            }
+        }
         let after = payout::Entity::find_by_id(p.id)
             .one(&txn)
             .await?

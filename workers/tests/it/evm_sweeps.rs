@@ -2,7 +2,8 @@
 //! confirmed and credited, then swept by the sweeper to the hot wallet (the token address first
 //! topped up with exactly its gas from the hot wallet) with every transaction stored signed
 //! before it is sent; the house books the gas; the reconciliation balances to zero; a merchant
-//! payout is then paid from the swept tokens. Run with `--features anvil-tests`.
+//! payout is then paid from the swept tokens, and the books still balance. Run with
+//! `--features anvil-tests`.
 
 #![cfg(feature = "anvil-tests")]
 
@@ -115,6 +116,23 @@ async fn paid_deposits_are_swept_to_the_hot_wallet_and_pay_a_payout() {
     }
     assert_eq!(anvil.token_balance_of(token, &to).await, 30_000_000);
     assert_eq!(anvil.token_balance_of(token, HOT_WALLET).await, 20_000_000);
+
+    // Paid out of the swept funds, and the books still balance to zero on both gates: the
+    // merchant's fees stayed with the house (`payout_margin`), the payout's gas in ETH is the
+    // house's (`payout_gas`).
+    let report = workers::treasury::report(db, &l.new_chains(), config, Environment::Live).await.unwrap();
+    for r in &report {
+        assert_eq!(r.difference, Some(Decimal::ZERO), "{r:?}");
+    }
+    let kinds: Vec<EntryType> = ledger_entry::Entity::find()
+        .filter(ledger_entry::Column::MerchantId.eq(house))
+        .all(db)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.entry_type)
+        .collect();
+    assert!(kinds.contains(&EntryType::PayoutMargin) && kinds.contains(&EntryType::PayoutGas), "{kinds:?}");
 }
 
 /// A reorganisation takes a token sweep's gas top-up and its transfer off the chain (and the
