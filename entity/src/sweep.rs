@@ -35,6 +35,9 @@ pub struct Model {
     pub fee: Option<Amount>,
     #[sea_orm(column_type = "Text", nullable)]
     pub failure_reason: Option<String>,
+    /// Set on a native sweep returning what a token sweep's gas top-up left on its address: that
+    /// token sweep.
+    pub parent_id: Option<Uuid>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
     pub confirmed_at: Option<DateTimeUtc>,

@@ -1,7 +1,8 @@
 //! Sweeps: the operator's own funds moved from deposit addresses to its hot wallet or cold
 //! address. Each transaction (a token address's gas top-up, the sweep itself) is stored signed
 //! before it is sent. At most one open sweep per (gate, address): a partial unique index, on
-//! both databases.
+//! both databases. `parent_id`: the token sweep whose gas top-up's leftover a native sweep
+//! returns to the hot wallet.
 
 use sea_orm_migration::prelude::*;
 use sea_orm_migration::sea_orm::ConnectionTrait;
@@ -35,6 +36,7 @@ enum Sweeps {
     SignedTx,
     Fee,
     FailureReason,
+    ParentId,
     CreatedAt,
     UpdatedAt,
     ConfirmedAt,
@@ -64,6 +66,7 @@ impl MigrationTrait for Migration {
                     .col(ColumnDef::new(Sweeps::SignedTx).text().null())
                     .col(money(db, Sweeps::Fee).null())
                     .col(ColumnDef::new(Sweeps::FailureReason).text().null())
+                    .col(ColumnDef::new(Sweeps::ParentId).uuid().null())
                     .col(ts(Sweeps::CreatedAt).not_null())
                     .col(ts(Sweeps::UpdatedAt).not_null())
                     .col(ts(Sweeps::ConfirmedAt).null())

@@ -16,8 +16,8 @@
 //!   confirming, and at least `min_sweep` is there.
 //! - **Tokens**: the address first gets exactly the gas of one token transfer from the hot wallet
 //!   (`token_gas_limit` × the fee cap it is signed with, less what it already holds), the top-up
-//!   in a block, then the token transfer. Leftover native coin stays on the address (not swept
-//!   yet).
+//!   in a block, then the token transfer; once that is confirmed, what the top-up left over goes
+//!   back to the hot wallet (a native sweep with `parent_id`) when it is worth more than its gas.
 //! - **The books**: merchant balances are never touched. A native sweep's fee is the house's
 //!   `sweep_fee`; a token address's top-up is the house's `gas_topup` (it left the hot wallet to
 //!   be burnt as gas), both on the network's native gate, so the reconciliation stays exact.
@@ -192,6 +192,7 @@ impl Sweeper {
                 signed_tx: Set(None),
                 fee: Set(None),
                 failure_reason: Set(None),
+                parent_id: Set(None),
                 created_at: Set(now),
                 updated_at: Set(now),
                 confirmed_at: Set(None),
@@ -424,8 +425,11 @@ impl Sweeper {
         }
     }
 
-    /// `sending` → `confirmed`, with a native sweep's fee booked to the house (`sweep_fee`) in
-    /// the same transaction (a token sweep's gas was its top-up, booked already).
+    /// `sending` → `confirmed`, with the house's books in the same transaction: a native sweep's
+    /// fee (`sweep_fee`); for one returning a top-up's leftover, what reached the hot wallet
+    /// (`gas_topup`, positive: the top-up was booked whole and its leftover was counted nowhere).
+    /// A token sweep whose address was topped up plans that leftover's return (a native sweep
+    /// with `parent_id`, sent when its balance is worth more than its gas).
     async fn confirm(&self, s: &sweep::Model, gate: &'static Gate, fee: Option<Decimal>) -> Result<(), SweepError> {
         let next = transition(SweepStatus::Sending, SweepTrigger::Confirm)?;
         let now = Utc::now();
@@ -442,15 +446,55 @@ impl Sweeper {
             txn.rollback().await?;
             return Ok(());
         }
-        if let Some(fee) = fee.filter(|f| !gate.is_token && *f > Decimal::ZERO) {
-            let posting = Posting {
-                bucket: Bucket::Available,
-                amount: -fee,
-                entry_type: EntryType::SweepFee,
-                reference: Some(("sweep", s.id)),
-                description: Some(format!("sweeping {} from {}", gate.id, s.address)),
+        let house = |amount: Decimal, entry_type: EntryType, description: String| Posting {
+            bucket: Bucket::Available,
+            amount,
+            entry_type,
+            reference: Some(("sweep", s.id)),
+            description: Some(description),
+        };
+        match (s.parent_id, s.amount) {
+            (Some(_), Some(returned)) => {
+                let posting =
+                    house(returned.0, EntryType::GasTopup, format!("gas left over on {}, returned", s.address));
+                domain::treasury::post_expense(&txn, Environment::Live, gate.id, &[posting]).await?;
+            }
+            _ => {
+                if let Some(fee) = fee.filter(|f| !gate.is_token && *f > Decimal::ZERO) {
+                    let posting = house(-fee, EntryType::SweepFee, format!("sweeping {} from {}", gate.id, s.address));
+                    domain::treasury::post_expense(&txn, Environment::Live, gate.id, &[posting]).await?;
+                }
+            }
+        }
+        let hot = self.config.treasury.gates.get(gate.id).and_then(|g| g.hot_address.clone());
+        if let (true, Some(_), Some(hot)) = (gate.is_token, s.topup_amount, hot) {
+            let native = Self::native_of(gate)?;
+            let leftover = sweep::ActiveModel {
+                id: Set(Uuid::now_v7()),
+                environment: Set(s.environment),
+                gate_id: Set(native.id.to_owned()),
+                address: Set(s.address.clone()),
+                derivation_index: Set(s.derivation_index),
+                destination: Set(hot),
+                planned_amount: Set(Amount::ZERO),
+                amount: Set(None),
+                status: Set(SweepStatus::Planned),
+                topup_amount: Set(None),
+                topup_tx_hash: Set(None),
+                topup_signed_tx: Set(None),
+                tx_hash: Set(None),
+                signed_tx: Set(None),
+                fee: Set(None),
+                failure_reason: Set(None),
+                parent_id: Set(Some(s.id)),
+                created_at: Set(now),
+                updated_at: Set(now),
+                confirmed_at: Set(None),
             };
-            domain::treasury::post_expense(&txn, Environment::Live, gate.id, &[posting]).await?;
+            sweep::Entity::insert(leftover)
+                .on_conflict(OnConflict::new().do_nothing().to_owned())
+                .exec_without_returning(&txn)
+                .await?;
         }
         txn.commit().await?;
         tracing::info!(sweep = %s.id, address = %s.address, to = %s.destination, "sweep confirmed");

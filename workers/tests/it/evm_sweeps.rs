@@ -33,7 +33,7 @@ async fn paid_deposits_are_swept_to_the_hot_wallet_and_pay_a_payout() {
     let rows = loop {
         sweeper.tick().await.unwrap();
         let rows = sweep::Entity::find().order_by_asc(sweep::Column::GateId).all(db).await.unwrap();
-        if rows.len() == 2 && rows.iter().all(|s| s.status == SweepStatus::Confirmed) {
+        if rows.len() == 3 && rows.iter().all(|s| s.status == SweepStatus::Confirmed) {
             break rows;
         }
         assert!(
@@ -48,13 +48,19 @@ async fn paid_deposits_are_swept_to_the_hot_wallet_and_pay_a_payout() {
     // On chain: the tokens and the ETH (less its gas) are in the hot wallet.
     assert_eq!(anvil.token_balance_of(token, HOT_WALLET).await, 50_000_000);
     assert_eq!(anvil.token_balance_of(token, usdt_address).await, 0);
-    let (eth_sweep, usdt_sweep) = (&rows[0], &rows[1]);
-    assert_eq!((eth_sweep.gate_id.as_str(), usdt_sweep.gate_id.as_str()), ("ethereum", "ethereum_usdt"));
+    let eth_sweep = rows.iter().find(|s| s.gate_id == "ethereum" && s.parent_id.is_none()).unwrap();
+    let usdt_sweep = rows.iter().find(|s| s.gate_id == "ethereum_usdt").unwrap();
+    // The gas the top-up left over went back to the hot wallet, from the token address.
+    let leftover = rows.iter().find(|s| s.parent_id == Some(usdt_sweep.id)).expect("the leftover's return");
+    assert_eq!(leftover.gate_id, "ethereum");
+    assert!(leftover.address.eq_ignore_ascii_case(usdt_address), "{leftover:?}");
+    assert_eq!(leftover.destination, HOT_WALLET);
+    assert!(leftover.amount.unwrap().0 > Decimal::ZERO);
     let swept = eth_sweep.amount.unwrap().0;
     assert!(swept > d("0.99") && swept < d("1"), "{swept}");
     // Exactly one transaction per step: the token address got one top-up from the hot wallet
-    // and sent one transfer; the ETH address sent one transfer.
-    assert_eq!(anvil.tx_count(usdt_address).await, 1);
+    // and sent the token transfer and the leftover's return; the ETH address sent one transfer.
+    assert_eq!(anvil.tx_count(usdt_address).await, 2);
     assert_eq!(anvil.tx_count(eth_address).await, 1);
     let topup = anvil.rpc("eth_getTransactionByHash", json!([usdt_sweep.topup_tx_hash.clone().unwrap()])).await;
     assert_eq!(topup["from"].as_str().unwrap().to_ascii_lowercase(), HOT_WALLET);
@@ -74,7 +80,8 @@ async fn paid_deposits_are_swept_to_the_hot_wallet_and_pay_a_payout() {
         .map(|e| (e.entry_type, e.amount.0))
         .collect();
     let kinds: Vec<EntryType> = entries.iter().map(|(t, _)| *t).collect();
-    assert_eq!(kinds.iter().filter(|t| **t == EntryType::GasTopup).count(), 1, "{entries:?}");
+    assert_eq!(kinds.iter().filter(|t| **t == EntryType::GasTopup).count(), 2, "{entries:?}");
+    assert!(entries.contains(&(EntryType::GasTopup, leftover.amount.unwrap().0)), "{entries:?}");
     assert_eq!(kinds.iter().filter(|t| **t == EntryType::SweepFee).count(), 1, "{entries:?}");
     let receipt = anvil.receipt(eth_sweep.tx_hash.as_deref().unwrap()).await;
     let fee = eth(quantity(&receipt["gasUsed"]) * quantity(&receipt["effectiveGasPrice"]));
@@ -90,7 +97,7 @@ async fn paid_deposits_are_swept_to_the_hot_wallet_and_pay_a_payout() {
 
     // A new round plans nothing more (the swept addresses hold less than min_sweep).
     sweeper.tick().await.unwrap();
-    assert_eq!(sweep::Entity::find().all(db).await.unwrap().len(), 2);
+    assert_eq!(sweep::Entity::find().all(db).await.unwrap().len(), 3);
 
     // A merchant payout is paid from the swept tokens, no manual step.
     testkit::auto_approve_payouts_merchant_pays(db, l.merchant, Environment::Live).await;
