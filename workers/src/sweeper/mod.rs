@@ -1,7 +1,8 @@
 //! Sweeping: the operator's own funds moved from deposit addresses to the gate's hot wallet
 //! (until it holds `float_target`) or cold address, run by the payout executor's process (the
 //! one that holds the hot wallets' keys and, with `evm.deposit_key_file`, the deposit account's).
-//! EVM networks so far: the native coin and ERC-20 tokens.
+//! EVM networks (the native coin and ERC-20 tokens, address by address) and Bitcoin (many
+//! addresses in one transaction: `bitcoin`).
 //!
 //! With the payout executor's guarantees:
 //! - **Stored signed before it is sent.** A transaction (a token address's gas top-up, the
@@ -25,6 +26,8 @@
 //!   every later transaction of the account): the stored transaction is sent again later and the
 //!   operator is told in the log. A sweep fails only when its nonce went to another transaction
 //!   at depth, or its transaction failed in a block at depth.
+
+mod bitcoin;
 
 use std::sync::Arc;
 
@@ -65,6 +68,8 @@ pub struct Sweeper {
     /// The hot wallets (a top-up is a payout-like transfer from them).
     pub signers: Signers,
     pub deposit: Option<Arc<DepositKeys>>,
+    /// The Bitcoin deposit account (`[bitcoin] deposit_key_file`), when `bitcoin` is swept.
+    pub bitcoin: Option<Arc<crate::chain::bitcoin::deposits::DepositWallet>>,
     pub config: Arc<Config>,
 }
 
@@ -86,25 +91,45 @@ impl Sweeper {
         if swept.is_empty() {
             return Ok(None);
         }
-        if let Some((g, _)) = swept.iter().find(|(g, _)| g.family != AddressFamily::Evm) {
-            anyhow::bail!("treasury.gates.{}.sweep: only EVM networks are swept automatically so far", g.id);
+        if let Some((g, _)) =
+            swept.iter().find(|(g, _)| !matches!(g.family, AddressFamily::Evm | AddressFamily::Bitcoin))
+        {
+            anyhow::bail!(
+                "treasury.gates.{}.sweep: only EVM networks and Bitcoin are swept automatically so far",
+                g.id
+            );
         }
-        let first = domain::chain::address::AddressDeriver::from_config(
+        let deriver = domain::chain::address::AddressDeriver::from_config(
             &config.addresses.live,
             domain::chain::address::ChainNet::Mainnet,
             "live",
         )
-        .ok()
-        .and_then(|d| d.derive(AddressFamily::Evm, 0).ok())
-        .map(|a| a.address);
-        let deposit = DepositKeys::load(&config.evm, first.as_deref())?.ok_or_else(|| {
-            anyhow::anyhow!("treasury sweeping needs evm.deposit_key_file (the deposit account's xprv)")
-        })?;
+        .ok();
+        let first = |family| deriver.as_ref().and_then(|d| d.derive(family, 0).ok()).map(|a| a.address);
+        let sweeps = |family| swept.iter().any(|(g, _)| g.family == family);
+        let deposit = match sweeps(AddressFamily::Evm) {
+            true => Some(Arc::new(DepositKeys::load(&config.evm, first(AddressFamily::Evm).as_deref())?.ok_or_else(
+                || anyhow::anyhow!("sweeping EVM gates needs evm.deposit_key_file (the deposit account's xprv)"),
+            )?)),
+            false => None,
+        };
+        let bitcoin = match sweeps(AddressFamily::Bitcoin) {
+            true => {
+                let first = first(AddressFamily::Bitcoin);
+                let wallet = crate::chain::bitcoin::deposits::DepositWallet::load(&config.bitcoin, first.as_deref())?
+                    .ok_or_else(|| {
+                    anyhow::anyhow!("sweeping bitcoin needs bitcoin.deposit_key_file (the deposit account's xprv)")
+                })?;
+                Some(Arc::new(wallet))
+            }
+            false => None,
+        };
         Ok(Some(Sweeper {
             db: db.clone(),
             chains: chains.clone(),
             signers: signers.clone(),
-            deposit: Some(Arc::new(deposit)),
+            deposit,
+            bitcoin,
             config: Arc::new(config.clone()),
         }))
     }
@@ -112,8 +137,12 @@ impl Sweeper {
     /// One round: plan new sweeps, then move every open one as far as it goes now.
     pub async fn tick(&self) -> Result<(), SweepError> {
         for (gate, cfg) in swept_gates(&self.config) {
-            if let Err(e) = self.plan(gate, cfg).await {
-                tracing::warn!(gate = gate.id, error = %e, "sweep planning failed");
+            let planned = match gate.family {
+                AddressFamily::Bitcoin => self.bitcoin_round(gate, cfg).await,
+                _ => self.plan(gate, cfg).await,
+            };
+            if let Err(e) = planned {
+                tracing::warn!(gate = gate.id, error = %e, "sweep round failed");
             }
         }
         let open = sweep::Entity::find()
@@ -121,7 +150,9 @@ impl Sweeper {
             .order_by_asc(sweep::Column::Id)
             .all(&self.db)
             .await?;
-        for s in open {
+        // Bitcoin's batches move in their own round (`bitcoin_round`).
+        let batched = |s: &sweep::Model| gates::find(&s.gate_id).is_some_and(|g| g.family == AddressFamily::Bitcoin);
+        for s in open.into_iter().filter(|s| !batched(s)) {
             if let Err(e) = self.advance(&s).await {
                 tracing::warn!(sweep = %s.id, gate = %s.gate_id, error = %e, "sweep step failed; tried again next round");
             }

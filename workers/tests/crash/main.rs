@@ -7,6 +7,7 @@
 mod support;
 
 mod bitcoin_payout_crash;
+mod bitcoin_sweep_crash;
 mod evm_sweep_crash;
 mod solana_payout_crash;
 mod tron_payout_crash;

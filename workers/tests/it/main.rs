@@ -13,6 +13,7 @@ mod support;
 
 mod bitcoin_payouts_e2e;
 mod bitcoin_regtest;
+mod bitcoin_sweeps;
 mod deliverer;
 mod evm_anvil;
 mod evm_anvil_payouts;

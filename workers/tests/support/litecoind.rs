@@ -133,7 +133,7 @@ impl Litecoind {
         Some(node)
     }
 
-    async fn try_rpc(&self, method: &str, params: Value) -> Result<Value, Value> {
+    pub async fn try_rpc(&self, method: &str, params: Value) -> Result<Value, Value> {
         let body = json!({"jsonrpc": "1.0", "id": 1, "method": method, "params": params});
         let r = self.http.post(&self.url).basic_auth(self.user, Some(self.password)).json(&body).send().await;
         let v: Value = match r {

@@ -1,7 +1,9 @@
-//! Sweeping on anvil (`evm_sweeps`, and the `crash` binary's `evm_sweep_crash`): a live app whose
-//! deposit account is the test's own (its xprv in a file, its xpub configured), the ethereum and
-//! ethereum_usdt gates swept to anvil's second dev account, a USDT and an ETH invoice paid by a
-//! payer and confirmed, and the house funded with the hot wallet's ETH.
+//! Sweeping suites' rigs (`evm_sweeps`, `bitcoin_sweeps`, and the `crash` binary's sweep suites).
+//! On anvil: a live app whose deposit account is the test's own (its xprv in a file, its xpub
+//! configured), the ethereum and ethereum_usdt gates swept to anvil's second dev account, a USDT
+//! and an ETH invoice paid by a payer and confirmed, and the house funded with the hot wallet's
+//! ETH. On Litecoin Core regtest: the same deposit account set-up, bitcoin swept to a hot address
+//! of nobody's, and invoices paid by the node's wallet.
 
 use std::str::FromStr;
 
@@ -99,5 +101,68 @@ impl Rig {
         Sweeper::from_config(&self.l.app.state.db, &self.l.new_chains(), &self.signers, config)
             .unwrap()
             .expect("gates are swept")
+    }
+}
+
+/// A live app on Litecoin Core regtest whose bitcoin deposit account is the test's own, swept to
+/// [`BtcRig::hot`] once `min_sweep` (0.1 BTC) is there.
+pub struct BtcRig {
+    pub l: super::live::Live<super::litecoind::Litecoind>,
+    pub hot: bitcoin::Address,
+    _dir: tempfile::TempDir,
+}
+
+impl BtcRig {
+    pub async fn start() -> BtcRig {
+        let secp = bitcoin::secp256k1::Secp256k1::new();
+        let master = Xpriv::new_master(bitcoin::NetworkKind::Main, &[0x6b; 32]).unwrap();
+        let account = master.derive_priv(&secp, &DerivationPath::from_str("m/84'/0'/0'").unwrap()).unwrap();
+        let xpub = Xpub::from_priv(&secp, &account).to_string();
+        let dir = tempfile::tempdir().unwrap();
+        let key_file = dir.path().join("deposit.xprv");
+        std::fs::write(&key_file, account.to_string()).unwrap();
+        let hot = super::btc_payouts::destination(0x51);
+        let node = super::litecoind::Litecoind::start().await;
+        let (user, password) = (node.user, node.password);
+        let hot_for_cfg = hot.to_string();
+        let l = super::live::Live::start(node, &["bitcoin"], move |c, url| {
+            c.addresses.live.bitcoin_xpub = Some(xpub);
+            c.bitcoin.rpc_user = Some(user.into());
+            c.bitcoin.rpc_password = Some(domain::config::Redacted(password.into()));
+            (c.bitcoin.rpc_url, c.bitcoin.max_retries, c.bitcoin.retry_backoff_ms) = (url, 1, 10);
+            c.bitcoin.deposit_key_file = Some(key_file);
+            let g = domain::config::TreasuryGateConfig {
+                hot_address: Some(hot_for_cfg),
+                sweep: true,
+                min_sweep: d("0.1"),
+                ..Default::default()
+            };
+            c.treasury.gates.insert("bitcoin".into(), g);
+        })
+        .await;
+        BtcRig { l, hot, _dir: dir }
+    }
+
+    /// Invoices of `amounts` paid by the node's wallet, mined to the gate's 3 confirmations and
+    /// credited; their deposit addresses.
+    pub async fn paid(&self, amounts: &[&str]) -> Vec<String> {
+        let mut addresses = Vec::new();
+        for amount in amounts {
+            let inv = self.l.invoice(json!({"currency": "BTC", "amount": amount})).await;
+            let address = inv["deposit_address"].as_str().unwrap().to_owned();
+            self.l.node.pay(&address, amount).await;
+            addresses.push(address);
+        }
+        self.l.node.mine(1).await;
+        self.l.step().await;
+        self.l.step_over(2).await;
+        addresses
+    }
+
+    pub fn sweeper(&self) -> Sweeper {
+        let config = &self.l.app.state.config;
+        Sweeper::from_config(&self.l.app.state.db, &self.l.new_chains(), &Signers::default(), config)
+            .unwrap()
+            .expect("bitcoin is swept")
     }
 }

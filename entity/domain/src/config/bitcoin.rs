@@ -42,6 +42,10 @@ pub struct BitcoinConfig {
     /// Timeout of `scantxoutset`, which reads the node's whole UTXO set to find the hot
     /// wallet's outputs (minutes on mainnet).
     pub wallet_scan_timeout_ms: u64,
+    /// The deposit account's private key for sweeping (`[treasury]`): a file holding the
+    /// account-level xprv (`m/84'/0'/0'`) whose xpub is `addresses.live.bitcoin_xpub`. Loaded
+    /// only by the payout executor's process, which checks it derives the xpub's addresses.
+    pub deposit_key_file: Option<PathBuf>,
 }
 
 impl Default for BitcoinConfig {
@@ -61,6 +65,7 @@ impl Default for BitcoinConfig {
             fallback_fee_rate_sat_vb: 10,
             max_fee_rate_sat_vb: 500,
             wallet_scan_timeout_ms: 600_000,
+            deposit_key_file: None,
         }
     }
 }

@@ -25,6 +25,7 @@
 //!   every mined transaction is "not found", so the answer is an error instead, and nothing is
 //!   reversed.
 
+pub mod deposits;
 pub mod wallet;
 
 use std::collections::{BTreeMap, HashSet};
