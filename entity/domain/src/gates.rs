@@ -139,6 +139,12 @@ pub fn network_name(network: &str) -> &str {
     }
 }
 
+/// The native gate of `gate`'s network (its own gate for a native one): the asset its
+/// transactions pay their fees in.
+pub fn native_of(gate: &Gate) -> Option<&'static Gate> {
+    GATES.iter().find(|g| g.network == gate.network && !g.is_token)
+}
+
 pub fn find(id: &str) -> Option<&'static Gate> {
     GATES.iter().find(|g| g.id == id)
 }

@@ -115,7 +115,7 @@ pub async fn sweepable<C: ConnectionTrait>(
         .await?;
     let mut by_address: BTreeMap<String, (i64, bool)> = BTreeMap::new();
     for (key, index, status) in rows {
-        let (Some(address), Some(index)) = (key.as_deref().and_then(|k| k.split(':').nth(1)), index) else { continue };
+        let (Some(address), Some(index)) = (key.as_deref().and_then(plain_address), index) else { continue };
         // A reversed payment's money is not there: it holds nothing back.
         let settled = match status {
             PaymentStatus::Confirmed | PaymentStatus::Reversed => true,
@@ -230,6 +230,12 @@ pub fn within_cap(caps: &BTreeMap<String, Decimal>, asset: &'static str, positio
     }
 }
 
+/// The plain address of an `address_key` (`<family>:<address>:<tag>`): XRP's shared account is
+/// one address whatever the tag.
+fn plain_address(key: &str) -> Option<&str> {
+    key.split(':').nth(1).filter(|a| !a.is_empty())
+}
+
 /// What one gate owes, from the database: every merchant's balance (available + pending +
 /// reserved; the house's is its own, apart) and the unclaimed deposits not yet returned (not
 /// resolved, not gone from the chain).
@@ -297,9 +303,8 @@ pub async fn deposit_addresses<C: ConnectionTrait>(
         .into_tuple()
         .all(db)
         .await?;
-    let plain = |key: &str| key.split(':').nth(1).filter(|a| !a.is_empty()).map(str::to_owned);
     let set: std::collections::BTreeSet<String> =
-        paid.iter().flatten().chain(unclaimed.iter()).filter_map(|k| plain(k)).collect();
+        paid.iter().flatten().chain(unclaimed.iter()).filter_map(|k| plain_address(k).map(str::to_owned)).collect();
     Ok(set.into_iter().collect())
 }
 

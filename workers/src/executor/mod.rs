@@ -402,7 +402,7 @@ impl Executor {
         if p.environment != entity::Environment::Live || !gate.is_token || gate.family != AddressFamily::Evm {
             return None;
         }
-        let native = domain::gates::GATES.iter().find(|g| g.network == gate.network && !g.is_token)?;
+        let native = domain::gates::native_of(gate)?;
         match self.chains.get(p.environment, native.id)?.outgoing(tx).await {
             Ok(Outgoing::Confirmations { fee: Some(fee), .. }) => Some((native, fee)),
             other => {

@@ -246,10 +246,7 @@ impl Sweeper {
 
     /// The network's native gate (gas is paid in it).
     fn native_of(gate: &'static Gate) -> Result<&'static Gate, SweepError> {
-        gates::GATES
-            .iter()
-            .find(|g| g.network == gate.network && !g.is_token)
-            .ok_or_else(|| SweepError::Other(format!("no native gate on {}", gate.network)))
+        gates::native_of(gate).ok_or_else(|| SweepError::Other(format!("no native gate on {}", gate.network)))
     }
 
     /// Moves sweep `s` as far as it goes now.
