@@ -25,6 +25,7 @@ mod m20261125_000020_wallet_spends;
 mod m20261127_000021_unclaimed_depth;
 mod m20261128_000022_house_account;
 mod m20261128_000023_sweeps;
+mod m20261128_000024_rent_reclaimed;
 
 pub struct Migrator;
 
@@ -55,6 +56,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261127_000021_unclaimed_depth::Migration),
             Box::new(m20261128_000022_house_account::Migration),
             Box::new(m20261128_000023_sweeps::Migration),
+            Box::new(m20261128_000024_rent_reclaimed::Migration),
         ]
     }
 }

@@ -49,6 +49,9 @@ wire_enum! {
         PayoutMargin = "payout_margin",
         /// House only: the network's coin a live token payout's transaction burnt.
         PayoutGas = "payout_gas",
+        /// House only: the rent a closed token account held, back in the hot wallet (a Solana
+        /// USDC deposit address's token account, closed when it is swept).
+        RentReclaimed = "rent_reclaimed",
     }
 }
 
@@ -75,7 +78,7 @@ mod tests {
         assert_wire::<EntryType>(
             "invoice_credit, conversion_debit, conversion_credit, payout_reserve, payout_release, payout_debit, \
              payout_fee, network_fee, refund_fee, deposit_reversal, adjustment, sweep_fee, gas_topup, \
-             conversion_inventory_in, conversion_inventory_out, house_funding, payout_margin, payout_gas",
+             conversion_inventory_in, conversion_inventory_out, house_funding, payout_margin, payout_gas, rent_reclaimed",
         );
         assert_wire::<FeeAllocation>("customer, merchant");
         assert_schema::<Bucket>();

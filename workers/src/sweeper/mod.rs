@@ -28,6 +28,8 @@
 //!   at depth, or its transaction failed in a block at depth.
 
 mod bitcoin;
+mod solana;
+mod tron;
 
 use std::sync::Arc;
 
@@ -70,6 +72,11 @@ pub struct Sweeper {
     pub deposit: Option<Arc<DepositKeys>>,
     /// The Bitcoin deposit account (`[bitcoin] deposit_key_file`), when `bitcoin` is swept.
     pub bitcoin: Option<Arc<crate::chain::bitcoin::deposits::DepositWallet>>,
+    /// The TRON deposit account (`[tron] deposit_key_file`), when `tron` or `tron_usdt` is swept.
+    pub tron: Option<Arc<crate::chain::tron::deposits::TronDeposits>>,
+    /// The Solana pool's keys (`[solana] deposit_keys_file`), when `solana` or `solana_usdc` is
+    /// swept.
+    pub solana: Option<Arc<crate::chain::solana::deposits::SolanaDeposits>>,
     pub config: Arc<Config>,
 }
 
@@ -91,11 +98,10 @@ impl Sweeper {
         if swept.is_empty() {
             return Ok(None);
         }
-        if let Some((g, _)) =
-            swept.iter().find(|(g, _)| !matches!(g.family, AddressFamily::Evm | AddressFamily::Bitcoin))
-        {
+        if let Some((g, _)) = swept.iter().find(|(g, _)| g.family == AddressFamily::Xrp) {
             anyhow::bail!(
-                "treasury.gates.{}.sweep: only EVM networks and Bitcoin are swept automatically so far",
+                "treasury.gates.{}.sweep: XRP deposits arrive on one account (addresses.live.xrp_address, \
+                 told apart by destination tag): make it the hot wallet and nothing needs sweeping",
                 g.id
             );
         }
@@ -124,12 +130,36 @@ impl Sweeper {
             }
             false => None,
         };
+        let tron = match sweeps(AddressFamily::Tron) {
+            true => {
+                let first = first(AddressFamily::Tron);
+                let keys = crate::chain::tron::deposits::TronDeposits::load(&config.tron, first.as_deref())?
+                    .ok_or_else(|| {
+                        anyhow::anyhow!("sweeping TRON gates needs tron.deposit_key_file (the deposit account's xprv)")
+                    })?;
+                Some(Arc::new(keys))
+            }
+            false => None,
+        };
+        let solana = match sweeps(AddressFamily::Solana) {
+            true => {
+                let pool = &config.addresses.live.solana_pool;
+                let keys = crate::chain::solana::deposits::SolanaDeposits::load(&config.solana, pool)?
+                    .ok_or_else(|| {
+                        anyhow::anyhow!("sweeping Solana gates needs solana.deposit_keys_file (the pool's keypairs)")
+                    })?;
+                Some(Arc::new(keys))
+            }
+            false => None,
+        };
         Ok(Some(Sweeper {
             db: db.clone(),
             chains: chains.clone(),
             signers: signers.clone(),
             deposit,
             bitcoin,
+            tron,
+            solana,
             config: Arc::new(config.clone()),
         }))
     }
@@ -139,7 +169,9 @@ impl Sweeper {
         for (gate, cfg) in swept_gates(&self.config) {
             let planned = match gate.family {
                 AddressFamily::Bitcoin => self.bitcoin_round(gate, cfg).await,
-                _ => self.plan(gate, cfg).await,
+                AddressFamily::Tron => self.tron_round(gate, cfg).await,
+                AddressFamily::Solana => self.solana_round(gate, cfg).await,
+                AddressFamily::Evm | AddressFamily::Xrp => self.plan(gate, cfg).await,
             };
             if let Err(e) = planned {
                 tracing::warn!(gate = gate.id, error = %e, "sweep round failed");
@@ -150,9 +182,9 @@ impl Sweeper {
             .order_by_asc(sweep::Column::Id)
             .all(&self.db)
             .await?;
-        // Bitcoin's batches move in their own round (`bitcoin_round`).
-        let batched = |s: &sweep::Model| gates::find(&s.gate_id).is_some_and(|g| g.family == AddressFamily::Bitcoin);
-        for s in open.into_iter().filter(|s| !batched(s)) {
+        // Bitcoin, TRON and Solana sweeps move in their family's own round.
+        let evm = |s: &sweep::Model| gates::find(&s.gate_id).is_some_and(|g| g.family == AddressFamily::Evm);
+        for s in open.into_iter().filter(evm) {
             if let Err(e) = self.advance(&s).await {
                 tracing::warn!(sweep = %s.id, gate = %s.gate_id, error = %e, "sweep step failed; tried again next round");
             }

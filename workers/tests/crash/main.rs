@@ -10,5 +10,7 @@ mod bitcoin_payout_crash;
 mod bitcoin_sweep_crash;
 mod evm_sweep_crash;
 mod solana_payout_crash;
+mod solana_sweep_crash;
 mod tron_payout_crash;
+mod tron_sweep_crash;
 mod xrp_payout_crash;

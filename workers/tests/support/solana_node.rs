@@ -301,7 +301,8 @@ impl Cluster {
                 }
                 Tx::Spl { sig: sig.clone(), mint, owner, units, ok }
             }
-            None => {
+            // Sweeps run against LiteSVM (`solana_sweeps`), not this fake.
+            Some(Payment::SplSweep { .. }) | None => {
                 return Err(refuse(
                     "Error processing Instruction 0",
                     json!({"InstructionError": [0, "InvalidInstructionData"]}),

@@ -33,6 +33,10 @@ pub struct SolanaConfig {
     /// payout's is lowered to fit its configured network fee (`[fees.solana] network_fee`); a
     /// USDC payout's is paid by the hot wallet in SOL.
     pub priority_fee_micro_lamports: u64,
+    /// The deposit addresses' keys for sweeping (`[treasury]`): a file with one keypair per
+    /// line (as `hot_wallet_key`), each the key of an `addresses.live.solana_pool` address.
+    /// Loaded only by the payout executor's process, which refuses a key of no pool address.
+    pub deposit_keys_file: Option<std::path::PathBuf>,
 }
 
 impl Default for SolanaConfig {
@@ -47,6 +51,7 @@ impl Default for SolanaConfig {
             hot_wallet_key: None,
             hot_wallet_key_file: None,
             priority_fee_micro_lamports: 0,
+            deposit_keys_file: None,
         }
     }
 }

@@ -36,6 +36,10 @@ pub struct TronConfig {
     pub expiration_secs: u64,
     /// The most TRX (in sun) a USDT payout may burn for energy (`fee_limit`). Default 50 TRX.
     pub fee_limit_sun: u64,
+    /// The deposit account's private key for sweeping (`[treasury]`): a file holding the
+    /// account-level xprv (`m/44'/195'/0'`) whose xpub is `addresses.live.tron_xpub`. Loaded
+    /// only by the payout executor's process, which checks it derives the xpub's addresses.
+    pub deposit_key_file: Option<std::path::PathBuf>,
 }
 
 impl Default for TronConfig {
@@ -52,6 +56,7 @@ impl Default for TronConfig {
             hot_wallet_key_file: None,
             expiration_secs: 120,
             fee_limit_sun: 50_000_000,
+            deposit_key_file: None,
         }
     }
 }

@@ -33,6 +33,7 @@
 //!   blockhash was read at: the executor then signs the payout again.
 
 mod send;
+pub mod deposits;
 pub mod tx;
 pub mod wallet;
 

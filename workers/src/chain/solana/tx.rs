@@ -21,6 +21,8 @@ const SYSTEM_TRANSFER: u32 = 2;
 const ATA_CREATE_IDEMPOTENT: u8 = 1;
 /// SPL Token instruction `TransferChecked`.
 const TOKEN_TRANSFER_CHECKED: u8 = 12;
+/// SPL Token instruction `CloseAccount`.
+const TOKEN_CLOSE_ACCOUNT: u8 = 9;
 /// Compute Budget program instructions.
 const SET_COMPUTE_UNIT_LIMIT: u8 = 2;
 const SET_COMPUTE_UNIT_PRICE: u8 = 3;
@@ -69,6 +71,11 @@ pub enum Payment {
     Sol { to: Pubkey, lamports: u64 },
     /// `units` of `mint` (`decimals`) to the associated token account of `owner`.
     Spl { mint: Pubkey, decimals: u8, owner: Pubkey, units: u64 },
+    /// A deposit address's sweep, the fee payer (the hot wallet) paying every fee: all `units`
+    /// of `mint` from `from`'s associated token account to `to`'s (created when missing, the
+    /// fee payer paying its rent), then `from`'s token account closed, its rent to the fee
+    /// payer. `from` signs too.
+    SplSweep { mint: Pubkey, decimals: u8, from: Pubkey, to: Pubkey, units: u64 },
 }
 
 /// A priority fee: the compute units the transaction may use and the price of each, in
@@ -94,7 +101,7 @@ impl Priority {
 pub fn unit_limit(payment: &Payment) -> u32 {
     match payment {
         Payment::Sol { .. } => 1_000,
-        Payment::Spl { .. } => 60_000,
+        Payment::Spl { .. } | Payment::SplSweep { .. } => 60_000,
     }
 }
 
@@ -173,6 +180,19 @@ fn payment_instructions(payer: &Pubkey, payment: &Payment) -> Vec<Instruction> {
                 },
             ]
         }
+        Payment::SplSweep { mint, decimals, from, to, units } => {
+            let mut out = payment_instructions(payer, &Payment::Spl { mint: *mint, decimals: *decimals, owner: *to, units: *units });
+            let source = associated_token_account(from, mint);
+            // The transfer's authority is the deposit address, not the fee payer.
+            out[1].accounts[0] = meta(source, false, true);
+            out[1].accounts[3] = meta(*from, true, false);
+            out.push(Instruction {
+                program: program(TOKEN_PROGRAM),
+                accounts: vec![meta(source, false, true), meta(*payer, false, true), meta(*from, true, false)],
+                data: vec![TOKEN_CLOSE_ACCOUNT],
+            });
+            out
+        }
     }
 }
 
@@ -236,9 +256,17 @@ pub fn message(payer: &Pubkey, payment: &Payment, priority: Option<Priority>, bl
 
 /// The wire transaction: one signature, then the message.
 pub fn signed(message: &[u8], signature: &[u8; 64]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(1 + 64 + message.len());
-    compact(&mut out, 1);
-    out.extend_from_slice(signature);
+    signed_by(message, &[*signature])
+}
+
+/// The wire transaction: the signatures in the order of the message's signer keys (the fee
+/// payer first), then the message.
+pub fn signed_by(message: &[u8], signatures: &[[u8; 64]]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(1 + 64 * signatures.len() + message.len());
+    compact(&mut out, signatures.len());
+    for signature in signatures {
+        out.extend_from_slice(signature);
+    }
     out.extend_from_slice(message);
     out
 }

@@ -36,6 +36,7 @@
 
 mod api;
 mod send;
+pub mod deposits;
 pub mod tx;
 pub mod wallet;
 

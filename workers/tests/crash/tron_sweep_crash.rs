@@ -1,0 +1,1 @@
+//! TRON sweeping (being written).

@@ -1,0 +1,1 @@
+//! Solana sweeping (being written).
