@@ -13,7 +13,9 @@
 //!
 //! Holdings count only what is in blocks, while a deposit is owed (as `pending`) from the
 //! moment it is seen: a deposit in the mempool shows as a transient shortfall of its amount
-//! (the `tolerance` absorbs it). Sweeps in flight are not modelled yet (no sweeping stage).
+//! (the `tolerance` absorbs it). A sweep in flight needs no line of its own: its money is read
+//! where it is, on the deposit address until its transaction is in a block and at the
+//! destination after; `in_flight` shows how much is moving (for the operator; not added again).
 
 use entity::Environment;
 use rust_decimal::Decimal;
@@ -57,7 +59,8 @@ pub struct Holdings {
     pub deposit_addresses: usize,
     pub hot: Option<Decimal>,
     pub cold: Option<Decimal>,
-    /// Sweeps broadcast and not yet confirmed (none until sweeping runs).
+    /// What sweeps signed and not yet confirmed are moving (already in `deposits`, `hot` or
+    /// `cold`, wherever the chain has it: shown, not added again).
     pub in_flight: Decimal,
     pub total: Decimal,
 }
@@ -120,7 +123,8 @@ pub async fn report(
         if let Some(c) = &cold {
             holdings.cold = rest.next().and_then(|answer| read("cold", c, answer));
         }
-        let total = [Some(holdings.deposits), holdings.hot, holdings.cold, Some(holdings.in_flight)]
+        holdings.in_flight = in_flight(db, env, gate).await?;
+        let total = [Some(holdings.deposits), holdings.hot, holdings.cold]
             .into_iter()
             .flatten()
             .try_fold(Decimal::ZERO, Decimal::checked_add);
@@ -130,6 +134,22 @@ pub async fn report(
         out.push(GateReport { gate, owed: o.into(), holdings, difference, tolerance, unread });
     }
     Ok(out)
+}
+
+/// The amounts of `gate`'s sweeps signed and not yet confirmed.
+async fn in_flight(db: &DatabaseConnection, env: Environment, gate: &str) -> Result<Decimal, DbErr> {
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+    let moving = entity::sweep::Entity::find()
+        .filter(entity::sweep::Column::Environment.eq(env))
+        .filter(entity::sweep::Column::GateId.eq(gate))
+        .filter(entity::sweep::Column::Status.eq(entity::SweepStatus::Sending))
+        .all(db)
+        .await?;
+    Ok(moving
+        .iter()
+        .filter_map(|s| s.amount)
+        .try_fold(Decimal::ZERO, |sum, a| sum.checked_add(a.0))
+        .unwrap_or(Decimal::MAX))
 }
 
 /// Holdings less everything owed and the house's own balance.

@@ -389,9 +389,10 @@ impl Executor {
         Ok(Step::Stop(Next::Done))
     }
 
-    /// What a live EVM token payout's transaction burnt in the network's coin, read from the
-    /// native gate's adapter (the token gate reports no fee): the house pays it. `None` elsewhere,
-    /// or when the node does not say (then nothing is booked, and the log says so).
+    /// What a live EVM or Solana token payout's transaction cost in the network's coin, read
+    /// from the native gate's adapter (the token gate reports no fee; on Solana it is the fee and
+    /// the rent of a recipient's token account the hot wallet created): the house pays it. `None`
+    /// elsewhere, or when the node does not say (then nothing is booked, and the log says so).
     async fn token_gas(
         &self,
         p: &payout::Model,
@@ -399,7 +400,8 @@ impl Executor {
         tx: &SignedTx,
     ) -> Option<(&'static domain::gates::Gate, Decimal)> {
         use domain::chain::address::AddressFamily;
-        if p.environment != entity::Environment::Live || !gate.is_token || gate.family != AddressFamily::Evm {
+        let booked = matches!(gate.family, AddressFamily::Evm | AddressFamily::Solana);
+        if p.environment != entity::Environment::Live || !gate.is_token || !booked {
             return None;
         }
         let native = domain::gates::native_of(gate)?;

@@ -144,8 +144,8 @@ impl Sweeper {
         let solana = match sweeps(AddressFamily::Solana) {
             true => {
                 let pool = &config.addresses.live.solana_pool;
-                let keys = crate::chain::solana::deposits::SolanaDeposits::load(&config.solana, pool)?
-                    .ok_or_else(|| {
+                let keys =
+                    crate::chain::solana::deposits::SolanaDeposits::load(&config.solana, pool)?.ok_or_else(|| {
                         anyhow::anyhow!("sweeping Solana gates needs solana.deposit_keys_file (the pool's keypairs)")
                     })?;
                 Some(Arc::new(keys))
@@ -171,7 +171,7 @@ impl Sweeper {
                 AddressFamily::Bitcoin => self.bitcoin_round(gate, cfg).await,
                 AddressFamily::Tron => self.tron_round(gate, cfg).await,
                 AddressFamily::Solana => self.solana_round(gate, cfg).await,
-                AddressFamily::Evm | AddressFamily::Xrp => self.plan(gate, cfg).await,
+                AddressFamily::Evm | AddressFamily::Xrp => self.plan(gate, cfg, |_| true).await,
             };
             if let Err(e) = planned {
                 tracing::warn!(gate = gate.id, error = %e, "sweep round failed");
@@ -195,7 +195,13 @@ impl Sweeper {
     /// Plans a sweep of every settled deposit address of `gate` holding at least `min_sweep`
     /// and not being swept already, to the hot wallet until it holds `float_target`, then to the
     /// cold address.
-    async fn plan(&self, gate: &'static Gate, cfg: &TreasuryGateConfig) -> Result<(), SweepError> {
+    /// `keep` says which addresses this sweeper can sweep (the Solana pool's with a key).
+    async fn plan(
+        &self,
+        gate: &'static Gate,
+        cfg: &TreasuryGateConfig,
+        keep: impl Fn(&str) -> bool,
+    ) -> Result<(), SweepError> {
         let chain = self.chain(gate)?;
         let hot = cfg.hot_address.clone().ok_or_else(|| SweepError::Other("no hot_address".into()))?;
         let open: std::collections::HashSet<String> = sweep::Entity::find()
@@ -209,7 +215,7 @@ impl Sweeper {
         let candidates: Vec<(String, i64)> = domain::treasury::sweepable(&self.db, Environment::Live, gate.id)
             .await?
             .into_iter()
-            .filter(|(a, _)| !open.contains(a) && !a.eq_ignore_ascii_case(&hot))
+            .filter(|(a, _)| !open.contains(a) && !a.eq_ignore_ascii_case(&hot) && keep(a))
             .collect();
         if candidates.is_empty() {
             return Ok(());

@@ -32,8 +32,8 @@
 //!   "unknown" had processed that finalized slot, and its ledger reaches back to the slot the
 //!   blockhash was read at: the executor then signs the payout again.
 
-mod send;
 pub mod deposits;
+mod send;
 pub mod tx;
 pub mod wallet;
 
@@ -201,8 +201,10 @@ pub fn token_transfers(block: &Value, slot: u64, mint: &str, decimals: u32) -> V
 
 impl SolanaChain {
     /// The network fee of a finalized payout transaction in the gate's asset: a SOL payout's
-    /// `meta.fee`; `None` for USDC, whose fee and any token account rent are paid in SOL (logged).
-    async fn fee_of(&self, signature: &str) -> Result<Option<Decimal>, ChainError> {
+    /// `meta.fee`; `None` for USDC, whose fee and any token account rent are paid in SOL. Asked of
+    /// the SOL gate about a USDC payout (`moves_no_sol`: the executor's `token_gas`), it is all
+    /// the SOL the fee payer spent on it: the fee and the rent of a token account it created.
+    async fn fee_of(&self, signature: &str, moves_no_sol: bool) -> Result<Option<Decimal>, ChainError> {
         let opts = json!({"encoding": "json", "commitment": "finalized", "maxSupportedTransactionVersion": 0});
         let v = self.rpc.call("getTransaction", json!([signature, opts])).await?;
         let meta = &v["meta"];
@@ -211,10 +213,11 @@ impl SolanaChain {
         else {
             return Err(bad("getTransaction", &v));
         };
-        if self.mint.is_none() {
-            return Ok(units(u128::from(fee), self.gate.decimals));
-        }
         let rent = before.saturating_sub(after).saturating_sub(fee);
+        if self.mint.is_none() {
+            let spent = if moves_no_sol { before.saturating_sub(after) } else { fee };
+            return Ok(units(u128::from(spent), self.gate.decimals));
+        }
         tracing::info!(
             gate = self.gate.id,
             tx = signature,
@@ -235,7 +238,12 @@ impl SolanaChain {
     /// Where a payout transaction the node knows stands (`None`: unknown to it). Judged only
     /// once finalized: a failure on a fork the cluster may still abandon says nothing about the
     /// block that will hold it.
-    async fn sent(&self, signature: &str, statuses: &Value) -> Result<Option<Outgoing>, ChainError> {
+    async fn sent(
+        &self,
+        signature: &str,
+        statuses: &Value,
+        moves_no_sol: bool,
+    ) -> Result<Option<Outgoing>, ChainError> {
         let s = &statuses["value"][0];
         if s.is_null() {
             return Ok(None);
@@ -246,7 +254,7 @@ impl SolanaChain {
         if !s["err"].is_null() {
             return Ok(Some(Outgoing::Failed(format!("{} in slot {}", s["err"], s["slot"]))));
         }
-        let fee = self.fee_of(signature).await?;
+        let fee = self.fee_of(signature, moves_no_sol).await?;
         Ok(Some(Outgoing::Confirmations { confirmations: u64::from(self.gate.confirmations), fee }))
     }
 }
@@ -335,7 +343,11 @@ impl Chain for SolanaChain {
     /// answering node would know it (see the module's notes).
     async fn outgoing(&self, tx: &SignedTx) -> Result<Outgoing, ChainError> {
         let stored = wallet::Stored::parse(&tx.raw)?;
-        if let Some(known) = self.sent(&tx.tx_hash, &self.signature_status(&tx.tx_hash).await?).await? {
+        // A USDC payout moves no SOL: what its fee payer spent is all fee and rent.
+        let decoded = tx::decode(&stored.bytes()?)
+            .map_err(|e| ChainError::Unavailable(format!("our own Solana transaction: {e}")))?;
+        let moves_no_sol = matches!(decoded.payment(), Some(tx::Payment::Spl { .. }));
+        if let Some(known) = self.sent(&tx.tx_hash, &self.signature_status(&tx.tx_hash).await?, moves_no_sol).await? {
             return Ok(known);
         }
         // Unknown: the finalized slot and height.
@@ -351,7 +363,7 @@ impl Chain for SolanaChain {
         // Past its window at finalized: asked again, so that "unknown" is judged only from an
         // answer given after that slot was finalized, by a node that had processed it.
         let v = self.signature_status(&tx.tx_hash).await?;
-        if let Some(known) = self.sent(&tx.tx_hash, &v).await? {
+        if let Some(known) = self.sent(&tx.tx_hash, &v, moves_no_sol).await? {
             return Ok(known);
         }
         let answered_at = v["context"]["slot"].as_u64().ok_or_else(|| bad("status context", &v))?;

@@ -181,7 +181,10 @@ fn payment_instructions(payer: &Pubkey, payment: &Payment) -> Vec<Instruction> {
             ]
         }
         Payment::SplSweep { mint, decimals, from, to, units } => {
-            let mut out = payment_instructions(payer, &Payment::Spl { mint: *mint, decimals: *decimals, owner: *to, units: *units });
+            let mut out = payment_instructions(
+                payer,
+                &Payment::Spl { mint: *mint, decimals: *decimals, owner: *to, units: *units },
+            );
             let source = associated_token_account(from, mint);
             // The transfer's authority is the deposit address, not the fee payer.
             out[1].accounts[0] = meta(source, false, true);

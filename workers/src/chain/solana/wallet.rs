@@ -75,6 +75,13 @@ pub fn parse_keypair(text: &str) -> Result<SigningKey, String> {
     Ok(key)
 }
 
+/// The hot wallet's key (`hot_wallet_key` or `hot_wallet_key_file`); `None` without one.
+pub fn hot_key(cfg: &SolanaConfig) -> Result<Option<SigningKey>, ChainError> {
+    let file = cfg.hot_wallet_key_file.as_deref();
+    let Some(text) = hot_wallet_secret("solana", cfg.hot_wallet_key.as_ref(), file)? else { return Ok(None) };
+    parse_keypair(&text).map(Some).map_err(|why| unavailable(format!("solana.hot_wallet_key: {why}")))
+}
+
 pub struct SolanaSigner {
     rpc: Arc<Rpc>,
     key: SigningKey,
@@ -90,9 +97,7 @@ impl SolanaSigner {
         if !cfg.configured() {
             return Ok(None);
         }
-        let file = cfg.hot_wallet_key_file.as_deref();
-        let Some(text) = hot_wallet_secret("solana", cfg.hot_wallet_key.as_ref(), file)? else { return Ok(None) };
-        let key = parse_keypair(&text).map_err(|why| unavailable(format!("solana.hot_wallet_key: {why}")))?;
+        let Some(key) = hot_key(cfg)? else { return Ok(None) };
         let mint = GATES
             .iter()
             .find(|g| g.family == AddressFamily::Solana && g.is_token)
@@ -120,7 +125,7 @@ impl SolanaSigner {
 }
 
 /// Base fee of a transaction with one signature, in lamports.
-const SIGNATURE_FEE: u64 = 5_000;
+pub const SIGNATURE_FEE: u64 = 5_000;
 
 /// The priority fee of `payment` at `micro_lamports` per unit; a SOL payout's lowered so that
 /// its whole fee stays within `max_fee_lamports` (its configured network fee), none when even
@@ -151,12 +156,7 @@ impl Signer for SolanaSigner {
         let max_fee = if tx.gate.is_token { None } else { base_units(tx.max_fee, tx.gate.decimals).ok() };
         let priority = priority(&payment, self.priority_fee, max_fee);
         let message = tx::message(&payer, &payment, priority, &blockhash);
-        let signature = self.key.sign(&message).to_bytes();
-        let wire = tx::signed(&message, &signature);
-        let stored =
-            Stored { tx: base64::engine::general_purpose::STANDARD.encode(wire), last_valid_block_height, slot };
-        let raw = serde_json::to_string(&stored).map_err(|e| unavailable(e.to_string()))?;
-        Ok(SignedTx { tx_hash: bs58::encode(signature).into_string(), raw })
+        stored(&message, &[&self.key], last_valid_block_height, slot)
     }
 
     /// Also checks the destination: an account the SPL Token program owns (a token account or
@@ -173,15 +173,36 @@ impl Signer for SolanaSigner {
                 payout.destination
             )));
         }
-        let v = self.rpc.call("getLatestBlockhash", json!([{"commitment": "confirmed"}])).await?;
-        let blockhash = v["value"]["blockhash"].as_str().and_then(tx::pubkey);
-        let (Some(blockhash), Some(last_valid_block_height), Some(slot)) =
-            (blockhash, v["value"]["lastValidBlockHeight"].as_u64(), v["context"]["slot"].as_u64())
-        else {
-            return Err(bad("getLatestBlockhash", &v));
-        };
-        Ok(Some(Fees::Solana { blockhash, last_valid_block_height, slot }))
+        latest_blockhash(&self.rpc).await.map(Some)
     }
+}
+
+/// The terms a transaction is signed with: a recent blockhash at `confirmed` commitment, the
+/// last block height it is valid at, and the slot the node answered from.
+pub async fn latest_blockhash(rpc: &Rpc) -> Result<Fees, ChainError> {
+    let v = rpc.call("getLatestBlockhash", json!([{"commitment": "confirmed"}])).await?;
+    let blockhash = v["value"]["blockhash"].as_str().and_then(tx::pubkey);
+    let (Some(blockhash), Some(last_valid_block_height), Some(slot)) =
+        (blockhash, v["value"]["lastValidBlockHeight"].as_u64(), v["context"]["slot"].as_u64())
+    else {
+        return Err(bad("getLatestBlockhash", &v));
+    };
+    Ok(Fees::Solana { blockhash, last_valid_block_height, slot })
+}
+
+/// A stored transaction (`SignedTx`) of `message` signed by `keys`, in the order of its signer
+/// keys (the fee payer first): its id is the first signature.
+pub fn stored(
+    message: &[u8],
+    keys: &[&SigningKey],
+    last_valid_block_height: u64,
+    slot: u64,
+) -> Result<SignedTx, ChainError> {
+    let signatures: Vec<[u8; 64]> = keys.iter().map(|k| k.sign(message).to_bytes()).collect();
+    let wire = tx::signed_by(message, &signatures);
+    let stored = Stored { tx: base64::engine::general_purpose::STANDARD.encode(wire), last_valid_block_height, slot };
+    let raw = serde_json::to_string(&stored).map_err(|e| unavailable(e.to_string()))?;
+    Ok(SignedTx { tx_hash: bs58::encode(signatures[0]).into_string(), raw })
 }
 
 impl Signers {

@@ -35,8 +35,8 @@
 //!   (`solidityBlock`), not from `/walletsolidity/*`, which java-tron serves on another port.
 
 mod api;
-mod send;
 pub mod deposits;
+mod send;
 pub mod tx;
 pub mod wallet;
 
