@@ -145,6 +145,18 @@ mod owners {
             let found = outside(&files, needle, Some(owner));
             assert!(found.is_empty(), "{needle} outside {owner}: {found:?}");
         }
+        // Each family's deposit keys: loaded by the sweeper (and their own module's unit tests).
+        for (needle, module) in [
+            ("DepositWallet::load(", "workers/src/chain/bitcoin/deposits.rs"),
+            ("SolanaDeposits::load(", "workers/src/chain/solana/deposits.rs"),
+            ("TronDeposits::load(", "workers/src/chain/tron/deposits.rs"),
+        ] {
+            let found: Vec<String> = outside(&files, needle, Some("workers/src/sweeper/"))
+                .into_iter()
+                .filter(|at| !at.starts_with(&format!("{module}:")))
+                .collect();
+            assert!(found.is_empty(), "{needle} outside the sweeper: {found:?}");
+        }
         let stage = files.iter().find(|(rel, _)| rel == "workers/src/stages.rs").expect("stages.rs");
         let built = stage.1.lines().position(|l| l.contains("ExecutorCtx::new(")).expect("built once");
         let arm = stage.1.lines().take(built + 1).filter(|l| l.contains("Stage::")).last().unwrap_or_default();
