@@ -174,7 +174,10 @@ impl Sweeper {
         };
         let destination = if to_cold { cfg.cold_address.clone().unwrap_or_else(|| hot.clone()) } else { hot };
         let rate = wallet.fee_rate().await?;
-        let (signed, amount, _fee) = wallet.sign_batch(&inputs, &destination, rate)?;
+        let (signed, amount, fee) = wallet.sign_batch(&inputs, &destination, rate)?;
+        if !self.fee_allowed(gate, &format!("{} addresses", addresses.len()), sats_to_btc(fee, gate)) {
+            return Ok(());
+        }
 
         // Stored before it is sent: one row per address, and its outputs taken, or nothing.
         let now = Utc::now();

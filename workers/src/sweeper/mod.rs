@@ -321,6 +321,9 @@ impl Sweeper {
         let gas = u128::from(transfer_gas(&self.config.evm, gate));
         let needed_wei = gas.saturating_mul(fees.max_fee_per_gas);
         let needed = Decimal::from_i128_with_scale(i128::try_from(needed_wei).unwrap_or(i128::MAX), native.decimals);
+        if !self.fee_allowed(gate, &s.address, needed) {
+            return Ok(());
+        }
         let holds = self.chain(native)?.balance(&s.address).await?;
         if holds >= needed {
             return self.sign_sweep(s, gate, SweepStatus::Planned, Decimal::ZERO).await;
@@ -411,14 +414,15 @@ impl Sweeper {
         let account = signer.nonce_account().await?.ok_or_else(|| SweepError::Other("no nonce account".into()))?;
         let mut tx = self.unsigned(s, gate, balance, None);
         let fees = signer.fees(&tx).await?.ok_or_else(|| SweepError::Other("no gas prices".into()))?;
-        let amount = if gate.is_token {
-            balance
-        } else {
-            let gas = u128::from(transfer_gas(&self.config.evm, gate));
-            let most_wei = gas.saturating_mul(fees.gas()?.max_fee_per_gas);
-            let most = Decimal::from_i128_with_scale(i128::try_from(most_wei).unwrap_or(i128::MAX), gate.decimals);
-            balance.checked_sub(most).unwrap_or(Decimal::ZERO).normalize()
-        };
+        let gas = u128::from(transfer_gas(&self.config.evm, gate));
+        let most_wei = gas.saturating_mul(fees.gas()?.max_fee_per_gas);
+        let most = Decimal::from_i128_with_scale(i128::try_from(most_wei).unwrap_or(i128::MAX), native.decimals);
+        // A token sweep leaving `topping_up` goes whatever the price now: its gas is paid for.
+        if from == SweepStatus::Planned && !self.fee_allowed(gate, &s.address, most) {
+            return Ok(());
+        }
+        let amount =
+            if gate.is_token { balance } else { balance.checked_sub(most).unwrap_or(Decimal::ZERO).normalize() };
         if amount <= Decimal::ZERO {
             return self.fail(s, from, &format!("{balance} {} is not worth the fee", gate.asset)).await;
         }
@@ -617,6 +621,20 @@ impl Sweeper {
             nonce,
             fees: None,
             funding: None,
+        }
+    }
+
+    /// The fee ceiling (`treasury.gates.<gate>.max_fee`, in the network's coin): whether a
+    /// sweep from `address` costing `fee` may go now. Above it the sweep waits, planned, and is
+    /// priced again next round.
+    fn fee_allowed(&self, gate: &Gate, address: &str, fee: Decimal) -> bool {
+        match self.config.treasury.gates.get(gate.id).and_then(|g| g.max_fee) {
+            Some(max) if fee > max => {
+                tracing::info!(gate = gate.id, %address, %fee, %max,
+                    "sweep waits: the network asks more than treasury.gates.<gate>.max_fee");
+                false
+            }
+            Some(_) | None => true,
         }
     }
 

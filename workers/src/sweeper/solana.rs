@@ -75,6 +75,10 @@ impl Sweeper {
     ) -> Result<(), SweepError> {
         let balance = self.chain(gate)?.balance(&s.address).await?;
         let held = base_units(balance, gate.decimals)?;
+        let fee = if gate.is_token { keys.token_fee() } else { keys.sol_fee() };
+        if !self.fee_allowed(gate, &s.address, lamports(i128::from(fee), Self::native_of(gate)?)) {
+            return Ok(());
+        }
         let terms = keys.terms().await?;
         let signed = match gate.is_token {
             true if held > 0 => Some(keys.sign_token(&s.address, &s.destination, held, gate.decimals, &terms)?),

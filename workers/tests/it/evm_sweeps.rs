@@ -195,3 +195,39 @@ async fn a_reorganised_token_sweep_is_sent_again_as_stored() {
         .unwrap();
     assert_eq!(topups.len(), 1, "the gas is booked once");
 }
+
+/// The fee ceiling (`treasury.gates.<gate>.max_fee`): while the network asks more than it for a
+/// sweep (a token address's top-up included), the sweep waits, planned, and nothing is signed or
+/// sent; once the ceiling allows it, the sweep goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_waits_while_the_network_asks_more_than_the_fee_ceiling() {
+    let rig = Rig::start().await;
+    let Rig { anvil, l, usdt_address, eth_address, .. } = &rig;
+    let db = &l.app.state.db;
+    let mut config = (*l.app.state.config).clone();
+    for gate in ["ethereum", "ethereum_usdt"] {
+        config.treasury.gates.get_mut(gate).unwrap().max_fee = Some(d("0.000000001"));
+    }
+    let capped = workers::sweeper::Sweeper::from_config(db, &l.new_chains(), &rig.signers, &config).unwrap().unwrap();
+    let hot_nonce = anvil.tx_count(HOT_WALLET).await;
+    for _ in 0..3 {
+        capped.tick().await.unwrap();
+        anvil.mine(1).await;
+    }
+    let rows = sweep::Entity::find().all(db).await.unwrap();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert!(rows.iter().all(|s| s.status == SweepStatus::Planned && s.signed_tx.is_none()), "{rows:?}");
+    assert_eq!(anvil.tx_count(HOT_WALLET).await, hot_nonce, "no top-up");
+    assert_eq!((anvil.tx_count(usdt_address).await, anvil.tx_count(eth_address).await), (0, 0));
+
+    // The ceiling raised: the same planned sweeps go.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let sweeper = rig.sweeper();
+    while !sweep::Entity::find().all(db).await.unwrap().iter().all(|s| s.status == SweepStatus::Confirmed) {
+        sweeper.tick().await.unwrap();
+        anvil.mine(2).await;
+        assert!(Instant::now() < deadline, "stuck: {:?}", sweep::Entity::find().all(db).await.unwrap());
+    }
+    let done = sweep::Entity::find().filter(sweep::Column::ParentId.is_null()).all(db).await.unwrap();
+    assert_eq!(done.iter().map(|s| s.id).collect::<Vec<_>>(), rows.iter().map(|s| s.id).collect::<Vec<_>>());
+}

@@ -45,6 +45,11 @@ pub struct TreasuryGateConfig {
     /// Sweeps go to the hot wallet until it holds this much, the rest to `cold_address`
     /// (everything to the hot wallet without a cold address).
     pub float_target: Option<Decimal>,
+    /// The fee ceiling: the most one sweep may cost, in the network's native coin (a token
+    /// address's gas top-up included; a Bitcoin batch's whole fee). While the network asks more,
+    /// the sweep waits, planned, and is signed once fees come down: an address is left until
+    /// its balance is worth the fee. None: no ceiling.
+    pub max_fee: Option<Decimal>,
 }
 
 impl TreasuryConfig {
@@ -62,6 +67,9 @@ impl TreasuryConfig {
                     &key(if g.min_sweep < Decimal::ZERO { "min_sweep" } else { "float_target" }),
                     "must not be negative",
                 );
+            }
+            if g.max_fee.is_some_and(|f| f <= Decimal::ZERO) {
+                return invalid(&key("max_fee"), "must be positive (leave it out for no ceiling)");
             }
             if g.sweep && g.hot_address.is_none() {
                 return invalid(&key("hot_address"), "is required to sweep (sweeps go to the hot wallet first)");
@@ -107,6 +115,7 @@ mod tests {
                     "treasury.gates.tron.cold_address",
                 ),
                 ("[treasury.gates.bitcoin]\nhot_address = \" \"\n", "treasury.gates.bitcoin.hot_address"),
+                ("[treasury.gates.tron]\nmax_fee = \"0\"\n", "treasury.gates.tron.max_fee"),
             ] {
                 jail.create_file("c.toml", toml)?;
                 let err = Config::from_figment(Config::figment(std::path::Path::new("c.toml"))).unwrap_err();

@@ -119,6 +119,13 @@ impl SolanaDeposits {
         SIGNATURE_FEE + priority(&probe, self.priority_fee, None).map_or(0, |p| p.lamports())
     }
 
+    /// The fee of a USDC sweep, paid by the hot wallet, in lamports: two signatures and the
+    /// priority fee (the rent of a destination token account it may create comes on top).
+    pub fn token_fee(&self) -> u64 {
+        let probe = Payment::SplSweep { mint: [0; 32], decimals: 0, from: [0; 32], to: [0; 32], units: 0 };
+        2 * SIGNATURE_FEE + priority(&probe, self.priority_fee, None).map_or(0, |p| p.lamports())
+    }
+
     /// `from`'s whole balance of `lamports` less the fee, to `to`; `None` when nothing is left
     /// after the fee.
     pub fn sign_sol(
