@@ -49,7 +49,7 @@ fn uuid(q: &QueryParams, name: &str) -> Result<Option<uuid::Uuid>, ApiError> {
 /// List the key's merchant's events in its environment, newest first.
 #[utoipa::path(get, path = "/v1/events", tag = "events", security(("api_key" = [])),
     params(
-        ("type" = Option<String>, Query, description = "One event type: invoice.confirming, invoice.paid, invoice.overpaid, invoice.underpaid, invoice.expired, invoice.invalid, invoice.late_deposit, invoice.deposit_reversed, invoice.activated, invoice.draft_expired, invoice.sent, balance.credited, payout.completed, payout.failed, test"),
+        ("type" = Option<String>, Query, description = "One event type: invoice.confirming, invoice.paid, invoice.overpaid, invoice.underpaid, invoice.expired, invoice.invalid, invoice.late_deposit, invoice.deposit_reversed, invoice.activated, invoice.draft_expired, invoice.sent, invoice.resolved, balance.credited, payout.completed, payout.failed, test"),
         ("created_after" = Option<String>, Query, format = DateTime, description = "RFC 3339; events strictly after"),
         ("created_before" = Option<String>, Query, format = DateTime, description = "RFC 3339; events strictly before"),
         ("invoice_id" = Option<uuid::Uuid>, Query, description = "Events about this invoice (its balance credits included)"),

@@ -22,6 +22,7 @@ pub fn router() -> OpenApiRouter<HttpState> {
         .routes(routes!(create_invoice, list_invoices))
         .routes(routes!(get_invoice))
         .routes(routes!(cancel_invoice))
+        .routes(routes!(resolve_invoice))
 }
 
 crate::envelope::documented! {
@@ -115,6 +116,28 @@ pub async fn cancel_invoice(
     PathId(id): PathId<InvoiceId>,
 ) -> ApiResult<Data<InvoiceResponse>> {
     let (inv, payments) = service::cancel(&state, &auth, id).await?;
+    Ok(Data::ok(InvoiceResponse::from_model(&inv, &payments, &state.config.public_base_url)))
+}
+
+/// Resolve an invoice by hand: accept what was received as payment in full.
+///
+/// For an `underpaid` or `overpaid` invoice, or an `expired` or `cancelled` one that took late
+/// deposits: it becomes `paid`, and `invoice.resolved` is sent. Balances do not move (every
+/// confirmed deposit was credited already); refund an overpaid surplus with `POST /v1/refunds`
+/// if you wish (`amount_paid` − `amount_requested`).
+#[utoipa::path(post, path = "/v1/invoices/{invoice_id}/resolve", tag = "invoices", security(("api_key" = [])),
+    params(("invoice_id" = uuid::Uuid, Path)),
+    responses(
+        (status = 200, description = "Resolved: now paid", body = InvoiceEnvelope),
+        (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
+        (status = 404, body = ErrorEnvelope), (status = 409, description = "invoice_not_resolvable", body = ErrorEnvelope),
+    ))]
+pub async fn resolve_invoice(
+    State(state): State<HttpState>,
+    auth: Allowed<perm::InvoicesWrite>,
+    PathId(id): PathId<InvoiceId>,
+) -> ApiResult<Data<InvoiceResponse>> {
+    let (inv, payments) = service::resolve(&state, &auth, id).await?;
     Ok(Data::ok(InvoiceResponse::from_model(&inv, &payments, &state.config.public_base_url)))
 }
 

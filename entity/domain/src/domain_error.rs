@@ -15,6 +15,7 @@ pub enum ErrorCode {
     Forbidden,
     NotFound,
     InvoiceNotCancellable,
+    InvoiceNotResolvable,
     InvoiceNotActivatable,
     PayoutNotCancellable,
     IdempotencyKeyMismatch,

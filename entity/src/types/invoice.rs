@@ -49,6 +49,10 @@ pub enum InvoiceTrigger {
     UnconfirmedReversed,
     /// The only unconfirmed deposit was reversed after `expires_at`.
     UnconfirmedReversedLate,
+    /// The merchant accepts what was received as payment in full (`POST
+    /// /v1/invoices/{id}/resolve`): an underpaid or overpaid invoice, or an expired or cancelled
+    /// one that took late deposits (the service checks that something was received).
+    Resolve,
 }
 
 impl InvoiceStatus {
@@ -74,16 +78,18 @@ impl InvoiceStatus {
             (Paid | Overpaid | Underpaid, CreditedReversed) => Some(Invalid),
             (Confirming, UnconfirmedReversed) => Some(Pending),
             (Confirming, UnconfirmedReversedLate) => Some(Expired),
+            (Underpaid | Overpaid | Expired | Cancelled, Resolve) => Some(Paid),
             // Every other pair: the trigger does not apply in that status.
             (Draft, Cancel | Expire | DepositSeen | ConfirmedExact | ConfirmedOver | ConfirmedShort | MonitorTimeout
-                | CreditedReversed | UnconfirmedReversed | UnconfirmedReversedLate)
+                | CreditedReversed | UnconfirmedReversed | UnconfirmedReversedLate | Resolve)
             | (Pending, Activate | DraftExpire | ConfirmedShort | MonitorTimeout | CreditedReversed
-                | UnconfirmedReversed | UnconfirmedReversedLate)
-            | (Confirming, Cancel | Activate | DraftExpire | Expire | DepositSeen | CreditedReversed)
+                | UnconfirmedReversed | UnconfirmedReversedLate | Resolve)
+            | (Confirming, Cancel | Activate | DraftExpire | Expire | DepositSeen | CreditedReversed | Resolve)
             | (Underpaid, Cancel | Activate | DraftExpire | Expire | DepositSeen | ConfirmedShort | MonitorTimeout
                 | UnconfirmedReversed | UnconfirmedReversedLate)
             | (Paid | Overpaid, Cancel | Activate | DraftExpire | Expire | DepositSeen | ConfirmedExact
                 | ConfirmedOver | ConfirmedShort | MonitorTimeout | UnconfirmedReversed | UnconfirmedReversedLate)
+            | (Paid | Invalid, Resolve)
             | (Expired | Invalid | Cancelled, Cancel | Activate | DraftExpire | Expire | DepositSeen
                 | ConfirmedExact | ConfirmedOver | ConfirmedShort | MonitorTimeout | CreditedReversed
                 | UnconfirmedReversed | UnconfirmedReversedLate) => None,
@@ -128,6 +134,11 @@ mod tests {
         }
         assert_eq!(Confirming.on(UnconfirmedReversed), Some(Pending));
         assert_eq!(Confirming.on(UnconfirmedReversedLate), Some(Expired));
+        // Resolved by the merchant: what was received accepted as paid.
+        for st in InvoiceStatus::iter() {
+            let resolvable = matches!(st, Underpaid | Overpaid | Expired | Cancelled);
+            assert_eq!(st.on(Resolve), resolvable.then_some(Paid), "{st:?}");
+        }
         for st in InvoiceStatus::iter() {
             // Terminal states never move on a payment.
             if st.takes_late_deposits() {

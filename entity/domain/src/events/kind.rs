@@ -18,6 +18,7 @@ pub enum EventKind {
     InvoiceActivated,
     InvoiceDraftExpired,
     InvoiceSent,
+    InvoiceResolved,
     BalanceCredited,
     PayoutCompleted,
     PayoutFailed,
@@ -36,7 +37,7 @@ pub enum Subject {
 
 impl EventKind {
     /// Every event type, in the order the documentation lists them.
-    pub const ALL: [EventKind; 15] = [
+    pub const ALL: [EventKind; 16] = [
         EventKind::InvoiceConfirming,
         EventKind::InvoicePaid,
         EventKind::InvoiceOverpaid,
@@ -48,6 +49,7 @@ impl EventKind {
         EventKind::InvoiceActivated,
         EventKind::InvoiceDraftExpired,
         EventKind::InvoiceSent,
+        EventKind::InvoiceResolved,
         EventKind::BalanceCredited,
         EventKind::PayoutCompleted,
         EventKind::PayoutFailed,
@@ -68,6 +70,7 @@ impl EventKind {
             EventKind::InvoiceActivated => "invoice.activated",
             EventKind::InvoiceDraftExpired => "invoice.draft_expired",
             EventKind::InvoiceSent => "invoice.sent",
+            EventKind::InvoiceResolved => "invoice.resolved",
             EventKind::BalanceCredited => "balance.credited",
             EventKind::PayoutCompleted => "payout.completed",
             EventKind::PayoutFailed => "payout.failed",
@@ -91,6 +94,9 @@ impl EventKind {
             EventKind::InvoiceActivated => "A draft invoice was activated: the payer chose how to pay.",
             EventKind::InvoiceDraftExpired => "A draft invoice expired before activation.",
             EventKind::InvoiceSent => "The payment request was e-mailed to the invoice's `payer_email`.",
+            EventKind::InvoiceResolved => {
+                "The merchant accepted what was received as payment in full (an underpaid or overpaid invoice, or an expired or cancelled one that took late deposits): now `paid`."
+            }
             EventKind::BalanceCredited => "The merchant's balance was credited.",
             EventKind::PayoutCompleted => "A payout (or refund) completed.",
             EventKind::PayoutFailed => "A payout (or refund) failed; its reserved amount is released.",
@@ -111,7 +117,8 @@ impl EventKind {
             | EventKind::InvoiceDepositReversed
             | EventKind::InvoiceActivated
             | EventKind::InvoiceDraftExpired
-            | EventKind::InvoiceSent => Subject::Invoice,
+            | EventKind::InvoiceSent
+            | EventKind::InvoiceResolved => Subject::Invoice,
             EventKind::BalanceCredited => Subject::Credit,
             EventKind::PayoutCompleted | EventKind::PayoutFailed => Subject::Payout,
             EventKind::Test => Subject::Test,

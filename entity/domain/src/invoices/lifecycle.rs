@@ -2,8 +2,8 @@
 //! are `entity::InvoiceStatus::on`, an exhaustive table; this module persists a move with a
 //! guarded update (`… WHERE status = <from>`), so of two writers racing on one invoice only one
 //! applies it, and returns the rows it moved: the pipeline's moves (`transition`,
-//! `transition_many`, `see_deposits`), a payer's activation on the checkout page (`activate`) and
-//! a merchant's cancel (`cancel`). Every stage, the services and the HTTP face move invoices
+//! `transition_many`, `see_deposits`), a payer's activation on the checkout page (`activate`), and
+//! a merchant's cancel (`cancel`) and resolve (`resolve`). Every stage, the services and the HTTP face move invoices
 //! through these functions.
 
 use chrono::{DateTime, Utc};
@@ -147,6 +147,30 @@ pub async fn cancel<C: ConnectionTrait>(db: &C, inv: &invoice::Model) -> Result<
         .col_expr(invoice::Column::UpdatedAt, Expr::value(now))
         .filter(invoice::Column::Id.eq(inv.id))
         .filter(invoice::Column::Status.eq(inv.status))
+        .exec_with_returning(db)
+        .await?
+        .into_iter()
+        .next())
+}
+
+/// Resolves `inv` (underpaid, overpaid, or expired or cancelled with late deposits → `paid`,
+/// with `paid_at` when it had none), guarded on its status and on the `amount_paid` the merchant
+/// accepted, so a deposit credited meanwhile makes it refuse instead of accepting an amount the
+/// merchant never saw. `None` when the trigger does not apply, nothing was received, or another
+/// writer moved the invoice first.
+pub async fn resolve<C: ConnectionTrait>(db: &C, inv: &invoice::Model) -> Result<Option<invoice::Model>, DbErr> {
+    let Some(next) = inv.status.on(InvoiceTrigger::Resolve) else { return Ok(None) };
+    if inv.amount_paid.0 <= rust_decimal::Decimal::ZERO {
+        return Ok(None);
+    }
+    let now = Utc::now();
+    Ok(invoice::Entity::update_many()
+        .col_expr(invoice::Column::Status, Expr::value(next.as_str()))
+        .col_expr(invoice::Column::PaidAt, Expr::value(inv.paid_at.unwrap_or(now)))
+        .col_expr(invoice::Column::UpdatedAt, Expr::value(now))
+        .filter(invoice::Column::Id.eq(inv.id))
+        .filter(invoice::Column::Status.eq(inv.status))
+        .filter(invoice::Column::AmountPaid.eq(inv.amount_paid))
         .exec_with_returning(db)
         .await?
         .into_iter()

@@ -393,6 +393,53 @@ pub async fn cancel(
     Ok((after, payments))
 }
 
+/// Resolves an invoice by hand: the merchant accepts what was received as payment in full (an
+/// `underpaid` or `overpaid` invoice, or an `expired` or `cancelled` one that took late
+/// deposits) and it becomes `paid`, announced by `invoice.resolved` in the same transaction.
+/// Balances do not move: every confirmed deposit was credited already; an overpaid surplus stays
+/// on the balance, to be refunded with a refund if the merchant wishes.
+pub async fn resolve(
+    state: &AppState,
+    who: &Principal,
+    id: InvoiceId,
+) -> DomainResult<(invoice::Model, Vec<PaymentRow>)> {
+    let (inv, _) = get(state, who, id).await?;
+    let refuse = |inv: &invoice::Model| {
+        let why = match inv.status.on(InvoiceTrigger::Resolve) {
+            Some(_) => "nothing was received on it".to_owned(),
+            None => format!("it is {}", inv.status.as_str()),
+        };
+        DomainError::conflict(
+            ErrorCode::InvoiceNotResolvable,
+            format!(
+                "only underpaid or overpaid invoices, or expired or cancelled ones that received deposits, can be resolved; {why}"
+            ),
+        )
+    };
+    if inv.status.on(InvoiceTrigger::Resolve).is_none() || inv.amount_paid.0 <= Decimal::ZERO {
+        return Err(refuse(&inv));
+    }
+    let txn = crate::db::begin_write(&state.db).await?;
+    let Some(after) = super::lifecycle::resolve(&txn, &inv).await? else {
+        txn.rollback().await?;
+        let (now, _) = get(state, who, id).await?;
+        return Err(match now.amount_paid == inv.amount_paid && now.status == inv.status {
+            true => refuse(&now),
+            false => DomainError::conflict(
+                ErrorCode::InvoiceNotResolvable,
+                format!(
+                    "the invoice changed meanwhile (now {}, {} received): look at it again",
+                    now.status.as_str(),
+                    now.amount_paid.0
+                ),
+            ),
+        });
+    };
+    crate::events::emit_invoice(&txn, crate::events::EventKind::InvoiceResolved, &after, None).await?;
+    txn.commit().await?;
+    get(state, who, id).await
+}
+
 fn not_cancellable(status: InvoiceStatus) -> DomainError {
     DomainError::conflict(
         ErrorCode::InvoiceNotCancellable,
