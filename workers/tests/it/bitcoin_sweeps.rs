@@ -1,7 +1,8 @@
 //! Bitcoin sweeping against Litecoin Core regtest: three paid invoices' deposits, confirmed and
 //! credited, swept to the hot wallet in one transaction spending all of them (never a deposit
-//! short of its confirmations), the fee booked to the house, the reconciliation at zero. Run
-//! with `--features regtest-tests`.
+//! short of its confirmations), the fee booked to the house, the reconciliation at zero; then a
+//! merchant payout paid by the payout executor from the swept output, no manual step, and the
+//! books still at zero. Run with `--features regtest-tests`.
 #![cfg(feature = "regtest-tests")]
 
 use std::str::FromStr;
@@ -79,4 +80,31 @@ async fn settled_deposits_are_swept_in_one_transaction() {
     // Nothing left to sweep: another round plans nothing.
     sweeper.tick().await.unwrap();
     assert_eq!(sweep::Entity::find().all(db).await.unwrap().len(), 3);
+
+    // A merchant payout paid from the swept output (the hot wallet held nothing else), no
+    // manual step; the books still balance (the payout's fee and margin are the house's).
+    testkit::auto_approve_payouts_merchant_pays(db, l.merchant, Environment::Live).await;
+    let to = crate::support::btc_payouts::destination(0x61);
+    let body = json!({"currency": "BTC", "amount": "0.3", "destination": to.to_string()});
+    let created = l.app.create("/v1/payouts", &l.key, body).await;
+    let id = uuid::Uuid::parse_str(created["id"].as_str().unwrap()).unwrap();
+    let executor = workers::executor::Executor {
+        db: db.clone(),
+        chains: l.new_chains(),
+        signers: rig.signers(),
+        recheck: Duration::from_millis(10),
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        executor.execute(id).await.unwrap();
+        let p = entity::payout::Entity::find_by_id(id).one(db).await.unwrap().unwrap();
+        if p.status == entity::PayoutStatus::Completed {
+            break;
+        }
+        assert!(Instant::now() < deadline, "payout stuck at {:?}", p.status);
+        l.node.mine(1).await;
+    }
+    assert_eq!(l.node.unspent_to(&to).await, vec![30_000_000]);
+    let report = workers::treasury::report(db, &l.new_chains(), config, Environment::Live).await.unwrap();
+    assert_eq!(report[0].difference, Some(Decimal::ZERO), "{:?}", report[0]);
 }

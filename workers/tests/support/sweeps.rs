@@ -2,8 +2,9 @@
 //! On anvil: a live app whose deposit account is the test's own (its xprv in a file, its xpub
 //! configured), the ethereum and ethereum_usdt gates swept to anvil's second dev account, a USDT
 //! and an ETH invoice paid by a payer and confirmed, and the house funded with the hot wallet's
-//! ETH. On Litecoin Core regtest: the same deposit account set-up, bitcoin swept to a hot address
-//! of nobody's, and invoices paid by the node's wallet.
+//! ETH. On Litecoin Core regtest: the same deposit account set-up, bitcoin swept to the payout
+//! hot wallet's address (its key configured, as the payout executor loads it), and invoices paid
+//! by the node's wallet.
 
 use std::str::FromStr;
 
@@ -105,7 +106,7 @@ impl Rig {
 }
 
 /// A live app on Litecoin Core regtest whose bitcoin deposit account is the test's own, swept to
-/// [`BtcRig::hot`] once `min_sweep` (0.1 BTC) is there.
+/// [`BtcRig::hot`], the payout hot wallet's address, once `min_sweep` (0.1 BTC) is there.
 pub struct BtcRig {
     pub l: super::live::Live<super::litecoind::Litecoind>,
     pub hot: bitcoin::Address,
@@ -121,7 +122,9 @@ impl BtcRig {
         let dir = tempfile::tempdir().unwrap();
         let key_file = dir.path().join("deposit.xprv");
         std::fs::write(&key_file, account.to_string()).unwrap();
-        let hot = super::btc_payouts::destination(0x51);
+        let hot_key = domain::config::Redacted(super::btc_payouts::hot_wallet_key());
+        let key_only = domain::config::BitcoinConfig { hot_wallet_key: Some(hot_key.clone()), ..Default::default() };
+        let hot = workers::chain::bitcoin::wallet::BitcoinSigner::load(&key_only).unwrap().unwrap().address();
         let node = super::litecoind::Litecoind::start().await;
         let (user, password) = (node.user, node.password);
         let hot_for_cfg = hot.to_string();
@@ -131,6 +134,7 @@ impl BtcRig {
             c.bitcoin.rpc_password = Some(domain::config::Redacted(password.into()));
             (c.bitcoin.rpc_url, c.bitcoin.max_retries, c.bitcoin.retry_backoff_ms) = (url, 1, 10);
             c.bitcoin.deposit_key_file = Some(key_file);
+            c.bitcoin.hot_wallet_key = Some(hot_key);
             let g = domain::config::TreasuryGateConfig {
                 hot_address: Some(hot_for_cfg),
                 sweep: true,
@@ -159,9 +163,15 @@ impl BtcRig {
         addresses
     }
 
+    /// The payout hot wallet's signer, as the payout executor loads it.
+    pub fn signers(&self) -> Signers {
+        let cfg = &self.l.app.state.config;
+        Signers::default().with_bitcoin(&cfg.bitcoin, &cfg.addresses.live).unwrap()
+    }
+
     pub fn sweeper(&self) -> Sweeper {
         let config = &self.l.app.state.config;
-        Sweeper::from_config(&self.l.app.state.db, &self.l.new_chains(), &Signers::default(), config)
+        Sweeper::from_config(&self.l.app.state.db, &self.l.new_chains(), &self.signers(), config)
             .unwrap()
             .expect("bitcoin is swept")
     }
