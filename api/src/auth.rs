@@ -79,6 +79,8 @@ pub mod perm {
         AddressesRead,
         AddressesWrite,
         EventsRead,
+        SettingsRead,
+        SettingsWrite,
     );
 }
 

@@ -20,6 +20,7 @@ pub mod public;
 pub mod ratelimit;
 pub mod refunds;
 pub mod routes;
+pub mod settings;
 pub mod state;
 pub mod static_addresses;
 pub mod test_helpers;

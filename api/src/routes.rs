@@ -17,5 +17,6 @@ pub fn documented_routes() -> OpenApiRouter<HttpState> {
         .merge(crate::payouts::router())
         .merge(crate::refunds::router())
         .merge(crate::events::router())
+        .merge(crate::settings::router())
         .merge(crate::test_helpers::router())
 }

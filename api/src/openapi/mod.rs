@@ -140,6 +140,7 @@ impl Modify for KnownValues {
         (name = "refunds", description = "Refunds of invoices' credited payments, carried out by linked payouts"),
         (name = "addresses", description = "Static deposit addresses"),
         (name = "events", description = "The event log: past events with the bodies their webhooks carry (permission events:read)"),
+        (name = "settings", description = "The merchant's invoice defaults (permissions settings:read, settings:write)"),
         (name = "test helpers", description = "Sandbox deposits, reversals and blocks. Test keys only: 404 with a live key"),
         (name = "public", description = "No API key needed")
     )

@@ -188,6 +188,14 @@ impl TestApp {
         self.send(rb).await
     }
 
+    pub async fn patch(&self, path: &str, key: Option<&str>, body: &Value) -> Resp {
+        let mut rb = self.http.patch(self.url(path)).json(body);
+        if let Some(k) = key {
+            rb = rb.header("X-API-Key", k);
+        }
+        self.send(rb).await
+    }
+
     /// `post` with an owned body (handy in closures).
     pub async fn post_owned(&self, path: &str, key: &str, body: Value) -> Resp {
         self.post(path, Some(key), &body).await

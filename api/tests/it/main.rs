@@ -22,5 +22,6 @@ mod public;
 mod rate_limits;
 mod refunds;
 mod server_timeouts;
+mod settings;
 mod static_addresses;
 mod support;

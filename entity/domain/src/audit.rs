@@ -1,6 +1,6 @@
-//! The operator audit log (`audit_log`): one append-only row per `ops` action that changes
-//! money or access, written by `record` in the caller's transaction, so the row exists exactly
-//! when the change was committed.
+//! The audit log (`audit_log`): one append-only row per `ops` action that changes money or
+//! access, and per merchant settings change through the API (actor `api_key:<id>`), written by
+//! `record` in the caller's transaction, so the row exists exactly when the change was committed.
 
 use chrono::{DateTime, Utc};
 use entity::{Environment, MerchantId, audit_log};

@@ -45,10 +45,14 @@ pub enum Permission {
     AddressesWrite,
     #[serde(rename = "events:read")]
     EventsRead,
+    #[serde(rename = "settings:read")]
+    SettingsRead,
+    #[serde(rename = "settings:write")]
+    SettingsWrite,
 }
 
 impl Permission {
-    pub const ALL: [Permission; 10] = [
+    pub const ALL: [Permission; 12] = [
         Permission::InvoicesRead,
         Permission::InvoicesWrite,
         Permission::PayoutsRead,
@@ -59,6 +63,8 @@ impl Permission {
         Permission::AddressesRead,
         Permission::AddressesWrite,
         Permission::EventsRead,
+        Permission::SettingsRead,
+        Permission::SettingsWrite,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -73,6 +79,8 @@ impl Permission {
             Permission::AddressesRead => "addresses:read",
             Permission::AddressesWrite => "addresses:write",
             Permission::EventsRead => "events:read",
+            Permission::SettingsRead => "settings:read",
+            Permission::SettingsWrite => "settings:write",
         }
     }
 

@@ -27,6 +27,7 @@ pub mod payouts;
 pub mod rates;
 pub mod refunds;
 pub mod sandbox_payments;
+pub mod settings;
 pub mod settlement;
 pub mod shutdown;
 pub mod state;

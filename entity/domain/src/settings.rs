@@ -1,0 +1,145 @@
+//! A merchant's own settings through the API (`GET`/`PATCH /v1/settings`, permissions
+//! `settings:read`/`settings:write`): the invoice defaults every environment shares
+//! (`base_currency`, `invoice_lifetime_secs`, `underpayment_tolerance_percent`). A change is
+//! checked field by field (a 400 names the field, nothing is written) and recorded in the audit
+//! log with the key that made it, in the same transaction. Other API processes serve the new
+//! settings within `auth.cache_ttl_secs` (their merchant cache), as they stop a revoked key.
+//!
+//! Payout approval settings (auto-approve, delay, who bears fees) are not here on purpose: a key
+//! that could switch approval off would take away the very check that stops a stolen key from
+//! paying money out. They stay with the operator (`ops payouts settings`).
+
+use chrono::Utc;
+use entity::{Amount, merchant};
+use rust_decimal::Decimal;
+use sea_orm::{ActiveModelTrait, ActiveValue::Set};
+use serde_json::{Value, json};
+
+use crate::audit::{Entry, record};
+use crate::domain_error::{DomainError, DomainResult};
+use crate::keys::Principal;
+use crate::merchants::{MerchantError, MerchantSettings, get_merchant};
+use crate::state::AppState;
+
+/// A change: only the fields given change.
+#[derive(Debug, Default, Clone)]
+pub struct SettingsPatch {
+    pub base_currency: Option<String>,
+    pub invoice_lifetime_secs: Option<i64>,
+    /// A decimal string.
+    pub underpayment_tolerance_percent: Option<String>,
+}
+
+fn current(m: &merchant::Model) -> MerchantSettings {
+    MerchantSettings {
+        base_currency: m.base_currency.clone(),
+        invoice_lifetime_secs: m.invoice_lifetime_secs,
+        underpayment_tolerance_percent: m.underpayment_tolerance_percent.value(),
+    }
+}
+
+/// The audit log's view of the settings.
+fn audited(m: &merchant::Model) -> Value {
+    json!({
+        "base_currency": m.base_currency,
+        "invoice_lifetime_secs": m.invoice_lifetime_secs,
+        "underpayment_tolerance_percent": m.underpayment_tolerance_percent.value().to_string(),
+    })
+}
+
+fn missing(e: MerchantError) -> DomainError {
+    match e {
+        MerchantError::Db(e) => e.into(),
+        MerchantError::NotFound(_) | MerchantError::KeyNotFound(_) | MerchantError::Invalid(_) => {
+            DomainError::internal(e)
+        }
+    }
+}
+
+/// `patch` applied to `settings`, each field checked; the problems by field.
+pub fn apply(mut settings: MerchantSettings, patch: &SettingsPatch) -> Result<MerchantSettings, Vec<String>> {
+    let mut problems = Vec::new();
+    if let Some(code) = &patch.base_currency {
+        if code.len() == 3 && code.bytes().all(|b| b.is_ascii_uppercase()) {
+            settings.base_currency = code.clone();
+        } else {
+            problems.push("base_currency: must be a 3-letter upper-case fiat code (USD, EUR)".to_owned());
+        }
+    }
+    if let Some(secs) = patch.invoice_lifetime_secs {
+        if (60..=30 * 24 * 3600).contains(&secs) {
+            settings.invoice_lifetime_secs = secs;
+        } else {
+            problems.push("invoice_lifetime_secs: must be from 60 to 2592000 (30 days)".to_owned());
+        }
+    }
+    if let Some(raw) = &patch.underpayment_tolerance_percent {
+        match raw.parse::<Decimal>() {
+            Ok(p) if (Decimal::ZERO..=Decimal::from(50)).contains(&p) && p.scale() <= 2 && raw.len() <= 10 => {
+                settings.underpayment_tolerance_percent = p.normalize();
+            }
+            _ => problems.push(
+                "underpayment_tolerance_percent: must be a decimal string from 0 to 50, at most 2 decimal places"
+                    .to_owned(),
+            ),
+        }
+    }
+    match problems.is_empty() {
+        true => Ok(settings),
+        false => Err(problems),
+    }
+}
+
+/// The caller's merchant's settings.
+pub async fn get(state: &AppState, who: &Principal) -> DomainResult<merchant::Model> {
+    get_merchant(&state.db, who.merchant_id).await.map_err(missing)
+}
+
+/// Applies `patch` (all or nothing) and records it in the audit log, actor `api_key:<id>`.
+pub async fn update(state: &AppState, who: &Principal, patch: &SettingsPatch) -> DomainResult<merchant::Model> {
+    let txn = crate::db::begin_write(&state.db).await?;
+    let before = get_merchant(&txn, who.merchant_id).await.map_err(missing)?;
+    let settings = apply(current(&before), patch).map_err(DomainError::validation)?;
+    let mut am: merchant::ActiveModel = before.clone().into();
+    am.base_currency = Set(settings.base_currency);
+    am.invoice_lifetime_secs = Set(settings.invoice_lifetime_secs);
+    am.underpayment_tolerance_percent = Set(Amount::new(settings.underpayment_tolerance_percent));
+    am.updated_at = Set(Utc::now());
+    let after = am.update(&txn).await?;
+    let entry = Entry::new(&format!("api_key:{}", who.key_id), "merchant.settings", "merchant", after.id)
+        .merchant(who.merchant_id, Some(who.environment))
+        .change(Some(audited(&before)), Some(audited(&after)));
+    record(&txn, entry).await?;
+    txn.commit().await?;
+    // This process serves the new settings at once; other API processes within the merchant
+    // cache's TTL (`auth.cache_ttl_secs`), as they do for a revoked key.
+    state.merchants.put(after.id, std::sync::Arc::new(after.clone()));
+    Ok(after)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_patch_changes_only_what_it_names_and_names_every_bad_field() {
+        let base = MerchantSettings::default();
+        let patch = SettingsPatch { invoice_lifetime_secs: Some(900), ..Default::default() };
+        let s = apply(base.clone(), &patch).unwrap();
+        assert_eq!((s.base_currency.as_str(), s.invoice_lifetime_secs), ("USD", 900));
+        let patch = SettingsPatch { underpayment_tolerance_percent: Some("2.50".into()), ..Default::default() };
+        assert_eq!(apply(base.clone(), &patch).unwrap().underpayment_tolerance_percent, Decimal::new(25, 1));
+        let bad = SettingsPatch {
+            base_currency: Some("usd".into()),
+            invoice_lifetime_secs: Some(59),
+            underpayment_tolerance_percent: Some("50.01".into()),
+        };
+        let problems = apply(base.clone(), &bad).unwrap_err();
+        let fields: Vec<&str> = problems.iter().map(|p| p.split(':').next().unwrap()).collect();
+        assert_eq!(fields, ["base_currency", "invoice_lifetime_secs", "underpayment_tolerance_percent"]);
+        for odd in ["1.234", "-1", "abc", "1e2"] {
+            let p = SettingsPatch { underpayment_tolerance_percent: Some(odd.into()), ..Default::default() };
+            assert!(apply(base.clone(), &p).is_err(), "{odd}");
+        }
+    }
+}
