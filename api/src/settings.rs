@@ -51,13 +51,13 @@ impl SettingsResponse {
 #[serde(deny_unknown_fields)]
 pub struct UpdateSettingsRequest {
     /// 3-letter upper-case fiat code (`USD`, `EUR`).
-    #[schema(min_length = 3, max_length = 3)]
+    #[schema(pattern = "^[A-Z]{3}$")]
     pub base_currency: Option<String>,
     /// From 60 to 2592000 (30 days).
     #[schema(minimum = 60, maximum = 2592000)]
     pub invoice_lifetime_secs: Option<i64>,
     /// Decimal string from 0 to 50, at most 2 decimal places.
-    #[schema(max_length = 10)]
+    #[schema(pattern = "^(50(\\.0{1,2})?|[1-4]?[0-9](\\.[0-9]{1,2})?)$")]
     pub underpayment_tolerance_percent: Option<String>,
 }
 
