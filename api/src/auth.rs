@@ -81,6 +81,8 @@ pub mod perm {
         EventsRead,
         SettingsRead,
         SettingsWrite,
+        KeysRead,
+        KeysWrite,
     );
 }
 

@@ -111,6 +111,7 @@ impl From<DomainError> for ApiError {
         let status = match e.kind {
             Kind::Invalid => StatusCode::BAD_REQUEST,
             Kind::NotFound => StatusCode::NOT_FOUND,
+            Kind::Forbidden => StatusCode::FORBIDDEN,
             Kind::Conflict => StatusCode::CONFLICT,
             Kind::Unprocessable => StatusCode::UNPROCESSABLE_ENTITY,
             Kind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,

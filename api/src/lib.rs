@@ -5,6 +5,7 @@
 //! errors; `envelope`), the OpenAPI document (`openapi`), rate limiting (`ratelimit`) and the
 //! server loop (`app`). The worker stages do not depend on this crate.
 
+pub mod api_keys;
 pub mod app;
 pub mod auth;
 pub mod balances;

@@ -18,5 +18,6 @@ pub fn documented_routes() -> OpenApiRouter<HttpState> {
         .merge(crate::refunds::router())
         .merge(crate::events::router())
         .merge(crate::settings::router())
+        .merge(crate::api_keys::router())
         .merge(crate::test_helpers::router())
 }

@@ -54,8 +54,9 @@ pub struct UpdateSettingsRequest {
     #[schema(pattern = "^[A-Z]{3}$")]
     pub base_currency: Option<String>,
     /// From 60 to 2592000 (30 days).
-    #[schema(minimum = 60, maximum = 2592000)]
-    pub invoice_lifetime_secs: Option<i64>,
+    #[schema(value_type = Option<u64>, minimum = 60, maximum = 2592000)]
+    #[serde(default, deserialize_with = "crate::extract::optional_whole_number")]
+    pub invoice_lifetime_secs: Option<u64>,
     /// Decimal string from 0 to 50, at most 2 decimal places.
     #[schema(pattern = "^(50(\\.0{1,2})?|[1-4]?[0-9](\\.[0-9]{1,2})?)$")]
     pub underpayment_tolerance_percent: Option<String>,
@@ -92,7 +93,7 @@ pub async fn update_settings(
     let b = body.value;
     let patch = SettingsPatch {
         base_currency: b.base_currency,
-        invoice_lifetime_secs: b.invoice_lifetime_secs,
+        invoice_lifetime_secs: b.invoice_lifetime_secs.map(|s| i64::try_from(s).unwrap_or(i64::MAX)),
         underpayment_tolerance_percent: b.underpayment_tolerance_percent,
     };
     Ok(Data::ok(SettingsResponse::from_model(&settings::update(&state, &auth, &patch).await?)))

@@ -83,17 +83,8 @@ pub struct MineRequest {
     pub currency: String,
     pub network: Option<String>,
     /// 1..=1000 blocks.
-    #[serde(deserialize_with = "whole_number")]
+    #[serde(deserialize_with = "crate::extract::whole_number")]
     pub count: u64,
-}
-
-/// A JSON number without a fraction, as JSON Schema's `integer` counts them: `3` and `3.0`.
-fn whole_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-    use serde::de::Error;
-    let n = serde_json::Number::deserialize(d)?;
-    n.as_u64()
-        .or_else(|| n.as_f64().filter(|f| f.fract() == 0.0 && (0.0..=1e15).contains(f)).map(|f| f as u64))
-        .ok_or_else(|| D::Error::custom(format!("must be a whole number, got {n}")))
 }
 
 #[derive(Debug, Serialize, ToSchema)]

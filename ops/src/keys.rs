@@ -83,6 +83,7 @@ pub async fn run(config: &Config, cmd: KeyCmd, actor: &str) -> anyhow::Result<()
                 let perms: Vec<&str> =
                     k.permissions.as_array().into_iter().flatten().filter_map(|v| v.as_str()).collect();
                 let state = match k.revoked_at {
+                    Some(t) if t > chrono::Utc::now() => format!("rolled, works until {}", t.to_rfc3339()),
                     Some(t) => format!("revoked {}", t.to_rfc3339()),
                     None => "active".into(),
                 };
@@ -101,8 +102,9 @@ pub async fn run(config: &Config, cmd: KeyCmd, actor: &str) -> anyhow::Result<()
             let txn = domain::db::begin_write(&db).await?;
             let prior = <entity::api_key::Entity as sea_orm::EntityTrait>::find_by_id(key_id).one(&txn).await?;
             let k = merchants::revoke_api_key(&txn, key_id.into()).await?;
-            // A key revoked before is left as it is: nothing changed, nothing to record.
-            if let Some(prior) = prior.filter(|p| p.revoked_at.is_none()) {
+            // A key revoked before is left as it is: nothing changed, nothing to record (a rolled
+            // key still in its overlap is revoked now: recorded).
+            if let Some(prior) = prior.filter(|p| p.revoked_at != k.revoked_at) {
                 let before = audit::key_json(&prior);
                 let entry = Entry::new(actor, "api_key.revoke", "api_key", k.id)
                     .merchant(k.merchant_id.into(), Some(k.environment))

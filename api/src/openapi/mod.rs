@@ -141,6 +141,7 @@ impl Modify for KnownValues {
         (name = "addresses", description = "Static deposit addresses"),
         (name = "events", description = "The event log: past events with the bodies their webhooks carry (permission events:read)"),
         (name = "settings", description = "The merchant's invoice defaults (permissions settings:read, settings:write)"),
+        (name = "api keys", description = "The merchant's API keys in the key's environment (permissions keys:read, keys:write): a key never grants more than it holds"),
         (name = "test helpers", description = "Sandbox deposits, reversals and blocks. Test keys only: 404 with a live key"),
         (name = "public", description = "No API key needed")
     )

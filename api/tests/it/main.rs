@@ -4,6 +4,7 @@
 //! process of its own (`support::isolated`); ports come from `testkit::fleet::free_port`, unique
 //! per process.
 
+mod api_keys;
 mod audit;
 mod auth;
 mod bad_input;

@@ -26,6 +26,11 @@ impl<K: Hash + Eq, V: Clone> TtlCache<K, V> {
         map.get(k).filter(|(_, at)| at.elapsed() < self.ttl).map(|(v, _)| v.clone())
     }
 
+    /// Drops `k`: the next `get` misses and the caller reads the source again.
+    pub fn forget(&self, k: &K) {
+        self.map.write().unwrap_or_else(|p| p.into_inner()).remove(k);
+    }
+
     pub fn put(&self, k: K, v: V) {
         let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
         if map.len() >= MAX_ENTRIES {

@@ -16,6 +16,7 @@ pub enum ErrorCode {
     NotFound,
     InvoiceNotCancellable,
     InvoiceNotResolvable,
+    ApiKeyRevoked,
     InvoiceNotActivatable,
     PayoutNotCancellable,
     IdempotencyKeyMismatch,
@@ -40,6 +41,8 @@ pub enum Kind {
     /// The request is malformed (a field named in the details).
     Invalid,
     NotFound,
+    /// The caller may not do this (beyond its key's permission, which the HTTP edge checks).
+    Forbidden,
     /// The resource's state forbids it now.
     Conflict,
     /// Well-formed, but breaks a business rule.
@@ -86,6 +89,11 @@ impl DomainError {
 
     pub fn not_found(what: &str) -> Self {
         Self::new(Kind::NotFound, ErrorCode::NotFound, format!("{what} not found"))
+    }
+
+    /// Refused to this caller, with `field: problem` details.
+    pub fn forbidden(message: impl Into<String>, details: Vec<String>) -> Self {
+        Self::new(Kind::Forbidden, ErrorCode::Forbidden, message).with_details(details)
     }
 
     pub fn conflict(code: ErrorCode, message: impl Into<String>) -> Self {

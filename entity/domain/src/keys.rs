@@ -49,10 +49,14 @@ pub enum Permission {
     SettingsRead,
     #[serde(rename = "settings:write")]
     SettingsWrite,
+    #[serde(rename = "keys:read")]
+    KeysRead,
+    #[serde(rename = "keys:write")]
+    KeysWrite,
 }
 
 impl Permission {
-    pub const ALL: [Permission; 12] = [
+    pub const ALL: [Permission; 14] = [
         Permission::InvoicesRead,
         Permission::InvoicesWrite,
         Permission::PayoutsRead,
@@ -65,6 +69,8 @@ impl Permission {
         Permission::EventsRead,
         Permission::SettingsRead,
         Permission::SettingsWrite,
+        Permission::KeysRead,
+        Permission::KeysWrite,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -81,6 +87,8 @@ impl Permission {
             Permission::EventsRead => "events:read",
             Permission::SettingsRead => "settings:read",
             Permission::SettingsWrite => "settings:write",
+            Permission::KeysRead => "keys:read",
+            Permission::KeysWrite => "keys:write",
         }
     }
 
@@ -112,6 +120,16 @@ impl Permissions {
             m |= p.bit();
         }
         Permissions(m)
+    }
+
+    /// Every permission of `self` is in `other`.
+    pub fn within(self, other: Permissions) -> bool {
+        self.0 & !other.0 == 0
+    }
+
+    /// The permissions of `self` not in `other`.
+    pub fn beyond(self, other: Permissions) -> Vec<Permission> {
+        Permission::ALL.into_iter().filter(|p| self.contains(*p) && !other.contains(*p)).collect()
     }
 
     pub fn to_json(self) -> serde_json::Value {
@@ -197,6 +215,14 @@ impl KeyCache {
         self.verdicts.get(&hash_key(key)).map(|v| judge(v, claimed_env))
     }
 
+    /// Drops the cached verdict of the key whose stored digest is `key_hash` (hex): a key
+    /// revoked or rolled through this process is judged from the database at its next use.
+    pub fn forget(&self, key_hash: &str) {
+        if let Some(digest) = hex::decode(key_hash).ok().and_then(|d| <[u8; 32]>::try_from(d).ok()) {
+            self.verdicts.forget(&digest);
+        }
+    }
+
     /// Verifies a key string: format, then cache, then database.
     pub async fn verify(&self, db: &DatabaseConnection, key: &str) -> Result<Arc<Principal>, KeyError> {
         if let Some(verdict) = self.verify_cached(key) {
@@ -215,7 +241,8 @@ impl KeyCache {
         let row = api_key::Entity::find().filter(api_key::Column::KeyHash.eq(hex_digest.clone())).one(db).await?;
         Ok(match row {
             Some(k) if bool::from(k.key_hash.as_bytes().ct_eq(hex_digest.as_bytes())) => {
-                if k.revoked_at.is_some() {
+                // A rolled key's `revoked_at` is ahead: it works until then.
+                if k.revoked_at.is_some_and(|at| at <= chrono::Utc::now()) {
                     Verdict::Rejected("API key has been revoked")
                 } else {
                     Verdict::Valid(Arc::new(Principal {

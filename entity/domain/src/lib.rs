@@ -7,6 +7,7 @@
 //! the stable `error.code`), which `api::error` maps to a status and the envelope.
 
 pub mod addresses;
+pub mod api_keys;
 pub mod audit;
 pub mod availability;
 pub mod cache;

@@ -207,14 +207,24 @@ pub async fn list_api_keys(
     Ok(q.all(db).await?)
 }
 
-/// Revokes a key. Idempotent: revoking a revoked key keeps its first revocation time.
+/// Revokes a key now. Idempotent: revoking a revoked key keeps its first revocation time; a
+/// rolled key still in its overlap (`revoked_at` ahead) is revoked now.
 pub async fn revoke_api_key(db: &impl ConnectionTrait, key_id: ApiKeyId) -> Result<api_key::Model, MerchantError> {
+    revoke_api_key_at(db, key_id, Utc::now()).await
+}
+
+/// Revokes a key at `at` (now, or the end of a roll's overlap), never later than it already is.
+pub async fn revoke_api_key_at(
+    db: &impl ConnectionTrait,
+    key_id: ApiKeyId,
+    at: chrono::DateTime<Utc>,
+) -> Result<api_key::Model, MerchantError> {
     let k = api_key::Entity::find_by_id(key_id).one(db).await?.ok_or(MerchantError::KeyNotFound(key_id))?;
-    if k.revoked_at.is_some() {
+    if k.revoked_at.is_some_and(|t| t <= at) {
         return Ok(k);
     }
     let mut am: api_key::ActiveModel = k.into();
-    am.revoked_at = Set(Some(Utc::now()));
+    am.revoked_at = Set(Some(at));
     Ok(am.update(db).await?)
 }
 
