@@ -203,6 +203,24 @@ impl QueryParams {
     }
 }
 
+/// A JSON number without a fraction, as JSON Schema's `integer` counts them (`3` and `3.0`).
+pub fn whole_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    use serde::Deserialize;
+    use serde::de::Error;
+    let n = serde_json::Number::deserialize(d)?;
+    n.as_u64()
+        .or_else(|| n.as_f64().filter(|f| f.fract() == 0.0 && (0.0..=1e15).contains(f)).map(|f| f as u64))
+        .ok_or_else(|| D::Error::custom(format!("must be a whole number, got {n}")))
+}
+
+/// [`whole_number`] of an optional field (`null` or missing: `None`).
+pub fn optional_whole_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    use serde::Deserialize;
+    #[derive(Deserialize)]
+    struct Whole(#[serde(deserialize_with = "whole_number")] u64);
+    Ok(Option::<Whole>::deserialize(d)?.map(|w| w.0))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -256,22 +274,4 @@ mod tests {
             assert!(err.details[0].starts_with("Idempotency-Key:"), "{:?}", err.details);
         }
     }
-}
-
-/// A JSON number without a fraction, as JSON Schema's `integer` counts them (`3` and `3.0`).
-pub fn whole_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-    use serde::Deserialize;
-    use serde::de::Error;
-    let n = serde_json::Number::deserialize(d)?;
-    n.as_u64()
-        .or_else(|| n.as_f64().filter(|f| f.fract() == 0.0 && (0.0..=1e15).contains(f)).map(|f| f as u64))
-        .ok_or_else(|| D::Error::custom(format!("must be a whole number, got {n}")))
-}
-
-/// [`whole_number`] of an optional field (`null` or missing: `None`).
-pub fn optional_whole_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
-    use serde::Deserialize;
-    #[derive(Deserialize)]
-    struct Whole(#[serde(deserialize_with = "whole_number")] u64);
-    Ok(Option::<Whole>::deserialize(d)?.map(|w| w.0))
 }
