@@ -177,9 +177,10 @@ async fn an_expired_sweep_transaction_fails_its_sweep_and_the_address_is_swept_a
     l.node.with(|n| n.losing = true);
     rig.tick_until(&sweeper, "sent", |rows| trx_rows(rows).iter().any(|s| s.status == SweepStatus::Sending)).await;
     let lost = trx_rows(&rig.rows().await).remove(0);
-    l.node.with(|n| n.losing = false);
-    // Sent again as stored while it may still enter a block; failed once it expired unseen.
+    // Sent again as stored (and lost again) while it may still enter a block; failed once it
+    // expired unseen.
     rig.tick_until(&sweeper, "expired", |rows| trx_rows(rows).iter().any(|s| s.status == SweepStatus::Failed)).await;
+    l.node.with(|n| n.losing = false);
     let failed = trx_rows(&rig.rows().await).into_iter().find(|s| s.id == lost.id).unwrap();
     assert_eq!(failed.status, SweepStatus::Failed);
     assert!(failed.failure_reason.as_deref().unwrap().contains("expired"), "{failed:?}");
