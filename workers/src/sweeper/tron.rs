@@ -303,7 +303,17 @@ impl Sweeper {
                 self.confirm(s, gate, fee).await
             }
             Outgoing::Confirmations { .. } => Ok(()),
-            Outgoing::Unknown => self.send(s, gate, &tx).await,
+            Outgoing::Unknown => {
+                // A fork may have taken the top-up with it: both stored transactions go out
+                // again, the top-up first (a node that has it answers it is known; one past its
+                // expiration is refused, and the transfer then expires too).
+                if let (Some(hash), Some(raw)) = (s.topup_tx_hash.clone(), s.topup_signed_tx.clone()) {
+                    let native = Self::native_of(gate)?;
+                    let answer = self.chain(native)?.broadcast(&SignedTx { tx_hash: hash, raw }).await?;
+                    tracing::info!(sweep = %s.id, ?answer, "TRX top-up sent again with its sweep");
+                }
+                self.send(s, gate, &tx).await
+            }
             Outgoing::Failed(reason) => self.fail(s, SweepStatus::Sending, &reason).await,
             Outgoing::Expired => {
                 self.fail(s, SweepStatus::Sending, "sweep transaction expired unseen; the address is planned again")

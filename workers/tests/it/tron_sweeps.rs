@@ -48,13 +48,18 @@ async fn paid_trx_and_usdt_are_swept_to_the_hot_wallet_and_pay_a_payout() {
     let house_before = house_entries(db).await.len();
 
     let sweeper = rig.sweeper();
-    rig.tick_until(&sweeper, "sweeping", |rows| rows.len() == 3 && rows.iter().all(|s| s.status == SweepStatus::Confirmed))
-        .await;
+    rig.tick_until(&sweeper, "sweeping", |rows| {
+        rows.len() == 3 && rows.iter().all(|s| s.status == SweepStatus::Confirmed)
+    })
+    .await;
     let rows = rig.rows().await;
     let trx_sweep = rows.iter().find(|s| s.gate_id == "tron" && s.parent_id.is_none()).unwrap();
     let usdt_sweep = rows.iter().find(|s| s.gate_id == "tron_usdt").unwrap();
     let leftover = rows.iter().find(|s| s.parent_id == Some(usdt_sweep.id)).expect("the leftover's return");
-    assert_eq!((trx_sweep.address.as_str(), usdt_sweep.address.as_str()), (trx_address.as_str(), usdt_address.as_str()));
+    assert_eq!(
+        (trx_sweep.address.as_str(), usdt_sweep.address.as_str()),
+        (trx_address.as_str(), usdt_address.as_str())
+    );
 
     // The USDT address got exactly what its transfer burns: the energy, and the bandwidth of the
     // transfer as priced (signed with a 5-byte `fee_limit`; the one sent has 4).
@@ -69,7 +74,12 @@ async fn paid_trx_and_usdt_are_swept_to_the_hot_wallet_and_pay_a_payout() {
     let (transfer_raw, _) = tron_tx::decode(transfer).unwrap();
     assert_eq!(
         transfer_raw.call,
-        Call::Trc20 { contract: usdt_id(), to: hot, units: alloy_primitives::U256::from(50_000_000u64), fee_limit: sun(topup) }
+        Call::Trc20 {
+            contract: usdt_id(),
+            to: hot,
+            units: alloy_primitives::U256::from(50_000_000u64),
+            fee_limit: sun(topup)
+        }
     );
     // The tokens reached the hot wallet; the transfer's bandwidth was free, its energy burnt.
     assert_eq!(l.node.units_of(&usdt_id(), &hot), 50_000_000);
@@ -188,10 +198,8 @@ async fn an_expired_sweep_transaction_fails_its_sweep_and_the_address_is_swept_a
     assert_eq!(l.node.trx_of(&id(trx_address)), 100_000_000, "nothing left the address");
 
     // Planned again and swept once.
-    rig.tick_until(&sweeper, "swept again", |rows| {
-        trx_rows(rows).iter().any(|s| s.status == SweepStatus::Confirmed)
-    })
-    .await;
+    rig.tick_until(&sweeper, "swept again", |rows| trx_rows(rows).iter().any(|s| s.status == SweepStatus::Confirmed))
+        .await;
     let rows = trx_rows(&rig.rows().await);
     assert_eq!(rows.len(), 2, "{rows:?}");
     let done = rows.iter().find(|s| s.status == SweepStatus::Confirmed).unwrap();
