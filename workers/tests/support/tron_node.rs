@@ -9,8 +9,17 @@
 //! `{}` for an account no TRX ever reached, `balance` left out when 0, as protobuf's JSON does)
 //! and `/wallet/triggerconstantcontract` for `balanceOf(address)` (the token units the blocks'
 //! successful transfers paid in), both over the blocks up to the answering node's newest: what
-//! is pending or queued is not counted. Senders' balances are not kept (the test's payers and
-//! the hot wallet are not debited).
+//! is pending or queued is not counted. Senders' balances are kept only with `keep_balances`
+//! (the sweeping suites turn it on; the payout suites' hot wallet is never debited otherwise):
+//! then a broadcast transaction's owner pays what it sends and what it burns, as java-tron
+//! charges it: its bandwidth (its size plus 64 bytes) from the account's free bandwidth
+//! (`free_net`, none unless the test gives some) or burnt at [`TRANSACTION_FEE`] sun a byte
+//! (refused `BANDWITH_ERROR` when it cannot pay it), and a TRC-20 transfer's [`TRC20_ENERGY`]
+//! burnt at [`ENERGY_FEE`] sun a unit, at most its `fee_limit`: one that cannot pay it enters
+//! its block failed (`OUT_OF_ENERGY`), burning what it could, and moves no token. The
+//! transaction info's `fee` is then what it burnt. `/wallet/getchainparameters` gives both
+//! prices, and `/wallet/triggerconstantcontract` runs `transfer(address,uint256)` too (its
+//! `energy_used`).
 //!
 //! For payouts it also answers `/wallet/broadcasthex` and `/wallet/getnodeinfo` (its
 //! `solidityBlock` 19 below the newest): a broadcast transaction is decoded, its signature
@@ -25,7 +34,7 @@
 
 use std::collections::VecDeque;
 
-use alloy_primitives::{B256, Signature};
+use alloy_primitives::{B256, Signature, U256};
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -40,6 +49,24 @@ use workers::chain::tron::tx::{self as tron_tx, Call};
 pub const SOLID_LAG: u64 = 19;
 /// TRX a payout's bandwidth burns (`fee` of its transaction info), in sun.
 pub const TRX_FEE_SUN: u64 = 267_000;
+/// Sun burnt per byte of bandwidth (`getTransactionFee`), with `keep_balances`.
+pub const TRANSACTION_FEE: u64 = 1_000;
+/// Sun burnt per unit of energy (`getEnergyFee`).
+pub const ENERGY_FEE: u64 = 420;
+/// The energy a TRC-20 `transfer` uses.
+pub const TRC20_ENERGY: u64 = 14_650;
+/// The bytes java-tron adds to a transaction's size when charging its bandwidth.
+pub const RESULT_BYTES: u64 = 64;
+
+/// Who sent a transaction broadcast with `keep_balances`, and what it burnt.
+#[derive(Debug, Clone)]
+pub struct Sent {
+    pub from: [u8; 20],
+    /// Sun burnt (bandwidth and energy): its transaction info's `fee`.
+    pub fee: u64,
+    /// Its receipt's result.
+    pub result: &'static str,
+}
 
 /// keccak256("Transfer(address,address,uint256)"), as java-tron prints topics: bare hex.
 const TRANSFER_TOPIC: &str = "ddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef";
@@ -137,6 +164,12 @@ pub struct Ledger {
     /// Every `gettransactioninfobyid` and `gettransactionbyid` is answered by a node this many
     /// blocks behind.
     pub info_lag: u64,
+    /// Whether senders pay what they send and burn (see the module's notes).
+    pub keep_balances: bool,
+    /// The senders of the transactions broadcast with `keep_balances`, by id.
+    pub sent: std::collections::HashMap<String, Sent>,
+    /// Free bandwidth (bytes) each account has left; none when absent.
+    pub free_net: std::collections::HashMap<[u8; 20], u64>,
 }
 
 pub type FakeTron = FakeNode<Ledger>;
@@ -200,17 +233,130 @@ impl Ledger {
                 return validate("Validate TransferContract error, balance is not sufficient.");
             }
         }
+        let mut charged = None;
+        if self.keep_balances {
+            match self.charge(&raw, hex_tx.len() as u64 / 2) {
+                Ok(sent) => charged = Some(sent),
+                Err((code, message)) => return refuse(code, &message),
+            }
+        }
         if !self.losing {
             let tx = match raw.call {
                 Call::Trx { to, sun } => Tx::Trx { id: id.clone(), to, sun },
                 Call::Trc20 { contract, to, units, .. } => {
-                    let ok = !std::mem::take(&mut self.revert_next);
+                    let reverted = std::mem::take(&mut self.revert_next);
+                    let ok = !reverted && charged.as_ref().is_none_or(|c| c.result == "SUCCESS");
                     Tx::Token { id: id.clone(), contract, to, units: units.to(), ok }
                 }
             };
+            if let Some(mut sent) = charged {
+                if let Tx::Token { ok: false, .. } = tx
+                    && sent.result == "SUCCESS"
+                {
+                    sent.result = "REVERT";
+                }
+                self.sent.insert(id.clone(), sent);
+            }
             self.queued.push(tx);
         }
         json!({"result": true, "txid": id})
+    }
+
+    /// What `raw` (`size` bytes signed) costs its owner, judged against what it holds with the
+    /// queued transactions counted: its bandwidth (free, or burnt), a TRC-20 transfer's energy
+    /// (at most `fee_limit`; short, it fails `OUT_OF_ENERGY` burning what it could), or a
+    /// refusal (`code`, message).
+    fn charge(&mut self, raw: &tron_tx::Raw, size: u64) -> Result<Sent, (&'static str, String)> {
+        let holds = self.trx_of(&raw.owner, self.blocks.len() as u64, true);
+        let bytes = size + RESULT_BYTES;
+        let free = self.free_net.get(&raw.owner).copied().unwrap_or(0);
+        let net_fee = if free >= bytes { 0 } else { bytes * TRANSACTION_FEE };
+        let sent = |fee: u64, result: &'static str| Sent { from: raw.owner, fee, result };
+        match raw.call {
+            Call::Trx { sun, .. } => {
+                if holds < sun {
+                    let m = "Contract validate error : Validate TransferContract error, balance is not sufficient.";
+                    return Err(("CONTRACT_VALIDATE_ERROR", m.into()));
+                }
+                if holds < sun + net_fee {
+                    return Err(("BANDWITH_ERROR", "Account resource insufficient error.".into()));
+                }
+                if net_fee == 0 {
+                    self.free_net.entry(raw.owner).and_modify(|f| *f -= bytes);
+                }
+                Ok(sent(net_fee, "SUCCESS"))
+            }
+            Call::Trc20 { fee_limit, contract, units, .. } => {
+                if holds < net_fee {
+                    return Err(("BANDWITH_ERROR", "Account resource insufficient error.".into()));
+                }
+                if net_fee == 0 {
+                    self.free_net.entry(raw.owner).and_modify(|f| *f -= bytes);
+                }
+                let energy = TRC20_ENERGY * ENERGY_FEE;
+                let can = fee_limit.min(holds - net_fee);
+                if can < energy {
+                    return Ok(sent(net_fee + can, "OUT_OF_ENERGY"));
+                }
+                let head = self.blocks.len() as u64;
+                if U256::from(self.units_of(&contract, &raw.owner, head)) < units {
+                    return Ok(sent(net_fee + energy, "REVERT"));
+                }
+                Ok(sent(net_fee + energy, "SUCCESS"))
+            }
+        }
+    }
+
+    /// The sun `id` holds at block `head` (with the queued transactions when `queued`): what
+    /// TRX transfers paid it, less what its own transactions sent and burnt (those broadcast
+    /// with `keep_balances`).
+    pub fn trx_of(&self, id: &[u8; 20], head: u64, queued: bool) -> u64 {
+        let txs = self.blocks.iter().take(head as usize).flatten().chain(self.queued.iter().filter(|_| queued));
+        let (mut got, mut spent) = (0u64, 0u64);
+        for t in txs {
+            if let Tx::Trx { to, sun, .. } = t
+                && to == id
+            {
+                got += sun;
+            }
+            if let Some(s) = self.sent.get(t.id()).filter(|s| s.from == *id) {
+                spent += s.fee;
+                if let Tx::Trx { sun, .. } = t {
+                    spent += sun;
+                }
+            }
+        }
+        got.saturating_sub(spent)
+    }
+
+    /// The token units of `contract` `holder` holds at block `head`.
+    pub fn units_of(&self, contract: &[u8; 20], holder: &[u8; 20], head: u64) -> u64 {
+        let (mut got, mut spent) = (0u64, 0u64);
+        for t in self.blocks.iter().take(head as usize).flatten() {
+            if let Tx::Token { id, contract: c, to, units, ok: true } = t
+                && c == contract
+            {
+                if to == holder {
+                    got += units;
+                }
+                if self.sent.get(id).is_some_and(|s| s.from == *holder) {
+                    spent += units;
+                }
+            }
+        }
+        got.saturating_sub(spent)
+    }
+
+    /// A transaction's info as the node answers it: what its sender burnt, with `keep_balances`.
+    fn info(&self, t: &Tx, height: u64) -> Value {
+        let mut info = t.info_json(height);
+        if let Some(s) = self.sent.get(t.id()) {
+            info["fee"] = json!(s.fee);
+            if let Tx::Token { .. } = t {
+                info["receipt"]["result"] = json!(s.result);
+            }
+        }
+        info
     }
 }
 
@@ -252,6 +398,35 @@ impl FakeTron {
                 })
                 .collect()
         })
+    }
+
+    /// Every transaction `owner` broadcast, decoded, once each (the same bytes sent again count
+    /// once).
+    pub fn sent_by(&self, owner: &[u8; 20]) -> Vec<tron_tx::Raw> {
+        self.with(|l| {
+            let mut seen = std::collections::HashSet::new();
+            l.broadcasts
+                .iter()
+                .filter_map(|b| tron_tx::decode(b).ok())
+                .filter(|(raw, _)| raw.owner == *owner && seen.insert(raw.id()))
+                .map(|(raw, _)| raw)
+                .collect()
+        })
+    }
+
+    /// The sun `id` holds at the newest block.
+    pub fn trx_of(&self, id: &[u8; 20]) -> u64 {
+        self.with(|l| l.trx_of(id, l.blocks.len() as u64, false))
+    }
+
+    /// The units of `contract` `holder` holds at the newest block.
+    pub fn units_of(&self, contract: &[u8; 20], holder: &[u8; 20]) -> u64 {
+        self.with(|l| l.units_of(contract, holder, l.blocks.len() as u64))
+    }
+
+    /// What transaction `id`'s sender burnt (`keep_balances`).
+    pub fn burnt(&self, id: &str) -> Option<u64> {
+        self.with(|l| l.sent.get(id).map(|s| s.fee))
     }
 
     /// The node drops every block before `height` (a lite full node's pruning).
@@ -318,22 +493,13 @@ fn account_json(l: &Ledger, body: &Value, head: u64) -> Value {
     let Some(id) = account_in(&body["address"], visible) else {
         return json!({"Error": "class java.lang.IllegalArgumentException : Invalid address"});
     };
-    let received: Vec<u64> = l
-        .blocks
-        .iter()
-        .take(head as usize)
-        .flatten()
-        .filter_map(|t| match t {
-            Tx::Trx { to, sun, .. } if *to == id => Some(*sun),
-            _ => None,
-        })
-        .collect();
-    if received.is_empty() {
+    let received = l.blocks.iter().take(head as usize).flatten().any(|t| matches!(t, Tx::Trx { to, .. } if *to == id));
+    if !received {
         return json!({});
     }
     let mut account = json!({"address": account_out(&id, visible), "create_time": timestamp(1),
                               "account_resource": {}, "owner_permission": {"permission_name": "owner", "threshold": 1}});
-    let sun: u64 = received.iter().sum();
+    let sun = l.trx_of(&id, head, false);
     if sun > 0 {
         account["balance"] = json!(sun);
     }
@@ -352,21 +518,19 @@ fn constant_call_json(l: &Ledger, body: &Value, head: u64) -> Value {
         return refuse("Invalid address");
     };
     let parameter = body["parameter"].as_str().unwrap_or("");
+    if body["function_selector"] == "transfer(address,uint256)" && parameter.len() == 128 {
+        return json!({
+            "result": {"result": true},
+            "energy_used": TRC20_ENERGY,
+            "constant_result": [format!("{:064x}", 1)],
+        });
+    }
     let holder: Option<[u8; 20]> =
         parameter.get(24..64).filter(|_| parameter.len() == 64).and_then(|h| hex::decode(h).ok()?.try_into().ok());
     let (Some("balanceOf(address)"), Some(holder)) = (body["function_selector"].as_str(), holder) else {
         return refuse("REVERT opcode executed");
     };
-    let units: u64 = l
-        .blocks
-        .iter()
-        .take(head as usize)
-        .flatten()
-        .filter_map(|t| match t {
-            Tx::Token { contract: c, to, units, ok: true, .. } if *c == contract && *to == holder => Some(*units),
-            _ => None,
-        })
-        .sum();
+    let units = l.units_of(&contract, &holder, head);
     json!({
         "result": {"result": true},
         "energy_used": 935,
@@ -415,9 +579,15 @@ async fn call(
         "triggerconstantcontract" => constant_call_json(&l, &body, head),
         "gettransactioninfobyblocknum" => {
             let txs = num.checked_sub(1).filter(|_| num <= head).and_then(|i| l.blocks.get(i as usize));
-            Value::Array(txs.into_iter().flatten().map(|t| t.info_json(num)).collect())
+            Value::Array(txs.into_iter().flatten().map(|t| l.info(t, num)).collect())
         }
-        "gettransactioninfobyid" => find(&l, &id, head).map_or(json!({}), |(h, t)| t.info_json(h)),
+        "gettransactioninfobyid" => find(&l, &id, head).map_or(json!({}), |(h, t)| l.info(&t, h)),
+        "getchainparameters" => json!({"chainParameter": [
+            {"key": "getMaintenanceTimeInterval", "value": 21_600_000},
+            {"key": "getTransactionFee", "value": TRANSACTION_FEE},
+            {"key": "getEnergyFee", "value": ENERGY_FEE},
+            {"key": "getCreateAccountFee", "value": 100_000},
+        ]}),
         "gettransactionbyid" => {
             let waiting = l.pending.iter().chain(&l.queued).filter(|_| lag == 0).find(|t| t.id() == id).cloned();
             match find(&l, &id, head).map(|(_, t)| t).or(waiting) {

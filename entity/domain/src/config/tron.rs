@@ -38,7 +38,9 @@ pub struct TronConfig {
     pub fee_limit_sun: u64,
     /// The deposit account's private key for sweeping (`[treasury]`): a file holding the
     /// account-level xprv (`m/44'/195'/0'`) whose xpub is `addresses.live.tron_xpub`. Loaded
-    /// only by the payout executor's process, which checks it derives the xpub's addresses.
+    /// only by the payout executor's process, which checks it derives the xpub's addresses
+    /// (refusing to start otherwise). Needed when `treasury.gates.tron` or `tron_usdt` sweeps;
+    /// a USDT sweep's energy is topped up by the hot wallet, so that needs `hot_wallet_key` too.
     pub deposit_key_file: Option<std::path::PathBuf>,
 }
 
@@ -104,6 +106,10 @@ mod tests {
             assert_refused(jail, "PAYGATE_TRON__FEE_LIMIT_SUN", ("0", "30000000"), "tron.fee_limit_sun");
             jail.set_env("PAYGATE_TRON__HOT_WALLET_KEY_FILE", "/run/secrets/tron-key");
             assert!(Config::load().unwrap().tron.has_hot_wallet());
+            assert_eq!(Config::load().unwrap().tron.deposit_key_file, None);
+            jail.set_env("PAYGATE_TRON__DEPOSIT_KEY_FILE", "/run/secrets/tron-deposit.xprv");
+            let file = Config::load().unwrap().tron.deposit_key_file;
+            assert_eq!(file.as_deref(), Some(std::path::Path::new("/run/secrets/tron-deposit.xprv")));
             Ok(())
         });
     }

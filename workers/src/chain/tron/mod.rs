@@ -30,6 +30,10 @@
 //!   another node, and a node behind knows neither the newest blocks nor their transactions: an
 //!   answer read before, or a block a node does not hold, never makes it expired. The executor
 //!   then signs the payout again.
+//! - Sweeping (`deposits`, payout executor only): the deposit account's key signs each deposit
+//!   address's TRX or USDT transfer with the hot wallet's signing code (`wallet::sign_raw`);
+//!   energy and bandwidth are priced from `/wallet/getchainparameters` and a constant run of
+//!   the transfer (`/wallet/triggerconstantcontract`).
 //! - Every call is a `/wallet/*` path on `api_url`: a java-tron full node's HTTP port (8090)
 //!   serves them all, TronGrid too. The solidified block is read from `/wallet/getnodeinfo`
 //!   (`solidityBlock`), not from `/walletsolidity/*`, which java-tron serves on another port.

@@ -41,7 +41,7 @@ pub fn sign_id(key: &PrivateKeySigner, id: &[u8; 32]) -> [u8; 65] {
 
 /// The account id (20 bytes) of a key: the last 20 bytes of the Keccak-256 of its public key,
 /// as on EVM chains.
-fn owner_of(key: &PrivateKeySigner) -> [u8; 20] {
+pub fn owner_of(key: &PrivateKeySigner) -> [u8; 20] {
     key.address().into_array()
 }
 
@@ -106,28 +106,38 @@ impl Signer for TronSigner {
         };
         let raw =
             Raw { owner: self.owner, call: self.call(tx)?, ref_block, ref_block_hash, expiration_ms, timestamp_ms };
-        let id = raw.id();
-        let signed = signed_bytes(&raw, &sign_id(&self.key, &id));
-        Ok(SignedTx { tx_hash: hex::encode(id), raw: hex::encode(signed) })
+        Ok(sign_raw(&self.key, &raw))
     }
 
     async fn fees(&self, _: &PayoutTx<'_>) -> Result<Option<Fees>, ChainError> {
-        let head = self.api.call("/wallet/getnowblock", json!({})).await?;
-        let time = head["block_header"]["raw_data"]["timestamp"].as_u64();
-        let (Some(number), Some(time), Some(id)) = (block_number(&head), time, head["blockID"].as_str()) else {
-            return Err(unavailable(format!("unexpected getnowblock answer: {head}")));
-        };
-        let id = hex::decode(id)
-            .ok()
-            .filter(|b| b.len() == 32)
-            .ok_or_else(|| unavailable("a blockID that is not 32 bytes"))?;
-        Ok(Some(Fees::Tron {
-            ref_block: number,
-            ref_block_hash: id[8..16].try_into().expect("8 bytes"),
-            expiration_ms: time + self.expiration_ms,
-            timestamp_ms: time,
-        }))
+        terms(&self.api, self.expiration_ms).await.map(Some)
     }
+}
+
+/// `raw` signed by `key` (its owner must be the key's account): the stored transaction, its
+/// id the hash. One function for the hot wallet's payouts and the deposit addresses' sweeps.
+pub fn sign_raw(key: &PrivateKeySigner, raw: &Raw) -> SignedTx {
+    let id = raw.id();
+    let signed = signed_bytes(raw, &sign_id(key, &id));
+    SignedTx { tx_hash: hex::encode(id), raw: hex::encode(signed) }
+}
+
+/// The terms of a transaction signed now: the newest block (`/wallet/getnowblock`) as its
+/// reference block, its time plus `expiration_ms` as its expiration.
+pub async fn terms(api: &TronApi, expiration_ms: u64) -> Result<Fees, ChainError> {
+    let head = api.call("/wallet/getnowblock", json!({})).await?;
+    let time = head["block_header"]["raw_data"]["timestamp"].as_u64();
+    let (Some(number), Some(time), Some(id)) = (block_number(&head), time, head["blockID"].as_str()) else {
+        return Err(unavailable(format!("unexpected getnowblock answer: {head}")));
+    };
+    let id =
+        hex::decode(id).ok().filter(|b| b.len() == 32).ok_or_else(|| unavailable("a blockID that is not 32 bytes"))?;
+    Ok(Fees::Tron {
+        ref_block: number,
+        ref_block_hash: id[8..16].try_into().expect("8 bytes"),
+        expiration_ms: time + expiration_ms,
+        timestamp_ms: time,
+    })
 }
 
 impl Signers {
