@@ -389,9 +389,10 @@ impl Executor {
         Ok(Step::Stop(Next::Done))
     }
 
-    /// What a live EVM or Solana token payout's transaction cost in the network's coin, read
-    /// from the native gate's adapter (the token gate reports no fee; on Solana it is the fee and
-    /// the rent of a recipient's token account the hot wallet created): the house pays it. `None`
+    /// What a live EVM, Solana or TRON token payout's transaction cost in the network's coin,
+    /// read from the native gate's adapter (the token gate reports no fee; on Solana it is the
+    /// fee and the rent of a recipient's token account the hot wallet created; on TRON the TRX
+    /// its energy and bandwidth burnt): the house pays it. `None`
     /// elsewhere, or when the node does not say (then nothing is booked, and the log says so).
     async fn token_gas(
         &self,
@@ -400,7 +401,7 @@ impl Executor {
         tx: &SignedTx,
     ) -> Option<(&'static domain::gates::Gate, Decimal)> {
         use domain::chain::address::AddressFamily;
-        let booked = matches!(gate.family, AddressFamily::Evm | AddressFamily::Solana);
+        let booked = matches!(gate.family, AddressFamily::Evm | AddressFamily::Solana | AddressFamily::Tron);
         if p.environment != entity::Environment::Live || !gate.is_token || !booked {
             return None;
         }

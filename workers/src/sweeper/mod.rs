@@ -1,8 +1,11 @@
 //! Sweeping: the operator's own funds moved from deposit addresses to the gate's hot wallet
 //! (until it holds `float_target`) or cold address, run by the payout executor's process (the
 //! one that holds the hot wallets' keys and, with `evm.deposit_key_file`, the deposit account's).
-//! EVM networks (the native coin and ERC-20 tokens, address by address) and Bitcoin (many
-//! addresses in one transaction: `bitcoin`).
+//! EVM networks (the native coin and ERC-20 tokens, address by address), Bitcoin (many
+//! addresses in one transaction: `bitcoin`), TRON (`tron`: TRX, and TRC-20 USDT with its energy
+//! topped up; no nonce: a stored transaction that expired unseen fails its sweep and the address
+//! is planned again) and Solana (`solana`: one transaction per sweep, the hot wallet paying a
+//! USDC sweep's fees and getting the closed token account's rent).
 //!
 //! With the payout executor's guarantees:
 //! - **Stored signed before it is sent.** A transaction (a token address's gas top-up, the

@@ -81,7 +81,7 @@ impl Sweeper {
                 tracing::warn!(sweep = %s.id, gate = gate.id, error = %e, "TRON sweep step failed; tried again next round");
             }
         }
-        self.plan(gate, cfg).await
+        self.plan(gate, cfg, |_| true).await
     }
 
     async fn tron_advance(&self, s: &sweep::Model, gate: &'static Gate) -> Result<(), SweepError> {
@@ -145,6 +145,9 @@ impl Sweeper {
         let balance = self.chain(gate)?.balance(&s.address).await?;
         let units = U256::from(base_units(balance, gate.decimals)?);
         let burn = self.tron_usdt_burn(&deposits, &key, s, units).await?;
+        if !self.fee_allowed(gate, &s.address, trx(burn)) {
+            return Ok(());
+        }
         let holds = sun(self.chain(native)?.balance(&s.address).await?)?;
         let lack = top_up(burn, holds);
         if lack == 0 {
@@ -248,6 +251,9 @@ impl Sweeper {
             let prices = deposits.prices().await?;
             let probe = deposits.sign(&key, Call::Trx { to, sun: holds }).await?;
             let most = prices.bandwidth(&probe).ok_or_else(overflow)?;
+            if from == SweepStatus::Planned && !self.fee_allowed(gate, &s.address, trx(most)) {
+                return Ok(());
+            }
             let Some(amount) = holds.checked_sub(most).filter(|a| *a > 0) else {
                 return self.fail(s, from, &format!("{} TRX is not worth the fee", trx(holds))).await;
             };

@@ -37,8 +37,10 @@ pub struct TreasuryGateConfig {
     /// How far holdings may fall short of what is owed before `ops treasury check` fails (a
     /// deposit in the mempool is owed as `pending` before a balance read counts it).
     pub tolerance: Decimal,
-    /// Sweep this gate's deposit addresses automatically (the deposit account's key must be
-    /// configured for its family: `evm.deposit_key_file`).
+    /// Sweep this gate's deposit addresses automatically (the deposit keys must be configured
+    /// for its family: `evm.deposit_key_file`, `bitcoin.deposit_key_file`,
+    /// `tron.deposit_key_file`, `solana.deposit_keys_file`). Not XRP: its deposits arrive on one
+    /// account, which should be the hot wallet.
     pub sweep: bool,
     /// The least balance worth sweeping, in the gate's asset.
     pub min_sweep: Decimal,
