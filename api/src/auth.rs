@@ -83,6 +83,8 @@ pub mod perm {
         SettingsWrite,
         KeysRead,
         KeysWrite,
+        WebhooksRead,
+        WebhooksWrite,
     );
 }
 

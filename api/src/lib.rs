@@ -25,6 +25,7 @@ pub mod settings;
 pub mod state;
 pub mod static_addresses;
 pub mod test_helpers;
+pub mod webhook_deliveries;
 pub mod webhooks;
 
 use domain::config::Config;

@@ -19,5 +19,6 @@ pub fn documented_routes() -> OpenApiRouter<HttpState> {
         .merge(crate::events::router())
         .merge(crate::settings::router())
         .merge(crate::api_keys::router())
+        .merge(crate::webhook_deliveries::router())
         .merge(crate::test_helpers::router())
 }

@@ -110,9 +110,11 @@ impl Modify for KnownValues {
         };
         let kinds: Vec<String> = domain::events::EventKind::ALL.iter().map(|k| k.as_str().to_owned()).collect();
         let currencies = bodies::currency_codes(true);
-        for (path, name, values) in
-            [("/v1/events", "type", kinds), ("/v1/balances/{currency}/ledger", "currency", currencies)]
-        {
+        for (path, name, values) in [
+            ("/v1/events", "type", kinds.clone()),
+            ("/v1/webhook_deliveries", "type", kinds),
+            ("/v1/balances/{currency}/ledger", "currency", currencies),
+        ] {
             let params =
                 openapi.paths.paths.get_mut(path).and_then(|i| i.get.as_mut()).and_then(|o| o.parameters.as_mut());
             for p in params.into_iter().flatten() {
@@ -141,6 +143,7 @@ impl Modify for KnownValues {
         (name = "addresses", description = "Static deposit addresses"),
         (name = "events", description = "The event log: past events with the bodies their webhooks carry (permission events:read)"),
         (name = "settings", description = "The merchant's invoice defaults (permissions settings:read, settings:write)"),
+        (name = "webhooks", description = "The merchant's webhook delivery log and redelivery (permissions webhooks:read, webhooks:write)"),
         (name = "api keys", description = "The merchant's API keys in the key's environment (permissions keys:read, keys:write): a key never grants more than it holds"),
         (name = "test helpers", description = "Sandbox deposits, reversals and blocks. Test keys only: 404 with a live key"),
         (name = "public", description = "No API key needed")

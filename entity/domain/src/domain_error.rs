@@ -17,6 +17,7 @@ pub enum ErrorCode {
     InvoiceNotCancellable,
     InvoiceNotResolvable,
     ApiKeyRevoked,
+    DeliveryPending,
     InvoiceNotActivatable,
     PayoutNotCancellable,
     IdempotencyKeyMismatch,

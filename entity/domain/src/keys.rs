@@ -53,10 +53,14 @@ pub enum Permission {
     KeysRead,
     #[serde(rename = "keys:write")]
     KeysWrite,
+    #[serde(rename = "webhooks:read")]
+    WebhooksRead,
+    #[serde(rename = "webhooks:write")]
+    WebhooksWrite,
 }
 
 impl Permission {
-    pub const ALL: [Permission; 14] = [
+    pub const ALL: [Permission; 16] = [
         Permission::InvoicesRead,
         Permission::InvoicesWrite,
         Permission::PayoutsRead,
@@ -71,6 +75,8 @@ impl Permission {
         Permission::SettingsWrite,
         Permission::KeysRead,
         Permission::KeysWrite,
+        Permission::WebhooksRead,
+        Permission::WebhooksWrite,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -89,6 +95,8 @@ impl Permission {
             Permission::SettingsWrite => "settings:write",
             Permission::KeysRead => "keys:read",
             Permission::KeysWrite => "keys:write",
+            Permission::WebhooksRead => "webhooks:read",
+            Permission::WebhooksWrite => "webhooks:write",
         }
     }
 

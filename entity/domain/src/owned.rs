@@ -40,6 +40,7 @@ owned!(
     refund(RefundId) => "refund",
     event(EventId) => "event",
     static_address(StaticAddressId) => "static address",
+    webhook_delivery(DeliveryId) => "webhook delivery",
 );
 
 /// A list's query parameters beyond the page: which of the caller's rows of `E` it shows.

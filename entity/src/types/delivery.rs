@@ -5,6 +5,7 @@ use sea_orm::entity::prelude::StringLen;
 
 wire_enum! {
     /// Webhook delivery status (docs/webhooks.md "Delivery").
+    #[derive(utoipa::ToSchema)]
     #[sea_orm(rs_type = "String", db_type = "String(StringLen::N(16))")]
     pub enum DeliveryStatus {
         /// Waiting for its first attempt (or the first after a replay).

@@ -836,3 +836,67 @@ async fn a_record_refused_even_alone_leaves_only_its_delivery_dead_with_the_reas
     assert_eq!(receivers.iter().map(Receiver::count).sum::<usize>(), 10);
     assert_eq!(h.attempts(refused).await.len(), 2);
 }
+
+/// The merchant's own delivery log and redelivery through the API (`/v1/webhook_deliveries`):
+/// a dead delivery is listed with its status, read with every attempt (status, latency, the
+/// answer's first bytes), redelivered by the merchant's key, picked up by the deliverer's sweep
+/// (the API holds no queue) and delivered, with the same delivery id; another merchant's key
+/// and a key without `webhooks:write` cannot touch it.
+#[tokio::test]
+async fn a_merchant_reads_its_delivery_log_and_redelivers_through_the_api() {
+    let cfg = WebhooksConfig { retry_schedule_secs: vec![0], ..fast() };
+    let h = Hooks::new(cfg).await;
+    let key = h.app.key(h.merchant, Environment::Test, &[]).await;
+    let rx = Receiver::start(ANY.parse().unwrap(), &[], Behaviour::Status(503)).await.unwrap();
+    rx.set_secrets(&[&h.endpoint(Environment::Test, &rx.url()).await]);
+    h.event(Environment::Test, EventKind::PayoutFailed, 1).await;
+    let id = h.dispatch().await[0];
+    assert_eq!(h.drive(id).await, Outcome::Dead);
+
+    let list = h.app.get("/v1/webhook_deliveries?status=dead&type=payout.failed", Some(&key)).await;
+    assert_eq!(list.status.as_u16(), 200, "{}", list.body);
+    list.assert_page(1, 20, 0, false);
+    assert_eq!(list.data()[0]["id"], id.to_string());
+    assert_eq!(h.app.get("/v1/webhook_deliveries?status=succeeded", Some(&key)).await.data(), &json!([]));
+    h.app.get("/v1/webhook_deliveries?status=lost", Some(&key)).await.assert_error(
+        400,
+        "validation_error",
+        Some("status"),
+    );
+    let one = h.app.get(&format!("/v1/webhook_deliveries/{id}"), Some(&key)).await;
+    assert_eq!(one.status.as_u16(), 200, "{}", one.body);
+    let attempts = one.data()["attempts"].as_array().unwrap().clone();
+    assert_eq!(attempts.len(), 2, "{}", one.body);
+    assert!(attempts.iter().all(|a| a["status_code"] == 503 && a["succeeded"] == false && a["latency_ms"].is_i64()));
+    assert_eq!(one.data()["status"], "dead");
+
+    // Others cannot see or redeliver it.
+    let (_, stranger) = h.app.test_key().await;
+    h.app.get(&format!("/v1/webhook_deliveries/{id}"), Some(&stranger)).await.assert_error(404, "not_found", None);
+    let reader = h.app.key(h.merchant, Environment::Test, &[domain::keys::Permission::WebhooksRead]).await;
+    let path = format!("/v1/webhook_deliveries/{id}/redeliver");
+    h.app.post(&path, Some(&reader), &json!({})).await.assert_error(403, "forbidden", None);
+    assert_eq!(h.delivery(id).await.status, DeliveryStatus::Dead);
+
+    // Redelivered by the merchant: due now, on no queue, so the deliverer's sweep takes it.
+    rx.set_default(Behaviour::Ok(Duration::ZERO));
+    let r = h.app.post(&path, Some(&key), &json!({})).await;
+    assert_eq!((r.status.as_u16(), r.data()["status"].as_str()), (200, Some("pending")), "{}", r.body);
+    h.app.post(&path, Some(&key), &json!({})).await.assert_error(409, "delivery_pending", None);
+    let swept = deliverer::stale(h.db(), Duration::ZERO, 100).await.unwrap();
+    assert_eq!(swept, vec![id], "the sweep takes the redelivered delivery");
+    assert_eq!(h.drive(id).await, Outcome::Delivered);
+    let received = rx.received();
+    assert_eq!(received.last().unwrap().delivery_id, id.to_string(), "the same delivery id");
+    let after = h.app.get(&format!("/v1/webhook_deliveries/{id}"), Some(&key)).await;
+    assert_eq!(
+        (after.data()["status"].as_str(), after.data()["attempts"].as_array().unwrap().len()),
+        (Some("succeeded"), 3)
+    );
+    let filter = domain::audit::Filter { merchant_id: Some(h.merchant), limit: 10, ..Default::default() };
+    let entries = domain::audit::list(h.db(), &filter).await.unwrap();
+    assert!(
+        entries.iter().any(|e| e.action == "webhook_delivery.replay" && e.actor.starts_with("api_key:")),
+        "{entries:?}"
+    );
+}

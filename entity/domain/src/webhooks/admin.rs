@@ -81,6 +81,16 @@ pub async fn attempts(
 /// Makes one delivery due now with the schedule starting over. Returns whether it changed
 /// (a pending delivery is already due). The caller enqueues it.
 pub async fn replay(db: &impl ConnectionTrait, delivery_id: DeliveryId) -> Result<bool, WebhookError> {
+    replay_as(db, delivery_id, true).await
+}
+
+/// [`replay`]; with `enqueued` false (a caller with no queue, the API) the delivery is left
+/// for the deliverer's sweep, which takes every due delivery not on the queue.
+pub async fn replay_as(
+    db: &impl ConnectionTrait,
+    delivery_id: DeliveryId,
+    enqueued: bool,
+) -> Result<bool, WebhookError> {
     let d = webhook_delivery::Entity::find_by_id(delivery_id)
         .one(db)
         .await?
@@ -97,7 +107,7 @@ pub async fn replay(db: &impl ConnectionTrait, delivery_id: DeliveryId) -> Resul
         .col_expr(webhook_delivery::Column::LeaseUntil, Expr::value(none))
         .col_expr(webhook_delivery::Column::DeadAt, Expr::value(none))
         .col_expr(webhook_delivery::Column::DeliveredAt, Expr::value(none))
-        .col_expr(webhook_delivery::Column::EnqueuedAt, Expr::value(now))
+        .col_expr(webhook_delivery::Column::EnqueuedAt, Expr::value(enqueued.then_some(now)))
         .col_expr(webhook_delivery::Column::UpdatedAt, Expr::value(now))
         .filter(webhook_delivery::Column::Id.eq(d.id))
         .filter(webhook_delivery::Column::Status.eq(d.status))

@@ -5,6 +5,7 @@
 //! `admin`). `signature` is also what merchants copy to verify deliveries.
 
 pub mod admin;
+pub mod deliveries;
 pub mod dispatch;
 pub mod endpoints;
 pub mod outbound;
