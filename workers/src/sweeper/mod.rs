@@ -355,28 +355,13 @@ impl Sweeper {
         let nonce = crate::executor::lock_nonce(&txn, &account).await?;
         tx.nonce = Some(nonce);
         let signed = hot.sign(&tx).await?;
-        let now = Utc::now();
-        let next = transition(SweepStatus::Planned, SweepTrigger::TopUp)?;
-        let stored = guarded(s.id, SweepStatus::Planned)
-            .col_expr(sweep::Column::Status, Expr::value(next.as_str()))
-            .col_expr(sweep::Column::TopupAmount, Expr::value(Amount::new(top_up)))
-            .col_expr(sweep::Column::TopupTxHash, Expr::value(signed.tx_hash.clone()))
-            .col_expr(sweep::Column::TopupSignedTx, Expr::value(signed.raw.clone()))
-            .col_expr(sweep::Column::UpdatedAt, Expr::value(now))
-            .filter(sweep::Column::TopupSignedTx.is_null())
-            .exec(&txn)
-            .await?;
-        if stored.rows_affected == 0 {
+        if !Self::store_top_up(&txn, s, top_up, &signed).await? {
             txn.rollback().await?;
             return Ok(());
         }
         crate::executor::advance_nonce(&txn, &account, nonce).await?;
         txn.commit().await?;
-        fail::fail_point!("sweep-after-persist");
-        let sent = self.send(s, native, &signed).await;
-        fail::fail_point!("sweep-after-broadcast");
-        tracing::info!(sweep = %s.id, address = %s.address, %top_up, tx = %signed.tx_hash, "gas top-up stored and sent");
-        sent
+        self.send_stored(s, native, &signed, "gas top-up").await
     }
 
     /// The top-up in a block: the token transfer is signed (and the top-up booked to the house).
@@ -436,39 +421,14 @@ impl Sweeper {
         let nonce = crate::executor::lock_nonce(&txn, &account).await?;
         tx.nonce = Some(nonce);
         let signed = signer.sign(&tx).await?;
-        let next = transition(from, SweepTrigger::Send)?;
-        let now = Utc::now();
-        let stored = guarded(s.id, from)
-            .col_expr(sweep::Column::Status, Expr::value(next.as_str()))
-            .col_expr(sweep::Column::Amount, Expr::value(Amount::new(amount)))
-            .col_expr(sweep::Column::TxHash, Expr::value(signed.tx_hash.clone()))
-            .col_expr(sweep::Column::SignedTx, Expr::value(signed.raw.clone()))
-            .col_expr(sweep::Column::UpdatedAt, Expr::value(now))
-            .filter(sweep::Column::SignedTx.is_null())
-            .exec(&txn)
-            .await?;
-        if stored.rows_affected == 0 {
+        if !Self::store_sweep(&txn, s, from, amount, &signed).await? {
             txn.rollback().await?;
             return Ok(());
         }
         crate::executor::advance_nonce(&txn, &account, nonce).await?;
-        if let (SweepStatus::ToppingUp, Some(top_up)) = (from, s.topup_amount) {
-            let spent = top_up.0.checked_add(topup_fee).ok_or_else(|| SweepError::Other("overflow".into()))?;
-            let posting = Posting {
-                bucket: Bucket::Available,
-                amount: -spent,
-                entry_type: EntryType::GasTopup,
-                reference: Some(("sweep", s.id)),
-                description: Some(format!("gas for sweeping {} from {}", gate.id, s.address)),
-            };
-            domain::treasury::post_expense(&txn, Environment::Live, native.id, &[posting]).await?;
-        }
+        Self::book_top_up(&txn, s, from, topup_fee, gate).await?;
         txn.commit().await?;
-        fail::fail_point!("sweep-after-persist");
-        let sent = self.send(s, gate, &signed).await;
-        fail::fail_point!("sweep-after-broadcast");
-        tracing::info!(sweep = %s.id, address = %s.address, %amount, to = %s.destination, tx = %signed.tx_hash, "sweep stored and sent");
-        sent
+        self.send_stored(s, gate, &signed, "sweep").await
     }
 
     /// `sending`: follows the sweep transaction to the gate's confirmations, then books its fee.
@@ -572,6 +532,89 @@ impl Sweeper {
         txn.commit().await?;
         tracing::info!(sweep = %s.id, address = %s.address, to = %s.destination, "sweep confirmed");
         Ok(())
+    }
+
+    /// Stores the signed sweep transaction of `s` (status `from` → `sending`, guarded, only
+    /// while none is stored) in the caller's database transaction; false when another writer
+    /// moved the row first.
+    async fn store_sweep(
+        txn: &impl sea_orm::ConnectionTrait,
+        s: &sweep::Model,
+        from: SweepStatus,
+        amount: Decimal,
+        signed: &SignedTx,
+    ) -> Result<bool, SweepError> {
+        let next = transition(from, SweepTrigger::Send)?;
+        let stored = guarded(s.id, from)
+            .col_expr(sweep::Column::Status, Expr::value(next.as_str()))
+            .col_expr(sweep::Column::Amount, Expr::value(Amount::new(amount)))
+            .col_expr(sweep::Column::TxHash, Expr::value(signed.tx_hash.clone()))
+            .col_expr(sweep::Column::SignedTx, Expr::value(signed.raw.clone()))
+            .col_expr(sweep::Column::UpdatedAt, Expr::value(Utc::now()))
+            .filter(sweep::Column::SignedTx.is_null())
+            .exec(txn)
+            .await?;
+        Ok(stored.rows_affected == 1)
+    }
+
+    /// Stores the signed gas top-up of `s` (`planned` → `topping_up`, guarded, only while none
+    /// is stored); false when another writer moved the row first.
+    async fn store_top_up(
+        txn: &impl sea_orm::ConnectionTrait,
+        s: &sweep::Model,
+        top_up: Decimal,
+        signed: &SignedTx,
+    ) -> Result<bool, SweepError> {
+        let next = transition(SweepStatus::Planned, SweepTrigger::TopUp)?;
+        let stored = guarded(s.id, SweepStatus::Planned)
+            .col_expr(sweep::Column::Status, Expr::value(next.as_str()))
+            .col_expr(sweep::Column::TopupAmount, Expr::value(Amount::new(top_up)))
+            .col_expr(sweep::Column::TopupTxHash, Expr::value(signed.tx_hash.clone()))
+            .col_expr(sweep::Column::TopupSignedTx, Expr::value(signed.raw.clone()))
+            .col_expr(sweep::Column::UpdatedAt, Expr::value(Utc::now()))
+            .filter(sweep::Column::TopupSignedTx.is_null())
+            .exec(txn)
+            .await?;
+        Ok(stored.rows_affected == 1)
+    }
+
+    /// A token sweep leaving `topping_up`: its top-up and `topup_fee` (what the top-up's own
+    /// transaction cost the hot wallet) booked to the house as `gas_topup` on the network's
+    /// native gate, in the caller's database transaction. Nothing from any other status.
+    async fn book_top_up(
+        txn: &impl sea_orm::ConnectionTrait,
+        s: &sweep::Model,
+        from: SweepStatus,
+        topup_fee: Decimal,
+        gate: &'static Gate,
+    ) -> Result<(), SweepError> {
+        let (SweepStatus::ToppingUp, Some(top_up)) = (from, s.topup_amount) else { return Ok(()) };
+        let spent = top_up.0.checked_add(topup_fee).ok_or_else(|| SweepError::Other("overflow".into()))?;
+        let posting = Posting {
+            bucket: Bucket::Available,
+            amount: -spent,
+            entry_type: EntryType::GasTopup,
+            reference: Some(("sweep", s.id)),
+            description: Some(format!("gas for sweeping {} from {}", gate.id, s.address)),
+        };
+        domain::treasury::post_expense(txn, Environment::Live, Self::native_of(gate)?.id, &[posting]).await?;
+        Ok(())
+    }
+
+    /// Sends a transaction just stored on `s` (on `gate`'s chain), between the fail points the
+    /// kill tests stop at.
+    async fn send_stored(
+        &self,
+        s: &sweep::Model,
+        gate: &'static Gate,
+        signed: &SignedTx,
+        what: &str,
+    ) -> Result<(), SweepError> {
+        fail::fail_point!("sweep-after-persist");
+        let sent = self.send(s, gate, signed).await;
+        fail::fail_point!("sweep-after-broadcast");
+        tracing::info!(sweep = %s.id, address = %s.address, to = %s.destination, tx = %signed.tx_hash, "{what} stored and sent");
+        sent
     }
 
     /// Sends a stored transaction. A refusal that may pass (or any refusal: the nonce must not be

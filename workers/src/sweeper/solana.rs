@@ -16,7 +16,7 @@
 //!   created) as `rent_reclaimed`.
 
 use chrono::Utc;
-use entity::{Amount, Bucket, EntryType, Environment, SweepStatus, SweepTrigger, sweep};
+use entity::{Bucket, EntryType, Environment, SweepStatus, SweepTrigger, sweep};
 use rust_decimal::Decimal;
 use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
@@ -89,24 +89,10 @@ impl Sweeper {
             return self.fail(s, SweepStatus::Planned, &format!("{balance} {} is not worth the fee", gate.asset)).await;
         };
         let amount = Decimal::from_i128_with_scale(i128::from(units), gate.decimals).normalize();
-        let next = transition(SweepStatus::Planned, SweepTrigger::Send)?;
-        let stored = guarded(s.id, SweepStatus::Planned)
-            .col_expr(sweep::Column::Status, Expr::value(next.as_str()))
-            .col_expr(sweep::Column::Amount, Expr::value(Amount::new(amount)))
-            .col_expr(sweep::Column::TxHash, Expr::value(tx.tx_hash.clone()))
-            .col_expr(sweep::Column::SignedTx, Expr::value(tx.raw.clone()))
-            .col_expr(sweep::Column::UpdatedAt, Expr::value(Utc::now()))
-            .filter(sweep::Column::SignedTx.is_null())
-            .exec(&self.db)
-            .await?;
-        if stored.rows_affected == 0 {
+        if !Self::store_sweep(&self.db, s, SweepStatus::Planned, amount, &tx).await? {
             return Ok(());
         }
-        fail::fail_point!("sweep-after-persist");
-        let sent = self.send(s, gate, &tx).await;
-        fail::fail_point!("sweep-after-broadcast");
-        tracing::info!(sweep = %s.id, address = %s.address, %amount, to = %s.destination, tx = %tx.tx_hash, "sweep stored and sent");
-        sent
+        self.send_stored(s, gate, &tx, "sweep").await
     }
 
     /// `sending`: finalized, confirmed with its books; unknown, sent again; expired or failed,

@@ -26,13 +26,11 @@ use std::sync::Arc;
 
 use alloy_primitives::U256;
 use alloy_signer_local::PrivateKeySigner;
-use chrono::Utc;
-use entity::{Amount, Bucket, EntryType, Environment, SweepStatus, SweepTrigger, sweep};
+use entity::{Environment, SweepStatus, sweep};
 use rust_decimal::Decimal;
-use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 
-use super::{SweepError, Sweeper, guarded, transition};
+use super::{SweepError, Sweeper};
 use crate::chain::signer::{PayoutTx, base_units};
 use crate::chain::tron::deposits::{Prices, TronDeposits, top_up};
 use crate::chain::tron::tx::{self as tron_tx, Call};
@@ -40,7 +38,6 @@ use crate::chain::{Outgoing, SignedTx};
 use domain::chain::address::tron::{account_id_of, address_of};
 use domain::config::TreasuryGateConfig;
 use domain::gates::Gate;
-use domain::ledger::Posting;
 
 /// TRX has 6 decimals (sun).
 const TRX_DECIMALS: u32 = 6;
@@ -172,24 +169,10 @@ impl Sweeper {
         tx.fees = hot.fees(&tx).await?;
         let signed = hot.sign(&tx).await?;
         self.tron_check_hot(gate, &signed)?;
-        let next = transition(SweepStatus::Planned, SweepTrigger::TopUp)?;
-        let stored = guarded(s.id, SweepStatus::Planned)
-            .col_expr(sweep::Column::Status, Expr::value(next.as_str()))
-            .col_expr(sweep::Column::TopupAmount, Expr::value(Amount::new(amount)))
-            .col_expr(sweep::Column::TopupTxHash, Expr::value(signed.tx_hash.clone()))
-            .col_expr(sweep::Column::TopupSignedTx, Expr::value(signed.raw.clone()))
-            .col_expr(sweep::Column::UpdatedAt, Expr::value(Utc::now()))
-            .filter(sweep::Column::TopupSignedTx.is_null())
-            .exec(&self.db)
-            .await?;
-        if stored.rows_affected == 0 {
+        if !Self::store_top_up(&self.db, s, amount, &signed).await? {
             return Ok(());
         }
-        fail::fail_point!("sweep-after-persist");
-        let sent = self.send(s, native, &signed).await;
-        fail::fail_point!("sweep-after-broadcast");
-        tracing::info!(sweep = %s.id, address = %s.address, top_up = %amount, tx = %signed.tx_hash, "TRX top-up stored and sent");
-        sent
+        self.send_stored(s, native, &signed, "TRX top-up").await
     }
 
     /// The hot wallet that signed `signed` must be the swept gate's `hot_address`: what the
@@ -260,38 +243,14 @@ impl Sweeper {
             // The same terms, a smaller amount: never larger than the size priced.
             (deposits.sign_like(&key, Call::Trx { to, sun: amount }, &probe)?, trx(amount))
         };
-        let next = transition(from, SweepTrigger::Send)?;
         let txn = domain::db::begin_write(&self.db).await?;
-        let stored = guarded(s.id, from)
-            .col_expr(sweep::Column::Status, Expr::value(next.as_str()))
-            .col_expr(sweep::Column::Amount, Expr::value(Amount::new(amount)))
-            .col_expr(sweep::Column::TxHash, Expr::value(signed.tx_hash.clone()))
-            .col_expr(sweep::Column::SignedTx, Expr::value(signed.raw.clone()))
-            .col_expr(sweep::Column::UpdatedAt, Expr::value(Utc::now()))
-            .filter(sweep::Column::SignedTx.is_null())
-            .exec(&txn)
-            .await?;
-        if stored.rows_affected == 0 {
+        if !Self::store_sweep(&txn, s, from, amount, &signed).await? {
             txn.rollback().await?;
             return Ok(());
         }
-        if let (SweepStatus::ToppingUp, Some(top_up)) = (from, s.topup_amount) {
-            let spent = top_up.0.checked_add(topup_fee).ok_or_else(overflow)?;
-            let posting = Posting {
-                bucket: Bucket::Available,
-                amount: -spent,
-                entry_type: EntryType::GasTopup,
-                reference: Some(("sweep", s.id)),
-                description: Some(format!("energy and bandwidth for sweeping {} from {}", gate.id, s.address)),
-            };
-            domain::treasury::post_expense(&txn, Environment::Live, native.id, &[posting]).await?;
-        }
+        Self::book_top_up(&txn, s, from, topup_fee, gate).await?;
         txn.commit().await?;
-        fail::fail_point!("sweep-after-persist");
-        let sent = self.send(s, gate, &signed).await;
-        fail::fail_point!("sweep-after-broadcast");
-        tracing::info!(sweep = %s.id, address = %s.address, %amount, to = %s.destination, tx = %signed.tx_hash, "TRON sweep stored and sent");
-        sent
+        self.send_stored(s, gate, &signed, "TRON sweep").await
     }
 
     /// `sending`: follows the sweep transaction to the gate's confirmations, then confirms it
