@@ -26,10 +26,12 @@ use domain::config::ServerConfig;
 pub fn router(state: HttpState) -> Router {
     let limits = axum::middleware::from_fn_with_state(state.clone(), crate::ratelimit::layer::limit);
     let (documented, paths) = crate::routes::documented_routes().split_for_parts();
-    // Checkout pages, health probes and the Swagger UI are not part of the merchant API's document.
+    // Checkout and dashboard pages, health probes and the Swagger UI are not part of the merchant
+    // API's document.
     Router::new()
         .merge(documented)
         .merge(crate::checkout::router())
+        .merge(crate::dashboard::router(state.clone()))
         .route("/health", get(health))
         .route("/ready", get(ready))
         .merge(SwaggerUi::new("/docs").external_url_unchecked("/openapi.json", crate::openapi::document_of(paths)))

@@ -79,6 +79,7 @@ pub async fn list_invoices(
         currency: q.get("currency").filter(|s| !s.is_empty()).map(str::to_owned),
         network: q.get("network").filter(|s| !s.is_empty()).map(str::to_owned),
         static_address_id: None,
+        ..Default::default()
     };
     let (rows, total) = owned::list(&state.db, &auth, &filter, page).await?;
     let rows = service::with_payments(&state.db, rows).await?;

@@ -1,6 +1,6 @@
 //! The merchant API: the HTTP face over the shared domain (`domain`). One module per resource
 //! (its handlers, router, OpenAPI paths and envelopes: `invoices`, `static_addresses`,
-//! `payouts`, `refunds`, `balances`, `public`, `checkout`, `test_helpers`), the extractors
+//! `payouts`, `refunds`, `balances`, `public`, `checkout`, `test_helpers`), the merchant dashboard's pages (`dashboard`), the extractors
 //! (`auth`, `extract`), the error envelope (`error`: `ApiError` and every mapping from domain
 //! errors; `envelope`), the OpenAPI document (`openapi`), rate limiting (`ratelimit`) and the
 //! server loop (`app`). The worker stages do not depend on this crate.
@@ -10,6 +10,7 @@ pub mod app;
 pub mod auth;
 pub mod balances;
 pub mod checkout;
+pub mod dashboard;
 pub mod envelope;
 pub mod error;
 pub mod events;

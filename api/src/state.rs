@@ -16,13 +16,23 @@ pub struct HttpState {
     pub domain: Arc<AppState>,
     /// Request throttling (`crate::ratelimit`): in process, or shared through Redis.
     pub limiter: Arc<RateLimiter>,
+    /// The operator's secrets key (`webhooks.secret_key`), sealing dashboard users' TOTP
+    /// secrets. `None` when not configured: the dashboard then says so instead of signing in.
+    pub secrets: Option<Arc<domain::webhooks::secrets::SecretBox>>,
 }
 
 impl HttpState {
     pub fn new(domain: AppState) -> anyhow::Result<HttpState> {
         let config: &Config = &domain.config;
         let limiter = Arc::new(RateLimiter::new(&config.rate_limits, config.redis_url.as_deref())?);
-        Ok(HttpState { domain: Arc::new(domain), limiter })
+        let secrets = match domain::webhooks::secrets::SecretBox::from_config(config) {
+            Ok(b) => Some(Arc::new(b)),
+            Err(e) => {
+                tracing::warn!(error = %e, "the dashboard cannot sign anyone in without the secrets key");
+                None
+            }
+        };
+        Ok(HttpState { domain: Arc::new(domain), limiter, secrets })
     }
 }
 

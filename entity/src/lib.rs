@@ -7,6 +7,9 @@ pub mod types;
 pub mod api_key;
 pub mod audit_log;
 pub mod balance;
+pub mod dashboard_invitation;
+pub mod dashboard_session;
+pub mod dashboard_user;
 pub mod derivation_counter;
 pub mod event;
 pub mod invoice;
@@ -39,6 +42,6 @@ pub use ids::{
 };
 pub use types::{
     Bucket, ConversionState, ConversionTrigger, DeliveryStatus, DeliveryTrigger, EntryType, Environment, FeeAllocation,
-    InvoiceStatus, InvoiceTrigger, PaymentStatus, PaymentTrigger, PayoutStatus, PayoutTrigger, RefundStatus,
+    InvoiceStatus, InvoiceTrigger, PaymentStatus, PaymentTrigger, PayoutStatus, PayoutTrigger, RefundStatus, Role,
     SweepStatus, SweepTrigger, UnclaimedReason, UnclaimedStatus, UnclaimedTrigger,
 };

@@ -19,6 +19,9 @@ pub struct Model {
     pub updated_at: DateTimeUtc,
     /// Who bears the configured refund fee.
     pub refund_fee_allocation: FeeAllocation,
+    /// A payout `pending_approval` is approved by the merchant in the dashboard (an owner or
+    /// admin, with a TOTP code) instead of by the operator.
+    pub merchant_approves: bool,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

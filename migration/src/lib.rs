@@ -26,6 +26,7 @@ mod m20261127_000021_unclaimed_depth;
 mod m20261128_000022_house_account;
 mod m20261128_000023_sweeps;
 mod m20261128_000024_rent_reclaimed;
+mod m20261128_000027_dashboard_users;
 
 pub struct Migrator;
 
@@ -57,6 +58,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261128_000022_house_account::Migration),
             Box::new(m20261128_000023_sweeps::Migration),
             Box::new(m20261128_000024_rent_reclaimed::Migration),
+            Box::new(m20261128_000027_dashboard_users::Migration),
         ]
     }
 }

@@ -132,6 +132,7 @@ pub fn payout_settings_json(s: &merchant_env_settings::Model) -> Value {
         "payout_fee_allocation": s.payout_fee_allocation.as_str(),
         "network_fee_allocation": s.network_fee_allocation.as_str(),
         "refund_fee_allocation": s.refund_fee_allocation.as_str(),
+        "merchant_approves": s.merchant_approves,
     })
 }
 

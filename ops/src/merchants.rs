@@ -31,6 +31,20 @@ pub enum MerchantCmd {
         #[command(flatten)]
         rate_limits: RateLimitArgs,
     },
+    /// Invite a person to the merchant's dashboard; prints a one-time link (valid for
+    /// `dashboard.invitation_ttl_secs`) where they set a password and enrol TOTP.
+    Invite {
+        merchant_id: Uuid,
+        #[arg(long)]
+        email: String,
+        /// owner, admin, developer or viewer.
+        #[arg(long, value_parser = parse_role)]
+        role: entity::Role,
+    },
+}
+
+fn parse_role(s: &str) -> Result<entity::Role, String> {
+    entity::Role::parse(s).ok_or_else(|| format!("expected one of: {}", entity::Role::WIRE_LIST))
 }
 
 /// Per-merchant overrides of `[rate_limits]`: requests per the class's configured period, or
@@ -132,6 +146,17 @@ pub async fn run(config: &Config, cmd: MerchantCmd, actor: &str) -> anyhow::Resu
             record(&txn, entry).await?;
             txn.commit().await?;
             println!("{}", m.id);
+        }
+        MerchantCmd::Invite { merchant_id, email, role } => {
+            let txn = domain::db::begin_write(&db).await?;
+            let now = chrono::Utc::now();
+            let ttl = chrono::Duration::seconds(i64::try_from(config.dashboard.invitation_ttl_secs).unwrap_or(i64::MAX / 2));
+            let (inv, token) =
+                domain::users::invitations::create(&txn, merchant_id.into(), &email, role, actor, ttl, now).await?;
+            txn.commit().await?;
+            let link = config.public_base_url.join(&format!("dashboard/invite/{token}")).context("the invitation link")?;
+            eprintln!("invitation for {} as {} (expires {}); the link is shown once:", inv.email, inv.role, inv.expires_at.to_rfc3339());
+            println!("{link}");
         }
         MerchantCmd::List => {
             for m in merchants::list_merchants(&db).await? {

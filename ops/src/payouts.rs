@@ -51,6 +51,10 @@ pub enum PayoutCmd {
         /// New payouts start approved.
         #[arg(long)]
         auto_approve: Option<bool>,
+        /// Payouts waiting for approval are approved by the merchant in the dashboard (owner or
+        /// admin, with a TOTP code) instead of with `ops payouts approve`.
+        #[arg(long)]
+        merchant_approves: Option<bool>,
         /// Seconds between approval and execution.
         #[arg(long)]
         delay_secs: Option<i64>,
@@ -183,6 +187,7 @@ pub async fn run(config: &Config, cmd: PayoutCmd, actor: &str) -> anyhow::Result
             merchant,
             env,
             auto_approve,
+            merchant_approves,
             delay_secs,
             payout_fee_allocation,
             network_fee_allocation,
@@ -194,6 +199,9 @@ pub async fn run(config: &Config, cmd: PayoutCmd, actor: &str) -> anyhow::Result
             let before = audit::payout_settings_json(&s);
             if let Some(v) = auto_approve {
                 s.payout_auto_approve = v;
+            }
+            if let Some(v) = merchant_approves {
+                s.merchant_approves = v;
             }
             if let Some(v) = delay_secs {
                 if !(0..=30 * 24 * 3600).contains(&v) {
@@ -218,8 +226,9 @@ pub async fn run(config: &Config, cmd: PayoutCmd, actor: &str) -> anyhow::Result
             record(&txn, entry).await?;
             txn.commit().await?;
             println!(
-                "{merchant} {env} auto_approve={} delay_secs={} payout_fee_allocation={:?} network_fee_allocation={:?} refund_fee_allocation={:?}",
+                "{merchant} {env} auto_approve={} merchant_approves={} delay_secs={} payout_fee_allocation={:?} network_fee_allocation={:?} refund_fee_allocation={:?}",
                 s.payout_auto_approve,
+                s.merchant_approves,
                 s.payout_delay_secs,
                 s.payout_fee_allocation,
                 s.network_fee_allocation,

@@ -31,7 +31,12 @@ pub enum Route {
 }
 
 pub fn route(path: &str) -> Route {
-    if matches!(path, "/v1/currencies" | "/v1/rates") || path == "/checkout" || path.starts_with("/checkout/") {
+    if matches!(path, "/v1/currencies" | "/v1/rates")
+        || path == "/checkout"
+        || path.starts_with("/checkout/")
+        || path == "/dashboard"
+        || path.starts_with("/dashboard/")
+    {
         Route::Public
     } else if path.starts_with("/v1/test/") {
         Route::Keyed { test_helpers: true }
@@ -121,7 +126,7 @@ async fn merchant_limit(state: &HttpState, class: Class, p: &Principal) -> RateL
         Class::Reads => m.rate_limit_reads,
         Class::Writes => m.rate_limit_writes,
         Class::TestHelpers => m.rate_limit_test_helpers,
-        Class::Public | Class::AuthFailures => None,
+        Class::Public | Class::AuthFailures | Class::LoginAccount | Class::LoginIp => None,
     };
     match over.and_then(|n| u32::try_from(n).ok()).filter(|n| *n > 0) {
         Some(limit) => RateLimit { limit, ..base },
@@ -164,7 +169,7 @@ fn set_headers(h: &mut HeaderMap, limit: RateLimit, d: Decision) {
 
 /// The bucket key of the client's address: the socket peer, or the configured proxy header on a
 /// connection from a trusted proxy. IPv6 clients are counted per /64 (what one host gets).
-fn client_key(req: &Request, cfg: &RateLimitsConfig) -> String {
+pub(crate) fn client_key(req: &Request, cfg: &RateLimitsConfig) -> String {
     match client_ip(req, cfg) {
         Some(IpAddr::V6(v6)) if v6.to_ipv4_mapped().is_none() => {
             let s = v6.segments();

@@ -27,6 +27,10 @@ pub enum Class {
     Public,
     AuthFailures,
     TestHelpers,
+    /// Dashboard sign-in attempts per e-mail address.
+    LoginAccount,
+    /// Dashboard sign-in attempts per client IP.
+    LoginIp,
 }
 
 impl Class {
@@ -37,6 +41,8 @@ impl Class {
             Class::Public => "public",
             Class::AuthFailures => "auth_failures",
             Class::TestHelpers => "test_helpers",
+            Class::LoginAccount => "login_account",
+            Class::LoginIp => "login_ip",
         }
     }
 
@@ -48,6 +54,8 @@ impl Class {
             Class::Public => c.public,
             Class::AuthFailures => c.auth_failures,
             Class::TestHelpers => c.test_helpers,
+            Class::LoginAccount => c.login_per_account,
+            Class::LoginIp => c.login_per_ip,
         }
     }
 }

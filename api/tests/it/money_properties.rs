@@ -81,6 +81,7 @@ fn money_services_keep_the_ledger_consistent() {
                     merchant_id: m.into(),
                     environment: Environment::Test,
                     permissions: Permissions::all(),
+                    user_id: None,
                 };
                 let alloc = if merchant_pays_fees { FeeAllocation::Merchant } else { FeeAllocation::Customer };
                 let mut s = service::settings(&app.state.db, m.into(), Environment::Test).await.unwrap();

@@ -99,7 +99,7 @@ pub async fn create(
     let (k, key) = merchants::create_api_key(&txn, who.merchant_id, who.environment, permissions, label)
         .await
         .map_err(db_error)?;
-    let entry = Entry::new(&format!("api_key:{}", who.key_id), "api_key.create", "api_key", k.id)
+    let entry = Entry::new(&who.actor(), "api_key.create", "api_key", k.id)
         .merchant(who.merchant_id, Some(who.environment))
         .change(None, Some(audited(&k)));
     record(&txn, entry).await?;
@@ -113,7 +113,7 @@ pub async fn revoke(state: &AppState, who: &Principal, id: ApiKeyId) -> DomainRe
     let before = owned(&txn, who, id).await?;
     let after = merchants::revoke_api_key(&txn, id).await.map_err(db_error)?;
     if before.revoked_at != after.revoked_at {
-        let entry = Entry::new(&format!("api_key:{}", who.key_id), "api_key.revoke", "api_key", id)
+        let entry = Entry::new(&who.actor(), "api_key.revoke", "api_key", id)
             .merchant(who.merchant_id, Some(who.environment))
             .change(Some(audited(&before)), Some(audited(&after)));
         record(&txn, entry).await?;
@@ -154,7 +154,7 @@ pub async fn roll(
             .map_err(db_error)?;
     let until = Utc::now() + Duration::seconds(overlap_secs);
     let rolled = merchants::revoke_api_key_at(&txn, id, until).await.map_err(db_error)?;
-    let entry = Entry::new(&format!("api_key:{}", who.key_id), "api_key.roll", "api_key", id)
+    let entry = Entry::new(&who.actor(), "api_key.roll", "api_key", id)
         .merchant(who.merchant_id, Some(who.environment))
         .change(
             Some(audited(&old)),
@@ -176,6 +176,7 @@ mod tests {
             merchant_id: uuid::Uuid::now_v7().into(),
             environment: entity::Environment::Test,
             permissions: perms.iter().copied().collect(),
+            user_id: None,
         }
     }
 

@@ -20,6 +20,7 @@ pub enum ErrorCode {
     DeliveryPending,
     InvoiceNotActivatable,
     PayoutNotCancellable,
+    PayoutNotApprovable,
     IdempotencyKeyMismatch,
     InsufficientBalance,
     RefundExceedsCredit,

@@ -187,6 +187,19 @@ pub struct Principal {
     pub merchant_id: MerchantId,
     pub environment: Environment,
     pub permissions: Permissions,
+    /// A dashboard user acting through their session (then `key_id` is nil and `permissions`
+    /// are their role's, `users::roles::key_permissions`); `None` for an API key.
+    pub user_id: Option<uuid::Uuid>,
+}
+
+impl Principal {
+    /// Who the audit log names: `api_key:<id>` or `user:<id>`.
+    pub fn actor(&self) -> String {
+        match self.user_id {
+            Some(u) => format!("user:{u}"),
+            None => format!("api_key:{}", self.key_id),
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -258,6 +271,7 @@ impl KeyCache {
                         merchant_id: k.merchant_id.into(),
                         environment: k.environment,
                         permissions: Permissions::from_json(&k.permissions),
+                        user_id: None,
                     }))
                 }
             }

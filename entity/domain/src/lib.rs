@@ -36,6 +36,7 @@ pub mod static_addresses;
 pub mod telemetry;
 pub mod treasury;
 pub mod unclaimed;
+pub mod users;
 pub mod webhooks;
 
 pub use entity::ids::{

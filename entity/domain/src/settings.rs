@@ -106,7 +106,7 @@ pub async fn update(state: &AppState, who: &Principal, patch: &SettingsPatch) ->
     am.underpayment_tolerance_percent = Set(Amount::new(settings.underpayment_tolerance_percent));
     am.updated_at = Set(Utc::now());
     let after = am.update(&txn).await?;
-    let entry = Entry::new(&format!("api_key:{}", who.key_id), "merchant.settings", "merchant", after.id)
+    let entry = Entry::new(&who.actor(), "merchant.settings", "merchant", after.id)
         .merchant(who.merchant_id, Some(who.environment))
         .change(Some(audited(&before)), Some(audited(&after)));
     record(&txn, entry).await?;

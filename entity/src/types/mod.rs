@@ -12,6 +12,7 @@ mod ledger;
 mod payment;
 mod payout;
 mod refund;
+mod role;
 mod sweep;
 
 pub use conversion::{ConversionState, ConversionTrigger};
@@ -22,4 +23,5 @@ pub use ledger::{Bucket, EntryType, FeeAllocation};
 pub use payment::{PaymentStatus, PaymentTrigger, UnclaimedReason, UnclaimedStatus, UnclaimedTrigger};
 pub use payout::{PayoutStatus, PayoutTrigger};
 pub use refund::RefundStatus;
+pub use role::Role;
 pub use sweep::{SweepStatus, SweepTrigger};

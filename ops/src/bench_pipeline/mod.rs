@@ -191,6 +191,7 @@ async fn measure(args: &BenchPipelineArgs, gate: &'static Gate, db_url: &str, pr
             merchant_id: m.id.into(),
             environment: Environment::Test,
             permissions: Permissions::all(),
+            user_id: None,
         });
     }
     let t = Instant::now();

@@ -96,6 +96,7 @@ async fn pending_payouts(ops: &Ops, merchant: Uuid) -> [Uuid; 2] {
         merchant_id: merchant.into(),
         environment: entity::Environment::Test,
         permissions: api::auth::Permissions::all(),
+        user_id: None,
     };
     let mut ids = Vec::new();
     for _ in 0..2 {

@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 mod addresses;
 mod auth;
 mod bitcoin;
+mod dashboard;
 mod db;
 mod email;
 mod evm;
@@ -42,6 +43,7 @@ mod xrp;
 pub use addresses::AddressesConfig;
 pub use auth::AuthConfig;
 pub use bitcoin::BitcoinConfig;
+pub use dashboard::DashboardConfig;
 pub use db::{DbConfig, beside_sqlite_file};
 pub use email::{EmailConfig, EmailTls};
 pub use evm::{EvmConfig, EvmNetworkConfig, EvmTokenConfig};
@@ -79,6 +81,8 @@ pub struct Config {
     pub log_format: LogFormat,
     pub db: DbConfig,
     pub auth: AuthConfig,
+    /// The merchant dashboard: sessions, invitations, sign-in throttling.
+    pub dashboard: DashboardConfig,
     pub invoices: InvoicesConfig,
     pub rates: RatesConfig,
     /// Per environment, per gate overrides: `[gates.live.bitcoin] status = "offline"`.
@@ -130,6 +134,7 @@ impl Default for Config {
             log_format: LogFormat::Text,
             db: DbConfig::default(),
             auth: AuthConfig::default(),
+            dashboard: DashboardConfig::default(),
             invoices: InvoicesConfig::default(),
             rates: RatesConfig::default(),
             gates: GatesConfig::default(),
@@ -276,6 +281,7 @@ impl Config {
         self.server.validate()?;
         self.db.validate()?;
         self.auth.validate()?;
+        self.dashboard.validate()?;
         self.invoices.validate()?;
         self.rates.validate()?;
         self.addresses.validate()?;

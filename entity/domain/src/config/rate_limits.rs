@@ -20,6 +20,10 @@ pub struct RateLimitsConfig {
     pub auth_failures: RateLimit,
     /// Per merchant, `/v1/test/*` (the shared sandbox).
     pub test_helpers: RateLimit,
+    /// Dashboard sign-in attempts per e-mail address.
+    pub login_per_account: RateLimit,
+    /// Dashboard sign-in attempts per client IP.
+    pub login_per_ip: RateLimit,
     /// Keys of the shared store (when `redis_url` is set) start with this prefix.
     pub redis_prefix: String,
     /// Each Redis call (and connection attempt) gives up after this long; the request passes.
@@ -50,6 +54,8 @@ impl Default for RateLimitsConfig {
             public: per_minute(600),
             auth_failures: per_minute(20),
             test_helpers: per_minute(120),
+            login_per_account: RateLimit { limit: 10, period_secs: 900 },
+            login_per_ip: RateLimit { limit: 30, period_secs: 900 },
             redis_prefix: "paygate:rl".into(),
             redis_timeout_ms: 200,
             failure_log_interval_secs: 60,
@@ -67,6 +73,8 @@ impl RateLimitsConfig {
             ("public", self.public),
             ("auth_failures", self.auth_failures),
             ("test_helpers", self.test_helpers),
+            ("login_per_account", self.login_per_account),
+            ("login_per_ip", self.login_per_ip),
         ] {
             if l.limit == 0 || l.period_secs == 0 || l.period_secs > 86_400 {
                 return invalid(

@@ -329,6 +329,11 @@ pub struct ListFilter {
     pub currency: Option<String>,
     pub network: Option<String>,
     pub static_address_id: Option<Uuid>,
+    /// The dashboard's filters: the merchant's own reference, and a creation window
+    /// (`created_from` inclusive, `created_to` exclusive).
+    pub external_id: Option<String>,
+    pub created_from: Option<chrono::DateTime<chrono::Utc>>,
+    pub created_to: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 impl Filter<invoice::Entity> for ListFilter {
@@ -344,6 +349,15 @@ impl Filter<invoice::Entity> for ListFilter {
         }
         if let Some(a) = self.static_address_id {
             q = q.filter(invoice::Column::StaticAddressId.eq(a));
+        }
+        if let Some(e) = &self.external_id {
+            q = q.filter(invoice::Column::ExternalId.eq(e.as_str()));
+        }
+        if let Some(t) = self.created_from {
+            q = q.filter(invoice::Column::CreatedAt.gte(t));
+        }
+        if let Some(t) = self.created_to {
+            q = q.filter(invoice::Column::CreatedAt.lt(t));
         }
         q
     }

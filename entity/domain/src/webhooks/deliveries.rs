@@ -86,7 +86,7 @@ pub async fn redeliver(
         ));
     }
     let after = owned::get::<webhook_delivery::Entity>(&txn, who, id).await?;
-    let entry = Entry::new(&format!("api_key:{}", who.key_id), "webhook_delivery.replay", "webhook_delivery", id)
+    let entry = Entry::new(&who.actor(), "webhook_delivery.replay", "webhook_delivery", id)
         .merchant(who.merchant_id, Some(who.environment))
         .change(Some(audited(&before)), Some(audited(&after)));
     record(&txn, entry).await?;

@@ -100,9 +100,12 @@ impl SecretBox {
 
     /// `v1.<nonce hex>.<ciphertext hex>`.
     pub fn seal(&self, merchant_id: MerchantId, env: Environment, secret: &str) -> String {
+        self.seal_aad(&aad(merchant_id, env), secret)
+    }
+
+    fn seal_aad(&self, aad: &str, secret: &str) -> String {
         let nonce_bytes = rand::random::<[u8; 24]>();
         let nonce = XNonce::from(nonce_bytes);
-        let aad = aad(merchant_id, env);
         let ct = self
             .cipher
             .encrypt(&nonce, Payload { msg: secret.as_bytes(), aad: aad.as_bytes() })
@@ -112,6 +115,23 @@ impl SecretBox {
 
     pub fn open(&self, merchant_id: MerchantId, env: Environment, sealed: &str) -> Result<String, SecretError> {
         self.open_with(merchant_id, env, sealed).map(|(secret, _)| secret)
+    }
+
+    /// Seals a secret that is not a webhook secret (a dashboard user's TOTP secret) under the
+    /// same key, bound to `label` (`dashboard-totp:<user id>`): a sealed value moved to another
+    /// row or purpose does not open.
+    pub fn seal_labeled(&self, label: &str, secret: &str) -> String {
+        self.seal_aad(&format!("paygate:{label}"), secret)
+    }
+
+    /// Opens what [`SecretBox::seal_labeled`] sealed with the same label (current key, then the
+    /// previous ones).
+    pub fn open_labeled(&self, label: &str, sealed: &str) -> Result<String, SecretError> {
+        let aad = format!("paygate:{label}");
+        std::iter::once(&self.cipher)
+            .chain(self.previous.iter())
+            .find_map(|c| open_aad(c, &aad, sealed).ok())
+            .ok_or(SecretError::Decrypt)
     }
 
     /// [`SecretBox::open`], telling which key opened it (a rotation re-seals the ones a previous
@@ -141,13 +161,17 @@ fn open_one(
     env: Environment,
     sealed: &str,
 ) -> Result<String, SecretError> {
+    open_aad(cipher, &aad(merchant_id, env), sealed)
+}
+
+/// Opens `v1.<nonce hex>.<ciphertext hex>` with one key and its associated data.
+fn open_aad(cipher: &XChaCha20Poly1305, aad: &str, sealed: &str) -> Result<String, SecretError> {
     let mut parts = sealed.split('.');
     let (Some(FORMAT), Some(nonce), Some(ct), None) = (parts.next(), parts.next(), parts.next(), parts.next()) else {
         return Err(SecretError::Decrypt);
     };
     let nonce: [u8; 24] = hex::decode(nonce).ok().and_then(|n| n.try_into().ok()).ok_or(SecretError::Decrypt)?;
     let ct = hex::decode(ct).map_err(|_| SecretError::Decrypt)?;
-    let aad = aad(merchant_id, env);
     let plain = cipher
         .decrypt(&XNonce::from(nonce), Payload { msg: &ct, aad: aad.as_bytes() })
         .map_err(|_| SecretError::Decrypt)?;
