@@ -68,6 +68,8 @@ pub fn test_config() -> Config {
     }
     c.auth.cache_ttl_secs = 1;
     c.embedded.seed_demo = false;
+    // The operator's secrets key: dashboard users' TOTP secrets are sealed with it.
+    c.webhooks.secret_key = Some(domain::config::Redacted(domain::webhooks::secrets::SecretBox::new_key_hex()));
     c.db.max_connections = 8;
     // Suites not about throttling fire bursts no merchant would (hundreds of racing writes):
     // the rate limiting layer stays on for every request, its limits out of their reach.

@@ -9,6 +9,7 @@ mod audit;
 mod auth;
 mod bad_input;
 mod checkout;
+mod dashboard;
 mod events;
 // CHECK constraints and immutable ledger rows exist on PostgreSQL only.
 #[cfg(feature = "pg-tests")]
