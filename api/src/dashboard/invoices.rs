@@ -121,7 +121,7 @@ pub async fn list(State(state): State<HttpState>, Extension(s): Extension<Signed
                 div { button type="submit" { "Filter" } }
             }
             p.muted { (total) " invoices" }
-            div.table-wrap { table {
+            div.table-wrap tabindex="0" role="region" aria-label="Table (scrolls sideways)" { table {
                 thead { tr { th scope="col" { "Invoice" } th scope="col" { "Created" } th scope="col" { "External id" } th scope="col" { "Status" } th.num scope="col" { "Amount" } th.num scope="col" { "Received" } } }
                 tbody {
                     @for inv in &rows {
@@ -187,7 +187,7 @@ pub async fn detail(
         "/dashboard/invoices",
         html! {
             (done_notice(&q))
-            div.table-wrap { table {
+            div.table-wrap tabindex="0" role="region" aria-label="Table (scrolls sideways)" { table {
                 tbody {
                     (row("Status", html! { span.status id="invoice-status" { (inv.status.as_str()) } }))
                     (row("Amount", html! { (amount(&inv)) }))
@@ -200,6 +200,20 @@ pub async fn detail(
                     (row("Paid", html! { (inv.paid_at.map(ts).unwrap_or_else(|| "—".into())) }))
                 }
             } }
+            @if manage && inv.amount_paid.0 > Decimal::ZERO {
+                form.card method="post" action={ "/dashboard/invoices/" (inv.id) "/refund" } {
+                    (csrf(&s))
+                    input type="hidden" name="idempotency_key" value=(Uuid::new_v4());
+                    h2 { "Refund" }
+                    label for="r-amount" { "Amount (" (inv.currency.as_deref().unwrap_or("")) ")" }
+                    input id="r-amount" name="amount" required inputmode="decimal" size="20";
+                    label for="r-destination" { "Payer's address" }
+                    input id="r-destination" name="destination" required size="60";
+                    label for="r-tag" { "Destination tag (XRP)" }
+                    input id="r-tag" name="destination_tag" size="12";
+                    p { button.secondary type="submit" { "Refund" } }
+                }
+            }
             @if manage && (inv.status.on(InvoiceTrigger::Cancel).is_some() || resolvable(&inv)) {
                 section.card {
                     h2 { "Actions" }
@@ -221,7 +235,7 @@ pub async fn detail(
             h2 { "Payments" }
             @if payments.is_empty() { p.muted { "No payment seen yet." } }
             @else {
-                div.table-wrap { table {
+                div.table-wrap tabindex="0" role="region" aria-label="Table (scrolls sideways)" { table {
                     thead { tr { th scope="col" { "Transaction" } th.num scope="col" { "Amount" } th scope="col" { "Status" } th scope="col" { "Confirmations" } th scope="col" { "Seen" } } }
                     tbody {
                         @for (p, _) in &payments {
@@ -248,7 +262,7 @@ pub async fn detail(
             h2 { "Webhook deliveries" }
             @if deliveries.is_empty() { p.muted { "None." } }
             @else {
-                div.table-wrap { table {
+                div.table-wrap tabindex="0" role="region" aria-label="Table (scrolls sideways)" { table {
                     thead { tr { th scope="col" { "Event" } th scope="col" { "Status" } th scope="col" { "Attempts" } th scope="col" { "Last answer" } } }
                     tbody {
                         @for d in &deliveries {
@@ -287,6 +301,54 @@ pub async fn resolve(State(state): State<HttpState>, Extension(s): Extension<Sig
         Ok(_) => {
             audit(&state, &s, "invoice.resolve", "invoice", id).await;
             see_other(&format!("/dashboard/invoices/{id}?done=resolved"))
+        }
+        Err(e) => from_domain(&s, e),
+    }
+}
+
+#[derive(Deserialize)]
+pub struct RefundForm {
+    idempotency_key: String,
+    amount: String,
+    destination: String,
+    #[serde(default)]
+    destination_tag: String,
+}
+
+/// A refund of a credited invoice (as `POST /v1/refunds`, with the form's own idempotency key:
+/// a form sent twice makes one refund).
+pub async fn refund(
+    State(state): State<HttpState>,
+    Extension(s): Extension<Signed>,
+    Path(id): Path<Uuid>,
+    axum::extract::Form(f): axum::extract::Form<RefundForm>,
+) -> Response {
+    if let Err(r) = s.require(Capability::ManageInvoices) {
+        return r;
+    }
+    let who = s.principal();
+    let inv = match service::get(&state, &who, InvoiceId(id)).await {
+        Ok((inv, _)) => inv,
+        Err(e) => return from_domain(&s, e),
+    };
+    let tag = Some(f.destination_tag.trim().to_owned()).filter(|t| !t.is_empty());
+    let req = domain::refunds::types::CreateRefundRequest {
+        invoice_id: Some(id),
+        currency: inv.gate_id.clone(),
+        amount: Some(f.amount.trim().to_owned()),
+        destination: Some(f.destination.trim().to_owned()),
+        destination_tag: tag.clone(),
+        ..Default::default()
+    };
+    let raw = serde_json::json!({
+        "invoice_id": id, "currency": inv.gate_id, "amount": f.amount.trim(),
+        "destination": f.destination.trim(), "destination_tag": tag,
+    });
+    let key = format!("dashboard:{}", f.idempotency_key.trim());
+    match domain::refunds::service::create(&state, &who, &key, &req, &raw).await {
+        Ok(domain::refunds::service::Created::New(r, _) | domain::refunds::service::Created::Replayed(r, _)) => {
+            audit(&state, &s, "refund.create", "refund", r.id).await;
+            see_other("/dashboard/refunds")
         }
         Err(e) => from_domain(&s, e),
     }

@@ -23,7 +23,7 @@ fn key_table(s: &Signed, keys: &[api_key::Model]) -> Markup {
     let manage = s.can(Capability::ManageKeys);
     let now = Utc::now();
     html! {
-        div.table-wrap { table {
+        div.table-wrap tabindex="0" role="region" aria-label="Table (scrolls sideways)" { table {
             thead { tr { th scope="col" { "Key" } th scope="col" { "Label" } th scope="col" { "Permissions" } th scope="col" { "Created" } th scope="col" { "State" } @if manage { th scope="col" { "Actions" } } } }
             tbody {
                 @for k in keys {
@@ -37,6 +37,18 @@ fn key_table(s: &Signed, keys: &[api_key::Model]) -> Markup {
                         @if manage {
                             td {
                                 @if live {
+                                    form method="post" action={ "/dashboard/keys/" (k.id) "/roll" } {
+                                        (csrf(s))
+                                        label for={ "overlap-" (k.id) } { "Old key works for" }
+                                        select id={ "overlap-" (k.id) } name="overlap_secs" {
+                                            option value="0" { "no overlap" }
+                                            option value="3600" selected { "1 hour" }
+                                            option value="86400" { "1 day" }
+                                            option value="604800" { "7 days" }
+                                        }
+                                        @if k.environment == Environment::Live { (totp_field(&format!("roll-totp-{}", k.id))) }
+                                        button.secondary type="submit" { "Roll" }
+                                    }
                                     form method="post" action={ "/dashboard/keys/" (k.id) "/revoke" } {
                                         (csrf(s))
                                         button.danger type="submit" { "Revoke" }
@@ -122,29 +134,65 @@ pub async fn create(State(state): State<HttpState>, Extension(s): Extension<Sign
     if named.is_empty() {
         return error_page(Some(&s), StatusCode::BAD_REQUEST, "permissions: choose at least one");
     }
-    if s.session.environment == Environment::Live {
-        let sbox = match secret_box(&state) {
-            Ok(b) => b,
-            Err(r) => return r,
-        };
-        if let Err(e) = domain::users::second_factor(&state.db, &sbox, &s.user, &f.totp, Utc::now()).await {
-            return user_error(Some(&s), e);
-        }
+    if let Err(r) = live_second_factor(&state, &s, &f.totp).await {
+        return r;
     }
     let perms: Permissions = named.into_iter().collect();
     match api_keys::create(&state, &s.principal(), perms, f.label.as_deref()).await {
-        Ok((k, key)) => page(
-            Some(&s),
-            StatusCode::CREATED,
-            "Key created",
-            "/dashboard/keys",
-            html! {
-                p { "Copy the key now: it is shown only this once." }
-                code.secret id="new-key" { (key) }
-                p { "Label: " (k.label.as_deref().unwrap_or("—")) }
-                p { a href="/dashboard/keys" { "Back to the keys" } }
-            },
-        ),
+        Ok((k, key)) => shown_once(&s, "Key created", &k, &key),
+        Err(e) => from_domain(&s, e),
+    }
+}
+
+/// A new key's page: the key string, shown this once.
+fn shown_once(s: &Signed, title: &str, k: &api_key::Model, key: &str) -> Response {
+    page(
+        Some(s),
+        StatusCode::CREATED,
+        title,
+        "/dashboard/keys",
+        html! {
+            p { "Copy the key now: it is shown only this once." }
+            code.secret id="new-key" { (key) }
+            p { "Label: " (k.label.as_deref().unwrap_or("—")) }
+            p { a href="/dashboard/keys" { "Back to the keys" } }
+        },
+    )
+}
+
+/// Creating or rolling a live key needs a TOTP code.
+async fn live_second_factor(state: &HttpState, s: &Signed, code: &str) -> Result<(), Response> {
+    if s.session.environment != Environment::Live {
+        return Ok(());
+    }
+    let sbox = secret_box(state)?;
+    domain::users::second_factor(&state.db, &sbox, &s.user, code, Utc::now()).await.map_err(|e| user_error(Some(s), e))
+}
+
+#[derive(serde::Deserialize)]
+pub struct RollForm {
+    overlap_secs: String,
+    #[serde(default)]
+    totp: String,
+}
+
+pub async fn roll(
+    State(state): State<HttpState>,
+    Extension(s): Extension<Signed>,
+    Path(id): Path<Uuid>,
+    axum::extract::Form(f): axum::extract::Form<RollForm>,
+) -> Response {
+    if let Err(r) = s.require(Capability::ManageKeys) {
+        return r;
+    }
+    let Ok(overlap) = f.overlap_secs.trim().parse::<i64>() else {
+        return error_page(Some(&s), StatusCode::BAD_REQUEST, "overlap_secs: a whole number of seconds");
+    };
+    if let Err(r) = live_second_factor(&state, &s, &f.totp).await {
+        return r;
+    }
+    match api_keys::roll(&state, &s.principal(), ApiKeyId(id), overlap).await {
+        Ok((_, new, key)) => shown_once(&s, "Key rolled", &new, &key),
         Err(e) => from_domain(&s, e),
     }
 }

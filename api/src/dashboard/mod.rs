@@ -18,6 +18,7 @@
 mod auth_pages;
 mod invoices;
 mod keys;
+mod money;
 mod overview;
 mod payouts;
 mod settings;
@@ -68,11 +69,16 @@ pub fn router(state: HttpState) -> Router<HttpState> {
         .route("/dashboard/invoices/{id}", get(invoices::detail))
         .route("/dashboard/invoices/{id}/cancel", post(invoices::cancel))
         .route("/dashboard/invoices/{id}/resolve", post(invoices::resolve))
+        .route("/dashboard/invoices/{id}/refund", post(invoices::refund))
+        .route("/dashboard/refunds", get(money::refunds))
+        .route("/dashboard/balances", get(money::balances))
+        .route("/dashboard/addresses", get(money::addresses))
         .route("/dashboard/payouts", get(payouts::list).post(payouts::create))
         .route("/dashboard/payouts/{id}/approve", post(payouts::approve))
         .route("/dashboard/payouts/{id}/cancel", post(payouts::cancel))
         .route("/dashboard/keys", get(keys::list).post(keys::create))
         .route("/dashboard/keys/{id}/revoke", post(keys::revoke))
+        .route("/dashboard/keys/{id}/roll", post(keys::roll))
         .route("/dashboard/settings", get(settings::page).post(settings::save))
         .route("/dashboard/team", get(team::page))
         .route("/dashboard/team/invite", post(team::invite))

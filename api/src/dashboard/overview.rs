@@ -56,7 +56,7 @@ pub async fn page_handler(state: &HttpState, s: &Signed, q: &DoneQuery) -> Resul
             h2 { "Balances" }
             @if held.is_empty() { p.muted { "No funds yet in this environment." } }
             @else {
-                div.table-wrap { table {
+                div.table-wrap tabindex="0" role="region" aria-label="Table (scrolls sideways)" { table {
                     thead { tr { th scope="col" { "Currency" } th scope="col" { "Network" } th.num scope="col" { "Available" } th.num scope="col" { "Pending" } th.num scope="col" { "Reserved" } } }
                     tbody {
                         @for (g, b) in &held {
@@ -71,7 +71,7 @@ pub async fn page_handler(state: &HttpState, s: &Signed, q: &DoneQuery) -> Resul
             h2 { "Latest invoices" }
             @if recent.is_empty() { p.muted { "No invoices yet in this environment." } }
             @else {
-                div.table-wrap { table {
+                div.table-wrap tabindex="0" role="region" aria-label="Table (scrolls sideways)" { table {
                     thead { tr { th scope="col" { "Invoice" } th scope="col" { "Created" } th scope="col" { "Status" } th.num scope="col" { "Amount" } } }
                     tbody {
                         @for inv in &recent {

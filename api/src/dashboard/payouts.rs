@@ -61,7 +61,7 @@ pub async fn list(State(state): State<HttpState>, Extension(s): Extension<Signed
                 div { button type="submit" { "Filter" } }
             }
             p.muted { (total) " payouts" }
-            div.table-wrap { table {
+            div.table-wrap tabindex="0" role="region" aria-label="Table (scrolls sideways)" { table {
                 thead { tr { th scope="col" { "Payout" } th scope="col" { "Created" } th scope="col" { "Status" } th.num scope="col" { "Amount" } th scope="col" { "Destination" } th scope="col" { "Actions" } } }
                 tbody {
                     @for p in &rows {

@@ -38,7 +38,7 @@ pub async fn page_get(state: &HttpState, s: &Signed, q: &DoneQuery) -> Response 
         "/dashboard/team",
         html! {
             (done_notice(q))
-            div.table-wrap { table {
+            div.table-wrap tabindex="0" role="region" aria-label="Table (scrolls sideways)" { table {
                 thead { tr { th scope="col" { "E-mail" } th scope="col" { "Role" } th scope="col" { "Since" } @if manage { th scope="col" { "Actions" } } } }
                 tbody {
                     @for m in &members {

@@ -9,10 +9,13 @@ use maud::{DOCTYPE, Markup, html};
 use super::{Signed, secure_headers};
 
 /// The sections of the navigation: (path, label).
-const NAV: [(&str, &str); 6] = [
+const NAV: [(&str, &str); 9] = [
     ("/dashboard", "Overview"),
     ("/dashboard/invoices", "Invoices"),
     ("/dashboard/payouts", "Payouts"),
+    ("/dashboard/refunds", "Refunds"),
+    ("/dashboard/balances", "Balances"),
+    ("/dashboard/addresses", "Addresses"),
     ("/dashboard/keys", "API keys"),
     ("/dashboard/team", "Team"),
     ("/dashboard/settings", "Settings"),

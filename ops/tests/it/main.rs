@@ -8,7 +8,11 @@
 mod audit;
 /// Headless Chromium and chromedriver are needed: only with `--features browser-tests`.
 #[cfg(feature = "browser-tests")]
+mod browser;
+#[cfg(feature = "browser-tests")]
 mod checkout_browser;
+#[cfg(feature = "browser-tests")]
+mod dashboard_browser;
 mod cli;
 mod compose;
 mod embedded;
