@@ -1,6 +1,6 @@
 use sea_orm::entity::prelude::*;
 
-use crate::{Environment, FeeAllocation};
+use crate::{Amount, Environment, FeeAllocation};
 
 /// A merchant's settings that differ per environment (payout approval and fee allocation).
 #[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
@@ -22,6 +22,9 @@ pub struct Model {
     /// A payout `pending_approval` is approved by the merchant in the dashboard (an owner or
     /// admin, with a TOTP code) instead of by the operator.
     pub merchant_approves: bool,
+    /// Where the merchant approves: a payout worth at most this much in the merchant's base
+    /// currency (at the rate when it is created) starts `approved`. `None`: every payout waits.
+    pub auto_approve_limit: Option<Amount>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -2,11 +2,11 @@
 //! one-time invitations (token stored as its SHA-256) and server-side sessions (token stored as
 //! its SHA-256), in the database so that every API process serves every session. Per merchant
 //! and environment, `merchant_approves`: payouts are approved in the dashboard, not by the
-//! operator.
+//! operator; and `auto_approve_limit`: below it (base currency) they start approved.
 
 use sea_orm_migration::prelude::*;
 
-use crate::ts;
+use crate::{money, ts};
 
 pub struct Migration;
 
@@ -65,6 +65,7 @@ enum DashboardSessions {
 enum MerchantEnvSettings {
     Table,
     MerchantApproves,
+    AutoApproveLimit,
 }
 
 #[async_trait::async_trait]
@@ -153,6 +154,15 @@ impl MigrationTrait for Migration {
                 Table::alter()
                     .table(MerchantEnvSettings::Table)
                     .add_column(ColumnDef::new(MerchantEnvSettings::MerchantApproves).boolean().not_null().default(false))
+                    .to_owned(),
+            )
+            .await?;
+        let db = manager.get_database_backend();
+        manager
+            .alter_table(
+                Table::alter()
+                    .table(MerchantEnvSettings::Table)
+                    .add_column(money(db, MerchantEnvSettings::AutoApproveLimit).null())
                     .to_owned(),
             )
             .await?;

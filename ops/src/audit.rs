@@ -133,6 +133,7 @@ pub fn payout_settings_json(s: &merchant_env_settings::Model) -> Value {
         "network_fee_allocation": s.network_fee_allocation.as_str(),
         "refund_fee_allocation": s.refund_fee_allocation.as_str(),
         "merchant_approves": s.merchant_approves,
+        "auto_approve_limit": s.auto_approve_limit.map(|a| a.0.to_string()),
     })
 }
 

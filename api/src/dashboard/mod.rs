@@ -80,6 +80,7 @@ pub fn router(state: HttpState) -> Router<HttpState> {
         .route("/dashboard/keys/{id}/revoke", post(keys::revoke))
         .route("/dashboard/keys/{id}/roll", post(keys::roll))
         .route("/dashboard/settings", get(settings::page).post(settings::save))
+        .route("/dashboard/settings/payouts", post(settings::save_limit))
         .route("/dashboard/team", get(team::page))
         .route("/dashboard/team/invite", post(team::invite))
         .route("/dashboard/team/{id}/role", post(team::change_role))

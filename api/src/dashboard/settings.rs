@@ -11,8 +11,8 @@ use maud::html;
 use serde::Deserialize;
 
 use super::auth_pages::{DoneQuery, done_notice};
-use super::view::{csrf, page as render};
-use super::{Signed, audit, from_domain, see_other};
+use super::view::{csrf, error_page, page as render, totp_field};
+use super::{Signed, audit, from_domain, secret_box, see_other, user_error};
 use crate::state::HttpState;
 
 pub async fn page_get(state: &HttpState, s: &Signed, q: &DoneQuery) -> Response {
@@ -51,6 +51,18 @@ pub async fn page_get(state: &HttpState, s: &Signed, q: &DoneQuery) -> Response 
                     li { "Payouts are approved " (if p.merchant_approves { "here, by an owner or admin with an authenticator code" } else { "by the operator" }) }
                     li { "Delay between approval and sending: " (p.payout_delay_secs) " s" }
                 }
+                @if p.merchant_approves {
+                    form method="post" action="/dashboard/settings/payouts" {
+                        (csrf(s))
+                        label for="s-limit" { "Approve automatically payouts worth up to (" (m.base_currency) "; empty: every payout waits for approval)" }
+                        input id="s-limit" name="auto_approve_limit" inputmode="decimal" size="12"
+                            value=(p.auto_approve_limit.map(|a| a.0.normalize().to_string()).unwrap_or_default()) disabled[!edit];
+                        @if edit {
+                            (totp_field("s-limit-totp"))
+                            p { button type="submit" { "Save the limit" } }
+                        }
+                    }
+                }
             }
         },
     )
@@ -86,4 +98,58 @@ pub async fn save(State(state): State<HttpState>, Extension(s): Extension<Signed
         }
         Err(e) => from_domain(&s, e),
     }
+}
+
+#[derive(Deserialize)]
+pub struct LimitForm {
+    auto_approve_limit: String,
+    totp: String,
+}
+
+/// The merchant's own auto-approve limit (where the merchant approves its payouts): it loosens
+/// a money control, so it takes a TOTP code and is kept out of the API keys' reach.
+pub async fn save_limit(State(state): State<HttpState>, Extension(s): Extension<Signed>, Form(f): Form<LimitForm>) -> Response {
+    if let Err(r) = s.require(Capability::ManageSettings) {
+        return r;
+    }
+    let raw = f.auto_approve_limit.trim();
+    let limit = if raw.is_empty() {
+        None
+    } else {
+        match raw.parse::<rust_decimal::Decimal>() {
+            Ok(d) if d >= rust_decimal::Decimal::ZERO && d.scale() <= 8 => Some(d),
+            _ => return error_page(Some(&s), StatusCode::BAD_REQUEST, "auto_approve_limit: a non-negative amount with at most 8 decimals, or empty"),
+        }
+    };
+    let who = s.principal();
+    let mut p = match domain::payouts::service::settings(&state.db, who.merchant_id, who.environment).await {
+        Ok(p) => p,
+        Err(e) => return from_domain(&s, e.into()),
+    };
+    if !p.merchant_approves {
+        return error_page(Some(&s), StatusCode::FORBIDDEN, "The operator approves this merchant's payouts: there is no limit to set. Nothing was changed.");
+    }
+    let sbox = match secret_box(&state) {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    if let Err(e) = domain::users::second_factor(&state.db, &sbox, &s.user, &f.totp, chrono::Utc::now()).await {
+        return user_error(Some(&s), e);
+    }
+    let before = p.auto_approve_limit.map(|a| a.0.to_string());
+    p.auto_approve_limit = limit.map(entity::Amount::fiat);
+    p.updated_at = chrono::Utc::now();
+    if let Err(e) = domain::payouts::service::save_settings(&state.db, p).await {
+        return from_domain(&s, e.into());
+    }
+    let entry = domain::audit::Entry::new(&domain::users::actor_of(&s.user), "payout.settings", "payout_settings", s.user.merchant_id)
+        .merchant(who.merchant_id, Some(who.environment))
+        .change(
+            Some(serde_json::json!({"auto_approve_limit": before})),
+            Some(serde_json::json!({"auto_approve_limit": limit.map(|d| d.to_string())})),
+        );
+    if let Err(e) = domain::audit::record(&state.db, entry).await {
+        tracing::error!(error = %e, "could not record a settings change in the audit log");
+    }
+    see_other("/dashboard/settings?done=saved")
 }

@@ -355,3 +355,43 @@ async fn sign_in_is_throttled_per_account() {
     assert_eq!(r.status, 429, "{}", r.body);
     assert!(r.body.contains("Too many sign-in attempts"));
 }
+
+#[tokio::test]
+async fn the_merchant_approves_its_payouts_and_its_limit_skips_small_ones() {
+    let (app, merchant, key) = TestApp::with_test_key().await;
+    testkit::fund(&app.state.db, merchant, entity::Environment::Test, "tron_usdt", "1000").await;
+    const TRON_DEST: &str = "TQn9Y2khEsLJW1ChVWFMSMeRDow5KcbLSE";
+    let payout = |amount: &str| json!({"currency": "USDT", "network": "tron", "amount": amount, "destination": TRON_DEST});
+    let mut ann = Person::new(&app, "ann@example.com");
+    ann.join(merchant, Role::Owner).await;
+    ann.sign_in().await;
+
+    // The operator approves: the dashboard refuses to approve, and offers no limit.
+    let p = app.post("/v1/payouts", Some(&key), &payout("10")).await;
+    let pid = p.data()["id"].as_str().unwrap().to_owned();
+    let code = ann.code().await;
+    let r = ann.submit("/dashboard/payouts", &format!("/dashboard/payouts/{pid}/approve"), &[("totp", &code)]).await;
+    assert_eq!(r.status, 403, "{}", r.body);
+    assert_eq!(app.get(&format!("/v1/payouts/{pid}"), Some(&key)).await.data()["status"], "pending_approval");
+
+    // The operator hands approval to the merchant: approved with a code, once.
+    testkit::set_payout_settings(&app.state.db, merchant, entity::Environment::Test, |s| s.merchant_approves = true).await;
+    let r = ann.submit("/dashboard/payouts", &format!("/dashboard/payouts/{pid}/approve"), &[("totp", "000000")]).await;
+    assert_eq!(r.status, 400, "a wrong code: {}", r.body);
+    let code = ann.code().await;
+    let r = ann.submit("/dashboard/payouts", &format!("/dashboard/payouts/{pid}/approve"), &[("totp", &code)]).await;
+    assert_eq!(r.status, 303, "{}", r.body);
+    assert_eq!(app.get(&format!("/v1/payouts/{pid}"), Some(&key)).await.data()["status"], "approved");
+    let code = ann.code().await;
+    let r = ann.submit("/dashboard/payouts", &format!("/dashboard/payouts/{pid}/approve"), &[("totp", &code)]).await;
+    assert_eq!(r.status, 409, "approved already: {}", r.body);
+
+    // The limit (USD at the static test rate, 1 USDT = 1 USD): at or below it, payouts start approved.
+    let code = ann.code().await;
+    let r = ann.submit("/dashboard/settings", "/dashboard/settings/payouts", &[("auto_approve_limit", "50"), ("totp", &code)]).await;
+    assert_eq!(r.status, 303, "{}", r.body);
+    let small = app.post("/v1/payouts", Some(&key), &payout("50")).await;
+    assert_eq!(small.data()["status"], "approved", "{}", small.body);
+    let big = app.post("/v1/payouts", Some(&key), &payout("60")).await;
+    assert_eq!(big.data()["status"], "pending_approval", "{}", big.body);
+}

@@ -87,6 +87,7 @@ pub async fn settings<C: ConnectionTrait>(
             // refunded amount (spec 2.6).
             refund_fee_allocation: FeeAllocation::Merchant,
             merchant_approves: false,
+            auto_approve_limit: None,
             updated_at: Utc::now(),
         },
     ))
@@ -104,6 +105,7 @@ pub async fn save_settings(db: &impl ConnectionTrait, s: merchant_env_settings::
                     C::NetworkFeeAllocation,
                     C::RefundFeeAllocation,
                     C::MerchantApproves,
+                    C::AutoApproveLimit,
                     C::UpdatedAt,
                 ])
                 .to_owned(),
@@ -270,7 +272,7 @@ pub async fn prepare(state: &AppState, who: &Principal, spec: PayoutSpec<'_>) ->
         .and_then(|r| amount.checked_mul(r.rate))
         .map(Amount::fiat);
     let now = Utc::now();
-    let (status, approved_at, executable_at) = if s.payout_auto_approve {
+    let (status, approved_at, executable_at) = if starts_approved(&s, amount_in_base.map(|a| a.0)) {
         (PayoutStatus::Approved, Some(now), Some(now + Duration::seconds(s.payout_delay_secs)))
     } else {
         (PayoutStatus::PendingApproval, None, None)
@@ -416,6 +418,19 @@ pub async fn cancel(state: &AppState, who: &Principal, id: PayoutId) -> DomainRe
     }
 }
 
+/// Whether a new payout skips `pending_approval`: the operator's auto-approve, or, where the
+/// merchant approves its payouts, a payout worth at most the merchant's `auto_approve_limit` in
+/// its base currency (a payout whose worth is unknown, with no rate, waits).
+pub fn starts_approved(s: &merchant_env_settings::Model, amount_in_base: Option<Decimal>) -> bool {
+    if s.payout_auto_approve {
+        return true;
+    }
+    match (s.merchant_approves, s.auto_approve_limit, amount_in_base) {
+        (true, Some(limit), Some(worth)) => worth <= limit.0,
+        _ => false,
+    }
+}
+
 /// The merchant's approval of a payout waiting for it (spec 3.2: approved in the dashboard
 /// before execution), where the merchant's settings say the merchant approves
 /// (`merchant_approves`); otherwise the operator does (`ops payouts approve`). The same
@@ -446,6 +461,31 @@ mod tests {
 
     fn d(s: &str) -> Decimal {
         s.parse().unwrap()
+    }
+
+    #[test]
+    fn the_auto_approve_limit_applies_only_where_the_merchant_approves() {
+        let mut s = merchant_env_settings::Model {
+            merchant_id: Uuid::nil(),
+            environment: entity::Environment::Test,
+            payout_auto_approve: false,
+            payout_delay_secs: 0,
+            payout_fee_allocation: Customer,
+            network_fee_allocation: Customer,
+            refund_fee_allocation: Merchant,
+            merchant_approves: false,
+            auto_approve_limit: Some(Amount::new(d("100"))),
+            updated_at: Utc::now(),
+        };
+        assert!(!starts_approved(&s, Some(d("5"))), "the operator approves: the merchant's limit is not used");
+        s.merchant_approves = true;
+        assert!(starts_approved(&s, Some(d("100"))));
+        assert!(!starts_approved(&s, Some(d("100.01"))));
+        assert!(!starts_approved(&s, None), "no rate, no known worth: waits");
+        s.auto_approve_limit = None;
+        assert!(!starts_approved(&s, Some(d("1"))));
+        s.payout_auto_approve = true;
+        assert!(starts_approved(&s, None));
     }
 
     #[test]
