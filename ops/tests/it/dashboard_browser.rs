@@ -293,7 +293,7 @@ async fn walk(site: Site) {
     b.click("form[action='/dashboard/team/invite'] button").await;
     b.wait_text("h1", "Invitation created").await;
     let viewer_link = b.text("#invite-link").await;
-    b.capture("overview-owner", "en", &[]).await;
+    b.capture("invitation-created", "en", &[("h1", "Invitation created")]).await;
     goto(&b, &format!("{}/dashboard", site.a)).await;
     b.capture("overview", "en", &[("h1", "Overview")]).await;
     b.click("form[action='/dashboard/logout'] button").await;
