@@ -32,6 +32,8 @@ pub struct SettingsResponse {
     pub invoice_lifetime_secs: i64,
     /// A payment this percentage short of the requested amount still counts as paid (decimal string).
     pub underpayment_tolerance_percent: String,
+    /// `Reply-To` of the payment-request e-mails sent to payers; null: the operator's sender.
+    pub payer_reply_to: Option<String>,
     pub updated_at: String,
 }
 
@@ -41,6 +43,7 @@ impl SettingsResponse {
             base_currency: m.base_currency.clone(),
             invoice_lifetime_secs: m.invoice_lifetime_secs,
             underpayment_tolerance_percent: m.underpayment_tolerance_percent.value().normalize().to_string(),
+            payer_reply_to: m.payer_reply_to.clone(),
             updated_at: ts(m.updated_at),
         }
     }
@@ -60,6 +63,10 @@ pub struct UpdateSettingsRequest {
     /// Decimal string from 0 to 50, at most 2 decimal places.
     #[schema(pattern = "^(50(\\.0{1,2})?|[1-4]?[0-9](\\.[0-9]{1,2})?)$")]
     pub underpayment_tolerance_percent: Option<String>,
+    /// `Reply-To` of the payment-request e-mails to payers (the merchant's support address);
+    /// `""` removes it.
+    #[schema(max_length = 254, pattern = "^$|^[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]+(\\.[A-Za-z0-9-]+)+$")]
+    pub payer_reply_to: Option<String>,
 }
 
 /// The merchant's settings.
@@ -95,6 +102,7 @@ pub async fn update_settings(
         base_currency: b.base_currency,
         invoice_lifetime_secs: b.invoice_lifetime_secs.map(|s| i64::try_from(s).unwrap_or(i64::MAX)),
         underpayment_tolerance_percent: b.underpayment_tolerance_percent,
+        payer_reply_to: b.payer_reply_to,
     };
     Ok(Data::ok(SettingsResponse::from_model(&settings::update(&state, &auth, &patch).await?)))
 }

@@ -22,6 +22,9 @@ pub struct Model {
     pub rate_limit_test_helpers: Option<i32>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
+    /// Where a payer's reply to the payment-request e-mail goes (its `Reply-To`): the
+    /// merchant's support address. `None`: replies go to the operator's sender address.
+    pub payer_reply_to: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

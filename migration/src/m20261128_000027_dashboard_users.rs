@@ -2,7 +2,8 @@
 //! one-time invitations (token stored as its SHA-256) and server-side sessions (token stored as
 //! its SHA-256), in the database so that every API process serves every session. Per merchant
 //! and environment, `merchant_approves`: payouts are approved in the dashboard, not by the
-//! operator; and `auto_approve_limit`: below it (base currency) they start approved.
+//! operator; and `auto_approve_limit`: below it (base currency) they start approved. Per
+//! merchant, `payer_reply_to`: the `Reply-To` of payment-request e-mails.
 
 use sea_orm_migration::prelude::*;
 
@@ -59,6 +60,12 @@ enum DashboardSessions {
     LastSeenAt,
     ExpiresAt,
     RevokedAt,
+}
+
+#[derive(DeriveIden)]
+enum Merchants {
+    Table,
+    PayerReplyTo,
 }
 
 #[derive(DeriveIden)]
@@ -163,6 +170,14 @@ impl MigrationTrait for Migration {
                 Table::alter()
                     .table(MerchantEnvSettings::Table)
                     .add_column(money(db, MerchantEnvSettings::AutoApproveLimit).null())
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .alter_table(
+                Table::alter()
+                    .table(Merchants::Table)
+                    .add_column(ColumnDef::new(Merchants::PayerReplyTo).string_len(254).null())
                     .to_owned(),
             )
             .await?;

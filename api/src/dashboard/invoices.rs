@@ -240,7 +240,12 @@ pub async fn detail(
                     tbody {
                         @for (p, _) in &payments {
                             tr {
-                                td { code { (p.tx_hash) } }
+                                td {
+                                    @match (inv.environment, inv.network.as_deref().and_then(|n| domain::gates::explorer_tx_url(n, &p.tx_hash))) {
+                                        (entity::Environment::Live, Some(url)) => { a.mono href=(url) rel="noreferrer noopener" { (p.tx_hash) } },
+                                        _ => { code { (p.tx_hash) } },
+                                    }
+                                }
                                 td.num { (p.amount.0.normalize()) }
                                 td { (p.status.as_str()) }
                                 td { (p.confirmations) " / " (p.required_confirmations) }

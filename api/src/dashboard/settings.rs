@@ -42,6 +42,9 @@ pub async fn page_get(state: &HttpState, s: &Signed, q: &DoneQuery) -> Response 
                 input id="s-life" name="invoice_lifetime_secs" value=(m.invoice_lifetime_secs) inputmode="numeric" size="8" disabled[!edit];
                 label for="s-tol" { "Underpayment tolerance (%)" }
                 input id="s-tol" name="underpayment_tolerance_percent" value=(m.underpayment_tolerance_percent.value().normalize()) inputmode="decimal" size="6" disabled[!edit];
+                h2 { "Payer e-mail" }
+                label for="s-reply" { "Replies to payment-request e-mails go to (empty: the operator's sender address)" }
+                input id="s-reply" name="payer_reply_to" type="email" value=(m.payer_reply_to.as_deref().unwrap_or("")) size="40" disabled[!edit];
                 @if edit { p { button type="submit" { "Save" } } }
             }
             section.card {
@@ -77,6 +80,8 @@ pub struct SettingsForm {
     base_currency: String,
     invoice_lifetime_secs: String,
     underpayment_tolerance_percent: String,
+    #[serde(default)]
+    payer_reply_to: String,
 }
 
 pub async fn save(State(state): State<HttpState>, Extension(s): Extension<Signed>, Form(f): Form<SettingsForm>) -> Response {
@@ -90,6 +95,7 @@ pub async fn save(State(state): State<HttpState>, Extension(s): Extension<Signed
         base_currency: Some(f.base_currency.trim().to_owned()),
         invoice_lifetime_secs: Some(lifetime),
         underpayment_tolerance_percent: Some(f.underpayment_tolerance_percent.trim().to_owned()),
+        payer_reply_to: Some(f.payer_reply_to.trim().to_owned()),
     };
     match settings::update(&state, &s.principal(), &patch).await {
         Ok(_) => {

@@ -123,6 +123,25 @@ pub static GATES: [Gate; 18] = [
     gate("xrp", "XRP", "XRP", "xrp", 6, 1, (1, 1), (100_000, 0), Xrp, false),
 ];
 
+/// A public block explorer's page of a live transaction on `network` (the dashboard links each
+/// payment's hash to it); `None` for a network without one here. Test transactions live on the
+/// sandbox chain only and are never linked.
+pub fn explorer_tx_url(network: &str, tx_hash: &str) -> Option<String> {
+    let base = match network {
+        "bitcoin" => "https://mempool.space/tx/",
+        "ethereum" => "https://etherscan.io/tx/",
+        "bsc" => "https://bscscan.com/tx/",
+        "base" => "https://basescan.org/tx/",
+        "arbitrum" => "https://arbiscan.io/tx/",
+        "polygon" => "https://polygonscan.com/tx/",
+        "tron" => "https://tronscan.org/#/transaction/",
+        "solana" => "https://solscan.io/tx/",
+        "xrp" => "https://xrpscan.com/tx/",
+        _ => return None,
+    };
+    tx_hash.chars().all(|c| c.is_ascii_alphanumeric()).then(|| format!("{base}{tx_hash}"))
+}
+
 /// A network's name as people know it; the id itself for a network this table does not know.
 pub fn network_name(network: &str) -> &str {
     match network {
@@ -215,6 +234,15 @@ pub fn resolve(currency: &str, network: Option<&str>) -> Result<&'static Gate, R
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn live_transactions_link_to_an_explorer_of_their_network() {
+        assert_eq!(explorer_tx_url("bitcoin", "ab12").as_deref(), Some("https://mempool.space/tx/ab12"));
+        assert_eq!(explorer_tx_url("tron", "ab12").as_deref(), Some("https://tronscan.org/#/transaction/ab12"));
+        assert_eq!(explorer_tx_url("ethereum", "0xab12").as_deref(), Some("https://etherscan.io/tx/0xab12"));
+        assert_eq!(explorer_tx_url("bitcoin", "ab/../x"), None, "only a hash is put into the link");
+        assert_eq!(explorer_tx_url("sandbox", "ab12"), None);
+    }
 
     #[test]
     fn payers_read_the_asset_on_the_network_by_its_common_name() {

@@ -81,6 +81,7 @@ pub async fn create_merchant(
         rate_limit_test_helpers: Set(None),
         created_at: Set(now),
         updated_at: Set(now),
+        payer_reply_to: Set(None),
     };
     Ok(m.insert(db).await?)
 }

@@ -28,6 +28,25 @@ pub struct SettingsPatch {
     pub invoice_lifetime_secs: Option<i64>,
     /// A decimal string.
     pub underpayment_tolerance_percent: Option<String>,
+    /// An e-mail address; `""` removes it.
+    pub payer_reply_to: Option<String>,
+}
+
+/// `payer_reply_to` as given: `local@domain.tld` with the local part of 1 to 64 characters
+/// `A-Z a-z 0-9 . _ % + -` and at least two domain labels of `A-Z a-z 0-9 -` (the OpenAPI
+/// pattern says the same), at most 254 characters; `""` clears it.
+pub fn check_reply_to(raw: &str) -> Result<Option<String>, String> {
+    if raw.is_empty() {
+        return Ok(None);
+    }
+    let bad = || "payer_reply_to: must be an e-mail address such as support@shop.example (or \"\" to remove it)".to_owned();
+    let (local, domain) = raw.split_once('@').ok_or_else(bad)?;
+    let local_ok = (1..=64).contains(&local.len())
+        && local.bytes().all(|b| b.is_ascii_alphanumeric() || b"._%+-".contains(&b));
+    let labels: Vec<&str> = domain.split('.').collect();
+    let domain_ok = labels.len() >= 2
+        && labels.iter().all(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'));
+    if local_ok && domain_ok && raw.len() <= 254 { Ok(Some(raw.to_owned())) } else { Err(bad()) }
 }
 
 fn current(m: &merchant::Model) -> MerchantSettings {
@@ -44,6 +63,7 @@ fn audited(m: &merchant::Model) -> Value {
         "base_currency": m.base_currency,
         "invoice_lifetime_secs": m.invoice_lifetime_secs,
         "underpayment_tolerance_percent": m.underpayment_tolerance_percent.value().to_string(),
+        "payer_reply_to": m.payer_reply_to,
     })
 }
 
@@ -99,11 +119,22 @@ pub async fn get(state: &AppState, who: &Principal) -> DomainResult<merchant::Mo
 pub async fn update(state: &AppState, who: &Principal, patch: &SettingsPatch) -> DomainResult<merchant::Model> {
     let txn = crate::db::begin_write(&state.db).await?;
     let before = get_merchant(&txn, who.merchant_id).await.map_err(missing)?;
-    let settings = apply(current(&before), patch).map_err(DomainError::validation)?;
+    let reply_to = patch.payer_reply_to.as_deref().map(check_reply_to);
+    let settings = match (apply(current(&before), patch), &reply_to) {
+        (Ok(s), None | Some(Ok(_))) => s,
+        (applied, _) => {
+            let mut problems = applied.err().unwrap_or_default();
+            problems.extend(reply_to.and_then(Result::err));
+            return Err(DomainError::validation(problems));
+        }
+    };
     let mut am: merchant::ActiveModel = before.clone().into();
     am.base_currency = Set(settings.base_currency);
     am.invoice_lifetime_secs = Set(settings.invoice_lifetime_secs);
     am.underpayment_tolerance_percent = Set(Amount::new(settings.underpayment_tolerance_percent));
+    if let Some(Ok(r)) = reply_to {
+        am.payer_reply_to = Set(r);
+    }
     am.updated_at = Set(Utc::now());
     let after = am.update(&txn).await?;
     let entry = Entry::new(&who.actor(), "merchant.settings", "merchant", after.id)
@@ -122,6 +153,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_reply_to_address_is_checked_and_empty_clears_it() {
+        assert_eq!(check_reply_to("support@shop.example").unwrap().as_deref(), Some("support@shop.example"));
+        assert_eq!(check_reply_to("a.b+c@mail.shop-x.example").unwrap().as_deref(), Some("a.b+c@mail.shop-x.example"));
+        assert_eq!(check_reply_to("").unwrap(), None);
+        for bad in ["support", "@shop.example", "a@shop", "a@.example", "a b@shop.example", "a@shop..example", "a@b@c.de"] {
+            assert!(check_reply_to(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn a_patch_changes_only_what_it_names_and_names_every_bad_field() {
         let base = MerchantSettings::default();
         let patch = SettingsPatch { invoice_lifetime_secs: Some(900), ..Default::default() };
@@ -133,6 +174,7 @@ mod tests {
             base_currency: Some("usd".into()),
             invoice_lifetime_secs: Some(59),
             underpayment_tolerance_percent: Some("50.01".into()),
+            payer_reply_to: None,
         };
         let problems = apply(base.clone(), &bad).unwrap_err();
         let fields: Vec<&str> = problems.iter().map(|p| p.split(':').next().unwrap()).collect();

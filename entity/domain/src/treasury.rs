@@ -59,6 +59,7 @@ pub async fn ensure_house<C: ConnectionTrait>(db: &C) -> Result<(), DbErr> {
         rate_limit_test_helpers: Set(None),
         created_at: Set(now),
         updated_at: Set(now),
+        payer_reply_to: Set(None),
     };
     merchant::Entity::insert(row)
         .on_conflict(OnConflict::column(merchant::Column::Id).do_nothing().to_owned())

@@ -58,7 +58,7 @@ pub struct Browser {
     pub shots: PathBuf,
     /// The suite's name: `checkout` or `dashboard` (its screenshot directories).
     suite: &'static str,
-    /// Where Chromium saves downloads.
+    /// Where Chromium saves downloads (the dashboard's CSV exports).
     pub downloads: tempfile::TempDir,
     _driver: KillOnDrop,
     _profile: tempfile::TempDir,

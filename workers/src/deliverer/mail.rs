@@ -70,8 +70,15 @@ impl Mailer {
         Ok(Some(Mailer { transport: builder.build(), from, base_url: config.public_base_url.clone() }))
     }
 
-    /// The payment request for `inv` from `merchant`, to `to`.
-    pub fn compose(&self, inv: &invoice::Model, merchant: &str, to: &str) -> Result<Message, MailError> {
+    /// The payment request for `inv` from `merchant`, to `to`; replies go to the merchant's
+    /// `payer_reply_to` when it has one.
+    pub fn compose(
+        &self,
+        inv: &invoice::Model,
+        merchant: &str,
+        reply_to: Option<&str>,
+        to: &str,
+    ) -> Result<Message, MailError> {
         let to: Mailbox = to.parse().map_err(|e| MailError::Smtp(format!("payer_email {to:?}: {e}")))?;
         let (amount, currency) = match (&inv.amount_fiat, &inv.fiat_currency, &inv.amount_requested, &inv.currency) {
             (Some(a), Some(c), ..) => (a.0.normalize().to_string(), c.clone()),
@@ -100,9 +107,12 @@ impl Mailer {
         ));
         html.push(format!("<p><small>{}</small></p>", domain::messages::escape_html(&fill("email_footer", &[]))));
         let html = format!("<!doctype html><html><body>{}</body></html>", html.join("\n"));
-        Message::builder()
-            .from(self.from.clone())
-            .to(to)
+        let mut builder = Message::builder().from(self.from.clone()).to(to);
+        if let Some(r) = reply_to {
+            let r: Mailbox = r.parse().map_err(|e| MailError::Smtp(format!("payer_reply_to {r:?}: {e}")))?;
+            builder = builder.reply_to(r);
+        }
+        builder
             .subject(fill("email_subject", &args))
             .multipart(MultiPart::alternative_plain_html(text.join("\n"), html))
             .map_err(|e| MailError::Smtp(e.to_string()))
@@ -147,8 +157,9 @@ pub async fn send_invoice_email(db: &DatabaseConnection, mailer: &Mailer, id: Uu
             .await?;
         return Ok(Sent::NothingToDo);
     };
-    let merchant = merchant::Entity::find_by_id(inv.merchant_id).one(db).await?.map(|m| m.name).unwrap_or_default();
-    let message = mailer.compose(&inv, &merchant, to)?;
+    let merchant = merchant::Entity::find_by_id(inv.merchant_id).one(db).await?;
+    let (name, reply_to) = merchant.map(|m| (m.name, m.payer_reply_to)).unwrap_or_default();
+    let message = mailer.compose(&inv, &name, reply_to.as_deref(), to)?;
     mailer.transport.send(message).await.map_err(|e| MailError::Smtp(e.to_string()))?;
 
     let now = Utc::now();

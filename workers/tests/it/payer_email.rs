@@ -57,7 +57,11 @@ async fn an_invoice_with_payer_email_sends_one_payment_request_then_invoice_sent
         merchant_id: merchant.into(),
         environment: Environment::Test,
         permissions: Permissions::all(),
+        user_id: None,
     };
+    // The merchant's support address receives the payers' replies.
+    let patch = domain::settings::SettingsPatch { payer_reply_to: Some("help@acme.example".into()), ..Default::default() };
+    domain::settings::update(&state, &who, &patch).await.unwrap();
     let mailed = create(
         &state,
         &who,
@@ -108,6 +112,8 @@ async fn an_invoice_with_payer_email_sends_one_payment_request_then_invoice_sent
     assert_eq!(msg.subject(), Some("Payment request from Acme Shop: 0.015 BTC"));
     let from = msg.from().and_then(|a| a.first()).unwrap();
     assert_eq!((from.name(), from.address()), (Some("Acme Payments"), Some("pay@acme.example")));
+    let reply_to = msg.reply_to().and_then(|a| a.first()).and_then(|a| a.address());
+    assert_eq!(reply_to, Some("help@acme.example"), "replies go to the merchant's payer_reply_to");
     let link = format!("https://pay.acme.example/checkout/{}", mailed.id);
     let text = msg.body_text(0).expect("a plain-text part");
     for needle in ["Acme Shop asks you to pay 0.015 BTC.", "For: Order #42", &format!("Pay here: {link}")] {
