@@ -226,13 +226,13 @@ pub async fn run(config: &Config, cmd: PayoutCmd, actor: &str) -> anyhow::Result
             record(&txn, entry).await?;
             txn.commit().await?;
             println!(
-                "{merchant} {env} auto_approve={} merchant_approves={} delay_secs={} payout_fee_allocation={:?} network_fee_allocation={:?} refund_fee_allocation={:?}",
+                "{merchant} {env} auto_approve={} delay_secs={} payout_fee_allocation={:?} network_fee_allocation={:?} refund_fee_allocation={:?} merchant_approves={}",
                 s.payout_auto_approve,
-                s.merchant_approves,
                 s.payout_delay_secs,
                 s.payout_fee_allocation,
                 s.network_fee_allocation,
-                s.refund_fee_allocation
+                s.refund_fee_allocation,
+                s.merchant_approves
             );
         }
     }
