@@ -85,6 +85,7 @@ pub mod perm {
         KeysWrite,
         WebhooksRead,
         WebhooksWrite,
+        ExportsRead,
     );
 }
 

@@ -14,6 +14,7 @@ pub mod dashboard;
 pub mod envelope;
 pub mod error;
 pub mod events;
+pub mod exports;
 pub mod extract;
 pub mod invoices;
 pub mod openapi;

@@ -134,7 +134,8 @@ impl Modify for KnownValues {
         description = "Self-hosted crypto payments: invoices, balances, payouts, refunds, static addresses, webhooks. The environment (test/live) is chosen by the API key."),
     // The enums query parameters refer to by name (`status`, `environment`).
     components(schemas(crate::error::ErrorEnvelope, crate::error::ErrorCode, crate::envelope::Pagination,
-        entity::InvoiceStatus, entity::PayoutStatus, entity::RefundStatus, entity::Environment)),
+        entity::InvoiceStatus, entity::PayoutStatus, entity::RefundStatus, entity::Environment,
+        domain::exports::ExportKind)),
     tags(
         (name = "invoices"),
         (name = "balances"),
@@ -144,6 +145,7 @@ impl Modify for KnownValues {
         (name = "events", description = "The event log: past events with the bodies their webhooks carry (permission events:read)"),
         (name = "settings", description = "The merchant's invoice defaults (permissions settings:read, settings:write)"),
         (name = "webhooks", description = "The merchant's webhook delivery log and redelivery (permissions webhooks:read, webhooks:write)"),
+        (name = "exports", description = "Accounting exports as CSV, streamed (permission exports:read)"),
         (name = "api keys", description = "The merchant's API keys in the key's environment (permissions keys:read, keys:write): a key never grants more than it holds"),
         (name = "test helpers", description = "Sandbox deposits, reversals and blocks. Test keys only: 404 with a live key"),
         (name = "public", description = "No API key needed")

@@ -11,6 +11,7 @@ mod bad_input;
 mod checkout;
 mod dashboard;
 mod events;
+mod exports;
 // CHECK constraints and immutable ledger rows exist on PostgreSQL only.
 #[cfg(feature = "pg-tests")]
 mod integrity;

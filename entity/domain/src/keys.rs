@@ -57,10 +57,14 @@ pub enum Permission {
     WebhooksRead,
     #[serde(rename = "webhooks:write")]
     WebhooksWrite,
+    /// The accounting exports (`GET /v1/exports/{kind}`): CSV of invoices, payments, ledger
+    /// entries and payouts.
+    #[serde(rename = "exports:read")]
+    ExportsRead,
 }
 
 impl Permission {
-    pub const ALL: [Permission; 16] = [
+    pub const ALL: [Permission; 17] = [
         Permission::InvoicesRead,
         Permission::InvoicesWrite,
         Permission::PayoutsRead,
@@ -77,6 +81,7 @@ impl Permission {
         Permission::KeysWrite,
         Permission::WebhooksRead,
         Permission::WebhooksWrite,
+        Permission::ExportsRead,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -97,6 +102,7 @@ impl Permission {
             Permission::KeysWrite => "keys:write",
             Permission::WebhooksRead => "webhooks:read",
             Permission::WebhooksWrite => "webhooks:write",
+            Permission::ExportsRead => "exports:read",
         }
     }
 
@@ -104,14 +110,14 @@ impl Permission {
         Permission::ALL.into_iter().find(|p| p.as_str() == s)
     }
 
-    fn bit(self) -> u16 {
-        1 << (self as u16)
+    fn bit(self) -> u32 {
+        1 << (self as u32)
     }
 }
 
 /// A set of permissions as a bitmask.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Permissions(u16);
+pub struct Permissions(u32);
 
 impl Permissions {
     pub fn all() -> Self {

@@ -16,6 +16,7 @@ pub mod config;
 pub mod db;
 pub mod domain_error;
 pub mod events;
+pub mod exports;
 pub mod gates;
 pub mod invoices;
 pub mod keys;

@@ -80,7 +80,8 @@ fn key_permission_allowed(role: Role, p: Permission) -> bool {
             | Permission::KeysRead
             | Permission::KeysWrite
             | Permission::WebhooksRead
-            | Permission::WebhooksWrite => true,
+            | Permission::WebhooksWrite
+            | Permission::ExportsRead => true,
         },
         Role::Viewer => false,
     }
