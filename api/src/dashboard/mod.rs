@@ -20,6 +20,7 @@
 #![allow(clippy::result_large_err)]
 
 mod auth_pages;
+mod exports;
 mod invoices;
 mod keys;
 mod money;
@@ -83,6 +84,8 @@ pub fn router(state: HttpState) -> Router<HttpState> {
         .route("/dashboard/keys", get(keys::list).post(keys::create))
         .route("/dashboard/keys/{id}/revoke", post(keys::revoke))
         .route("/dashboard/keys/{id}/roll", post(keys::roll))
+        .route("/dashboard/exports", get(exports::page_get))
+        .route("/dashboard/exports/download", get(exports::download))
         .route("/dashboard/settings", get(settings::page).post(settings::save))
         .route("/dashboard/settings/payouts", post(settings::save_limit))
         .route("/dashboard/team", get(team::page))
