@@ -20,5 +20,6 @@ pub fn documented_routes() -> OpenApiRouter<HttpState> {
         .merge(crate::settings::router())
         .merge(crate::api_keys::router())
         .merge(crate::webhook_deliveries::router())
+        .merge(crate::webhook_endpoints::router())
         .merge(crate::test_helpers::router())
 }
