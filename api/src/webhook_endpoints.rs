@@ -244,8 +244,12 @@ pub async fn update_endpoint(
     body: JsonBody<UpdateEndpointRequest>,
 ) -> ApiResult<Data<EndpointResponse>> {
     let b = body.value;
-    let change =
-        EndpointChange { url: b.url, description: b.description, enabled_events: b.enabled_events, disabled: b.disabled };
+    let change = EndpointChange {
+        url: b.url,
+        description: b.description,
+        enabled_events: b.enabled_events,
+        disabled: b.disabled,
+    };
     Ok(Data::ok(EndpointResponse::of(&manage::update(&state, &auth, id, &change).await?)))
 }
 

@@ -254,8 +254,10 @@ impl MigrationTrait for Migration {
                             .to_owned(),
                     )
                     .await?;
-                db.execute_unprepared("ALTER TABLE webhook_deliveries DROP CONSTRAINT IF EXISTS webhook_deliveries_event_id_key")
-                    .await?;
+                db.execute_unprepared(
+                    "ALTER TABLE webhook_deliveries DROP CONSTRAINT IF EXISTS webhook_deliveries_event_id_key",
+                )
+                .await?;
             }
         }
         db.execute_unprepared(

@@ -339,7 +339,11 @@ async fn remove(
         .change(crate::audit::endpoint_json(Some(&before)), Some(serde_json::json!({"deliveries_stopped": stopped})));
     record(&txn, entry).await?;
     txn.commit().await?;
-    writeln!(out, "removed the {env} endpoint {} of merchant {merchant}; {stopped} open deliveries stopped", before.id)?;
+    writeln!(
+        out,
+        "removed the {env} endpoint {} of merchant {merchant}; {stopped} open deliveries stopped",
+        before.id
+    )?;
     Ok(())
 }
 
@@ -447,7 +451,8 @@ async fn replay_missed(
     };
     let txn = domain::db::begin_write(db).await?;
     let created =
-        admin::deliver_missed(&txn, merchant.into(), env, filter.endpoint, filter.since, filter.event.as_deref()).await?;
+        admin::deliver_missed(&txn, merchant.into(), env, filter.endpoint, filter.since, filter.event.as_deref())
+            .await?;
     let after = serde_json::json!({"deliveries": created.len(), "since": filter.since, "event": filter.event});
     if !created.is_empty() {
         let entry = endpoint_entry(actor, "webhook_events.deliver_missed", merchant, env).change(None, Some(after));

@@ -243,7 +243,14 @@ pub async fn send_test_to(
     };
     let tag = Uuid::now_v7();
     let now = Utc::now();
-    let mut row = event::Model::new(merchant_id.into(), env, EventKind::Test.as_str(), format!("test:{tag}"), test_data(env, tag), now);
+    let mut row = event::Model::new(
+        merchant_id.into(),
+        env,
+        EventKind::Test.as_str(),
+        format!("test:{tag}"),
+        test_data(env, tag),
+        now,
+    );
     row.dispatched_at = Some(now);
     let e = event::Entity::insert(row.into_active_model()).exec_with_returning(db).await?;
     let mut d = super::dispatch::new_delivery(&e, Some(ep.id), now);

@@ -420,7 +420,11 @@ pub async fn remove_on(
 
 /// Removes the merchant's only endpoint in `env`: events from now on are not delivered, and
 /// its open deliveries stop ([`delete`]).
-pub async fn remove(db: &impl ConnectionTrait, merchant_id: MerchantId, env: Environment) -> Result<bool, WebhookError> {
+pub async fn remove(
+    db: &impl ConnectionTrait,
+    merchant_id: MerchantId,
+    env: Environment,
+) -> Result<bool, WebhookError> {
     Ok(remove_on(db, merchant_id, env, None).await?.is_some())
 }
 

@@ -91,9 +91,8 @@ pub async fn create(
     new: &NewEndpoint,
 ) -> DomainResult<(EndpointInfo, String)> {
     let txn = crate::db::begin_write(&state.db).await?;
-    let (m, secret) = endpoints::create(&txn, sbox, policy(state), who.merchant_id, who.environment, new)
-        .await
-        .map_err(refusal)?;
+    let (m, secret) =
+        endpoints::create(&txn, sbox, policy(state), who.merchant_id, who.environment, new).await.map_err(refusal)?;
     let info = EndpointInfo::from_model(&m, Utc::now());
     record(&txn, entry(who, "webhook_endpoint.create", m.id).change(None, Some(audited(&info)))).await?;
     txn.commit().await?;
@@ -101,7 +100,12 @@ pub async fn create(
 }
 
 /// Changes one of the caller's endpoints (URL, description, event filter, `disabled`).
-pub async fn update(state: &AppState, who: &Principal, id: Uuid, change: &EndpointChange) -> DomainResult<EndpointInfo> {
+pub async fn update(
+    state: &AppState,
+    who: &Principal,
+    id: Uuid,
+    change: &EndpointChange,
+) -> DomainResult<EndpointInfo> {
     let txn = crate::db::begin_write(&state.db).await?;
     let before = owned(&txn, who, id).await?;
     let now = Utc::now();
@@ -160,9 +164,8 @@ pub async fn delete(state: &AppState, who: &Principal, id: Uuid) -> DomainResult
 pub async fn send_test(state: &AppState, who: &Principal, id: Uuid) -> DomainResult<(EventId, DeliveryId)> {
     let txn = crate::db::begin_write(&state.db).await?;
     owned(&txn, who, id).await?;
-    let (event, delivery) = super::admin::send_test_to(&txn, who.merchant_id, who.environment, id, false)
-        .await
-        .map_err(refusal)?;
+    let (event, delivery) =
+        super::admin::send_test_to(&txn, who.merchant_id, who.environment, id, false).await.map_err(refusal)?;
     record(
         &txn,
         entry(who, "webhook_endpoint.test", id).change(None, Some(json!({"event_id": event, "delivery_id": delivery}))),
