@@ -11,6 +11,7 @@
 //! deliverer reads as "the merchant's endpoint in that environment" (the oldest one), as before.
 //! SQLite cannot drop the old inline `UNIQUE (event_id)`, so there the deliveries table is
 //! rebuilt with the same columns and indexes; PostgreSQL alters it in place (keeping its CHECK).
+//! The whole migration runs in one transaction on both.
 
 use sea_orm_migration::prelude::*;
 use sea_orm_migration::sea_orm::{ConnectionTrait, DatabaseBackend, Statement};
@@ -156,6 +157,12 @@ fn delivery_indexes() -> Vec<IndexCreateStatement> {
 
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
+    /// In one transaction on SQLite too: the tables are dropped and renamed, and every
+    /// statement must see the ones before it (one connection, all or nothing).
+    fn use_transaction(&self) -> Option<bool> {
+        Some(true)
+    }
+
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
         let db = manager.get_connection();
         let backend = manager.get_database_backend();
@@ -242,6 +249,8 @@ impl MigrationTrait for Migration {
                     )
                     .await?;
                 for index in delivery_indexes() {
+                    let name = index.get_index_spec().get_name().unwrap_or_default().to_owned();
+                    db.execute_unprepared(&format!("DROP INDEX IF EXISTS {name}")).await?;
                     manager.create_index(index).await?;
                 }
             }

@@ -27,3 +27,4 @@ mod server_timeouts;
 mod settings;
 mod static_addresses;
 mod support;
+mod webhook_endpoints;

@@ -158,7 +158,9 @@ async fn environments_reach_only_their_own_endpoint_with_the_spec_body() {
     test_rx.set_secrets(&[&test_secret]);
     live_rx.set_secrets(&[&live_secret]);
     // Stored encrypted only.
-    let row = entity::webhook_endpoint::Entity::find_by_id((h.merchant, Environment::Test))
+    let row = entity::webhook_endpoint::Entity::find()
+        .filter(entity::webhook_endpoint::Column::MerchantId.eq(h.merchant))
+        .filter(entity::webhook_endpoint::Column::Environment.eq(Environment::Test))
         .one(h.db())
         .await
         .unwrap()
@@ -564,9 +566,13 @@ async fn internal_targets_are_refused_when_saved_and_when_connecting() {
     let rx = Receiver::start(ANY.parse().unwrap(), &[], Behaviour::Ok(Duration::ZERO)).await.unwrap();
     let now = Utc::now();
     let row = entity::webhook_endpoint::Model {
+        id: Uuid::now_v7(),
         merchant_id: h.merchant,
         environment: Environment::Test,
         url: format!("http://localhost:{}/webhooks", rx.addr.port()),
+        description: None,
+        enabled_events: "[]".into(),
+        disabled: false,
         secret_ciphertext: sbox().seal(h.merchant.into(), Environment::Test, "whsec_x"),
         previous_secret_ciphertext: None,
         previous_secret_expires_at: None,
