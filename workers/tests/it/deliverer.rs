@@ -1016,13 +1016,15 @@ async fn two_endpoints_with_different_filters_each_receive_exactly_their_events_
     // Removal: the failing endpoint's open delivery stops, sent nowhere.
     let received = (paid_rx.count(), all_rx.count());
     let (gone, stopped) = endpoints::delete(h.db(), &paid_ep).await.unwrap();
-    assert_eq!((gone, stopped), (true, 1));
-    let d = h.delivery(paid_paid.id).await;
-    assert_eq!((d.status, d.last_error.as_deref()), (DeliveryStatus::Dead, Some(endpoints::REMOVED)));
-    assert_eq!(h.deliverer.attempt(paid_paid.id).await.unwrap(), Outcome::Skipped);
+    assert_eq!((gone, stopped), (true, 2), "the wrongly verified one and the failing one, both retrying");
+    for id in [paid_paid.id, to_paid] {
+        let d = h.delivery(id).await;
+        assert_eq!((d.status, d.last_error.as_deref()), (DeliveryStatus::Dead, Some(endpoints::REMOVED)));
+        assert_eq!(h.deliverer.attempt(id).await.unwrap(), Outcome::Skipped);
+    }
     // A delivery claimed for a removed endpoint (made before the removal was seen) dies at its
     // attempt, posted nowhere.
-    let e = entity::event::Entity::find_by_id(paid).one(h.db()).await.unwrap().unwrap();
+    let e = entity::event::Entity::find_by_id(expired).one(h.db()).await.unwrap().unwrap();
     let orphan = dispatch::new_delivery(&e, Some(paid_ep.id), Utc::now());
     let orphan = webhook_delivery::Entity::insert(webhook_delivery::ActiveModel::from(orphan))
         .exec_with_returning(h.db())

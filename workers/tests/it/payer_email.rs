@@ -57,6 +57,7 @@ async fn an_invoice_with_payer_email_sends_one_payment_request_then_invoice_sent
         merchant_id: merchant.into(),
         environment: Environment::Test,
         permissions: Permissions::all(),
+        user_id: None,
     };
     let mailed = create(
         &state,
