@@ -95,6 +95,8 @@ struct Target {
 
 /// An endpoint lookup and when it was made (`None`: no endpoint).
 type Cached = (Instant, Option<Arc<Target>>);
+/// What a lookup is cached by: the delivery's merchant, environment and endpoint id.
+type TargetKey = (Uuid, Environment, Option<Uuid>);
 
 /// Sends deliveries. One per process; cheap to share behind an `Arc`.
 pub struct Deliverer {
@@ -103,8 +105,7 @@ pub struct Deliverer {
     sbox: SecretBox,
     cfg: WebhooksConfig,
     policy: TargetPolicy,
-    /// By (merchant, environment, the delivery's endpoint id).
-    cache: Mutex<HashMap<(Uuid, Environment, Option<Uuid>), Cached>>,
+    cache: Mutex<HashMap<TargetKey, Cached>>,
     /// Claims and records of the attempts running at once, written together (`group`); started
     /// on first use, on the runtime the attempts run on.
     claims: OnceLock<Batcher<Uuid, Option<webhook_delivery::Model>>>,
