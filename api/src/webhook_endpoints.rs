@@ -18,6 +18,7 @@ use crate::error::{ApiError, ApiResult, ErrorEnvelope};
 use crate::extract::{JsonBody, PathId};
 use crate::state::HttpState;
 use domain::domain_error::ErrorCode;
+use domain::events::EventKind;
 use domain::invoices::types::ts;
 use domain::webhooks::endpoints::{EndpointChange, EndpointInfo, NewEndpoint};
 use domain::webhooks::manage::{self, RedeliverRange};
@@ -112,6 +113,19 @@ pub struct RedeliveredResponse {
     pub delivery_ids: Vec<Uuid>,
 }
 
+/// An event type name (`invoice.paid`, …), as `GET /v1/events?type=` takes it.
+pub struct EventTypeName;
+
+impl utoipa::PartialSchema for EventTypeName {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        let kinds: Vec<String> = EventKind::ALL.iter().map(|k| k.as_str().to_owned()).collect();
+        ObjectBuilder::new().schema_type(Type::String).enum_values(Some(kinds)).into()
+    }
+}
+
+impl ToSchema for EventTypeName {}
+
 /// A new endpoint in the caller's environment.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -121,9 +135,10 @@ pub struct CreateEndpointRequest {
     #[schema(max_length = 2048)]
     pub url: String,
     /// At most 512 characters.
-    #[schema(max_length = 512, pattern = "^[^\\u0000-\\u001f]*$")]
+    #[schema(max_length = 512, pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]*$")]
     pub description: Option<String>,
     /// Event types (as `GET /v1/events?type=`); empty or absent: every event.
+    #[schema(value_type = Vec<EventTypeName>)]
     #[serde(default)]
     pub enabled_events: Vec<String>,
 }
@@ -135,10 +150,11 @@ pub struct UpdateEndpointRequest {
     #[schema(max_length = 2048)]
     pub url: Option<String>,
     /// `null` clears it.
-    #[schema(value_type = Option<String>, nullable, max_length = 512, pattern = "^[^\\u0000-\\u001f]*$")]
+    #[schema(value_type = Option<String>, nullable, max_length = 512, pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]*$")]
     #[serde(default, deserialize_with = "present")]
     pub description: Option<Option<String>>,
     /// Event types; empty: every event.
+    #[schema(value_type = Option<Vec<EventTypeName>>)]
     pub enabled_events: Option<Vec<String>>,
     pub disabled: Option<bool>,
 }
