@@ -126,8 +126,9 @@ pub async fn rotate_secret(
     who: &Principal,
     id: Uuid,
 ) -> DomainResult<(EndpointInfo, String)> {
-    let overlap =
-        Duration::seconds(i64::try_from(state.config.webhooks.rotation_overlap_secs).unwrap_or(i64::MAX / 1000));
+    // Bounded (ten years), so that no configured value can overflow the expiry time.
+    let secs = i64::try_from(state.config.webhooks.rotation_overlap_secs).unwrap_or(i64::MAX);
+    let overlap = Duration::seconds(secs.clamp(0, 3650 * 86_400));
     let txn = crate::db::begin_write(&state.db).await?;
     let before = owned(&txn, who, id).await?;
     let now = Utc::now();
