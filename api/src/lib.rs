@@ -28,6 +28,7 @@ pub mod state;
 pub mod static_addresses;
 pub mod test_helpers;
 pub mod webhook_deliveries;
+pub mod webhook_endpoints;
 pub mod webhooks;
 
 use domain::config::Config;

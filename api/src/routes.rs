@@ -21,5 +21,6 @@ pub fn documented_routes() -> OpenApiRouter<HttpState> {
         .merge(crate::api_keys::router())
         .merge(crate::webhook_deliveries::router())
         .merge(crate::exports::router())
+        .merge(crate::webhook_endpoints::router())
         .merge(crate::test_helpers::router())
 }

@@ -44,11 +44,14 @@ pub struct AttemptResponse {
     pub succeeded: bool,
 }
 
-/// A delivery of one event to the merchant's endpoint.
+/// A delivery of one event to one of the merchant's endpoints.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct DeliveryResponse {
     pub id: Uuid,
     pub event_id: Uuid,
+    /// The endpoint it goes to; null only on deliveries made before endpoints had ids (they go
+    /// to the merchant's oldest endpoint in the environment).
+    pub endpoint_id: Option<Uuid>,
     pub event_type: String,
     #[schema(value_type = entity::DeliveryStatus)]
     pub status: String,
@@ -69,6 +72,7 @@ impl DeliveryResponse {
         DeliveryResponse {
             id: d.id,
             event_id: d.event_id,
+            endpoint_id: d.endpoint_id,
             event_type: d.event_type.clone(),
             status: d.status.as_str().to_owned(),
             attempt_count: d.attempt_count,
@@ -100,6 +104,7 @@ impl DeliveryResponse {
     params(
         ("status" = Option<entity::DeliveryStatus>, Query, description = "Only deliveries in this status"),
         ("type" = Option<String>, Query, description = "Only deliveries of this event type (as `GET /v1/events?type=`)"),
+        ("endpoint_id" = Option<uuid::Uuid>, Query, description = "Only deliveries to this endpoint"),
         crate::envelope::PageParams,
     ),
     responses(
@@ -117,6 +122,7 @@ pub async fn list_deliveries(
     let filter = DeliveryFilter {
         status: q.one_of("status", DeliveryStatus::parse, statuses)?,
         event_type: q.one_of("type", |v| EventKind::parse(v).map(|k| k.as_str().to_owned()), &kinds)?,
+        endpoint_id: q.one_of("endpoint_id", |v| Uuid::parse_str(v).ok(), "a UUID")?,
     };
     let (rows, total) = deliveries::list(&state, &auth, &filter, page).await?;
     Ok(Page::of(&rows, |d| DeliveryResponse::of(d, &[]), total, page))

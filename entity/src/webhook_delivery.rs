@@ -2,7 +2,7 @@ use sea_orm::entity::prelude::*;
 
 use crate::{DeliveryStatus, Environment};
 
-/// One outbox event on its way to the merchant's endpoint. `body` is the exact JSON that every
+/// One outbox event on its way to one of the merchant's endpoints. `body` is the exact JSON that every
 /// attempt sends; the signature is made fresh per attempt.
 #[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
 #[sea_orm(table_name = "webhook_deliveries")]
@@ -10,8 +10,12 @@ pub struct Model {
     /// Sent as the delivery id header; the same for every attempt and replay.
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: Uuid,
-    #[sea_orm(unique)]
+    /// Unique with `endpoint_id`: one delivery of an event per endpoint.
     pub event_id: Uuid,
+    /// The endpoint it goes to. `None` only on deliveries made before endpoints had ids whose
+    /// merchant had no endpoint then: those go to the merchant's (oldest) endpoint in their
+    /// environment.
+    pub endpoint_id: Option<Uuid>,
     pub merchant_id: Uuid,
     pub environment: Environment,
     pub event_type: String,

@@ -27,6 +27,7 @@ mod m20261128_000022_house_account;
 mod m20261128_000023_sweeps;
 mod m20261128_000024_rent_reclaimed;
 mod m20261128_000027_dashboard_users;
+mod m20261128_000028_webhook_endpoints;
 
 pub struct Migrator;
 
@@ -59,6 +60,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261128_000023_sweeps::Migration),
             Box::new(m20261128_000024_rent_reclaimed::Migration),
             Box::new(m20261128_000027_dashboard_users::Migration),
+            Box::new(m20261128_000028_webhook_endpoints::Migration),
         ]
     }
 }

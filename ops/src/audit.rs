@@ -138,7 +138,16 @@ pub fn payout_settings_json(s: &merchant_env_settings::Model) -> Value {
 }
 
 pub fn endpoint_json(info: Option<&domain::webhooks::endpoints::EndpointInfo>) -> Option<Value> {
-    info.map(|i| json!({ "url": i.url, "previous_secret_until": i.previous_secret_until.map(|t| t.to_rfc3339()) }))
+    info.map(|i| {
+        json!({
+            "endpoint_id": i.id,
+            "url": i.url,
+            "description": i.description,
+            "enabled_events": i.enabled_events,
+            "disabled": i.disabled,
+            "previous_secret_until": i.previous_secret_until.map(|t| t.to_rfc3339()),
+        })
+    })
 }
 
 pub fn delivery_json(d: &webhook_delivery::Model) -> Value {

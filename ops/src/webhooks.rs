@@ -38,13 +38,17 @@ pub enum WebhooksCmd {
         #[arg(long, required = true)]
         secret: Vec<String>,
     },
-    /// Set the endpoint URL of a merchant in one environment. A new endpoint's secret
-    /// (`whsec_…`) is printed once; an existing endpoint keeps its secret.
+    /// Set the endpoint URL of a merchant in one environment (its only endpoint there, or the
+    /// one `--endpoint` names). A new endpoint's secret (`whsec_…`) is printed once, and it
+    /// receives every event; an existing endpoint keeps its secret.
     Set {
         #[arg(long)]
         merchant: Uuid,
         #[arg(long, value_parser = crate::parse_env)]
         env: Environment,
+        /// The endpoint's id, where the merchant has several in the environment.
+        #[arg(long)]
+        endpoint: Option<Uuid>,
         #[arg(long)]
         url: String,
     },
@@ -54,6 +58,9 @@ pub enum WebhooksCmd {
         merchant: Uuid,
         #[arg(long, value_parser = crate::parse_env)]
         env: Environment,
+        /// The endpoint's id, where the merchant has several in the environment.
+        #[arg(long)]
+        endpoint: Option<Uuid>,
     },
     /// Make a new secret, printed once. The previous one keeps signing beside it for the
     /// overlap, so receivers can switch without rejecting deliveries.
@@ -62,23 +69,34 @@ pub enum WebhooksCmd {
         merchant: Uuid,
         #[arg(long, value_parser = crate::parse_env)]
         env: Environment,
+        /// The endpoint's id, where the merchant has several in the environment.
+        #[arg(long)]
+        endpoint: Option<Uuid>,
         /// How long the previous secret keeps signing; default `webhooks.rotation_overlap_secs`.
         #[arg(long, value_parser = parse_span)]
         overlap: Option<chrono::Duration>,
     },
-    /// Remove the endpoint: new events are no longer delivered.
+    /// Remove the endpoint: new events are no longer delivered to it, and its deliveries still
+    /// open stop (dead, never sent to another endpoint).
     Remove {
         #[arg(long)]
         merchant: Uuid,
         #[arg(long, value_parser = crate::parse_env)]
         env: Environment,
+        /// The endpoint's id, where the merchant has several in the environment.
+        #[arg(long)]
+        endpoint: Option<Uuid>,
     },
-    /// Send a `test` event to the endpoint.
+    /// Send a `test` event to the endpoint (to every endpoint of the merchant in the
+    /// environment, or only to the one `--endpoint` names).
     Test {
         #[arg(long)]
         merchant: Uuid,
         #[arg(long, value_parser = crate::parse_env)]
         env: Environment,
+        /// The endpoint's id, where the merchant has several in the environment.
+        #[arg(long)]
+        endpoint: Option<Uuid>,
         /// Wait up to this many seconds for the first attempt and print it (0: do not wait).
         #[arg(long, default_value_t = 30)]
         wait: u64,
@@ -120,6 +138,10 @@ pub struct FilterArgs {
     merchant: Option<Uuid>,
     #[arg(long, value_parser = crate::parse_env)]
     env: Option<Environment>,
+    /// Only the deliveries to this endpoint (with `--missed`: the endpoint to send to, where the
+    /// merchant has several).
+    #[arg(long)]
+    endpoint: Option<Uuid>,
     /// Event type, e.g. `invoice.paid`.
     #[arg(long)]
     event: Option<String>,
@@ -136,6 +158,7 @@ impl FilterArgs {
         DeliveryFilter {
             merchant_id: self.merchant,
             environment: self.env,
+            endpoint_id: self.endpoint,
             statuses,
             event_type: self.event.clone(),
             since: self.since,
@@ -163,11 +186,17 @@ pub async fn run(config: &Config, cmd: WebhooksCmd, actor: &str) -> anyhow::Resu
     match cmd {
         WebhooksCmd::Keygen | WebhooksCmd::Listen { .. } => unreachable!("handled above"),
         WebhooksCmd::RotateKey => rotate_key(config, db, actor, out).await,
-        WebhooksCmd::Set { merchant, env, url } => set(config, db, actor, merchant, env, &url, out).await,
-        WebhooksCmd::Show { merchant, env } => show(db, merchant, env, out).await,
-        WebhooksCmd::Rotate { merchant, env, overlap } => rotate(config, db, actor, merchant, env, overlap, out).await,
-        WebhooksCmd::Remove { merchant, env } => remove(db, actor, merchant, env, out).await,
-        WebhooksCmd::Test { merchant, env, wait } => send_test(db, merchant, env, wait, out).await,
+        WebhooksCmd::Set { merchant, env, endpoint, url } => {
+            set(config, db, actor, (merchant, env, endpoint), &url, out).await
+        }
+        WebhooksCmd::Show { merchant, env, endpoint } => show(db, (merchant, env, endpoint), out).await,
+        WebhooksCmd::Rotate { merchant, env, endpoint, overlap } => {
+            rotate(config, db, actor, (merchant, env, endpoint), overlap, out).await
+        }
+        WebhooksCmd::Remove { merchant, env, endpoint } => remove(db, actor, (merchant, env, endpoint), out).await,
+        WebhooksCmd::Test { merchant, env, endpoint, wait } => {
+            send_test(config, db, (merchant, env, endpoint), wait, out).await
+        }
         WebhooksCmd::List { filter, status, limit } => list(db, &filter, status, limit, out).await,
         WebhooksCmd::Attempts { delivery } => attempts(db, delivery, out).await,
         WebhooksCmd::Replay { missed: true, filter, .. } => replay_missed(config, db, actor, &filter, out).await,
@@ -213,23 +242,25 @@ async fn set(
     config: &Config,
     db: &DatabaseConnection,
     actor: &str,
-    merchant: Uuid,
-    env: Environment,
+    (merchant, env, endpoint): Which,
     url: &str,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
     let sbox = secret_box(config)?;
     let policy = TargetPolicy::from_config(&config.webhooks);
     let txn = domain::db::begin_write(db).await?;
-    let before = endpoints::get(&txn, merchant.into(), env).await?;
-    let (info, secret) = endpoints::set(&txn, &sbox, policy, merchant.into(), env, url).await?;
+    let before = endpoints::get_on(&txn, merchant.into(), env, endpoint).await?;
+    let (info, secret) = endpoints::set_on(&txn, &sbox, policy, merchant.into(), env, endpoint, url).await?;
     let entry = endpoint_entry(actor, "webhook_endpoint.set", merchant, env)
         .change(crate::audit::endpoint_json(before.as_ref()), crate::audit::endpoint_json(Some(&info)));
     record(&txn, entry).await?;
     txn.commit().await?;
     match secret {
         Some(secret) => {
-            eprintln!("{} endpoint set to {}; its signing secret, shown only this once:", info.environment, info.url);
+            eprintln!(
+                "{} endpoint {} set to {}; its signing secret, shown only this once:",
+                info.environment, info.id, info.url
+            );
             writeln!(out, "{secret}")?;
         }
         None => eprintln!("{} endpoint set to {} (secret unchanged)", info.environment, info.url),
@@ -237,12 +268,25 @@ async fn set(
     Ok(())
 }
 
+/// The merchant, the environment and the endpoint an endpoint command names (`--endpoint`,
+/// needed only where the merchant has several there).
+type Which = (Uuid, Environment, Option<Uuid>);
+
 /// `show`: the endpoint, never its secret; an error when there is none.
-async fn show(db: &DatabaseConnection, merchant: Uuid, env: Environment, out: &mut impl Write) -> anyhow::Result<()> {
-    let Some(i) = endpoints::get(db, merchant.into(), env).await? else {
-        bail!("merchant {merchant} has no {env} webhook endpoint");
+async fn show(db: &DatabaseConnection, (merchant, env, endpoint): Which, out: &mut impl Write) -> anyhow::Result<()> {
+    let Some(i) = endpoints::get_on(db, merchant.into(), env, endpoint).await? else {
+        bail!("merchant {merchant} has no {env} webhook endpoint{}", named(endpoint));
     };
     writeln!(out, "merchant {} {}: {}", i.merchant_id, i.environment, i.url)?;
+    writeln!(out, "endpoint {}{}", i.id, if i.disabled { " (disabled)" } else { "" })?;
+    if let Some(d) = &i.description {
+        writeln!(out, "description: {d}")?;
+    }
+    if i.enabled_events.is_empty() {
+        writeln!(out, "events: all")?;
+    } else {
+        writeln!(out, "events: {}", i.enabled_events.join(", "))?;
+    }
     writeln!(out, "created {}  updated {}", i.created_at.to_rfc3339(), i.updated_at.to_rfc3339())?;
     if let Some(t) = i.previous_secret_until {
         writeln!(out, "rotating: the previous secret also signs until {}", t.to_rfc3339())?;
@@ -256,8 +300,7 @@ async fn rotate(
     config: &Config,
     db: &DatabaseConnection,
     actor: &str,
-    merchant: Uuid,
-    env: Environment,
+    (merchant, env, endpoint): Which,
     overlap: Option<chrono::Duration>,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
@@ -266,8 +309,8 @@ async fn rotate(
         chrono::Duration::seconds(i64::try_from(config.webhooks.rotation_overlap_secs).unwrap_or(i64::MAX))
     });
     let txn = domain::db::begin_write(db).await?;
-    let before = endpoints::get(&txn, merchant.into(), env).await?;
-    let (info, secret) = endpoints::rotate(&txn, &sbox, merchant.into(), env, overlap).await?;
+    let before = endpoints::get_on(&txn, merchant.into(), env, endpoint).await?;
+    let (info, secret) = endpoints::rotate_on(&txn, &sbox, merchant.into(), env, endpoint, overlap).await?;
     // The secrets themselves are never recorded.
     let entry = endpoint_entry(actor, "webhook_endpoint.rotate_secret", merchant, env)
         .change(crate::audit::endpoint_json(before.as_ref()), crate::audit::endpoint_json(Some(&info)));
@@ -285,32 +328,46 @@ async fn rotate(
 async fn remove(
     db: &DatabaseConnection,
     actor: &str,
-    merchant: Uuid,
-    env: Environment,
+    (merchant, env, endpoint): Which,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
     let txn = domain::db::begin_write(db).await?;
-    let before = endpoints::get(&txn, merchant.into(), env).await?;
-    if !endpoints::remove(&txn, merchant.into(), env).await? {
-        bail!("merchant {merchant} has no {env} webhook endpoint");
-    }
+    let Some((before, stopped)) = endpoints::remove_on(&txn, merchant.into(), env, endpoint).await? else {
+        bail!("merchant {merchant} has no {env} webhook endpoint{}", named(endpoint));
+    };
     let entry = endpoint_entry(actor, "webhook_endpoint.remove", merchant, env)
-        .change(crate::audit::endpoint_json(before.as_ref()), None);
+        .change(crate::audit::endpoint_json(Some(&before)), Some(serde_json::json!({"deliveries_stopped": stopped})));
     record(&txn, entry).await?;
     txn.commit().await?;
-    writeln!(out, "removed the {env} endpoint of merchant {merchant}")?;
+    writeln!(
+        out,
+        "removed the {env} endpoint {} of merchant {merchant}; {stopped} open deliveries stopped",
+        before.id
+    )?;
     Ok(())
+}
+
+fn named(endpoint: Option<Uuid>) -> String {
+    endpoint.map(|e| format!(" {e}")).unwrap_or_default()
 }
 
 /// `test`: a `test` event queued; with `wait` > 0 seconds, its first attempt printed.
 async fn send_test(
+    config: &Config,
     db: &DatabaseConnection,
-    merchant: Uuid,
-    env: Environment,
+    (merchant, env, endpoint): Which,
     wait: u64,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
-    let event_id = admin::send_test(db, merchant.into(), env).await?;
+    let event_id = match endpoint {
+        None => admin::send_test(db, merchant.into(), env).await?,
+        Some(id) => {
+            let (event_id, delivery) = admin::send_test_to(db, merchant.into(), env, id, true).await?;
+            let queues = crate::jobs::connect(config).await;
+            enqueue(&queues, &[delivery]).await?;
+            event_id
+        }
+    };
     writeln!(out, "test event {event_id} queued")?;
     if wait > 0 {
         wait_for_attempt(db, event_id.into(), Duration::from_secs(wait), out).await?;
@@ -393,7 +450,9 @@ async fn replay_missed(
         bail!("--missed needs --merchant and --env");
     };
     let txn = domain::db::begin_write(db).await?;
-    let created = admin::deliver_missed(&txn, merchant.into(), env, filter.since, filter.event.as_deref()).await?;
+    let created =
+        admin::deliver_missed(&txn, merchant.into(), env, filter.endpoint, filter.since, filter.event.as_deref())
+            .await?;
     let after = serde_json::json!({"deliveries": created.len(), "since": filter.since, "event": filter.event});
     if !created.is_empty() {
         let entry = endpoint_entry(actor, "webhook_events.deliver_missed", merchant, env).change(None, Some(after));

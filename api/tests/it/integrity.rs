@@ -73,7 +73,11 @@ async fn populated() -> TestApp {
     .await
     .unwrap();
     let event = entity::event::Entity::find().one(db).await.unwrap().expect("an event");
-    domain::webhooks::dispatch::new_delivery(&event, chrono::Utc::now()).into_active_model().insert(db).await.unwrap();
+    domain::webhooks::dispatch::new_delivery(&event, None, chrono::Utc::now())
+        .into_active_model()
+        .insert(db)
+        .await
+        .unwrap();
     let now = chrono::Utc::now();
     entity::settlement_conversion::Model {
         payment_id: payment,

@@ -28,3 +28,4 @@ mod server_timeouts;
 mod settings;
 mod static_addresses;
 mod support;
+mod webhook_endpoints;

@@ -18,6 +18,8 @@ pub enum ErrorCode {
     InvoiceNotResolvable,
     ApiKeyRevoked,
     DeliveryPending,
+    WebhookEndpointLimit,
+    WebhookSecretsUnavailable,
     InvoiceNotActivatable,
     PayoutNotCancellable,
     PayoutNotApprovable,

@@ -29,6 +29,8 @@ pub enum DeliveryTrigger {
     FailedFinal,
     /// The operator replays it (`ops webhooks replay`): due now, the schedule starts over.
     Replay,
+    /// Its endpoint was removed: an open delivery stops, never sent elsewhere.
+    EndpointRemoved,
 }
 
 impl DeliveryStatus {
@@ -49,7 +51,8 @@ impl DeliveryStatus {
             (Pending | Retrying, FailedWillRetry) => Some(Retrying),
             (Pending | Retrying, FailedFinal) => Some(Dead),
             (Retrying | Succeeded | Dead, Replay) => Some(Pending),
-            (Pending, Replay) | (Succeeded | Dead, Delivered | FailedWillRetry | FailedFinal) => None,
+            (Pending | Retrying, EndpointRemoved) => Some(Dead),
+            (Pending, Replay) | (Succeeded | Dead, Delivered | FailedWillRetry | FailedFinal | EndpointRemoved) => None,
         }
     }
 }
@@ -73,6 +76,14 @@ mod tests {
             assert_eq!(s.on(FailedWillRetry), None);
             assert_eq!(s.on(FailedFinal), None);
         }
+    }
+
+    #[test]
+    fn removing_the_endpoint_ends_only_open_deliveries() {
+        assert_eq!(Pending.on(EndpointRemoved), Some(Dead));
+        assert_eq!(Retrying.on(EndpointRemoved), Some(Dead));
+        assert_eq!(Succeeded.on(EndpointRemoved), None);
+        assert_eq!(Dead.on(EndpointRemoved), None);
     }
 
     #[test]

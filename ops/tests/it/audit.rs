@@ -121,6 +121,7 @@ async fn dead_delivery(ops: &Ops, merchant: Uuid) -> Uuid {
     let d = entity::webhook_delivery::Model {
         id: Uuid::now_v7(),
         event_id: Uuid::now_v7(),
+        endpoint_id: None,
         merchant_id: merchant,
         environment: entity::Environment::Test,
         event_type: "test".into(),

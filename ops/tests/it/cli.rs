@@ -326,6 +326,67 @@ fn sandbox_mine_and_deposit_rules() {
     assert!(String::from_utf8_lossy(&missing.stderr).contains("no invoice"), "{:?}", missing);
 }
 
+fn refs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
+/// `ops webhooks` where the merchant has several endpoints in one environment (the second made
+/// as the merchant makes it through the API): each endpoint command names one with
+/// `--endpoint`, and refuses without it rather than guess.
+#[tokio::test]
+async fn webhook_commands_name_one_of_several_endpoints() {
+    use domain::webhooks::endpoints::{self, NewEndpoint};
+    use domain::webhooks::outbound::TargetPolicy;
+    use domain::webhooks::secrets::SecretBox;
+    let ops = Ops::new();
+    let m = ops.ok(&["merchants", "create", "--name", "Hooks"]).trim().to_owned();
+    let dev = [("PAYGATE_WEBHOOKS__ALLOW_INSECURE_TARGETS", "true")];
+    let out =
+        ops.run_env(&["webhooks", "set", "--merchant", &m, "--env", "test", "--url", "http://127.0.0.1:9/first"], &dev);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let key = std::fs::read_to_string(ops.dir.path().join("ops-webhooks.key")).unwrap();
+    let sbox = SecretBox::new(SecretBox::parse_key(key.trim()).unwrap());
+    let url = format!("sqlite://{}?mode=rwc", ops.dir.path().join("ops.db").display());
+    let db = sea_orm::Database::connect(url).await.unwrap();
+    let new = NewEndpoint {
+        url: "http://127.0.0.1:9/second".into(),
+        description: Some("second".into()),
+        enabled_events: vec!["invoice.paid".into()],
+    };
+    let merchant: uuid::Uuid = m.parse().unwrap();
+    let policy = TargetPolicy { allow_insecure: true };
+    let (second, _) =
+        endpoints::create(&db, &sbox, policy, merchant.into(), entity::Environment::Test, &new).await.unwrap();
+    let id = second.id.to_string();
+    let base = ["--merchant", &m, "--env", "test"];
+    let cmd = |verb: &str, more: &[&str]| -> Vec<String> {
+        ["webhooks", verb].iter().chain(&base).chain(more).map(|s| (*s).to_owned()).collect()
+    };
+
+    for verb in ["show", "rotate", "remove"] {
+        let err = ops.fails(&refs(&cmd(verb, &[])), &dev);
+        assert!(err.contains("2 test webhook endpoints") && err.contains("--endpoint"), "{verb}: {err}");
+    }
+    let err = ops.fails(&refs(&cmd("set", &["--url", "http://127.0.0.1:9/x"])), &dev);
+    assert!(err.contains("--endpoint"), "{err}");
+    let shown = ops.ok(&refs(&cmd("show", &["--endpoint", &id])));
+    assert!(shown.contains("http://127.0.0.1:9/second") && shown.contains("events: invoice.paid"), "{shown}");
+    assert!(shown.contains("description: second") && shown.contains(&id), "{shown}");
+    // Setting its URL keeps its secret (prints none); rotating prints a new one.
+    let out = ops.run_env(&refs(&cmd("set", &["--endpoint", &id, "--url", "http://127.0.0.1:9/third"])), &dev);
+    assert!(out.status.success() && out.stdout.is_empty(), "{}", stderr(&out));
+    assert!(ops.ok(&refs(&cmd("rotate", &["--endpoint", &id]))).trim().starts_with("whsec_"));
+    // `test` without `--endpoint` writes one event for every endpoint; with it, for that one only.
+    assert!(ops.ok(&refs(&cmd("test", &["--wait", "0"]))).contains("queued"));
+    assert!(ops.ok(&refs(&cmd("test", &["--endpoint", &id, "--wait", "0"]))).contains("queued"));
+    let unknown = uuid::Uuid::new_v4().to_string();
+    assert!(ops.fails(&refs(&cmd("show", &["--endpoint", &unknown])), &[]).contains("no test webhook endpoint"));
+    // Removing the named one leaves the other, which the commands find again on their own.
+    ops.ok(&refs(&cmd("remove", &["--endpoint", &id])));
+    let shown = ops.ok(&refs(&cmd("show", &[])));
+    assert!(shown.contains("http://127.0.0.1:9/first") && shown.contains("events: all"), "{shown}");
+}
+
 /// `ops webhooks`: endpoint rules, the secret shown once and stored encrypted under a key
 /// file made beside the SQLite database, rotation, removal, keygen, and the local listener.
 #[test]

@@ -12,9 +12,11 @@
 //! takes only as many events as keep the queue's waiting deliveries under `webhooks.max_queued`
 //! (back-pressure: an overload waits in the outbox, in event order); the sweep enqueues again
 //! open deliveries due for more than `stale_after_secs` with no live lease, so a lost push, a
-//! flushed Redis or a killed deliverer delays a webhook but never loses it. Endpoint secrets are
-//! sealed with the operator's webhook key (`domain::webhooks::secrets`), which only this process
-//! (and `ops`) loads; the API never does. Payer e-mail runs in the same process (`mail`;
+//! flushed Redis or a killed deliverer delays a webhook but never loses it. Each delivery goes to
+//! its own endpoint (`endpoint_id`), signed with that endpoint's secrets; one whose endpoint was
+//! removed is dead at its next attempt, never sent elsewhere. Endpoint secrets are
+//! sealed with the operator's webhook key (`domain::webhooks::secrets`), which this process,
+//! `ops` and the API (to seal the secrets of endpoints merchants create) load. Payer e-mail runs in the same process (`mail`;
 //! its job beside the webhook's in `job`).
 
 mod group;
@@ -44,13 +46,16 @@ const ORDER_RECHECK: Duration = Duration::from_millis(200);
 
 /// The claim's condition, for a delivery made while an earlier one with its key was open
 /// (`wait_for_earlier`; the others skip it at no cost), that no earlier event about the same
-/// invoice or payout (same order key, merchant and environment) still has an open delivery: deliveries for one invoice reach
-/// the endpoint in the order their events happened. Correlated to the row being claimed; a row
+/// invoice or payout (same order key, merchant, environment and endpoint; a delivery made before
+/// endpoints had ids counts for every endpoint) still has an open delivery: deliveries for one
+/// invoice reach each endpoint in the order their events happened. Correlated to the row being claimed; a row
 /// without a key is never held back (`= NULL` matches nothing).
 const NO_EARLIER_OPEN: &str = "(NOT webhook_deliveries.wait_for_earlier OR NOT EXISTS (SELECT 1 FROM webhook_deliveries AS earlier \
     WHERE earlier.order_key = webhook_deliveries.order_key \
     AND earlier.merchant_id = webhook_deliveries.merchant_id \
     AND earlier.environment = webhook_deliveries.environment \
+    AND (earlier.endpoint_id = webhook_deliveries.endpoint_id \
+         OR earlier.endpoint_id IS NULL OR webhook_deliveries.endpoint_id IS NULL) \
     AND earlier.status IN ('pending', 'retrying') \
     AND (earlier.event_created_at < webhook_deliveries.event_created_at \
          OR (earlier.event_created_at = webhook_deliveries.event_created_at \
@@ -90,6 +95,8 @@ struct Target {
 
 /// An endpoint lookup and when it was made (`None`: no endpoint).
 type Cached = (Instant, Option<Arc<Target>>);
+/// What a lookup is cached by: the delivery's merchant, environment and endpoint id.
+type TargetKey = (Uuid, Environment, Option<Uuid>);
 
 /// Sends deliveries. One per process; cheap to share behind an `Arc`.
 pub struct Deliverer {
@@ -98,7 +105,7 @@ pub struct Deliverer {
     sbox: SecretBox,
     cfg: WebhooksConfig,
     policy: TargetPolicy,
-    cache: Mutex<HashMap<(Uuid, Environment), Cached>>,
+    cache: Mutex<HashMap<TargetKey, Cached>>,
     /// Claims and records of the attempts running at once, written together (`group`); started
     /// on first use, on the runtime the attempts run on.
     claims: OnceLock<Batcher<Uuid, Option<webhook_delivery::Model>>>,
@@ -160,10 +167,16 @@ impl Deliverer {
         };
         let started = Instant::now();
         let started_at = Utc::now();
-        let (url, result) = match self.target(d.merchant_id, d.environment).await {
+        // A delivery whose endpoint was removed is never sent (to it or to another): dead now.
+        let mut removed = false;
+        let (url, result) = match self.target(&d).await {
             Ok(Some(t)) => {
                 let r = self.post(&d, &t).await;
                 (t.url.clone(), r)
+            }
+            Ok(None) if d.endpoint_id.is_some() => {
+                removed = true;
+                (String::new(), Err(Failure::text(endpoints::REMOVED)))
             }
             Ok(None) => {
                 (String::new(), Err(Failure::text("no webhook endpoint is set for this merchant and environment")))
@@ -171,7 +184,7 @@ impl Deliverer {
             Err(e) => (String::new(), Err(Failure::text(&e.to_string()))),
         };
         let latency = started.elapsed();
-        self.record(&d, &url, started_at, latency, result).await
+        self.record(&d, &url, started_at, latency, result, removed).await
     }
 
     /// Takes the attempt: open, due, and not leased by a live attempt (with the others claimed
@@ -204,7 +217,14 @@ impl Deliverer {
     async fn blocker(&self, d: &webhook_delivery::Model) -> Result<Option<webhook_delivery::Model>, DbErr> {
         use sea_orm::{Condition, QueryOrder};
         let Some(key) = d.order_key.filter(|_| self.cfg.ordered && d.wait_for_earlier) else { return Ok(None) };
+        let mut same_endpoint = Condition::any().add(webhook_delivery::Column::EndpointId.is_null());
+        if let Some(e) = d.endpoint_id {
+            same_endpoint = same_endpoint.add(webhook_delivery::Column::EndpointId.eq(e));
+        } else {
+            same_endpoint = same_endpoint.add(webhook_delivery::Column::EndpointId.is_not_null());
+        }
         webhook_delivery::Entity::find()
+            .filter(same_endpoint)
             .filter(webhook_delivery::Column::MerchantId.eq(d.merchant_id))
             .filter(webhook_delivery::Column::Environment.eq(d.environment))
             .filter(webhook_delivery::Column::OrderKey.eq(key))
@@ -249,14 +269,28 @@ impl Deliverer {
         Ok(verdict)
     }
 
-    async fn target(&self, merchant_id: Uuid, env: Environment) -> Result<Option<Arc<Target>>, WebhookError> {
+    /// The delivery's endpoint: the one it names, or (a delivery made before endpoints had ids)
+    /// the merchant's oldest endpoint in its environment. `None`: there is none (removed).
+    async fn target(&self, d: &webhook_delivery::Model) -> Result<Option<Arc<Target>>, WebhookError> {
+        use sea_orm::QueryOrder;
+        let key = (d.merchant_id, d.environment, d.endpoint_id);
         let ttl = Duration::from_millis(self.cfg.endpoint_cache_ms);
-        if let Some((at, t)) = self.cache.lock().expect("cache lock").get(&(merchant_id, env))
+        if let Some((at, t)) = self.cache.lock().expect("cache lock").get(&key)
             && at.elapsed() < ttl
         {
             return Ok(t.clone());
         }
-        let row = webhook_endpoint::Entity::find_by_id((merchant_id, env)).one(&self.db).await?;
+        let mut q = webhook_endpoint::Entity::find()
+            .filter(webhook_endpoint::Column::MerchantId.eq(d.merchant_id))
+            .filter(webhook_endpoint::Column::Environment.eq(d.environment));
+        if let Some(id) = d.endpoint_id {
+            q = q.filter(webhook_endpoint::Column::Id.eq(id));
+        }
+        let row = q
+            .order_by_asc(webhook_endpoint::Column::CreatedAt)
+            .order_by_asc(webhook_endpoint::Column::Id)
+            .one(&self.db)
+            .await?;
         let target = match row {
             Some(m) => Some(Arc::new(Target {
                 url: m.url.clone(),
@@ -264,7 +298,7 @@ impl Deliverer {
             })),
             None => None,
         };
-        self.cache.lock().expect("cache lock").insert((merchant_id, env), (Instant::now(), target.clone()));
+        self.cache.lock().expect("cache lock").insert(key, (Instant::now(), target.clone()));
         Ok(target)
     }
 
@@ -301,6 +335,7 @@ impl Deliverer {
         started_at: DateTime<Utc>,
         latency: Duration,
         result: Result<Answer, Failure>,
+        removed: bool,
     ) -> Result<Outcome, WebhookError> {
         let (code, body, error, retry_after) = match &result {
             Ok(a) => (Some(a.status), Some(a.body.clone()), None, a.retry_after),
@@ -313,10 +348,11 @@ impl Deliverer {
             (false, _, e) => e,
         };
         let step = usize::try_from(d.retry_step).unwrap_or(usize::MAX);
-        let verdict = match (ok, next_delay(&self.cfg, step, retry_after)) {
-            (true, _) => Verdict::Delivered,
-            (false, Some(delay)) => Verdict::Retry(delay),
-            (false, None) => Verdict::Dead,
+        let verdict = match (ok, removed, next_delay(&self.cfg, step, retry_after)) {
+            (true, ..) => Verdict::Delivered,
+            (false, true, _) => Verdict::Dead,
+            (false, false, Some(delay)) => Verdict::Retry(delay),
+            (false, false, None) => Verdict::Dead,
         };
         let trigger = match verdict {
             Verdict::Delivered => DeliveryTrigger::Delivered,
@@ -510,7 +546,7 @@ mod tests {
             serde_json::json!({}),
             now,
         );
-        domain::webhooks::dispatch::new_delivery(&e, now)
+        domain::webhooks::dispatch::new_delivery(&e, Some(Uuid::now_v7()), now)
     }
 
     #[test]

@@ -158,7 +158,9 @@ async fn environments_reach_only_their_own_endpoint_with_the_spec_body() {
     test_rx.set_secrets(&[&test_secret]);
     live_rx.set_secrets(&[&live_secret]);
     // Stored encrypted only.
-    let row = entity::webhook_endpoint::Entity::find_by_id((h.merchant, Environment::Test))
+    let row = entity::webhook_endpoint::Entity::find()
+        .filter(entity::webhook_endpoint::Column::MerchantId.eq(h.merchant))
+        .filter(entity::webhook_endpoint::Column::Environment.eq(Environment::Test))
         .one(h.db())
         .await
         .unwrap()
@@ -564,9 +566,13 @@ async fn internal_targets_are_refused_when_saved_and_when_connecting() {
     let rx = Receiver::start(ANY.parse().unwrap(), &[], Behaviour::Ok(Duration::ZERO)).await.unwrap();
     let now = Utc::now();
     let row = entity::webhook_endpoint::Model {
+        id: Uuid::now_v7(),
         merchant_id: h.merchant,
         environment: Environment::Test,
         url: format!("http://localhost:{}/webhooks", rx.addr.port()),
+        description: None,
+        enabled_events: "[]".into(),
+        disabled: false,
         secret_ciphertext: sbox().seal(h.merchant.into(), Environment::Test, "whsec_x"),
         previous_secret_ciphertext: None,
         previous_secret_expires_at: None,
@@ -899,4 +905,136 @@ async fn a_merchant_reads_its_delivery_log_and_redelivers_through_the_api() {
         entries.iter().any(|e| e.action == "webhook_delivery.replay" && e.actor.starts_with("api_key:")),
         "{entries:?}"
     );
+}
+
+/// Two endpoints of one merchant with different filters: each event goes to exactly the
+/// endpoints whose filter takes it, one delivery per endpoint, signed with that endpoint's own
+/// secret (each receiver knows only its own) and posted to its URL. Order holds per endpoint: a
+/// failing endpoint holds back only its own later delivery about the invoice. Removing an
+/// endpoint stops its open deliveries: nothing more reaches it, and nothing of it goes to the
+/// other endpoint.
+#[tokio::test]
+async fn two_endpoints_with_different_filters_each_receive_exactly_their_events_signed_with_their_own_secret() {
+    use domain::webhooks::endpoints::NewEndpoint;
+    let h = Hooks::new(fast()).await;
+    let paid_rx = Receiver::start(ANY.parse().unwrap(), &[], Behaviour::Ok(Duration::ZERO)).await.unwrap();
+    let all_rx = Receiver::start(ANY.parse().unwrap(), &[], Behaviour::Ok(Duration::ZERO)).await.unwrap();
+    let policy = TargetPolicy { allow_insecure: true };
+    let new = |url: String, events: &[&str]| NewEndpoint {
+        url,
+        description: None,
+        enabled_events: events.iter().map(|e| (*e).to_owned()).collect(),
+    };
+    let create = |n: NewEndpoint| {
+        let db = h.db().clone();
+        let merchant = h.merchant;
+        async move { endpoints::create(&db, &sbox(), policy, merchant.into(), Environment::Test, &n).await.unwrap() }
+    };
+    let (paid_ep, paid_secret) = create(new(paid_rx.url(), &["invoice.paid"])).await;
+    let (all_ep, all_secret) = create(new(all_rx.url(), &[])).await;
+    assert_ne!(paid_secret, all_secret);
+    paid_rx.set_secrets(&[&paid_secret]);
+    all_rx.set_secrets(&[&all_secret]);
+
+    let paid = h.event(Environment::Test, EventKind::InvoicePaid, 1).await;
+    let expired = h.event(Environment::Test, EventKind::InvoiceExpired, 2).await;
+    h.event(Environment::Live, EventKind::InvoicePaid, 3).await;
+    let ids = h.dispatch().await;
+    assert_eq!(ids.len(), 3, "invoice.paid to both, invoice.expired to the unfiltered one, none in live");
+    for id in &ids {
+        assert_eq!(h.drive(*id).await, Outcome::Delivered);
+    }
+    let got = |rx: &Receiver| {
+        let mut v: Vec<(String, bool)> = rx.received().iter().map(|r| (r.event.clone(), r.verified)).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(got(&paid_rx), [("invoice.paid".to_owned(), true)]);
+    assert_eq!(got(&all_rx), [("invoice.expired".to_owned(), true), ("invoice.paid".to_owned(), true)]);
+    let mut rows = Vec::new();
+    for id in &ids {
+        rows.push(h.delivery(*id).await);
+    }
+    let to = |event: Uuid| {
+        let mut e: Vec<Option<Uuid>> = rows.iter().filter(|d| d.event_id == event).map(|d| d.endpoint_id).collect();
+        e.sort();
+        e
+    };
+    let mut both = vec![Some(paid_ep.id), Some(all_ep.id)];
+    both.sort();
+    assert_eq!(to(paid), both);
+    assert_eq!(to(expired), [Some(all_ep.id)]);
+    for d in &rows {
+        let url = if d.endpoint_id == Some(paid_ep.id) { paid_rx.url() } else { all_rx.url() };
+        assert_eq!(h.attempts(d.id).await[0].url, url, "posted to its own endpoint");
+    }
+    // Signed with the endpoint's own secret only: a receiver holding the other one's refuses.
+    paid_rx.set_secrets(&[&all_secret]);
+    h.event(Environment::Test, EventKind::InvoicePaid, 4).await;
+    let ids = h.dispatch().await;
+    let to_paid = ids.iter().find(|id| rows.iter().all(|d| d.id != **id)).copied().unwrap();
+    let mut outcomes = Vec::new();
+    for id in &ids {
+        outcomes.push((h.delivery(*id).await.endpoint_id, h.deliverer.attempt(*id).await.unwrap()));
+    }
+    for (endpoint, outcome) in outcomes {
+        if endpoint == Some(paid_ep.id) {
+            assert!(matches!(outcome, Outcome::RetryAfter(_)), "{to_paid}: {outcome:?}");
+        } else {
+            assert_eq!(outcome, Outcome::Delivered);
+        }
+    }
+    assert_eq!(paid_rx.received().last().unwrap().answered, 400, "not signed with the other endpoint's secret");
+    paid_rx.set_secrets(&[&paid_secret]);
+
+    // Order per endpoint: the paid endpoint failing holds back only its own later delivery.
+    let invoice = Uuid::now_v7();
+    let emit = |kind: EventKind| {
+        let data = json!({"invoice_id": invoice, "status": kind.as_str()});
+        events::emit(h.db(), h.merchant.into(), Environment::Test, kind, format!("{kind}:{invoice}"), data)
+    };
+    emit(EventKind::InvoicePaid).await.unwrap();
+    emit(EventKind::InvoiceResolved).await.unwrap();
+    let mut fresh = Vec::new();
+    for id in h.dispatch().await {
+        fresh.push(h.delivery(id).await);
+    }
+    assert_eq!(fresh.len(), 3, "paid to both endpoints, resolved to the unfiltered one");
+    let all_paid = fresh.iter().find(|d| d.endpoint_id == Some(all_ep.id) && d.event_type == "invoice.paid").unwrap();
+    let all_resolved = fresh.iter().find(|d| d.event_type == "invoice.resolved").unwrap();
+    let paid_paid = fresh.iter().find(|d| d.endpoint_id == Some(paid_ep.id)).unwrap();
+    assert!(all_resolved.wait_for_earlier && !paid_paid.wait_for_earlier && !all_paid.wait_for_earlier);
+    paid_rx.set_default(Behaviour::Status(500));
+    assert!(matches!(h.deliverer.attempt(paid_paid.id).await.unwrap(), Outcome::RetryAfter(_)));
+    assert!(
+        matches!(h.deliverer.attempt(all_resolved.id).await.unwrap(), Outcome::NotDue(_)),
+        "waits for its own endpoint's earlier delivery"
+    );
+    assert_eq!(h.drive(all_paid.id).await, Outcome::Delivered);
+    assert_eq!(h.drive(all_resolved.id).await, Outcome::Delivered, "not held back by the other endpoint's failure");
+
+    // Removal: the failing endpoint's open delivery stops, sent nowhere.
+    let received = (paid_rx.count(), all_rx.count());
+    let (gone, stopped) = endpoints::delete(h.db(), &paid_ep).await.unwrap();
+    assert_eq!((gone, stopped), (true, 2), "the wrongly verified one and the failing one, both retrying");
+    for id in [paid_paid.id, to_paid] {
+        let d = h.delivery(id).await;
+        assert_eq!((d.status, d.last_error.as_deref()), (DeliveryStatus::Dead, Some(endpoints::REMOVED)));
+        assert_eq!(h.deliverer.attempt(id).await.unwrap(), Outcome::Skipped);
+    }
+    // A delivery claimed for a removed endpoint (made before the removal was seen) dies at its
+    // attempt, posted nowhere.
+    let e = entity::event::Entity::find_by_id(expired).one(h.db()).await.unwrap().unwrap();
+    let orphan = dispatch::new_delivery(&e, Some(paid_ep.id), Utc::now());
+    let orphan = webhook_delivery::Entity::insert(webhook_delivery::ActiveModel::from(orphan))
+        .exec_with_returning(h.db())
+        .await
+        .unwrap();
+    assert_eq!(h.deliverer.attempt(orphan.id).await.unwrap(), Outcome::Dead);
+    assert_eq!(h.attempts(orphan.id).await[0].error.as_deref(), Some(endpoints::REMOVED));
+    assert_eq!((paid_rx.count(), all_rx.count()), received, "nothing more reached either endpoint");
+    h.event(Environment::Test, EventKind::InvoicePaid, 5).await;
+    let ids = h.dispatch().await;
+    assert_eq!(ids.len(), 1, "only the remaining endpoint");
+    assert_eq!(h.delivery(ids[0]).await.endpoint_id, Some(all_ep.id));
 }

@@ -21,7 +21,7 @@ pub struct WebhooksConfig {
     /// and metadata addresses. For development and tests only.
     pub allow_insecure_targets: bool,
     /// Key that encrypts endpoint secrets at rest: 64 hex characters (32 bytes). Needed by
-    /// `ops webhooks` and the deliverer; the API never reads it.
+    /// `ops webhooks`, the deliverer and the API (to seal the secrets of endpoints merchants make).
     pub secret_key: Option<Redacted>,
     /// File holding that key (64 hex characters), when `secret_key` is not set. Default on the
     /// embedded SQLite database: `<db stem>-webhooks.key` beside it, created on first use.

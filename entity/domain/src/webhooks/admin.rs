@@ -4,14 +4,13 @@
 use chrono::{DateTime, Utc};
 use entity::{
     DeliveryId, DeliveryStatus, DeliveryTrigger, Environment, EventId, MerchantId, webhook_attempt, webhook_delivery,
-    webhook_endpoint,
 };
 use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 use serde_json::json;
 use uuid::Uuid;
 
-use super::WebhookError;
+use super::{WebhookError, endpoints};
 use crate::events::EventKind;
 
 /// Filters of `ops webhooks list`; every one optional.
@@ -19,6 +18,7 @@ use crate::events::EventKind;
 pub struct DeliveryFilter {
     pub merchant_id: Option<Uuid>,
     pub environment: Option<Environment>,
+    pub endpoint_id: Option<Uuid>,
     pub statuses: Vec<DeliveryStatus>,
     pub event_type: Option<String>,
     /// Deliveries created at or after this time.
@@ -35,6 +35,9 @@ fn filtered(f: &DeliveryFilter) -> sea_orm::Select<webhook_delivery::Entity> {
     }
     if let Some(e) = f.environment {
         q = q.filter(webhook_delivery::Column::Environment.eq(e));
+    }
+    if let Some(e) = f.endpoint_id {
+        q = q.filter(webhook_delivery::Column::EndpointId.eq(e));
     }
     if !f.statuses.is_empty() {
         q = q.filter(webhook_delivery::Column::Status.is_in(f.statuses.clone()));
@@ -118,27 +121,35 @@ pub async fn replay_as(
     Ok(n == 1)
 }
 
-/// Deliveries for the merchant's past events in `env` that never had one (they happened before
-/// its endpoint existed), created at or after `since` and of `event_type` when given, oldest
-/// first: an endpoint added later receives what happened before it. Returns the new deliveries
-/// (due now; the caller enqueues them). `test` events are not sent again.
+/// Deliveries for the merchant's past events in `env` that the endpoint never had (they happened
+/// before it existed), created at or after `since` and of `event_type` when given, oldest
+/// first, and only those its filter takes: an endpoint added later receives what happened
+/// before it. `endpoint` names it ([`endpoints::resolve`]). Returns the new deliveries (due now;
+/// the caller enqueues them). `test` events are not sent again.
 pub async fn deliver_missed(
     db: &impl ConnectionTrait,
     merchant_id: MerchantId,
     env: Environment,
+    endpoint: Option<Uuid>,
     since: Option<DateTime<Utc>>,
     event_type: Option<&str>,
 ) -> Result<Vec<DeliveryId>, WebhookError> {
     use entity::event;
     use sea_orm::IntoActiveModel;
-    use sea_orm::sea_query::{OnConflict, Query};
-    if webhook_endpoint::Entity::find_by_id((merchant_id.0, env)).one(db).await?.is_none() {
+    use sea_orm::sea_query::{Condition, OnConflict, Query};
+    let Some(ep) = endpoints::resolve(db, merchant_id, env, endpoint).await? else {
         return Err(WebhookError::NoEndpoint(merchant_id, env));
-    }
+    };
+    // Delivered to this endpoint already, or before endpoints had ids (to the merchant's).
     let delivered = Query::select()
         .column(webhook_delivery::Column::EventId)
         .from(webhook_delivery::Entity)
         .and_where(webhook_delivery::Column::MerchantId.eq(merchant_id))
+        .cond_where(
+            Condition::any()
+                .add(webhook_delivery::Column::EndpointId.eq(ep.id))
+                .add(webhook_delivery::Column::EndpointId.is_null()),
+        )
         .to_owned();
     let mut q = event::Entity::find()
         .filter(event::Column::MerchantId.eq(merchant_id))
@@ -153,12 +164,22 @@ pub async fn deliver_missed(
         q = q.filter(event::Column::EventType.eq(t));
     }
     let events = q.order_by_asc(event::Column::CreatedAt).order_by_asc(event::Column::Id).all(db).await?;
+    let filter = endpoints::EventFilter::stored(&ep.enabled_events);
     let now = Utc::now();
-    let rows: Vec<_> = events.iter().map(|e| super::dispatch::new_delivery(e, now)).collect();
+    let mut rows: Vec<_> = events
+        .iter()
+        .filter(|e| filter.matches(&e.event_type))
+        .map(|e| super::dispatch::new_delivery(e, Some(ep.id), now))
+        .collect();
+    super::dispatch::mark_waiting(db, &mut rows).await?;
     let ids = rows.iter().map(|d| d.id.into()).collect();
     for chunk in rows.chunks(500) {
         webhook_delivery::Entity::insert_many(chunk.iter().cloned().map(IntoActiveModel::into_active_model))
-            .on_conflict(OnConflict::column(webhook_delivery::Column::EventId).do_nothing().to_owned())
+            .on_conflict(
+                OnConflict::columns([webhook_delivery::Column::EventId, webhook_delivery::Column::EndpointId])
+                    .do_nothing()
+                    .to_owned(),
+            )
             .exec_without_returning(db)
             .await?;
     }
@@ -187,14 +208,14 @@ pub fn test_data(env: Environment, test_id: Uuid) -> serde_json::Value {
     })
 }
 
-/// Writes a `test` event for the merchant's endpoint; the deliverer sends it like any other.
-/// Returns the event id.
+/// Writes a `test` event for the merchant's endpoints in `env`; the deliverer sends it like
+/// any other, to each enabled one. Returns the event id.
 pub async fn send_test(
     db: &DatabaseConnection,
     merchant_id: MerchantId,
     env: Environment,
 ) -> Result<EventId, WebhookError> {
-    if webhook_endpoint::Entity::find_by_id((merchant_id.0, env)).one(db).await?.is_none() {
+    if endpoints::list_for(db, merchant_id, env).await?.is_empty() {
         return Err(WebhookError::NoEndpoint(merchant_id, env));
     }
     let tag = Uuid::now_v7();
@@ -202,4 +223,38 @@ pub async fn send_test(
     crate::events::emit(db, merchant_id, env, EventKind::Test, format!("test:{tag}"), data)
         .await?
         .ok_or_else(|| WebhookError::Db(sea_orm::DbErr::Custom("test event key reused".into())))
+}
+
+/// Writes a `test` event for one endpoint only (it must be the merchant's in `env`): the event
+/// is marked dispatched and its one delivery made here, to that endpoint, even a disabled one
+/// (it is what the caller asked to check). With `enqueued` false (a caller with no queue) the
+/// delivery is left for the deliverer's sweep. Returns the event and the delivery.
+pub async fn send_test_to(
+    db: &impl ConnectionTrait,
+    merchant_id: MerchantId,
+    env: Environment,
+    endpoint_id: Uuid,
+    enqueued: bool,
+) -> Result<(EventId, DeliveryId), WebhookError> {
+    use entity::event;
+    use sea_orm::IntoActiveModel;
+    let Some(ep) = endpoints::find(db, merchant_id, env, endpoint_id).await? else {
+        return Err(WebhookError::UnknownEndpoint(endpoint_id));
+    };
+    let tag = Uuid::now_v7();
+    let now = Utc::now();
+    let mut row = event::Model::new(
+        merchant_id.into(),
+        env,
+        EventKind::Test.as_str(),
+        format!("test:{tag}"),
+        test_data(env, tag),
+        now,
+    );
+    row.dispatched_at = Some(now);
+    let e = event::Entity::insert(row.into_active_model()).exec_with_returning(db).await?;
+    let mut d = super::dispatch::new_delivery(&e, Some(ep.id), now);
+    d.enqueued_at = enqueued.then_some(now);
+    let d = webhook_delivery::Entity::insert(d.into_active_model()).exec_with_returning(db).await?;
+    Ok((e.id.into(), d.id.into()))
 }

@@ -22,6 +22,8 @@ use crate::state::AppState;
 pub struct DeliveryFilter {
     pub status: Option<DeliveryStatus>,
     pub event_type: Option<String>,
+    /// Only the deliveries to this endpoint.
+    pub endpoint_id: Option<uuid::Uuid>,
 }
 
 impl Filter<webhook_delivery::Entity> for DeliveryFilter {
@@ -31,6 +33,9 @@ impl Filter<webhook_delivery::Entity> for DeliveryFilter {
         }
         if let Some(t) = &self.event_type {
             q = q.filter(webhook_delivery::Column::EventType.eq(t.as_str()));
+        }
+        if let Some(e) = self.endpoint_id {
+            q = q.filter(webhook_delivery::Column::EndpointId.eq(e));
         }
         q
     }

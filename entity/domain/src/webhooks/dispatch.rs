@@ -1,9 +1,10 @@
 //! From outbox events to deliveries. A round takes the oldest undispatched events, claims them
 //! with a guarded update (so two deliverer processes never both take one), and creates one
-//! delivery per event whose merchant has an endpoint in the event's environment, all in one
-//! transaction. Events without an endpoint are marked dispatched and not delivered.
+//! delivery per (event, endpoint) for every enabled endpoint of the event's merchant and
+//! environment whose filter takes the event (`endpoints::receives`), all in one transaction.
+//! Events no endpoint takes are marked dispatched and not delivered.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use entity::{DeliveryStatus, Environment, event, webhook_delivery, webhook_endpoint};
@@ -40,11 +41,12 @@ pub fn body(e: &event::Model) -> String {
     serde_json::to_string(&b).expect("a JSON value serialises")
 }
 
-/// A new delivery of `e`, due now.
-pub fn new_delivery(e: &event::Model, now: DateTime<Utc>) -> webhook_delivery::Model {
+/// A new delivery of `e` to the endpoint `endpoint_id`, due now.
+pub fn new_delivery(e: &event::Model, endpoint_id: Option<Uuid>, now: DateTime<Utc>) -> webhook_delivery::Model {
     webhook_delivery::Model {
         id: Uuid::now_v7(),
         event_id: e.id,
+        endpoint_id,
         merchant_id: e.merchant_id,
         environment: e.environment,
         event_type: e.event_type.clone(),
@@ -68,29 +70,61 @@ pub fn new_delivery(e: &event::Model, now: DateTime<Utc>) -> webhook_delivery::M
 }
 
 /// Marks the deliveries (ordered by event) that must wait for an earlier one with the same
-/// order key: one already open, or an earlier one among `rows`.
-async fn mark_waiting<C: sea_orm::ConnectionTrait>(db: &C, rows: &mut [webhook_delivery::Model]) -> Result<(), DbErr> {
+/// order key to the same endpoint: one already open, or an earlier one among `rows`. Order holds
+/// per endpoint; an old delivery without an endpoint id counts for every endpoint.
+pub async fn mark_waiting<C: sea_orm::ConnectionTrait>(
+    db: &C,
+    rows: &mut [webhook_delivery::Model],
+) -> Result<(), DbErr> {
     let keys: HashSet<Uuid> = rows.iter().filter_map(|d| d.order_key).collect();
     if keys.is_empty() {
         return Ok(());
     }
-    let mut seen: HashSet<Uuid> = webhook_delivery::Entity::find()
+    let open: Vec<(Option<Uuid>, Option<Uuid>)> = webhook_delivery::Entity::find()
         .select_only()
         .column(webhook_delivery::Column::OrderKey)
+        .column(webhook_delivery::Column::EndpointId)
         .filter(webhook_delivery::Column::OrderKey.is_in(keys))
         .filter(webhook_delivery::Column::Status.is_in([DeliveryStatus::Pending, DeliveryStatus::Retrying]))
-        .into_tuple::<Option<Uuid>>()
+        .into_tuple()
         .all(db)
-        .await?
-        .into_iter()
-        .flatten()
-        .collect();
+        .await?;
+    let mut seen: HashSet<(Uuid, Option<Uuid>)> = open.into_iter().filter_map(|(k, e)| Some((k?, e))).collect();
+    waiting(&mut seen, rows);
+    Ok(())
+}
+
+/// [`mark_waiting`] once the open (order key, endpoint) pairs are known.
+fn waiting(seen: &mut HashSet<(Uuid, Option<Uuid>)>, rows: &mut [webhook_delivery::Model]) {
     for d in rows.iter_mut() {
         if let Some(k) = d.order_key {
-            d.wait_for_earlier = !seen.insert(k);
+            let before = seen.contains(&(k, None)) || seen.contains(&(k, d.endpoint_id));
+            seen.insert((k, d.endpoint_id));
+            d.wait_for_earlier = before;
         }
     }
-    Ok(())
+}
+
+/// The deliveries of `events` (oldest first) to the `endpoints` that take them: one per
+/// (event, endpoint).
+pub fn fan_out(
+    events: &[&event::Model],
+    endpoints: &[webhook_endpoint::Model],
+    now: DateTime<Utc>,
+) -> Vec<webhook_delivery::Model> {
+    let mut by_owner: HashMap<(Uuid, Environment), Vec<&webhook_endpoint::Model>> = HashMap::new();
+    for ep in endpoints {
+        by_owner.entry((ep.merchant_id, ep.environment)).or_default().push(ep);
+    }
+    let mut out = Vec::new();
+    for e in events {
+        for ep in by_owner.get(&(e.merchant_id, e.environment)).map(Vec::as_slice).unwrap_or_default() {
+            if super::endpoints::receives(ep, &e.event_type) {
+                out.push(new_delivery(e, Some(ep.id), now));
+            }
+        }
+    }
+    out
 }
 
 /// What one round did.
@@ -114,16 +148,11 @@ pub async fn dispatch_batch(db: &DatabaseConnection, limit: u64) -> Result<Dispa
         return Ok(Dispatched::default());
     }
     let merchants: HashSet<Uuid> = candidates.iter().map(|e| e.merchant_id).collect();
-    let endpoints: HashSet<(Uuid, Environment)> = webhook_endpoint::Entity::find()
-        .select_only()
-        .column(webhook_endpoint::Column::MerchantId)
-        .column(webhook_endpoint::Column::Environment)
+    let endpoints: Vec<webhook_endpoint::Model> = webhook_endpoint::Entity::find()
         .filter(webhook_endpoint::Column::MerchantId.is_in(merchants))
-        .into_tuple::<(Uuid, Environment)>()
+        .filter(webhook_endpoint::Column::Disabled.eq(false))
         .all(db)
-        .await?
-        .into_iter()
-        .collect();
+        .await?;
     let now = Utc::now();
     let txn = crate::db::begin_write(db).await?;
     let claimed: HashSet<Uuid> = event::Entity::update_many()
@@ -136,17 +165,18 @@ pub async fn dispatch_batch(db: &DatabaseConnection, limit: u64) -> Result<Dispa
         .map(|e| e.id)
         .collect();
     // Candidates come oldest first, so a later event of an invoice follows its earlier ones.
-    let mut made: Vec<webhook_delivery::Model> = candidates
-        .iter()
-        .filter(|e| claimed.contains(&e.id) && endpoints.contains(&(e.merchant_id, e.environment)))
-        .map(|e| new_delivery(e, now))
-        .collect();
+    let taken: Vec<&event::Model> = candidates.iter().filter(|e| claimed.contains(&e.id)).collect();
+    let mut made = fan_out(&taken, &endpoints, now);
     mark_waiting(&txn, &mut made).await?;
     let rows: Vec<webhook_delivery::ActiveModel> = made.into_iter().map(IntoActiveModel::into_active_model).collect();
     let deliveries: Vec<Uuid> = rows.iter().map(|r| *r.id.as_ref()).collect();
     if !rows.is_empty() {
         webhook_delivery::Entity::insert_many(rows)
-            .on_conflict(OnConflict::column(webhook_delivery::Column::EventId).do_nothing().to_owned())
+            .on_conflict(
+                OnConflict::columns([webhook_delivery::Column::EventId, webhook_delivery::Column::EndpointId])
+                    .do_nothing()
+                    .to_owned(),
+            )
             .exec_without_returning(&txn)
             .await?;
     }
@@ -168,6 +198,80 @@ mod tests {
             json!({"invoice_id": "x", "amount_paid": "1.5"}),
             DateTime::parse_from_rfc3339("2026-11-21T10:00:00.123Z").unwrap().to_utc(),
         )
+    }
+
+    fn endpoint(merchant: Uuid, filter: &[&str]) -> webhook_endpoint::Model {
+        let now = Utc::now();
+        webhook_endpoint::Model {
+            id: Uuid::now_v7(),
+            merchant_id: merchant,
+            environment: Environment::Test,
+            url: "https://shop.example/hook".into(),
+            description: None,
+            enabled_events: serde_json::to_string(filter).unwrap(),
+            disabled: false,
+            secret_ciphertext: String::new(),
+            previous_secret_ciphertext: None,
+            previous_secret_expires_at: None,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+
+    #[test]
+    fn each_event_goes_to_every_endpoint_of_its_owner_whose_filter_takes_it() {
+        let paid = ev(EventKind::InvoicePaid.as_str());
+        let merchant = paid.merchant_id;
+        let mut expired = ev(EventKind::InvoiceExpired.as_str());
+        expired.merchant_id = merchant;
+        let mut live = ev(EventKind::InvoicePaid.as_str());
+        live.merchant_id = merchant;
+        live.environment = Environment::Live;
+        let other = ev(EventKind::InvoicePaid.as_str());
+        let all = endpoint(merchant, &[]);
+        let only_paid = endpoint(merchant, &["invoice.paid"]);
+        let someone_else = endpoint(other.merchant_id, &["invoice.expired"]);
+        let made = fan_out(
+            &[&paid, &expired, &live, &other],
+            &[all.clone(), only_paid.clone(), someone_else.clone()],
+            Utc::now(),
+        );
+        let pairs: Vec<(Uuid, Option<Uuid>)> = made.iter().map(|d| (d.event_id, d.endpoint_id)).collect();
+        assert_eq!(
+            pairs,
+            vec![(paid.id, Some(all.id)), (paid.id, Some(only_paid.id)), (expired.id, Some(all.id))],
+            "the live event has no live endpoint; the other merchant's endpoint does not take invoice.paid"
+        );
+        assert!(made.iter().all(|d| d.merchant_id == merchant && d.environment == Environment::Test));
+    }
+
+    #[test]
+    fn order_is_kept_per_endpoint() {
+        let invoice = Uuid::now_v7();
+        let mut first = ev(EventKind::InvoiceConfirming.as_str());
+        first.invoice_id = Some(invoice);
+        let mut second = ev(EventKind::InvoicePaid.as_str());
+        second.invoice_id = Some(invoice);
+        second.merchant_id = first.merchant_id;
+        let (a, b) = (Uuid::now_v7(), Uuid::now_v7());
+        let now = Utc::now();
+        let mut rows = vec![
+            new_delivery(&first, Some(a), now),
+            new_delivery(&first, Some(b), now),
+            new_delivery(&second, Some(a), now),
+            new_delivery(&second, Some(b), now),
+        ];
+        waiting(&mut HashSet::new(), &mut rows);
+        let w: Vec<bool> = rows.iter().map(|d| d.wait_for_earlier).collect();
+        assert_eq!(w, [false, false, true, true], "each endpoint's second waits for its own first only");
+        // An open delivery to endpoint `a` holds back `a`'s, not `b`'s; one without an endpoint
+        // (made before endpoints had ids) holds back every endpoint's.
+        let mut rows = vec![new_delivery(&second, Some(a), now), new_delivery(&second, Some(b), now)];
+        waiting(&mut HashSet::from([(invoice, Some(a))]), &mut rows);
+        assert_eq!(rows.iter().map(|d| d.wait_for_earlier).collect::<Vec<_>>(), [true, false]);
+        let mut rows = vec![new_delivery(&second, Some(a), now), new_delivery(&second, Some(b), now)];
+        waiting(&mut HashSet::from([(invoice, None)]), &mut rows);
+        assert_eq!(rows.iter().map(|d| d.wait_for_earlier).collect::<Vec<_>>(), [true, true]);
     }
 
     #[test]
