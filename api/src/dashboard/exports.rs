@@ -79,12 +79,14 @@ pub async fn download(
         Err(e) => return super::from_domain(&s, e),
     };
     audit(&state, &s, "export.download", "export", kind.as_str()).await;
-    crate::exports::csv_response(
+    let mut r = crate::exports::csv_response(
         state.db.clone(),
         MerchantId(s.user.merchant_id),
         s.session.environment,
         kind,
         range,
         exports::PAGE_SIZE,
-    )
+    );
+    super::secure_headers(r.headers_mut(), "no-store");
+    r
 }

@@ -29,6 +29,7 @@ mod payouts;
 mod settings;
 mod team;
 pub mod view;
+mod webhooks;
 
 use axum::Router;
 use axum::body::{Body, to_bytes};
@@ -84,6 +85,12 @@ pub fn router(state: HttpState) -> Router<HttpState> {
         .route("/dashboard/keys", get(keys::list).post(keys::create))
         .route("/dashboard/keys/{id}/revoke", post(keys::revoke))
         .route("/dashboard/keys/{id}/roll", post(keys::roll))
+        .route("/dashboard/webhooks", get(webhooks::list).post(webhooks::create))
+        .route("/dashboard/webhooks/redeliver", post(webhooks::redeliver_range))
+        .route("/dashboard/webhooks/{id}/change", post(webhooks::change))
+        .route("/dashboard/webhooks/{id}/test", post(webhooks::test))
+        .route("/dashboard/webhooks/deliveries/{id}", get(webhooks::delivery))
+        .route("/dashboard/webhooks/deliveries/{id}/redeliver", post(webhooks::redeliver))
         .route("/dashboard/exports", get(exports::page_get))
         .route("/dashboard/exports/download", get(exports::download))
         .route("/dashboard/settings", get(settings::page).post(settings::save))

@@ -9,7 +9,7 @@ use maud::{DOCTYPE, Markup, html};
 use super::{Signed, secure_headers};
 
 /// The sections of the navigation: (path, label).
-const NAV: [(&str, &str); 10] = [
+const NAV: [(&str, &str); 11] = [
     ("/dashboard", "Overview"),
     ("/dashboard/invoices", "Invoices"),
     ("/dashboard/payouts", "Payouts"),
@@ -17,6 +17,7 @@ const NAV: [(&str, &str); 10] = [
     ("/dashboard/balances", "Balances"),
     ("/dashboard/addresses", "Addresses"),
     ("/dashboard/keys", "API keys"),
+    ("/dashboard/webhooks", "Webhooks"),
     ("/dashboard/exports", "Exports"),
     ("/dashboard/team", "Team"),
     ("/dashboard/settings", "Settings"),

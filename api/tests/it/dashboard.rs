@@ -109,7 +109,7 @@ impl<'a> Person<'a> {
     async fn code(&mut self) -> String {
         loop {
             let now = Utc::now();
-            let step = (self.last_step + 1).max(totp::step_at(now) - 1);
+            let step = (self.last_step + 1).max(totp::step_at(now));
             if step <= totp::step_at(now) + 1 {
                 self.last_step = step;
                 return totp::code_at(&self.secret, chrono::DateTime::from_timestamp(step * 30, 0).unwrap()).unwrap();
@@ -250,6 +250,8 @@ async fn a_viewer_is_refused_every_change() {
         ("/dashboard/keys".to_owned(), vec![("permission", "invoices:read")]),
         ("/dashboard/settings".to_owned(), vec![("base_currency", "EUR"), ("invoice_lifetime_secs", "900"), ("underpayment_tolerance_percent", "1")]),
         ("/dashboard/team/invite".to_owned(), vec![("email", "eve@example.com"), ("role", "owner"), ("totp", "000000")]),
+        ("/dashboard/webhooks".to_owned(), vec![("url", "https://example.com/hooks"), ("totp", "000000")]),
+        ("/dashboard/webhooks/redeliver".to_owned(), vec![("from", "2026-01-01"), ("to", "2026-01-02")]),
     ] {
         let r = vic.submit("/dashboard", &path, &form).await;
         assert_eq!(r.status, 403, "{path}: {}", r.body);
@@ -266,6 +268,11 @@ async fn a_viewer_is_refused_every_change() {
     .await
     .unwrap();
     assert_eq!(keys.len(), 1, "only the test's own key");
+    // A viewer exports (the bookkeeper's role): the CSV, streamed.
+    let today = Utc::now().date_naive();
+    let csv = vic.get(&format!("/dashboard/exports/download?kind=invoices&from={today}&to={today}")).await;
+    assert_eq!(csv.status, 200, "{}", csv.body);
+    assert!(csv.body.starts_with("id,") && csv.body.contains(&inv.to_string()), "{}", csv.body);
 }
 
 #[tokio::test]

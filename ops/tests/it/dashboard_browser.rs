@@ -98,7 +98,12 @@ async fn embedded() -> Site {
     let port = free_port();
     let base = format!("http://127.0.0.1:{port}");
     let mut cmd = ops_serve(env!("CARGO_BIN_EXE_ops"), dir.path(), port, "200");
-    cmd.env("PAYGATE_PUBLIC_BASE_URL", &base).env("PAYGATE_PIPELINE__TRACK_INTERVAL_MS", "200");
+    cmd.env("PAYGATE_PUBLIC_BASE_URL", &base)
+        .env("PAYGATE_PIPELINE__TRACK_INTERVAL_MS", "200")
+        // The test's webhook receiver listens on 127.0.0.1.
+        .env("PAYGATE_WEBHOOKS__ALLOW_INSECURE_TARGETS", "true")
+        // A test event or redelivery is taken by the deliverer's sweep of stale deliveries.
+        .env("PAYGATE_WEBHOOKS__STALE_AFTER_SECS", "2");
     let (child, key) = start_with_demo_key(cmd).await;
     let http = reqwest::Client::new();
     wait_ready(&http, &base).await;
@@ -128,15 +133,20 @@ async fn production() -> Site {
         ("PAYGATE_WEBHOOKS__SECRET_KEY", &secret),
         ("PAYGATE_REDIS_URL", &redis),
         ("PAYGATE_RATE_LIMITS__REDIS_PREFIX", &prefix),
+        ("PAYGATE_WEBHOOKS__ALLOW_INSECURE_TARGETS", "true"),
+        ("PAYGATE_WEBHOOKS__DISPATCH_INTERVAL_MS", "100"),
+        ("PAYGATE_WEBHOOKS__STALE_AFTER_SECS", "2"),
     ];
     let dep = testkit::fleet::Deployment::start("Dashboard shop", entity::Environment::Test, &vars).await;
     let second = dep.fleet.api();
     let scanner = dep.fleet.worker(testkit::fleet::sibling_binary("deposit-scanner").to_str().unwrap());
     let tracker = dep.fleet.worker(testkit::fleet::sibling_binary("confirmation-tracker").to_str().unwrap());
+    let deliverer = dep.fleet.worker(testkit::fleet::sibling_binary("webhook-deliverer").to_str().unwrap());
     let http = reqwest::Client::new();
     testkit::fleet::wait_ready(&http, &second).await;
     testkit::fleet::wait_ready(&http, &scanner).await;
     testkit::fleet::wait_ready(&http, &tracker).await;
+    testkit::fleet::wait_ready(&http, &deliverer).await;
     let ops_env = dep.fleet.env.clone();
     Site {
         a: dep.api.url.clone(),
@@ -146,7 +156,7 @@ async fn production() -> Site {
         ops_dir: dep.fleet.dir.path().to_owned(),
         ops_env,
         http,
-        _guards: vec![Box::new(tracker), Box::new(scanner), Box::new(second), Box::new(dep)],
+        _guards: vec![Box::new(deliverer), Box::new(tracker), Box::new(scanner), Box::new(second), Box::new(dep)],
     }
 }
 
@@ -161,7 +171,7 @@ impl Authenticator {
     async fn code(&mut self) -> String {
         loop {
             let now = Utc::now();
-            let step = (self.last + 1).max(totp::step_at(now) - 1);
+            let step = (self.last + 1).max(totp::step_at(now));
             if step <= totp::step_at(now) + 1 {
                 self.last = step;
                 return totp::code_at(&self.secret, chrono::DateTime::from_timestamp(step * 30, 0).unwrap()).unwrap();
@@ -253,6 +263,42 @@ async fn walk(site: Site) {
         .expect("curl");
     assert_eq!(String::from_utf8_lossy(&curl.stdout), "200", "the new key works with curl");
 
+    // A webhook endpoint added on the page (with a code), a test event sent to it, and its
+    // delivery and attempt seen in the log; the receiver checks each signature with the secret
+    // the page showed once.
+    let receiver = api::webhooks::receiver::Receiver::start(
+        "127.0.0.1:0".parse().unwrap(),
+        &[],
+        api::webhooks::receiver::Behaviour::Ok(Duration::ZERO),
+    )
+    .await
+    .unwrap();
+    goto(&b, &format!("{}/dashboard/webhooks", site.a)).await;
+    fill(&b, "#w-url", &receiver.url()).await;
+    fill(&b, "#w-description", "order system").await;
+    let code = owner.code().await;
+    fill(&b, "#w-totp", &code).await;
+    b.click("#add-endpoint").await;
+    b.wait_text("h1", "Endpoint added").await;
+    let secret = b.text("#endpoint-secret").await;
+    assert!(secret.starts_with("whsec_"), "{secret}");
+    receiver.set_secrets(&[&secret]);
+    goto(&b, &format!("{}/dashboard/webhooks", site.b)).await;
+    b.click("form[action$='/test'] button").await;
+    b.wait_text("h1", "Webhook delivery").await;
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while !b.text("#delivery-status").await.contains("succeeded") {
+        assert!(Instant::now() < deadline, "the test delivery never succeeded");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        b.client.refresh().await.unwrap();
+    }
+    b.wait_text("#attempts", "200").await;
+    b.capture("webhook-delivery", "en", &[("#attempts", "ms")]).await;
+    let got = receiver.received();
+    assert!(got.iter().any(|r| r.event == "test" && r.verified), "a signed test event: {got:?}");
+    goto(&b, &format!("{}/dashboard/webhooks", site.a)).await;
+    b.capture("webhooks", "en", &[("h1", "Webhooks"), ("section.card", "order system")]).await;
+
     // An underpaid invoice, resolved by hand.
     let inv = site.api(reqwest::Method::POST, "/v1/invoices", Some(json!({"currency": "BTC", "amount": "1", "external_id": "order-1001"}))).await;
     let id = inv["id"].as_str().unwrap().to_owned();
@@ -268,6 +314,29 @@ async fn walk(site: Site) {
     b.wait_text("#invoice-status", "paid").await;
     b.wait_text("p.notice", "Resolved").await;
     site.wait_invoice(&id, "paid").await;
+
+    // The bookkeeper's CSV of invoices, downloaded from the exports page and read back.
+    goto(&b, &format!("{}/dashboard/exports", site.a)).await;
+    b.capture("exports", "en", &[("h1", "Exports")]).await;
+    b.client.find(Locator::Css("#e-kind")).await.unwrap().select_by_value("invoices").await.unwrap();
+    b.click("#download").await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let csv = loop {
+        let done = std::fs::read_dir(b.downloads.path())
+            .unwrap()
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .find(|p| p.extension().is_some_and(|x| x == "csv"));
+        if let Some(path) = done {
+            break std::fs::read_to_string(path).unwrap();
+        }
+        assert!(Instant::now() < deadline, "no CSV was downloaded");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let mut lines = csv.lines();
+    assert!(lines.next().unwrap().starts_with("id,"), "{csv}");
+    let row = lines.find(|l| l.starts_with(&id)).unwrap_or_else(|| panic!("the invoice is in the CSV: {csv}"));
+    assert!(row.contains("order-1001") && row.contains(",paid,"), "{row}");
 
     // A payout, approved by the merchant with a TOTP code.
     site.ops(&["payouts", "settings", "--merchant", &site.merchant.to_string(), "--env", "test", "--merchant-approves", "true"]);
