@@ -200,20 +200,6 @@ pub async fn detail(
                     (row("Paid", html! { (inv.paid_at.map(ts).unwrap_or_else(|| "—".into())) }))
                 }
             } }
-            @if manage && inv.amount_paid.0 > Decimal::ZERO {
-                form.card method="post" action={ "/dashboard/invoices/" (inv.id) "/refund" } {
-                    (csrf(&s))
-                    input type="hidden" name="idempotency_key" value=(Uuid::new_v4());
-                    h2 { "Refund" }
-                    label for="r-amount" { "Amount (" (inv.currency.as_deref().unwrap_or("")) ")" }
-                    input id="r-amount" name="amount" required inputmode="decimal" size="20";
-                    label for="r-destination" { "Payer's address" }
-                    input id="r-destination" name="destination" required size="60";
-                    label for="r-tag" { "Destination tag (XRP)" }
-                    input id="r-tag" name="destination_tag" size="12";
-                    p { button.secondary type="submit" { "Refund" } }
-                }
-            }
             @if manage && (inv.status.on(InvoiceTrigger::Cancel).is_some() || resolvable(&inv)) {
                 section.card {
                     h2 { "Actions" }
@@ -230,6 +216,20 @@ pub async fn detail(
                             p { button.danger type="submit" id="cancel" { "Cancel invoice" } }
                         }
                     }
+                }
+            }
+            @if manage && inv.amount_paid.0 > Decimal::ZERO {
+                form.card method="post" action={ "/dashboard/invoices/" (inv.id) "/refund" } {
+                    (csrf(&s))
+                    input type="hidden" name="idempotency_key" value=(Uuid::new_v4());
+                    h2 { "Refund" }
+                    label for="r-amount" { "Amount (" (inv.currency.as_deref().unwrap_or("")) ")" }
+                    input id="r-amount" name="amount" required inputmode="decimal" size="20";
+                    label for="r-destination" { "Payer's address" }
+                    input id="r-destination" name="destination" required size="60";
+                    label for="r-tag" { "Destination tag (XRP)" }
+                    input id="r-tag" name="destination_tag" size="12";
+                    p { button.secondary type="submit" { "Refund" } }
                 }
             }
             h2 { "Payments" }
