@@ -178,7 +178,7 @@ pub async fn approve(
     if let Err(e) = domain::users::second_factor(&state.db, &sbox, &s.user, &f.totp, Utc::now()).await {
         return user_error(Some(&s), e);
     }
-    match service::approve_by_merchant(&state, &s.principal(), PayoutId(id)).await {
+    match domain::payouts::approval::approve_by_merchant(&state, &s.principal(), PayoutId(id)).await {
         Ok(_) => {
             audit(&state, &s, "payout.approve", "payout", id).await;
             see_other("/dashboard/payouts?done=approved")
