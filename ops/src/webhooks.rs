@@ -210,8 +210,8 @@ fn keygen(out: &mut impl Write) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `rotate-key`: every endpoint secret re-encrypted under the current key, audited when any
-/// changed, in one transaction.
+/// `rotate-key`: every endpoint secret and every dashboard user's TOTP key re-encrypted under
+/// the current key, audited when any changed, in one transaction.
 async fn rotate_key(config: &Config, db: &DatabaseConnection, actor: &str, out: &mut impl Write) -> anyhow::Result<()> {
     let sbox = secret_box(config)?;
     if config.webhooks.previous_secret_keys.is_empty() {
@@ -219,8 +219,11 @@ async fn rotate_key(config: &Config, db: &DatabaseConnection, actor: &str, out: 
     }
     let txn = domain::db::begin_write(db).await?;
     let done = endpoints::reseal_all(&txn, &sbox).await?;
-    if done.resealed > 0 {
-        let after = serde_json::json!({"resealed": done.resealed, "unchanged": done.unchanged});
+    // Dashboard users' TOTP keys are sealed with the same key.
+    let (totp_resealed, totp_unchanged) = domain::users::reseal_totp(&txn, &sbox).await?;
+    if done.resealed > 0 || totp_resealed > 0 {
+        let after = serde_json::json!({"resealed": done.resealed, "unchanged": done.unchanged,
+            "totp_resealed": totp_resealed, "totp_unchanged": totp_unchanged});
         record(
             &txn,
             Entry::new(actor, "webhook_secrets.rotate_key", "webhook_endpoint", "*").change(None, Some(after)),
@@ -232,6 +235,10 @@ async fn rotate_key(config: &Config, db: &DatabaseConnection, actor: &str, out: 
         out,
         "re-encrypted {} endpoint secrets under the current key; {} already were",
         done.resealed, done.unchanged
+    )?;
+    writeln!(
+        out,
+        "re-encrypted {totp_resealed} dashboard TOTP keys under the current key; {totp_unchanged} already were"
     )?;
     Ok(())
 }

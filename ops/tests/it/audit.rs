@@ -420,10 +420,34 @@ async fn rotate_key_reencrypts_every_endpoint_secret_under_the_new_key() {
     ops.ok(&["webhooks", "set", "--merchant", &m, "--env", "live", "--url", "http://127.0.0.1:9/l"]);
     ops.ok(&["webhooks", "rotate", "--merchant", &m, "--env", "live", "--overlap", "1h"]);
 
+    // A dashboard user's TOTP key, sealed with the old key too.
+    let totp_key = domain::users::totp::new_secret();
+    let user = {
+        let db = sea_orm::Database::connect(ops.database_url()).await.unwrap();
+        let now = chrono::Utc::now();
+        let (_, token) = domain::users::invitations::create(
+            &db,
+            m.parse::<uuid::Uuid>().unwrap().into(),
+            "ann@acme.example",
+            entity::Role::Owner,
+            "operator:test",
+            chrono::Duration::hours(1),
+            now,
+        )
+        .await
+        .unwrap();
+        let code = domain::users::totp::code_at(&totp_key, now).unwrap();
+        let old_box = SecretBox::new(SecretBox::parse_key(&old).unwrap());
+        domain::users::invitations::accept(&db, &old_box, &token, "a long enough password", &totp_key, &code, now)
+            .await
+            .unwrap()
+    };
+
     let previous = format!("[\"{old}\"]");
     ops.set_env(&[("PAYGATE_WEBHOOKS__SECRET_KEY", &new), ("PAYGATE_WEBHOOKS__PREVIOUS_SECRET_KEYS", &previous)]);
     let (row, out) = ops.audited(&["webhooks", "rotate-key"], "oscar", "webhook_secrets.rotate_key", "*", None);
     assert!(out.contains("re-encrypted 3 endpoint secrets"), "{out}");
+    assert!(out.contains("re-encrypted 1 dashboard TOTP keys"), "{out}");
     assert_eq!((&row["after"]["resealed"], &row["after"]["unchanged"]), (&3.into(), &0.into()), "{row}");
     ops.unaudited(&["webhooks", "rotate-key"], true);
 
@@ -438,6 +462,9 @@ async fn rotate_key_reencrypts_every_endpoint_secret_under_the_new_key() {
             assert_eq!(signing, [secret]);
         }
         assert!(domain::webhooks::endpoints::signing_secrets(&old_box, &e, now).is_err(), "the old key is done");
+        let u = entity::dashboard_user::Entity::find_by_id(user.id).one(&db).await.unwrap().unwrap();
+        assert_eq!(domain::users::totp_secret(&new_box, &u).unwrap(), totp_key, "the new key alone opens the TOTP key");
+        assert!(domain::users::totp_secret(&old_box, &u).is_err());
     }
 }
 

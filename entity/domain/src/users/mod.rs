@@ -77,6 +77,34 @@ pub fn totp_secret(sbox: &SecretBox, user: &dashboard_user::Model) -> Result<Str
         .map_err(|_| UserError::Internal("the TOTP secret does not open with the configured key".into()))
 }
 
+/// Re-seals under the current key every TOTP secret that only a previous key opens (`ops
+/// webhooks rotate-key`, with the endpoint secrets): after it, the previous key can leave
+/// `webhooks.previous_secret_keys` without locking anyone out. Each row is updated only if its
+/// ciphertext is still the one read. Returns (re-sealed, already current).
+pub async fn reseal_totp(db: &impl ConnectionTrait, sbox: &SecretBox) -> Result<(u64, u64), UserError> {
+    use crate::webhooks::secrets::OpenedWith;
+    let (mut resealed, mut unchanged) = (0, 0);
+    for u in dashboard_user::Entity::find().all(db).await? {
+        let label = totp_label(u.id);
+        let (secret, with) = sbox
+            .open_labeled_with(&label, &u.totp_secret_ciphertext)
+            .map_err(|_| UserError::Internal(format!("the TOTP key of user {} opens with no configured key", u.id)))?;
+        if with == OpenedWith::Current {
+            unchanged += 1;
+            continue;
+        }
+        let n = dashboard_user::Entity::update_many()
+            .col_expr(dashboard_user::Column::TotpSecretCiphertext, Expr::value(sbox.seal_labeled(&label, &secret)))
+            .filter(dashboard_user::Column::Id.eq(u.id))
+            .filter(dashboard_user::Column::TotpSecretCiphertext.eq(u.totp_secret_ciphertext.as_str()))
+            .exec(db)
+            .await?
+            .rows_affected;
+        resealed += n;
+    }
+    Ok((resealed, unchanged))
+}
+
 /// Checks a TOTP code for a sensitive action and takes its step (see `totp::consume`).
 pub async fn second_factor(
     db: &impl ConnectionTrait,

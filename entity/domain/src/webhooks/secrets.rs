@@ -127,10 +127,20 @@ impl SecretBox {
     /// Opens what [`SecretBox::seal_labeled`] sealed with the same label (current key, then the
     /// previous ones).
     pub fn open_labeled(&self, label: &str, sealed: &str) -> Result<String, SecretError> {
+        self.open_labeled_with(label, sealed).map(|(secret, _)| secret)
+    }
+
+    /// [`SecretBox::open_labeled`], telling which key opened it (a key rotation re-seals what a
+    /// previous key opened).
+    pub fn open_labeled_with(&self, label: &str, sealed: &str) -> Result<(String, OpenedWith), SecretError> {
         let aad = format!("paygate:{label}");
-        std::iter::once(&self.cipher)
-            .chain(self.previous.iter())
+        if let Ok(s) = open_aad(&self.cipher, &aad, sealed) {
+            return Ok((s, OpenedWith::Current));
+        }
+        self.previous
+            .iter()
             .find_map(|c| open_aad(c, &aad, sealed).ok())
+            .map(|s| (s, OpenedWith::Previous))
             .ok_or(SecretError::Decrypt)
     }
 
