@@ -6,7 +6,7 @@ use axum::Extension;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use chrono::{NaiveDate, TimeZone, Utc};
+use chrono::Utc;
 use domain::events::query::ListFilter as EventFilter;
 use domain::invoices::service::{self, ListFilter};
 use domain::owned;
@@ -51,12 +51,7 @@ fn nonempty(v: &Option<String>) -> Option<&str> {
 }
 
 fn date(s: Option<&str>, field: &str) -> Result<Option<chrono::DateTime<Utc>>, String> {
-    s.map(|d| {
-        NaiveDate::parse_from_str(d, "%Y-%m-%d")
-            .map(|d| Utc.from_utc_datetime(&d.and_hms_opt(0, 0, 0).unwrap_or_default()))
-            .map_err(|_| format!("{field}: use a date like 2026-01-31"))
-    })
-    .transpose()
+    s.map(|d| super::day_start(d, field)).transpose()
 }
 
 pub async fn list(State(state): State<HttpState>, Extension(s): Extension<Signed>, Query(q): Query<ListQuery>) -> Response {

@@ -144,6 +144,15 @@ impl Signed {
         roles::allows(self.user.role, cap)
     }
 
+    /// Takes a TOTP code for a sensitive action (`users::second_factor`: the current code, once);
+    /// the page that refuses it otherwise.
+    pub async fn second_factor(&self, state: &HttpState, code: &str) -> Result<(), Response> {
+        let sbox = secret_box(state)?;
+        domain::users::second_factor(&state.db, &sbox, &self.user, code, Utc::now())
+            .await
+            .map_err(|e| user_error(Some(self), e))
+    }
+
     /// 403 page unless the role allows `cap`.
     pub fn require(&self, cap: Capability) -> Result<(), Response> {
         if self.can(cap) {
@@ -321,6 +330,13 @@ pub(crate) async fn audit(
     if let Err(e) = domain::audit::record(&state.db, entry).await {
         tracing::error!(error = %e, action, "could not record a dashboard action in the audit log");
     }
+}
+
+/// A form's `YYYY-MM-DD` as that day's first instant (UTC); the problem named by `field`.
+pub(crate) fn day_start(s: &str, field: &str) -> Result<chrono::DateTime<Utc>, String> {
+    chrono::NaiveDate::parse_from_str(s.trim(), "%Y-%m-%d")
+        .map(|d| d.and_time(chrono::NaiveTime::MIN).and_utc())
+        .map_err(|_| format!("{field}: use a date like 2026-01-31"))
 }
 
 /// 303 to `to` (after a POST).

@@ -6,7 +6,6 @@ use axum::extract::{Form, Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use axum::Extension;
-use chrono::Utc;
 use domain::owned;
 use domain::payouts::service::{self, Created, ListFilter};
 use domain::payouts::types::CreatePayoutRequest;
@@ -17,7 +16,7 @@ use serde::Deserialize;
 use uuid::Uuid;
 
 use super::view::{csrf, error_page, notice, page, totp_field, ts};
-use super::{Signed, audit, from_domain, secret_box, see_other, user_error};
+use super::{Signed, audit, from_domain, see_other};
 use crate::state::HttpState;
 
 #[derive(Deserialize)]
@@ -167,16 +166,12 @@ pub async fn approve(
     if let Err(r) = s.require(Capability::ManagePayouts) {
         return r;
     }
-    let sbox = match secret_box(&state) {
-        Ok(b) => b,
-        Err(r) => return r,
-    };
     // The payout must be the merchant's before a code is spent on it.
     if let Err(e) = service::get(&state, &s.principal(), PayoutId(id)).await {
         return from_domain(&s, e);
     }
-    if let Err(e) = domain::users::second_factor(&state.db, &sbox, &s.user, &f.totp, Utc::now()).await {
-        return user_error(Some(&s), e);
+    if let Err(r) = s.second_factor(&state, &f.totp).await {
+        return r;
     }
     match domain::payouts::approval::approve_by_merchant(&state, &s.principal(), PayoutId(id)).await {
         Ok(_) => {

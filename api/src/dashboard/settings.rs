@@ -12,7 +12,7 @@ use serde::Deserialize;
 
 use super::auth_pages::{DoneQuery, done_notice};
 use super::view::{csrf, error_page, page as render, totp_field};
-use super::{Signed, audit, from_domain, secret_box, see_other, user_error};
+use super::{Signed, audit, from_domain, see_other};
 use crate::state::HttpState;
 
 pub async fn page_get(state: &HttpState, s: &Signed, q: &DoneQuery) -> Response {
@@ -135,12 +135,8 @@ pub async fn save_limit(State(state): State<HttpState>, Extension(s): Extension<
     if !p.merchant_approves {
         return error_page(Some(&s), StatusCode::FORBIDDEN, "The operator approves this merchant's payouts: there is no limit to set. Nothing was changed.");
     }
-    let sbox = match secret_box(&state) {
-        Ok(b) => b,
-        Err(r) => return r,
-    };
-    if let Err(e) = domain::users::second_factor(&state.db, &sbox, &s.user, &f.totp, chrono::Utc::now()).await {
-        return user_error(Some(&s), e);
+    if let Err(r) = s.second_factor(&state, &f.totp).await {
+        return r;
     }
     let before = p.auto_approve_limit.map(|a| a.0.to_string());
     p.auto_approve_limit = limit.map(entity::Amount::fiat);

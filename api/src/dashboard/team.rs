@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 use super::auth_pages::{DoneQuery, done_notice};
 use super::view::{csrf, error_page, page as render, totp_field, ts};
-use super::{Signed, secret_box, see_other, user_error};
+use super::{Signed, see_other, user_error};
 use crate::state::HttpState;
 
 pub async fn page_get(state: &HttpState, s: &Signed, q: &DoneQuery) -> Response {
@@ -115,11 +115,6 @@ pub async fn page(State(state): State<HttpState>, Extension(s): Extension<Signed
     page_get(&state, &s, &q).await
 }
 
-async fn second_factor(state: &HttpState, s: &Signed, code: &str) -> Result<(), Response> {
-    let sbox = secret_box(state)?;
-    users::second_factor(&state.db, &sbox, &s.user, code, Utc::now()).await.map_err(|e| user_error(Some(s), e))
-}
-
 #[derive(Deserialize)]
 pub struct InviteForm {
     email: String,
@@ -137,7 +132,7 @@ pub async fn invite(State(state): State<HttpState>, Extension(s): Extension<Sign
     if !roles::may_manage_member(s.user.role, role) {
         return user_error(Some(&s), users::UserError::Forbidden);
     }
-    if let Err(r) = second_factor(&state, &s, &f.totp).await {
+    if let Err(r) = s.second_factor(&state, &f.totp).await {
         return r;
     }
     let ttl = Duration::seconds(i64::try_from(state.config.dashboard.invitation_ttl_secs).unwrap_or(604_800));
@@ -179,7 +174,7 @@ pub async fn change_role(
     let Some(role) = Role::parse(&f.role) else {
         return error_page(Some(&s), StatusCode::BAD_REQUEST, &format!("role: one of {}", Role::WIRE_LIST));
     };
-    if let Err(r) = second_factor(&state, &s, &f.totp).await {
+    if let Err(r) = s.second_factor(&state, &f.totp).await {
         return r;
     }
     match users::change_role(&state.db, &s.user, id, role).await {
@@ -202,7 +197,7 @@ pub async fn remove(
     if let Err(r) = s.require(Capability::ManageTeam) {
         return r;
     }
-    if let Err(r) = second_factor(&state, &s, &f.totp).await {
+    if let Err(r) = s.second_factor(&state, &f.totp).await {
         return r;
     }
     match users::remove(&state.db, &s.user, id).await {

@@ -8,7 +8,6 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use axum::Extension;
-use chrono::{NaiveDate, TimeZone, Utc};
 use domain::events::EventKind;
 use domain::users::roles::Capability;
 use domain::webhooks::deliveries::{self, DeliveryFilter};
@@ -21,7 +20,7 @@ use uuid::Uuid;
 
 use super::auth_pages::{DoneQuery, done_notice};
 use super::view::{csrf, error_page, page, totp_field, ts};
-use super::{Signed, from_domain, secret_box, see_other, user_error};
+use super::{Signed, from_domain, secret_box, see_other};
 use crate::state::HttpState;
 
 fn events_fieldset(checked: &[String]) -> Markup {
@@ -138,11 +137,6 @@ fn fields(body: &[u8]) -> (std::collections::HashMap<String, String>, Vec<String
     (one, events)
 }
 
-async fn second_factor(state: &HttpState, s: &Signed, code: &str) -> Result<(), Response> {
-    let sbox = secret_box(state)?;
-    domain::users::second_factor(&state.db, &sbox, &s.user, code, Utc::now()).await.map_err(|e| user_error(Some(s), e))
-}
-
 fn secret_page(s: &Signed, title: &str, url: &str, secret: &str) -> Response {
     page(
         Some(s),
@@ -163,7 +157,7 @@ pub async fn create(State(state): State<HttpState>, Extension(s): Extension<Sign
     }
     let (f, events) = fields(&body);
     let get = |k: &str| f.get(k).map(|v| v.trim().to_owned()).unwrap_or_default();
-    if let Err(r) = second_factor(&state, &s, &get("totp")).await {
+    if let Err(r) = s.second_factor(&state, &get("totp")).await {
         return r;
     }
     let sbox = match secret_box(&state) {
@@ -201,7 +195,7 @@ pub async fn change(
     if !matches!(f.op.as_str(), "rotate" | "enable" | "disable" | "delete") {
         return error_page(Some(&s), StatusCode::BAD_REQUEST, "op: one of rotate, enable, disable, delete");
     }
-    if let Err(r) = second_factor(&state, &s, &f.totp).await {
+    if let Err(r) = s.second_factor(&state, &f.totp).await {
         return r;
     }
     let done = match f.op.as_str() {
@@ -243,12 +237,6 @@ pub struct RangeForm {
     to: String,
 }
 
-fn day(s: &str, field: &str) -> Result<chrono::DateTime<Utc>, String> {
-    NaiveDate::parse_from_str(s.trim(), "%Y-%m-%d")
-        .map(|d| Utc.from_utc_datetime(&d.and_hms_opt(0, 0, 0).unwrap_or_default()))
-        .map_err(|_| format!("{field}: use a date like 2026-01-31"))
-}
-
 pub async fn redeliver_range(
     State(state): State<HttpState>,
     Extension(s): Extension<Signed>,
@@ -257,7 +245,7 @@ pub async fn redeliver_range(
     if let Err(r) = s.require(Capability::ManageWebhooks) {
         return r;
     }
-    let (from, to) = match (day(&f.from, "from"), day(&f.to, "to")) {
+    let (from, to) = match (super::day_start(&f.from, "from"), super::day_start(&f.to, "to")) {
         (Ok(a), Ok(b)) => (a, b + chrono::Duration::days(1)),
         (Err(e), _) | (_, Err(e)) => return error_page(Some(&s), StatusCode::BAD_REQUEST, &e),
     };
