@@ -12,6 +12,7 @@ pub mod dashboard_session;
 pub mod dashboard_user;
 pub mod derivation_counter;
 pub mod event;
+pub mod exchange_rate;
 pub mod invoice;
 pub mod invoice_credit;
 pub mod ledger_entry;

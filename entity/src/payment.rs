@@ -46,6 +46,13 @@ pub struct Model {
     /// Times the payment was revived after a reversal (its transfer back on chain); its events
     /// of each round are keyed apart.
     pub revivals: i32,
+    /// The credit's value in fiat when it was made: the fiat currency (the invoice's when it was
+    /// fiat-priced in the credited asset, else the merchant's base currency), the price of one
+    /// unit of the credited asset then, and `credited_amount` × that rate. Stamped in the
+    /// crediting transaction (`domain::payments::fiat`); `None` when no fresh rate was known.
+    pub credited_fiat_currency: Option<String>,
+    pub credited_fiat_rate: Option<Amount>,
+    pub credited_fiat_value: Option<Amount>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
@@ -107,6 +114,9 @@ impl Model {
             next_check_at: None,
             track_token: None,
             revivals: 0,
+            credited_fiat_currency: None,
+            credited_fiat_rate: None,
+            credited_fiat_value: None,
         }
     }
 }

@@ -28,6 +28,7 @@ mod m20261128_000023_sweeps;
 mod m20261128_000024_rent_reclaimed;
 mod m20261128_000027_dashboard_users;
 mod m20261128_000028_webhook_endpoints;
+mod m20261128_000029_fiat_at_credit;
 
 pub struct Migrator;
 
@@ -61,6 +62,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261128_000024_rent_reclaimed::Migration),
             Box::new(m20261128_000027_dashboard_users::Migration),
             Box::new(m20261128_000028_webhook_endpoints::Migration),
+            Box::new(m20261128_000029_fiat_at_credit::Migration),
         ]
     }
 }

@@ -54,7 +54,11 @@ fn date(s: Option<&str>, field: &str) -> Result<Option<chrono::DateTime<Utc>>, S
     s.map(|d| super::day_start(d, field)).transpose()
 }
 
-pub async fn list(State(state): State<HttpState>, Extension(s): Extension<Signed>, Query(q): Query<ListQuery>) -> Response {
+pub async fn list(
+    State(state): State<HttpState>,
+    Extension(s): Extension<Signed>,
+    Query(q): Query<ListQuery>,
+) -> Response {
     if let Some(id) = nonempty(&q.id) {
         return match Uuid::parse_str(id) {
             Ok(id) => see_other(&format!("/dashboard/invoices/{id}")),
@@ -65,7 +69,13 @@ pub async fn list(State(state): State<HttpState>, Extension(s): Extension<Signed
         None => None,
         Some(st) => match InvoiceStatus::parse(st) {
             Some(v) => Some(v),
-            None => return error_page(Some(&s), StatusCode::BAD_REQUEST, &format!("status: one of {}", InvoiceStatus::WIRE_LIST)),
+            None => {
+                return error_page(
+                    Some(&s),
+                    StatusCode::BAD_REQUEST,
+                    &format!("status: one of {}", InvoiceStatus::WIRE_LIST),
+                );
+            }
         },
     };
     let (from, to) = match (date(nonempty(&q.from), "from"), date(nonempty(&q.to), "to")) {
@@ -87,7 +97,13 @@ pub async fn list(State(state): State<HttpState>, Extension(s): Extension<Signed
     };
     let keep = |o: u64| {
         let mut p = url::form_urlencoded::Serializer::new(String::new());
-        for (k, v) in [("status", &q.status), ("currency", &q.currency), ("from", &q.from), ("to", &q.to), ("external_id", &q.external_id)] {
+        for (k, v) in [
+            ("status", &q.status),
+            ("currency", &q.currency),
+            ("from", &q.from),
+            ("to", &q.to),
+            ("external_id", &q.external_id),
+        ] {
             if let Some(v) = nonempty(v) {
                 p.append_pair(k, v);
             }
@@ -153,13 +169,22 @@ pub async fn detail(
     Path(id): Path<String>,
     Query(q): Query<DoneQuery>,
 ) -> Response {
-    let Ok(id) = Uuid::parse_str(&id) else { return error_page(Some(&s), StatusCode::NOT_FOUND, "There is no such invoice.") };
+    let Ok(id) = Uuid::parse_str(&id) else {
+        return error_page(Some(&s), StatusCode::NOT_FOUND, "There is no such invoice.");
+    };
     let who = s.principal();
     let (inv, payments) = match service::get(&state, &who, InvoiceId(id)).await {
         Ok(r) => r,
         Err(e) => return from_domain(&s, e),
     };
-    let events = match owned::list::<event::Entity>(&state.db, &who, &EventFilter { invoice_id: Some(id), ..Default::default() }, (200, 0)).await {
+    let events = match owned::list::<event::Entity>(
+        &state.db,
+        &who,
+        &EventFilter { invoice_id: Some(id), ..Default::default() },
+        (200, 0),
+    )
+    .await
+    {
         Ok((rows, _)) => rows,
         Err(e) => return from_domain(&s, e.into()),
     };
@@ -231,7 +256,7 @@ pub async fn detail(
             @if payments.is_empty() { p.muted { "No payment seen yet." } }
             @else {
                 div.table-wrap tabindex="0" role="region" aria-label="Table (scrolls sideways)" { table {
-                    thead { tr { th scope="col" { "Transaction" } th.num scope="col" { "Amount" } th scope="col" { "Status" } th scope="col" { "Confirmations" } th scope="col" { "Seen" } } }
+                    thead { tr { th scope="col" { "Transaction" } th.num scope="col" { "Amount" } th scope="col" { "Status" } th scope="col" { "Confirmations" } th scope="col" { "Seen" } th.num scope="col" { "Value at credit" } } }
                     tbody {
                         @for (p, _) in &payments {
                             tr {
@@ -245,6 +270,12 @@ pub async fn detail(
                                 td { (p.status.as_str()) }
                                 td { (p.confirmations) " / " (p.required_confirmations) }
                                 td { (ts(p.detected_at)) }
+                                td.num.fiat {
+                                    @match domain::exports::fiat_at_credit(p, Some(&inv)) {
+                                        Some(f) => { (f.value.0) " " (f.currency) },
+                                        None => { "—" },
+                                    }
+                                }
                             }
                         }
                     }
@@ -293,7 +324,11 @@ pub async fn cancel(State(state): State<HttpState>, Extension(s): Extension<Sign
     }
 }
 
-pub async fn resolve(State(state): State<HttpState>, Extension(s): Extension<Signed>, Path(id): Path<Uuid>) -> Response {
+pub async fn resolve(
+    State(state): State<HttpState>,
+    Extension(s): Extension<Signed>,
+    Path(id): Path<Uuid>,
+) -> Response {
     if let Err(r) = s.require(Capability::ManageInvoices) {
         return r;
     }

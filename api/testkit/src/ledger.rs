@@ -129,6 +129,11 @@ pub async fn credit_invoice_in(
     assert!(credited, "a fresh payment is credited");
     // A second credit of the same payment is refused without writing anything.
     assert!(!domain::ledger::credit_payment(&txn, &credit).await.expect("re-credit"));
+    // As the tracker does: the credit's fiat value, in its transaction.
+    use sea_orm::EntityTrait;
+    let stamped = entity::payment::Entity::find_by_id(payment.id).one(&txn).await.expect("read").expect("payment");
+    let inv = entity::invoice::Entity::find_by_id(invoice_id).one(&txn).await.expect("read").expect("invoice");
+    domain::payments::fiat::record(&txn, &[(&stamped, &inv)]).await.expect("fiat value");
     txn.commit().await.expect("commit");
     payment.id
 }

@@ -1,6 +1,6 @@
 //! Accounting exports (`GET /v1/exports/{kind}`, permission `exports:read`): each kind comes
-//! back as CSV a spreadsheet reads, with exact amounts, the fiat value of credits at the rate a
-//! fiat-priced invoice locked, free text that cannot run as a formula, only the key's merchant
+//! back as CSV a spreadsheet reads, with exact amounts, the fiat value each credit recorded (the
+//! rate a fiat-priced invoice locked, else the market rate of the moment), free text that cannot run as a formula, only the key's merchant
 //! and environment, and the same rows however the pages fall.
 
 use std::collections::HashMap;
@@ -101,7 +101,7 @@ async fn each_kind_exports_exact_values_fiat_at_credit_and_guarded_text() {
     chrono::DateTime::parse_from_rfc3339(&c["created_at"]).expect("RFC 3339");
     assert!(c["created_at"].ends_with('Z'), "UTC: {}", c["created_at"]);
 
-    // Payments: the fiat value at credit for the fiat-priced invoice only.
+    // Payments: the fiat value each credit recorded.
     let (_, rows) = export(&app, &key, "payments").await;
     assert_eq!(rows.len(), 2);
     let f = by(&rows, "id", &fiat_pay.to_string());
@@ -115,9 +115,11 @@ async fn each_kind_exports_exact_values_fiat_at_credit_and_guarded_text() {
     assert_eq!(f["fiat_value_at_credit"], fiat_value);
     let c = by(&rows, "id", &crypto_pay.to_string());
     assert_eq!((c["amount"].as_str(), c["credited_amount"].as_str()), ("0.01", "0.01"));
+    // The crypto-priced one: the market rate published when it was credited, in the merchant's
+    // base currency (60 000 USD per BTC in the test environment).
     assert_eq!(
         (c["fiat_currency"].as_str(), c["fiat_rate"].as_str(), c["fiat_value_at_credit"].as_str()),
-        ("", "", "")
+        ("USD", "60000", "600.00")
     );
 
     // Ledger entries: every entry of the merchant's test books; the credit carries its fiat value.
@@ -135,7 +137,7 @@ async fn each_kind_exports_exact_values_fiat_at_credit_and_guarded_text() {
     assert_eq!((credit["amount"].as_str(), credit["reference_type"].as_str()), ("0.0005", "payment"));
     assert_eq!(credit["fiat_value_at_credit"], fiat_value);
     let crypto_credit = by(&rows, "reference_id", &crypto_pay.to_string());
-    assert_eq!((crypto_credit["amount"].as_str(), crypto_credit["fiat_value_at_credit"].as_str()), ("0.01", ""));
+    assert_eq!((crypto_credit["amount"].as_str(), crypto_credit["fiat_value_at_credit"].as_str()), ("0.01", "600.00"));
     let fund = by(&rows, "description", "fund");
     assert_eq!(
         (fund["entry_type"].as_str(), fund["gate"].as_str(), fund["amount"].as_str()),

@@ -32,6 +32,7 @@ use uuid::Uuid;
 
 use crate::domain_error::{DomainError, DomainResult};
 use crate::invoices::types::ts;
+use crate::payments::fiat::{self, FiatAtCredit};
 
 /// Rows per page (one database read and one chunk of the response each).
 pub const PAGE_SIZE: u64 = 500;
@@ -234,20 +235,41 @@ fn json(v: Option<&serde_json::Value>) -> String {
     v.map(|v| guard(&v.to_string()).into_owned()).unwrap_or_default()
 }
 
-/// The fiat value of `amount` of `gate` credited against `inv`: `(fiat currency, rate, value)`
-/// when the invoice locked a rate for that very asset (fiat-priced), else `None`.
-pub fn fiat_at_credit(inv: &invoice::Model, gate: &str, amount: Decimal) -> Option<(String, Amount, Amount)> {
+/// A credited payment's fiat value: as recorded with its credit (`payments::fiat`) or, for a
+/// credit made before values were recorded, the rate its fiat-priced invoice locked for the
+/// credited asset.
+pub fn fiat_at_credit(p: &payment::Model, inv: Option<&invoice::Model>) -> Option<FiatAtCredit> {
+    p.credited_at?;
+    if let Some(recorded) = fiat::recorded(p) {
+        return Some(recorded);
+    }
+    let (inv, gate, amount) = (inv?, p.credited_gate_id.as_deref()?, p.credited_amount?.0);
     let (fiat, rate) = (inv.fiat_currency.as_ref()?, inv.exchange_rate?);
     if inv.gate_id.as_deref() != Some(gate) {
         return None;
     }
     let value = amount.checked_mul(rate.0)?;
-    Some((fiat.clone(), rate, Amount::fiat(value)))
+    Some(FiatAtCredit { currency: fiat.clone(), rate, value: Amount::fiat(value) })
 }
 
-fn fiat_cells(f: Option<(String, Amount, Amount)>) -> [String; 3] {
+/// The fiat value of a ledger entry that brought `p`'s credit in: `amount` in the credited asset
+/// at the rate of the credit (the same as the payment's value when it is the whole credit).
+fn entry_fiat(p: &payment::Model, inv: Option<&invoice::Model>, gate: &str, amount: Decimal) -> Option<FiatAtCredit> {
+    if p.credited_gate_id.as_deref() != Some(gate) {
+        return None;
+    }
+    let credit = fiat_at_credit(p, inv)?;
+    let value = if Some(amount) == p.credited_amount.map(|a| a.0) {
+        credit.value
+    } else {
+        Amount::fiat(amount.checked_mul(credit.rate.0)?)
+    };
+    Some(FiatAtCredit { value, ..credit })
+}
+
+fn fiat_cells(f: Option<FiatAtCredit>) -> [String; 3] {
     match f {
-        Some((fiat, rate, value)) => [fiat, rate.0.to_string(), value.0.to_string()],
+        Some(f) => [f.currency, f.rate.0.to_string(), f.value.0.to_string()],
         None => Default::default(),
     }
 }
@@ -357,8 +379,7 @@ async fn page(
             let invoices = invoices_by_id(db, rows.iter().map(|p| p.invoice_id).collect()).await?;
             for p in &rows {
                 let inv = invoices.get(&p.invoice_id);
-                let fiat =
-                    inv.filter(|_| p.credited_at.is_some()).and_then(|inv| fiat_at_credit(inv, &p.gate_id, p.amount.0));
+                let fiat = fiat_at_credit(p, inv);
                 let [fiat_currency, rate, value] = fiat_cells(fiat);
                 w.write_record([
                     p.id.to_string(),
@@ -389,11 +410,16 @@ async fn page(
             use ledger_entry::Column as C;
             let q = ledger_entry::Entity::find().filter(C::MerchantId.eq(merchant)).filter(C::Environment.eq(env));
             let rows = window(q, (C::CreatedAt, C::Id), range, after, limit).all(db).await?;
-            // The credits' payments and invoices, for their fiat value (two reads per page).
+            // The credits' payments and invoices, for their fiat value (two reads per page): the
+            // entries that brought a payment's credit in (in the paid asset, or a conversion's
+            // target).
             let credit = |e: &ledger_entry::Model| {
-                e.entry_type == EntryType::InvoiceCredit
-                    && e.bucket == Bucket::Available
-                    && e.reference_type.as_deref() == Some("payment")
+                let into_balance = match e.entry_type {
+                    EntryType::InvoiceCredit => e.bucket == Bucket::Available,
+                    EntryType::ConversionCredit => true,
+                    _ => false,
+                };
+                into_balance && e.amount.0 > Decimal::ZERO && e.reference_type.as_deref() == Some("payment")
             };
             let payment_ids: Vec<Uuid> = rows.iter().filter(|e| credit(e)).filter_map(|e| e.reference_id).collect();
             let payments: HashMap<Uuid, payment::Model> = if payment_ids.is_empty() {
@@ -408,8 +434,7 @@ async fn page(
                     .reference_id
                     .filter(|_| credit(e))
                     .and_then(|id| payments.get(&id))
-                    .and_then(|p| invoices.get(&p.invoice_id))
-                    .and_then(|inv| fiat_at_credit(inv, &e.gate_id, e.amount.0));
+                    .and_then(|p| entry_fiat(p, invoices.get(&p.invoice_id), &e.gate_id, e.amount.0));
                 let [fiat_currency, rate, value] = fiat_cells(fiat);
                 w.write_record([
                     e.id.to_string(),
@@ -601,7 +626,7 @@ mod tests {
     }
 
     #[test]
-    fn the_fiat_value_is_the_locked_rate_times_the_credit_in_that_asset_only() {
+    fn the_fiat_value_is_the_recorded_one_else_the_locked_rate_in_that_asset_only() {
         let now = Utc::now();
         let inv = invoice::Model {
             gate_id: Some("bitcoin".into()),
@@ -609,16 +634,38 @@ mod tests {
             exchange_rate: Some(Amount::new("61234.5678".parse().unwrap())),
             ..invoice::Model::blank(Uuid::now_v7(), Uuid::now_v7(), Environment::Test, now)
         };
-        let (fiat, rate, value) = fiat_at_credit(&inv, "bitcoin", "0.0123".parse().unwrap()).unwrap();
+        let credited = |gate: &str, amount: &str| payment::Model {
+            credited_at: Some(now),
+            credited_gate_id: Some(gate.into()),
+            credited_amount: Some(Amount::new(amount.parse().unwrap())),
+            ..payment::Model::detected(inv.id, Environment::Test, "bitcoin".into(), "tx".into(), 0, Amount::ZERO, now)
+        };
+        // Credited before values were recorded: the invoice's locked rate.
+        let f = fiat_at_credit(&credited("bitcoin", "0.0123"), Some(&inv)).unwrap();
         // 0.0123 × 61234.5678 = 753.18518394 → 753.19
         assert_eq!(
-            (fiat.as_str(), rate.0.to_string(), value.0.to_string()),
+            (f.currency.as_str(), f.rate.0.to_string(), f.value.0.to_string()),
             ("EUR", "61234.5678".into(), "753.19".into())
         );
         // Another asset (a settlement conversion's target) is not priced by that rate.
-        assert_eq!(fiat_at_credit(&inv, "ethereum_usdt", "1".parse().unwrap()), None);
+        assert_eq!(fiat_at_credit(&credited("ethereum_usdt", "1"), Some(&inv)), None);
         // A crypto-priced invoice locked no rate.
-        let crypto = invoice::Model { exchange_rate: None, fiat_currency: None, ..inv };
-        assert_eq!(fiat_at_credit(&crypto, "bitcoin", "1".parse().unwrap()), None);
+        let crypto = invoice::Model { exchange_rate: None, fiat_currency: None, ..inv.clone() };
+        assert_eq!(fiat_at_credit(&credited("bitcoin", "1"), Some(&crypto)), None);
+        // What the credit recorded wins, whatever the invoice.
+        let recorded = payment::Model {
+            credited_fiat_currency: Some("USD".into()),
+            credited_fiat_rate: Some(Amount::new("60000".parse().unwrap())),
+            credited_fiat_value: Some(Amount::fiat("60".parse().unwrap())),
+            ..credited("bitcoin", "0.001")
+        };
+        let f = fiat_at_credit(&recorded, Some(&crypto)).unwrap();
+        assert_eq!((f.currency.as_str(), f.value.0.to_string()), ("USD", "60.00".into()));
+        // Not credited: no value.
+        assert_eq!(fiat_at_credit(&payment::Model { credited_at: None, ..recorded.clone() }, None), None);
+        // A ledger entry of part of the credit (in the credited asset) at the credit's rate.
+        let part = entry_fiat(&recorded, None, "bitcoin", "0.0005".parse().unwrap()).unwrap();
+        assert_eq!(part.value.0.to_string(), "30.00");
+        assert_eq!(entry_fiat(&recorded, None, "tron_usdt", "1".parse().unwrap()), None);
     }
 }

@@ -55,7 +55,7 @@ pub async fn bootstrap(config: Config) -> anyhow::Result<AppState> {
     db::migrate(&db).await?;
     let state = AppState::new(db, config)?;
     availability::log_live_gates(&state.config, &state.addresses);
-    state.rates.start().await;
+    state.rates.start(&state.db).await;
     Ok(state)
 }
 

@@ -15,6 +15,8 @@ use chrono::{DateTime, Utc};
 use entity::Environment;
 use rust_decimal::Decimal;
 
+use sea_orm::{DatabaseConnection, DbErr, EntityTrait};
+
 use crate::config::{RatesConfig, RatesProviderKind, RatesSourceConfig};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -193,13 +195,16 @@ impl Rates {
         Ok(n)
     }
 
-    /// Refreshes both environments now, then keeps refreshing in the background.
-    pub async fn start(&self) {
+    /// Refreshes both environments now, then keeps refreshing in the background. Each refresh
+    /// is also published to `exchange_rates` in `db` ([`Rates::publish`]), where a credit made
+    /// by any process reads its fiat value.
+    pub async fn start(&self, db: &DatabaseConnection) {
         for env in [Environment::Test, Environment::Live] {
             if let Err(e) = self.refresh(env).await {
                 tracing::warn!(environment = %env, error = %e, "initial rates refresh failed");
             }
-            let this = self.clone();
+            self.publish_or_warn(db, env).await;
+            let (this, db) = (self.clone(), db.clone());
             tokio::spawn(async move {
                 let period = this.source(env).refresh;
                 let mut failures = 0u32;
@@ -208,7 +213,10 @@ impl Rates {
                     let wait = period.saturating_mul(2u32.saturating_pow(failures.min(3)));
                     tokio::time::sleep(wait).await;
                     match this.refresh(env).await {
-                        Ok(_) => failures = 0,
+                        Ok(_) => {
+                            failures = 0;
+                            this.publish_or_warn(&db, env).await;
+                        }
                         Err(e) => {
                             failures += 1;
                             tracing::warn!(environment = %env, error = %e, "rates refresh failed");
@@ -217,6 +225,52 @@ impl Rates {
                 }
             });
         }
+    }
+
+    async fn publish_or_warn(&self, db: &DatabaseConnection, env: Environment) {
+        if let Err(e) = self.publish(db, env).await {
+            tracing::warn!(environment = %env, error = %e, "could not publish rates to the database");
+        }
+    }
+
+    /// Writes the environment's fresh rates to `exchange_rates`, each valid until its provider
+    /// time plus `max_age_secs`. A row is only replaced by a rate at least as new, so of several
+    /// processes publishing, an older fetch never overwrites a newer one. Returns the rows
+    /// written.
+    pub async fn publish(&self, db: &DatabaseConnection, env: Environment) -> Result<usize, DbErr> {
+        use entity::exchange_rate::{ActiveModel, Column, Entity};
+        use sea_orm::sea_query::{Alias, Expr, ExprTrait, OnConflict};
+        let max_age = self.source(env).max_age;
+        let rows: Vec<ActiveModel> = self
+            .list(env, None, None)
+            .into_iter()
+            .map(|r| {
+                ActiveModel::from(entity::exchange_rate::Model {
+                    environment: env,
+                    expires_at: r.updated_at + max_age,
+                    currency: r.currency,
+                    fiat_currency: r.fiat_currency,
+                    rate: entity::Amount::new(r.rate),
+                    source: r.source,
+                    updated_at: r.updated_at,
+                })
+            })
+            .collect();
+        let n = rows.len();
+        if n == 0 {
+            return Ok(0);
+        }
+        let newer = Expr::col((Alias::new("excluded"), Column::UpdatedAt)).gte(Expr::col((Entity, Column::UpdatedAt)));
+        Entity::insert_many(rows)
+            .on_conflict(
+                OnConflict::columns([Column::Environment, Column::Currency, Column::FiatCurrency])
+                    .update_columns([Column::Rate, Column::Source, Column::UpdatedAt, Column::ExpiresAt])
+                    .action_and_where(newer)
+                    .to_owned(),
+            )
+            .exec_without_returning(db)
+            .await?;
+        Ok(n)
     }
 
     /// A fresh rate for one unit of `asset` in `fiat`, if there is one.

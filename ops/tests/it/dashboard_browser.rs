@@ -241,7 +241,8 @@ async fn walk(site: Site) {
     let password = "correct horse battery staple";
 
     // The operator invites the owner; the link is printed once.
-    let link = site.ops(&["merchants", "invite", &site.merchant.to_string(), "--email", "owner@shop.test", "--role", "owner"]);
+    let link =
+        site.ops(&["merchants", "invite", &site.merchant.to_string(), "--email", "owner@shop.test", "--role", "owner"]);
     let mut owner = accept_invitation(&b, &on(&site.a, &link), password, Some("invite")).await;
     b.wait_text("p.notice", "Your account is ready").await;
     b.capture("sign-in", "en", &[("h1", "Sign in")]).await;
@@ -258,7 +259,16 @@ async fn walk(site: Site) {
     assert!(key.starts_with("sk_test_") && key.len() == 72, "{key}");
     b.capture("key-created", "en", &[("h1", "Key created")]).await;
     let curl = Command::new("curl")
-        .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-H", &format!("X-API-Key: {key}"), &format!("{}/v1/invoices", site.a)])
+        .args([
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "-H",
+            &format!("X-API-Key: {key}"),
+            &format!("{}/v1/invoices", site.a),
+        ])
         .output()
         .expect("curl");
     assert_eq!(String::from_utf8_lossy(&curl.stdout), "200", "the new key works with curl");
@@ -300,7 +310,13 @@ async fn walk(site: Site) {
     b.capture("webhooks", "en", &[("h1", "Webhooks"), ("section.card", "order system")]).await;
 
     // An underpaid invoice, resolved by hand.
-    let inv = site.api(reqwest::Method::POST, "/v1/invoices", Some(json!({"currency": "BTC", "amount": "1", "external_id": "order-1001"}))).await;
+    let inv = site
+        .api(
+            reqwest::Method::POST,
+            "/v1/invoices",
+            Some(json!({"currency": "BTC", "amount": "1", "external_id": "order-1001"})),
+        )
+        .await;
     let id = inv["id"].as_str().unwrap().to_owned();
     site.api(reqwest::Method::POST, "/v1/test/deposits", Some(json!({"invoice_id": id, "amount": "0.4"}))).await;
     site.api(reqwest::Method::POST, "/v1/test/blocks", Some(json!({"currency": "BTC", "count": 6}))).await;
@@ -309,6 +325,9 @@ async fn walk(site: Site) {
     b.capture("invoices", "en", &[("h1", "Invoices"), ("table", "order-1001")]).await;
     b.click(&format!("a[href='/dashboard/invoices/{id}']")).await;
     b.wait_text("#invoice-status", "underpaid").await;
+    // Its credit recorded its value on the day: 0.4 BTC at the test rates' 60 000 USD (published
+    // by the API, read by the tracker that credited it).
+    b.wait_text("td.fiat", "24000.00 USD").await;
     b.capture("invoice-underpaid", "en", &[("#invoice-status", "underpaid")]).await;
     b.click("#resolve").await;
     b.wait_text("#invoice-status", "paid").await;
@@ -339,8 +358,23 @@ async fn walk(site: Site) {
     assert!(row.contains("order-1001") && row.contains(",paid,"), "{row}");
 
     // A payout, approved by the merchant with a TOTP code.
-    site.ops(&["payouts", "settings", "--merchant", &site.merchant.to_string(), "--env", "test", "--merchant-approves", "true"]);
-    let payout = site.api(reqwest::Method::POST, "/v1/payouts", Some(json!({"currency": "BTC", "amount": "0.1", "destination": BTC_TESTNET}))).await;
+    site.ops(&[
+        "payouts",
+        "settings",
+        "--merchant",
+        &site.merchant.to_string(),
+        "--env",
+        "test",
+        "--merchant-approves",
+        "true",
+    ]);
+    let payout = site
+        .api(
+            reqwest::Method::POST,
+            "/v1/payouts",
+            Some(json!({"currency": "BTC", "amount": "0.1", "destination": BTC_TESTNET})),
+        )
+        .await;
     let pid = payout["id"].as_str().unwrap().to_owned();
     assert_eq!(payout["status"], "pending_approval", "{payout}");
     goto(&b, &format!("{}/dashboard/payouts", site.b)).await;
@@ -371,7 +405,8 @@ async fn walk(site: Site) {
     // The viewer joins and looks around; a pending invoice to try changes on.
     let mut viewer = accept_invitation(&b, &on(&site.b, &viewer_link), password, None).await;
     sign_in(&b, &site.b, "books@shop.test", password, &mut viewer).await;
-    let pending = site.api(reqwest::Method::POST, "/v1/invoices", Some(json!({"currency": "BTC", "amount": "0.5"}))).await;
+    let pending =
+        site.api(reqwest::Method::POST, "/v1/invoices", Some(json!({"currency": "BTC", "amount": "0.5"}))).await;
     let pending_id = pending["id"].as_str().unwrap().to_owned();
     goto(&b, &format!("{}/dashboard/invoices/{pending_id}", site.b)).await;
     b.wait_text("#invoice-status", "pending").await;

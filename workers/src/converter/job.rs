@@ -70,7 +70,7 @@ async fn poll(ctx: &Shared, sent: &mut HashMap<Uuid, Instant>, resend: Duration)
 
 /// The rates refresher, and the poller every `poll_interval_ms`.
 pub(crate) async fn background(ctx: ConverterCtx, stop: CancellationToken) {
-    ctx.rates.start().await;
+    ctx.rates.start(&ctx.shared.db).await;
     let ctx = ctx.shared;
     let every = Duration::from_millis(ctx.config.settlement.poll_interval_ms);
     // A job not done within this is pushed again (lost with a flushed queue, or its converter

@@ -326,6 +326,7 @@ impl Converter {
             txn.rollback().await?;
             return Ok(false);
         };
+        domain::payments::fiat::record(&txn, &[(&p, inv)]).await?;
         let moved = settlement_conversion::Entity::update_many()
             .col_expr(settlement_conversion::Column::State, Expr::value(s.next.as_str()))
             .col_expr(settlement_conversion::Column::FailureClass, Expr::value(s.failure.clone()))

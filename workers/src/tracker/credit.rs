@@ -1,5 +1,6 @@
 //! What a confirmation writes: the payments confirmed, their invoices moved per the PRODUCT.md
-//! table, and (passthrough settlement) their amounts credited, in one transaction.
+//! table, and (passthrough settlement) their amounts credited with their fiat value at that
+//! moment, in one transaction.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -123,6 +124,9 @@ async fn confirm_together(
         credited.push((inv, p, credit));
     }
     events::emit_balance_credits(&txn, &credited).await?;
+    // Each credit's fiat value on the day, with the credit.
+    let priced: Vec<_> = credited.iter().map(|(inv, p, _)| (*p, *inv)).collect();
+    domain::payments::fiat::record(&txn, &priced).await?;
     // Last: the balances (pending released and available credited, one posting per balance).
     let credits: Vec<Credit<'_>> = credited
         .iter()

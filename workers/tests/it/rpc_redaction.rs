@@ -129,7 +129,9 @@ async fn rates_errors_never_show_the_url_or_its_secret() {
         assert_clean("the rates error (debug)", &format!("{err:?}"), port);
         // The background refresher logs the failure.
         let rates = Rates::new(&RatesConfig { test: rates_source(port), live: rates_source(port) });
-        rates.start().await;
+        // Nothing fetched, nothing published: the database is never written.
+        let db = sea_orm::Database::connect("sqlite::memory:").await.expect("an in-memory database");
+        rates.start(&db).await;
         assert!(rates.list(Environment::Live, None, None).is_empty());
         let logged = logs.text();
         assert!(logged.contains("initial rates refresh failed"), "the failure is logged: {logged}");

@@ -171,6 +171,12 @@ async fn a_fiat_priced_invoice_is_settled_into_another_asset() {
     assert_eq!(ev["source_network"], "bitcoin");
     assert_eq!((ev["credited_amount"].as_str(), ev["credited_currency"].as_str()), (Some(NET), Some("USDT")));
     assert_eq!(ev["credited_network"], "tron");
+    // Its fiat value at the credit: the invoice's dollars, at USDT's market rate then (1), of
+    // the net amount credited; the exports read it.
+    let pay = entity::payment::Entity::find_by_id(row.payment_id).one(&p.app.state.db).await.unwrap().unwrap();
+    assert_eq!(pay.credited_fiat_currency.as_deref(), Some("USD"));
+    assert_eq!(pay.credited_fiat_rate.map(|r| r.0), Some(d("1")));
+    assert_eq!(pay.credited_fiat_value.map(|v| v.0.to_string()), Some("595.51".into()));
     // The credit is refundable in the asset it landed in, up to the net amount.
     let refund = |amount: &str| json!({"invoice_id": inv, "currency": "USDT", "network": "tron", "amount": amount, "destination": TRON_DEST});
     let over = p.refund("r1", &refund("595.5076")).await;
