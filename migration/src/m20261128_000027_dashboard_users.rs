@@ -160,7 +160,9 @@ impl MigrationTrait for Migration {
             .alter_table(
                 Table::alter()
                     .table(MerchantEnvSettings::Table)
-                    .add_column(ColumnDef::new(MerchantEnvSettings::MerchantApproves).boolean().not_null().default(false))
+                    .add_column(
+                        ColumnDef::new(MerchantEnvSettings::MerchantApproves).boolean().not_null().default(false),
+                    )
                     .to_owned(),
             )
             .await?;

@@ -150,12 +150,19 @@ pub async fn run(config: &Config, cmd: MerchantCmd, actor: &str) -> anyhow::Resu
         MerchantCmd::Invite { merchant_id, email, role } => {
             let txn = domain::db::begin_write(&db).await?;
             let now = chrono::Utc::now();
-            let ttl = chrono::Duration::seconds(i64::try_from(config.dashboard.invitation_ttl_secs).unwrap_or(i64::MAX / 2));
+            let ttl =
+                chrono::Duration::seconds(i64::try_from(config.dashboard.invitation_ttl_secs).unwrap_or(i64::MAX / 2));
             let (inv, token) =
                 domain::users::invitations::create(&txn, merchant_id.into(), &email, role, actor, ttl, now).await?;
             txn.commit().await?;
-            let link = config.public_base_url.join(&format!("dashboard/invite/{token}")).context("the invitation link")?;
-            eprintln!("invitation for {} as {} (expires {}); the link is shown once:", inv.email, inv.role, inv.expires_at.to_rfc3339());
+            let link =
+                config.public_base_url.join(&format!("dashboard/invite/{token}")).context("the invitation link")?;
+            eprintln!(
+                "invitation for {} as {} (expires {}); the link is shown once:",
+                inv.email,
+                inv.role,
+                inv.expires_at.to_rfc3339()
+            );
             println!("{link}");
         }
         MerchantCmd::List => {

@@ -1,10 +1,10 @@
 //! Signing in and out, accepting an invitation (password and TOTP enrolment), and the test/live
 //! switch.
 
+use axum::Extension;
 use axum::extract::{Form, FromRequest, Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
-use axum::Extension;
 use chrono::{Duration, Utc};
 use domain::users::{self, UserError, invitations, sessions, totp};
 use entity::Environment;
@@ -113,8 +113,9 @@ pub async fn login(State(state): State<HttpState>, req: Request) -> Response {
         Ok(s) => s,
         Err(e) => return user_error(None, e),
     };
-    let entry = domain::audit::Entry::new(&users::actor_of(&user), "dashboard_user.sign_in", "dashboard_session", session.id)
-        .merchant(entity::MerchantId(user.merchant_id), None);
+    let entry =
+        domain::audit::Entry::new(&users::actor_of(&user), "dashboard_user.sign_in", "dashboard_session", session.id)
+            .merchant(entity::MerchantId(user.merchant_id), None);
     if let Err(e) = domain::audit::record(&state.db, entry).await {
         tracing::error!(error = %e, "could not record a sign-in in the audit log");
     }
@@ -174,7 +175,14 @@ pub async fn invite_page(State(state): State<HttpState>, headers: HeaderMap, Pat
     with_form_cookie(&state, r, &form, fresh)
 }
 
-fn invite_form(status: StatusCode, form: &str, token: &str, email: &str, secret: &str, error: Option<&str>) -> Response {
+fn invite_form(
+    status: StatusCode,
+    form: &str,
+    token: &str,
+    email: &str,
+    secret: &str,
+    error: Option<&str>,
+) -> Response {
     let url = totp::otpauth_url(secret, email).unwrap_or_default();
     let qr = crate::checkout::uri::qr_svg(&url).unwrap_or_default();
     let qr = qr.find("<svg").map_or("", |i| &qr[i..]).to_owned();

@@ -67,7 +67,11 @@ pub async fn download(
         return r;
     }
     let Some(kind) = ExportKind::parse(&q.kind) else {
-        return error_page(Some(&s), StatusCode::BAD_REQUEST, "kind: one of invoices, payments, ledger_entries, payouts");
+        return error_page(
+            Some(&s),
+            StatusCode::BAD_REQUEST,
+            "kind: one of invoices, payments, ledger_entries, payouts",
+        );
     };
     // The form's end date is included: the range ends at the start of the next day.
     let to = match chrono::NaiveDate::parse_from_str(q.to.trim(), "%Y-%m-%d") {

@@ -1,11 +1,11 @@
 //! API keys: the environment's keys, a new key with chosen permissions (never beyond what the
 //! person's role allows; shown once), roll with an overlap, revoke. A live key needs a TOTP code.
 
+use axum::Extension;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use axum::Extension;
 use chrono::Utc;
 use domain::api_keys;
 use domain::keys::{Permission, Permissions};
@@ -63,7 +63,11 @@ fn key_table(s: &Signed, keys: &[api_key::Model]) -> Markup {
     }
 }
 
-pub async fn list(State(state): State<HttpState>, Extension(s): Extension<Signed>, Query(q): Query<DoneQuery>) -> Response {
+pub async fn list(
+    State(state): State<HttpState>,
+    Extension(s): Extension<Signed>,
+    Query(q): Query<DoneQuery>,
+) -> Response {
     let keys = match api_keys::list(&state, &s.principal()).await {
         Ok(k) => k,
         Err(e) => return from_domain(&s, e),
@@ -128,7 +132,9 @@ pub async fn create(State(state): State<HttpState>, Extension(s): Extension<Sign
     for p in &f.permissions {
         match Permission::parse(p) {
             Some(p) => named.push(p),
-            None => return error_page(Some(&s), StatusCode::BAD_REQUEST, &format!("permissions: unknown permission {p:?}")),
+            None => {
+                return error_page(Some(&s), StatusCode::BAD_REQUEST, &format!("permissions: unknown permission {p:?}"));
+            }
         }
     }
     if named.is_empty() {

@@ -217,9 +217,7 @@ fn same(a: &str, b: &str) -> bool {
 pub async fn guard(State(state): State<HttpState>, req: Request, next: Next) -> Response {
     let path = req.uri().path().to_owned();
     let is_post = req.method() == Method::POST;
-    if is_post
-        && req.headers().get("sec-fetch-site").and_then(|v| v.to_str().ok()) == Some("cross-site")
-    {
+    if is_post && req.headers().get("sec-fetch-site").and_then(|v| v.to_str().ok()) == Some("cross-site") {
         return view::error_page(None, StatusCode::FORBIDDEN, "Cross-site form posts are refused.");
     }
     if public_path(&path) {
@@ -249,7 +247,11 @@ pub async fn guard(State(state): State<HttpState>, req: Request, next: Next) -> 
     let (session, user) = match found {
         Ok(Some(s)) => s,
         Ok(None) if is_post => {
-            return view::error_page(None, StatusCode::FORBIDDEN, "You are not signed in (or your session ended). Nothing was changed.");
+            return view::error_page(
+                None,
+                StatusCode::FORBIDDEN,
+                "You are not signed in (or your session ended). Nothing was changed.",
+            );
         }
         Ok(None) => return Redirect::to("/dashboard/login").into_response(),
         Err(e) => return user_error(None, e),
@@ -307,11 +309,19 @@ pub(crate) fn user_error(signed: Option<&Signed>, e: UserError) -> Response {
         UserError::Forbidden => StatusCode::FORBIDDEN,
         UserError::Internal(m) => {
             tracing::error!(error = %m, "dashboard");
-            return view::error_page(signed, StatusCode::INTERNAL_SERVER_ERROR, "Something went wrong on our side. Nothing was changed.");
+            return view::error_page(
+                signed,
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "Something went wrong on our side. Nothing was changed.",
+            );
         }
         UserError::Db(d) => {
             tracing::error!(error = %d, "dashboard database error");
-            return view::error_page(signed, StatusCode::INTERNAL_SERVER_ERROR, "Something went wrong on our side. Nothing was changed.");
+            return view::error_page(
+                signed,
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "Something went wrong on our side. Nothing was changed.",
+            );
         }
     };
     view::error_page(signed, status, &e.to_string())

@@ -22,7 +22,11 @@ pub struct BalanceQuery {
     currency: Option<String>,
 }
 
-pub async fn balances(State(state): State<HttpState>, Extension(s): Extension<Signed>, Query(q): Query<BalanceQuery>) -> Response {
+pub async fn balances(
+    State(state): State<HttpState>,
+    Extension(s): Extension<Signed>,
+    Query(q): Query<BalanceQuery>,
+) -> Response {
     let db = &state.db;
     let rows = match balance::Entity::find()
         .filter(balance::Column::MerchantId.eq(s.user.merchant_id))

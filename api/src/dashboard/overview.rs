@@ -39,12 +39,15 @@ pub async fn page_handler(state: &HttpState, s: &Signed, q: &DoneQuery) -> Resul
             .count(db)
     };
     let delivered = count(DeliveryStatus::Succeeded).await.map_err(err)?;
-    let pending = count(DeliveryStatus::Pending).await.map_err(err)? + count(DeliveryStatus::Retrying).await.map_err(err)?;
+    let pending =
+        count(DeliveryStatus::Pending).await.map_err(err)? + count(DeliveryStatus::Retrying).await.map_err(err)?;
     let failed = count(DeliveryStatus::Dead).await.map_err(err)?;
     let held: Vec<_> = GATES
         .iter()
         .filter_map(|g| balances.iter().find(|b| b.gate_id == g.id).map(|b| (g, b)))
-        .filter(|(_, b)| b.available.0 != Decimal::ZERO || b.pending.0 != Decimal::ZERO || b.reserved.0 != Decimal::ZERO)
+        .filter(|(_, b)| {
+            b.available.0 != Decimal::ZERO || b.pending.0 != Decimal::ZERO || b.reserved.0 != Decimal::ZERO
+        })
         .collect();
     Ok(render(
         Some(s),
@@ -97,6 +100,10 @@ pub async fn page_handler(state: &HttpState, s: &Signed, q: &DoneQuery) -> Resul
     ))
 }
 
-pub async fn page(State(state): State<HttpState>, Extension(s): Extension<Signed>, Query(q): Query<DoneQuery>) -> Response {
+pub async fn page(
+    State(state): State<HttpState>,
+    Extension(s): Extension<Signed>,
+    Query(q): Query<DoneQuery>,
+) -> Response {
     page_handler(&state, &s, &q).await.unwrap_or_else(|r| r)
 }

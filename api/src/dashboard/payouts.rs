@@ -2,10 +2,10 @@
 //! approved in the dashboard before execution, where the merchant's settings say the merchant
 //! approves) and cancel.
 
+use axum::Extension;
 use axum::extract::{Form, Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use axum::Extension;
 use domain::owned;
 use domain::payouts::service::{self, Created, ListFilter};
 use domain::payouts::types::CreatePayoutRequest;
@@ -25,12 +25,22 @@ pub struct ListQuery {
     done: Option<String>,
 }
 
-pub async fn list(State(state): State<HttpState>, Extension(s): Extension<Signed>, Query(q): Query<ListQuery>) -> Response {
+pub async fn list(
+    State(state): State<HttpState>,
+    Extension(s): Extension<Signed>,
+    Query(q): Query<ListQuery>,
+) -> Response {
     let status = match q.status.as_deref().filter(|v| !v.is_empty()) {
         None => None,
         Some(v) => match PayoutStatus::parse(v) {
             Some(st) => Some(st),
-            None => return error_page(Some(&s), StatusCode::BAD_REQUEST, &format!("status: one of {}", PayoutStatus::WIRE_LIST)),
+            None => {
+                return error_page(
+                    Some(&s),
+                    StatusCode::BAD_REQUEST,
+                    &format!("status: one of {}", PayoutStatus::WIRE_LIST),
+                );
+            }
         },
     };
     let who = s.principal();
@@ -129,7 +139,11 @@ fn given(s: &str) -> Option<String> {
     Some(s.trim().to_owned()).filter(|v| !v.is_empty())
 }
 
-pub async fn create(State(state): State<HttpState>, Extension(s): Extension<Signed>, Form(f): Form<CreateForm>) -> Response {
+pub async fn create(
+    State(state): State<HttpState>,
+    Extension(s): Extension<Signed>,
+    Form(f): Form<CreateForm>,
+) -> Response {
     if let Err(r) = s.require(Capability::ManagePayouts) {
         return r;
     }

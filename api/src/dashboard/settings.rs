@@ -1,10 +1,10 @@
 //! The merchant's settings (`domain::settings`, as `PATCH /v1/settings`), and the payout
 //! settings the operator keeps (shown, not changed here).
 
+use axum::Extension;
 use axum::extract::{Form, Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use axum::Extension;
 use domain::settings::{self, SettingsPatch};
 use domain::users::roles::Capability;
 use maud::html;
@@ -71,7 +71,11 @@ pub async fn page_get(state: &HttpState, s: &Signed, q: &DoneQuery) -> Response 
     )
 }
 
-pub async fn page(State(state): State<HttpState>, Extension(s): Extension<Signed>, Query(q): Query<DoneQuery>) -> Response {
+pub async fn page(
+    State(state): State<HttpState>,
+    Extension(s): Extension<Signed>,
+    Query(q): Query<DoneQuery>,
+) -> Response {
     page_get(&state, &s, &q).await
 }
 
@@ -84,12 +88,20 @@ pub struct SettingsForm {
     payer_reply_to: String,
 }
 
-pub async fn save(State(state): State<HttpState>, Extension(s): Extension<Signed>, Form(f): Form<SettingsForm>) -> Response {
+pub async fn save(
+    State(state): State<HttpState>,
+    Extension(s): Extension<Signed>,
+    Form(f): Form<SettingsForm>,
+) -> Response {
     if let Err(r) = s.require(Capability::ManageSettings) {
         return r;
     }
     let Ok(lifetime) = f.invoice_lifetime_secs.trim().parse::<i64>() else {
-        return super::view::error_page(Some(&s), StatusCode::BAD_REQUEST, "invoice_lifetime_secs: a whole number of seconds");
+        return super::view::error_page(
+            Some(&s),
+            StatusCode::BAD_REQUEST,
+            "invoice_lifetime_secs: a whole number of seconds",
+        );
     };
     let patch = SettingsPatch {
         base_currency: Some(f.base_currency.trim().to_owned()),
@@ -114,7 +126,11 @@ pub struct LimitForm {
 
 /// The merchant's own auto-approve limit (where the merchant approves its payouts): it loosens
 /// a money control, so it takes a TOTP code and is kept out of the API keys' reach.
-pub async fn save_limit(State(state): State<HttpState>, Extension(s): Extension<Signed>, Form(f): Form<LimitForm>) -> Response {
+pub async fn save_limit(
+    State(state): State<HttpState>,
+    Extension(s): Extension<Signed>,
+    Form(f): Form<LimitForm>,
+) -> Response {
     if let Err(r) = s.require(Capability::ManageSettings) {
         return r;
     }
@@ -124,7 +140,13 @@ pub async fn save_limit(State(state): State<HttpState>, Extension(s): Extension<
     } else {
         match raw.parse::<rust_decimal::Decimal>() {
             Ok(d) if d >= rust_decimal::Decimal::ZERO && d.scale() <= 8 => Some(d),
-            _ => return error_page(Some(&s), StatusCode::BAD_REQUEST, "auto_approve_limit: a non-negative amount with at most 8 decimals, or empty"),
+            _ => {
+                return error_page(
+                    Some(&s),
+                    StatusCode::BAD_REQUEST,
+                    "auto_approve_limit: a non-negative amount with at most 8 decimals, or empty",
+                );
+            }
         }
     };
     let who = s.principal();
@@ -133,7 +155,11 @@ pub async fn save_limit(State(state): State<HttpState>, Extension(s): Extension<
         Err(e) => return from_domain(&s, e.into()),
     };
     if !p.merchant_approves {
-        return error_page(Some(&s), StatusCode::FORBIDDEN, "The operator approves this merchant's payouts: there is no limit to set. Nothing was changed.");
+        return error_page(
+            Some(&s),
+            StatusCode::FORBIDDEN,
+            "The operator approves this merchant's payouts: there is no limit to set. Nothing was changed.",
+        );
     }
     if let Err(r) = s.second_factor(&state, &f.totp).await {
         return r;
@@ -144,12 +170,17 @@ pub async fn save_limit(State(state): State<HttpState>, Extension(s): Extension<
     if let Err(e) = domain::payouts::service::save_settings(&state.db, p).await {
         return from_domain(&s, e.into());
     }
-    let entry = domain::audit::Entry::new(&domain::users::actor_of(&s.user), "payout.settings", "payout_settings", s.user.merchant_id)
-        .merchant(who.merchant_id, Some(who.environment))
-        .change(
-            Some(serde_json::json!({"auto_approve_limit": before})),
-            Some(serde_json::json!({"auto_approve_limit": limit.map(|d| d.to_string())})),
-        );
+    let entry = domain::audit::Entry::new(
+        &domain::users::actor_of(&s.user),
+        "payout.settings",
+        "payout_settings",
+        s.user.merchant_id,
+    )
+    .merchant(who.merchant_id, Some(who.environment))
+    .change(
+        Some(serde_json::json!({"auto_approve_limit": before})),
+        Some(serde_json::json!({"auto_approve_limit": limit.map(|d| d.to_string())})),
+    );
     if let Err(e) = domain::audit::record(&state.db, entry).await {
         tracing::error!(error = %e, "could not record a settings change in the audit log");
     }

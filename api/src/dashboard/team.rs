@@ -2,10 +2,10 @@
 //! invitation. Each change needs a TOTP code, and nobody manages a role above their own
 //! (`roles::may_manage_member`).
 
+use axum::Extension;
 use axum::extract::{Form, Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use axum::Extension;
 use chrono::{Duration, Utc};
 use domain::users::roles::{self, Capability};
 use domain::users::{self, invitations};
@@ -30,7 +30,8 @@ pub async fn page_get(state: &HttpState, s: &Signed, q: &DoneQuery) -> Response 
         Err(e) => return user_error(Some(s), e),
     };
     let manage = s.can(Capability::ManageTeam);
-    let grantable: Vec<Role> = Role::ALL.iter().copied().filter(|r| roles::may_manage_member(s.user.role, *r)).collect();
+    let grantable: Vec<Role> =
+        Role::ALL.iter().copied().filter(|r| roles::may_manage_member(s.user.role, *r)).collect();
     render(
         Some(s),
         StatusCode::OK,
@@ -111,7 +112,11 @@ pub async fn page_get(state: &HttpState, s: &Signed, q: &DoneQuery) -> Response 
     )
 }
 
-pub async fn page(State(state): State<HttpState>, Extension(s): Extension<Signed>, Query(q): Query<DoneQuery>) -> Response {
+pub async fn page(
+    State(state): State<HttpState>,
+    Extension(s): Extension<Signed>,
+    Query(q): Query<DoneQuery>,
+) -> Response {
     page_get(&state, &s, &q).await
 }
 
@@ -122,7 +127,11 @@ pub struct InviteForm {
     totp: String,
 }
 
-pub async fn invite(State(state): State<HttpState>, Extension(s): Extension<Signed>, Form(f): Form<InviteForm>) -> Response {
+pub async fn invite(
+    State(state): State<HttpState>,
+    Extension(s): Extension<Signed>,
+    Form(f): Form<InviteForm>,
+) -> Response {
     if let Err(r) = s.require(Capability::ManageTeam) {
         return r;
     }
@@ -137,9 +146,15 @@ pub async fn invite(State(state): State<HttpState>, Extension(s): Extension<Sign
     }
     let ttl = Duration::seconds(i64::try_from(state.config.dashboard.invitation_ttl_secs).unwrap_or(604_800));
     let actor = users::actor_of(&s.user);
-    match invitations::create(&state.db, MerchantId(s.user.merchant_id), &f.email, role, &actor, ttl, Utc::now()).await {
+    match invitations::create(&state.db, MerchantId(s.user.merchant_id), &f.email, role, &actor, ttl, Utc::now()).await
+    {
         Ok((inv, token)) => {
-            let link = state.config.public_base_url.join(&format!("dashboard/invite/{token}")).map(|u| u.to_string()).unwrap_or_default();
+            let link = state
+                .config
+                .public_base_url
+                .join(&format!("dashboard/invite/{token}"))
+                .map(|u| u.to_string())
+                .unwrap_or_default();
             render(
                 Some(&s),
                 StatusCode::CREATED,
@@ -206,7 +221,11 @@ pub async fn remove(
     }
 }
 
-pub async fn revoke_invitation(State(state): State<HttpState>, Extension(s): Extension<Signed>, Path(id): Path<Uuid>) -> Response {
+pub async fn revoke_invitation(
+    State(state): State<HttpState>,
+    Extension(s): Extension<Signed>,
+    Path(id): Path<Uuid>,
+) -> Response {
     if let Err(r) = s.require(Capability::ManageTeam) {
         return r;
     }

@@ -3,11 +3,11 @@
 //! take a TOTP code; sending a test event and redelivering (one delivery, or the failed ones of
 //! a time range) do not move money and need only the role.
 
+use axum::Extension;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use axum::Extension;
 use domain::events::EventKind;
 use domain::users::roles::Capability;
 use domain::webhooks::deliveries::{self, DeliveryFilter};
@@ -34,7 +34,11 @@ fn events_fieldset(checked: &[String]) -> Markup {
     }
 }
 
-pub async fn list(State(state): State<HttpState>, Extension(s): Extension<Signed>, Query(q): Query<DoneQuery>) -> Response {
+pub async fn list(
+    State(state): State<HttpState>,
+    Extension(s): Extension<Signed>,
+    Query(q): Query<DoneQuery>,
+) -> Response {
     let who = s.principal();
     let endpoints = match manage::list(&state, &who).await {
         Ok(e) => e,
@@ -264,7 +268,11 @@ pub async fn redeliver_range(
     }
 }
 
-pub async fn delivery(State(state): State<HttpState>, Extension(s): Extension<Signed>, Path(id): Path<Uuid>) -> Response {
+pub async fn delivery(
+    State(state): State<HttpState>,
+    Extension(s): Extension<Signed>,
+    Path(id): Path<Uuid>,
+) -> Response {
     let (d, attempts) = match deliveries::get(&state, &s.principal(), DeliveryId(id)).await {
         Ok(r) => r,
         Err(e) => return from_domain(&s, e),
@@ -305,7 +313,11 @@ pub async fn delivery(State(state): State<HttpState>, Extension(s): Extension<Si
     )
 }
 
-pub async fn redeliver(State(state): State<HttpState>, Extension(s): Extension<Signed>, Path(id): Path<Uuid>) -> Response {
+pub async fn redeliver(
+    State(state): State<HttpState>,
+    Extension(s): Extension<Signed>,
+    Path(id): Path<Uuid>,
+) -> Response {
     if let Err(r) = s.require(Capability::ManageWebhooks) {
         return r;
     }

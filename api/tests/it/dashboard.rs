@@ -67,7 +67,11 @@ impl<'a> Person<'a> {
             let (kv, attrs) = c.split_once(';').unwrap_or((c, ""));
             assert!(attrs.contains("HttpOnly") && attrs.contains("SameSite=Strict"), "{c}");
             let (k, v) = kv.split_once('=').unwrap();
-            if v.is_empty() { self.cookies.remove(k) } else { self.cookies.insert(k.into(), v.into()) };
+            if v.is_empty() {
+                self.cookies.remove(k)
+            } else {
+                self.cookies.insert(k.into(), v.into())
+            };
         }
         let status = r.status().as_u16();
         let location = r.headers().get("location").map(|v| v.to_str().unwrap().to_owned());
@@ -133,11 +137,21 @@ impl<'a> Person<'a> {
         let path = format!("/dashboard/invite/{token}");
         let page = self.get(&path).await;
         assert_eq!(page.status, 200, "{}", page.body);
-        self.secret = Regex::new(r#"id="totp-secret">([A-Z2-7]+)<"#).unwrap().captures(&page.body).unwrap()[1].to_owned();
+        self.secret =
+            Regex::new(r#"id="totp-secret">([A-Z2-7]+)<"#).unwrap().captures(&page.body).unwrap()[1].to_owned();
         let (csrf, secret, password) = (page.field("_csrf"), self.secret.clone(), self.password.clone());
         let code = self.code().await;
         let r = self
-            .post(&path, &[("_csrf", &csrf), ("password", &password), ("password_again", &password), ("totp_secret", &secret), ("totp", &code)])
+            .post(
+                &path,
+                &[
+                    ("_csrf", &csrf),
+                    ("password", &password),
+                    ("password_again", &password),
+                    ("totp_secret", &secret),
+                    ("totp", &code),
+                ],
+            )
             .await;
         assert_eq!((r.status, r.location.as_deref()), (303, Some("/dashboard/login?done=joined")), "{}", r.body);
         // The link works once.
@@ -148,7 +162,8 @@ impl<'a> Person<'a> {
         let csrf = self.get("/dashboard/login").await.field("_csrf");
         let (email, password) = (self.email.clone(), self.password.clone());
         let code = self.code().await;
-        self.post("/dashboard/login", &[("_csrf", &csrf), ("email", &email), ("password", &password), ("totp", &code)]).await
+        self.post("/dashboard/login", &[("_csrf", &csrf), ("email", &email), ("password", &password), ("totp", &code)])
+            .await
     }
 }
 
@@ -248,8 +263,14 @@ async fn a_viewer_is_refused_every_change() {
         (format!("/dashboard/invoices/{inv}/resolve"), vec![]),
         (format!("/dashboard/invoices/{inv}/cancel"), vec![]),
         ("/dashboard/keys".to_owned(), vec![("permission", "invoices:read")]),
-        ("/dashboard/settings".to_owned(), vec![("base_currency", "EUR"), ("invoice_lifetime_secs", "900"), ("underpayment_tolerance_percent", "1")]),
-        ("/dashboard/team/invite".to_owned(), vec![("email", "eve@example.com"), ("role", "owner"), ("totp", "000000")]),
+        (
+            "/dashboard/settings".to_owned(),
+            vec![("base_currency", "EUR"), ("invoice_lifetime_secs", "900"), ("underpayment_tolerance_percent", "1")],
+        ),
+        (
+            "/dashboard/team/invite".to_owned(),
+            vec![("email", "eve@example.com"), ("role", "owner"), ("totp", "000000")],
+        ),
         ("/dashboard/webhooks".to_owned(), vec![("url", "https://example.com/hooks"), ("totp", "000000")]),
         ("/dashboard/webhooks/redeliver".to_owned(), vec![("from", "2026-01-01"), ("to", "2026-01-02")]),
     ] {
@@ -258,13 +279,16 @@ async fn a_viewer_is_refused_every_change() {
         assert!(r.body.contains("Nothing was changed"), "{}", r.body);
     }
     assert_eq!(status_of(&app, inv).await, InvoiceStatus::Underpaid);
-    let keys = domain::api_keys::list(&app.state, &domain::keys::Principal {
-        key_id: entity::ApiKeyId(Uuid::nil()),
-        merchant_id: merchant.into(),
-        environment: entity::Environment::Test,
-        permissions: domain::keys::Permissions::all(),
-        user_id: None,
-    })
+    let keys = domain::api_keys::list(
+        &app.state,
+        &domain::keys::Principal {
+            key_id: entity::ApiKeyId(Uuid::nil()),
+            merchant_id: merchant.into(),
+            environment: entity::Environment::Test,
+            permissions: domain::keys::Permissions::all(),
+            user_id: None,
+        },
+    )
     .await
     .unwrap();
     assert_eq!(keys.len(), 1, "only the test's own key");
@@ -284,7 +308,13 @@ async fn a_developer_creates_a_key_within_its_role_and_the_key_works() {
     // Beyond the role: refused.
     let r = dev.submit("/dashboard/keys", "/dashboard/keys", &[("permission", "payouts:write")]).await;
     assert_eq!(r.status, 403, "{}", r.body);
-    let r = dev.submit("/dashboard/keys", "/dashboard/keys", &[("label", "ci"), ("permission", "invoices:read"), ("permission", "invoices:write")]).await;
+    let r = dev
+        .submit(
+            "/dashboard/keys",
+            "/dashboard/keys",
+            &[("label", "ci"), ("permission", "invoices:read"), ("permission", "invoices:write")],
+        )
+        .await;
     assert_eq!(r.status, 201, "{}", r.body);
     let key = Regex::new(r#"id="new-key">(sk_test_[0-9a-f]{64})<"#).unwrap().captures(&r.body).unwrap()[1].to_owned();
     let listed = app.get("/v1/invoices", Some(&key)).await;
@@ -338,7 +368,13 @@ async fn signing_out_everywhere_and_removal_end_sessions() {
     bob.join(merchant, Role::Admin).await;
     bob.sign_in().await;
     assert_eq!(bob.get("/dashboard").await.status, 200);
-    let bob_id = domain::users::team(&app.state.db, merchant.into()).await.unwrap().into_iter().find(|u| u.email == "bob@example.com").unwrap().id;
+    let bob_id = domain::users::team(&app.state.db, merchant.into())
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|u| u.email == "bob@example.com")
+        .unwrap()
+        .id;
     let code = ann.code().await;
     let r = ann.submit("/dashboard/team", &format!("/dashboard/team/{bob_id}/remove"), &[("totp", &code)]).await;
     assert_eq!(r.status, 303, "{}", r.body);
@@ -348,13 +384,21 @@ async fn signing_out_everywhere_and_removal_end_sessions() {
 
 #[tokio::test]
 async fn sign_in_is_throttled_per_account() {
-    let app = TestApp::spawn_with(|c| c.rate_limits.login_per_account = domain::config::RateLimit { limit: 2, period_secs: 600 }).await;
+    let app = TestApp::spawn_with(|c| {
+        c.rate_limits.login_per_account = domain::config::RateLimit { limit: 2, period_secs: 600 }
+    })
+    .await;
     let merchant = app.merchant().await;
     let mut ann = Person::new(&app, "ann@example.com");
     ann.join(merchant, Role::Owner).await;
     let csrf = ann.get("/dashboard/login").await.field("_csrf");
     for _ in 0..2 {
-        let r = ann.post("/dashboard/login", &[("_csrf", &csrf), ("email", "ann@example.com"), ("password", "wrong password!!"), ("totp", "000000")]).await;
+        let r = ann
+            .post(
+                "/dashboard/login",
+                &[("_csrf", &csrf), ("email", "ann@example.com"), ("password", "wrong password!!"), ("totp", "000000")],
+            )
+            .await;
         assert_eq!(r.status, 401, "{}", r.body);
     }
     // Even the right password is not tried once the account's attempts are used up.
@@ -368,7 +412,8 @@ async fn the_merchant_approves_its_payouts_and_its_limit_skips_small_ones() {
     let (app, merchant, key) = TestApp::with_test_key().await;
     testkit::fund(&app.state.db, merchant, entity::Environment::Test, "tron_usdt", "1000").await;
     const TRON_DEST: &str = "TQn9Y2khEsLJW1ChVWFMSMeRDow5KcbLSE";
-    let payout = |amount: &str| json!({"currency": "USDT", "network": "tron", "amount": amount, "destination": TRON_DEST});
+    let payout =
+        |amount: &str| json!({"currency": "USDT", "network": "tron", "amount": amount, "destination": TRON_DEST});
     let mut ann = Person::new(&app, "ann@example.com");
     ann.join(merchant, Role::Owner).await;
     ann.sign_in().await;
@@ -382,7 +427,8 @@ async fn the_merchant_approves_its_payouts_and_its_limit_skips_small_ones() {
     assert_eq!(app.get(&format!("/v1/payouts/{pid}"), Some(&key)).await.data()["status"], "pending_approval");
 
     // The operator hands approval to the merchant: approved with a code, once.
-    testkit::set_payout_settings(&app.state.db, merchant, entity::Environment::Test, |s| s.merchant_approves = true).await;
+    testkit::set_payout_settings(&app.state.db, merchant, entity::Environment::Test, |s| s.merchant_approves = true)
+        .await;
     let r = ann.submit("/dashboard/payouts", &format!("/dashboard/payouts/{pid}/approve"), &[("totp", "000000")]).await;
     assert_eq!(r.status, 400, "a wrong code: {}", r.body);
     let code = ann.code().await;
@@ -395,7 +441,9 @@ async fn the_merchant_approves_its_payouts_and_its_limit_skips_small_ones() {
 
     // The limit (USD at the static test rate, 1 USDT = 1 USD): at or below it, payouts start approved.
     let code = ann.code().await;
-    let r = ann.submit("/dashboard/settings", "/dashboard/settings/payouts", &[("auto_approve_limit", "50"), ("totp", &code)]).await;
+    let r = ann
+        .submit("/dashboard/settings", "/dashboard/settings/payouts", &[("auto_approve_limit", "50"), ("totp", &code)])
+        .await;
     assert_eq!(r.status, 303, "{}", r.body);
     let small = app.post("/v1/payouts", Some(&key), &payout("50")).await;
     assert_eq!(small.data()["status"], "approved", "{}", small.body);

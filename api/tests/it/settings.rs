@@ -97,7 +97,9 @@ async fn the_payer_reply_to_address_is_set_checked_and_removed() {
     let r = app.patch("/v1/settings", Some(&key), &json!({"payer_reply_to": "support@shop.example"})).await;
     assert_eq!(r.status.as_u16(), 200, "{}", r.body);
     assert_eq!(r.data()["payer_reply_to"], "support@shop.example");
-    let r = app.patch("/v1/settings", Some(&key), &json!({"payer_reply_to": "support", "invoice_lifetime_secs": 900})).await;
+    let r = app
+        .patch("/v1/settings", Some(&key), &json!({"payer_reply_to": "support", "invoice_lifetime_secs": 900}))
+        .await;
     r.assert_error(400, "validation_error", Some("payer_reply_to"));
     assert_eq!(app.get("/v1/settings", Some(&key)).await.data()["invoice_lifetime_secs"], 3600, "nothing written");
     let r = app.patch("/v1/settings", Some(&key), &json!({"payer_reply_to": ""})).await;

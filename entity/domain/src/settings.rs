@@ -39,10 +39,11 @@ pub fn check_reply_to(raw: &str) -> Result<Option<String>, String> {
     if raw.is_empty() {
         return Ok(None);
     }
-    let bad = || "payer_reply_to: must be an e-mail address such as support@shop.example (or \"\" to remove it)".to_owned();
+    let bad =
+        || "payer_reply_to: must be an e-mail address such as support@shop.example (or \"\" to remove it)".to_owned();
     let (local, domain) = raw.split_once('@').ok_or_else(bad)?;
-    let local_ok = (1..=64).contains(&local.len())
-        && local.bytes().all(|b| b.is_ascii_alphanumeric() || b"._%+-".contains(&b));
+    let local_ok =
+        (1..=64).contains(&local.len()) && local.bytes().all(|b| b.is_ascii_alphanumeric() || b"._%+-".contains(&b));
     let labels: Vec<&str> = domain.split('.').collect();
     let domain_ok = labels.len() >= 2
         && labels.iter().all(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'));
@@ -157,7 +158,9 @@ mod tests {
         assert_eq!(check_reply_to("support@shop.example").unwrap().as_deref(), Some("support@shop.example"));
         assert_eq!(check_reply_to("a.b+c@mail.shop-x.example").unwrap().as_deref(), Some("a.b+c@mail.shop-x.example"));
         assert_eq!(check_reply_to("").unwrap(), None);
-        for bad in ["support", "@shop.example", "a@shop", "a@.example", "a b@shop.example", "a@shop..example", "a@b@c.de"] {
+        for bad in
+            ["support", "@shop.example", "a@shop", "a@.example", "a b@shop.example", "a@shop..example", "a@b@c.de"]
+        {
             assert!(check_reply_to(bad).is_err(), "{bad}");
         }
     }

@@ -118,7 +118,8 @@ fn merchants_keys_and_settings() {
     // A dashboard invitation: a one-time link, once per address.
     let link = ops.ok(&["merchants", "invite", &merchant, "--email", "Ann@Shop.example", "--role", "owner"]);
     assert!(link.trim().starts_with("http://") && link.contains("/dashboard/invite/"), "{link}");
-    let again = ops.run_env(&["merchants", "invite", &merchant, "--email", "ann@shop.example", "--role", "nobody"], &[]);
+    let again =
+        ops.run_env(&["merchants", "invite", &merchant, "--email", "ann@shop.example", "--role", "nobody"], &[]);
     assert!(stderr(&again).contains("owner, admin, developer, viewer"), "{}", stderr(&again));
     let bad = ops.run_env(
         &["payouts", "settings", "--merchant", &merchant, "--env", "test", "--network-fee-allocation", "nobody"],

@@ -11,10 +11,10 @@ mod audit;
 mod browser;
 #[cfg(feature = "browser-tests")]
 mod checkout_browser;
-#[cfg(feature = "browser-tests")]
-mod dashboard_browser;
 mod cli;
 mod compose;
+#[cfg(feature = "browser-tests")]
+mod dashboard_browser;
 mod embedded;
 mod sandbox_reverse;
 mod unclaimed;

@@ -60,7 +60,8 @@ async fn an_invoice_with_payer_email_sends_one_payment_request_then_invoice_sent
         user_id: None,
     };
     // The merchant's support address receives the payers' replies.
-    let patch = domain::settings::SettingsPatch { payer_reply_to: Some("help@acme.example".into()), ..Default::default() };
+    let patch =
+        domain::settings::SettingsPatch { payer_reply_to: Some("help@acme.example".into()), ..Default::default() };
     domain::settings::update(&state, &who, &patch).await.unwrap();
     let mailed = create(
         &state,

@@ -51,7 +51,10 @@ pub async fn create(
         db,
         audit::Entry::new(invited_by, "dashboard_invitation.create", "dashboard_invitation", row.id)
             .merchant(merchant_id, None)
-            .change(None, Some(serde_json::json!({"email": row.email, "role": row.role, "expires_at": row.expires_at}))),
+            .change(
+                None,
+                Some(serde_json::json!({"email": row.email, "role": row.role, "expires_at": row.expires_at})),
+            ),
     )
     .await?;
     Ok((row, token))

@@ -67,7 +67,9 @@ pub fn normalize_email(raw: &str) -> Result<String, UserError> {
     let e = raw.trim().to_lowercase();
     let ok = e.len() <= 254
         && !e.chars().any(|c| c.is_whitespace() || c.is_control())
-        && e.split_once('@').is_some_and(|(l, d)| !l.is_empty() && d.contains('.') && !d.starts_with('.') && !d.ends_with('.') && !d.contains('@'));
+        && e.split_once('@').is_some_and(|(l, d)| {
+            !l.is_empty() && d.contains('.') && !d.starts_with('.') && !d.ends_with('.') && !d.contains('@')
+        });
     if ok { Ok(e) } else { Err(UserError::InvalidEmail) }
 }
 
@@ -232,7 +234,11 @@ pub async fn change_role(
 }
 
 /// Removes a member: disabled, every session ended.
-pub async fn remove(db: &impl ConnectionTrait, actor: &dashboard_user::Model, member_id: Uuid) -> Result<(), UserError> {
+pub async fn remove(
+    db: &impl ConnectionTrait,
+    actor: &dashboard_user::Model,
+    member_id: Uuid,
+) -> Result<(), UserError> {
     let m = managed_member(db, actor, member_id).await?;
     keeps_an_owner(db, &m).await?;
     let now = Utc::now();
