@@ -90,7 +90,7 @@ pub async fn accept(
     passwords::check_policy(password)?;
     let step = totp::matching_step(totp_secret, code, now).ok_or(UserError::BadCode)?;
     let inv = open(db, token, now).await?.ok_or(UserError::InvitationInvalid)?;
-    let password_hash = passwords::hash(password)?;
+    let password_hash = passwords::hash(password).await?;
     let txn = db.begin().await?;
     let taken = dashboard_invitation::Entity::update_many()
         .col_expr(dashboard_invitation::Column::AcceptedAt, Expr::value(Some(now)))

@@ -130,7 +130,7 @@ pub async fn authenticate(
     now: DateTime<Utc>,
 ) -> Result<dashboard_user::Model, UserError> {
     let Ok(email) = normalize_email(email) else {
-        passwords::verify_nothing(password);
+        passwords::verify_nothing(password).await;
         return Err(UserError::BadCredentials);
     };
     let user = dashboard_user::Entity::find()
@@ -139,10 +139,10 @@ pub async fn authenticate(
         .one(db)
         .await?;
     let Some(user) = user else {
-        passwords::verify_nothing(password);
+        passwords::verify_nothing(password).await;
         return Err(UserError::BadCredentials);
     };
-    if !passwords::verify(password, &user.password_hash) {
+    if !passwords::verify(password, &user.password_hash).await {
         return Err(UserError::BadCredentials);
     }
     match second_factor(db, sbox, &user, code, now).await {

@@ -22,36 +22,55 @@ pub fn check_policy(password: &str) -> Result<(), UserError> {
     Ok(())
 }
 
-pub fn hash(password: &str) -> Result<String, UserError> {
+/// The PHC string of `password`, computed on the blocking pool: argon2 takes tens of
+/// milliseconds of CPU, which would stall every request sharing the async worker thread.
+pub async fn hash(password: &str) -> Result<String, UserError> {
+    let password = password.to_owned();
+    tokio::task::spawn_blocking(move || hash_now(&password))
+        .await
+        .map_err(|e| UserError::Internal(format!("argon2 task: {e}")))?
+}
+
+/// Whether `password` matches `phc`, checked on the blocking pool (as [`hash`]).
+pub async fn verify(password: &str, phc: &str) -> bool {
+    let (password, phc) = (password.to_owned(), phc.to_owned());
+    tokio::task::spawn_blocking(move || verify_now(&password, &phc)).await.unwrap_or(false)
+}
+
+/// Spends the time of one verification for a login whose account does not exist, so the
+/// answer's timing does not tell which e-mail addresses have accounts.
+pub async fn verify_nothing(password: &str) {
+    let password = password.to_owned();
+    let _ = tokio::task::spawn_blocking(move || {
+        static DUMMY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        let phc = DUMMY.get_or_init(|| hash_now("paygate-no-such-account").unwrap_or_default());
+        verify_now(&password, phc)
+    })
+    .await;
+}
+
+fn hash_now(password: &str) -> Result<String, UserError> {
     Argon2::default()
         .hash_password(password.as_bytes())
         .map(|h| h.to_string())
         .map_err(|e| UserError::Internal(format!("argon2: {e}")))
 }
 
-pub fn verify(password: &str, phc: &str) -> bool {
+fn verify_now(password: &str, phc: &str) -> bool {
     PasswordHash::new(phc).is_ok_and(|h| Argon2::default().verify_password(password.as_bytes(), &h).is_ok())
-}
-
-/// Spends the time of one verification for a login whose account does not exist, so the
-/// answer's timing does not tell which e-mail addresses have accounts.
-pub fn verify_nothing(password: &str) {
-    static DUMMY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    let phc = DUMMY.get_or_init(|| hash("paygate-no-such-account").unwrap_or_default());
-    let _ = verify(password, phc);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn hashes_are_argon2id_and_verify() {
-        let h = hash("correct horse battery").unwrap();
+    #[tokio::test]
+    async fn hashes_are_argon2id_and_verify() {
+        let h = hash("correct horse battery").await.unwrap();
         assert!(h.starts_with("$argon2id$"), "{h}");
-        assert!(verify("correct horse battery", &h));
-        assert!(!verify("correct horse batterY", &h));
-        assert!(!verify("x", "not a phc string"));
+        assert!(verify("correct horse battery", &h).await);
+        assert!(!verify("correct horse batterY", &h).await);
+        assert!(!verify("x", "not a phc string").await);
     }
 
     #[test]
