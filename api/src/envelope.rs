@@ -77,9 +77,13 @@ impl Meta {
 
 #[derive(Debug, Clone, Copy, Serialize, utoipa::ToSchema)]
 pub struct Pagination {
+    /// Rows the list's filter matches in all.
     pub total: u64,
     pub limit: u64,
+    /// Rows skipped; 0 on a page asked for by `starting_after` or `ending_before`.
     pub offset: u64,
+    /// More rows lie beyond this page in the direction of travel: older ones (after an `offset`
+    /// or `starting_after` page), newer ones (after an `ending_before` page).
     pub has_more: bool,
 }
 
@@ -150,9 +154,17 @@ pub struct PageParams {
     /// Items per page: 1..100, default 20.
     #[param(minimum = 1, maximum = 100)]
     pub limit: Option<u32>,
-    /// Items skipped: >= 0, default 0.
+    /// Items skipped: >= 0, default 0. The database reads every row it skips, so a deep offset
+    /// costs its depth; page through a long list with `starting_after` instead.
     #[param(minimum = 0)]
     pub offset: Option<i64>,
+    /// A cursor instead of `offset`: the page of rows right after (older than) the row with this
+    /// id, the same cost at any depth. Pass the last id of a page to get the next one. Not with
+    /// `offset` or `ending_before`; an id that is not one of this list's rows is 400.
+    pub starting_after: Option<uuid::Uuid>,
+    /// A cursor instead of `offset`: the page of rows right before (newer than) the row with this
+    /// id, still newest first. Pass the first id of a page to get the previous one.
+    pub ending_before: Option<uuid::Uuid>,
 }
 
 /// `{ data: [...], meta: { request_id, pagination } }`.
@@ -165,6 +177,13 @@ impl<T> Page<T> {
     /// The page of `rows` asked for by `(limit, offset)`, each shown as `T`, of `total` rows in all.
     pub fn of<R>(rows: &[R], show: impl FnMut(&R) -> T, total: u64, (limit, offset): (u64, u64)) -> Self {
         Page { data: rows.iter().map(show).collect(), pagination: Pagination::new(total, limit, offset) }
+    }
+
+    /// `rows` (the rows of the page `of`, as [`domain::db::newest_first`] found it by offset or
+    /// cursor, possibly with more read beside them), each shown as `T`.
+    pub fn listed<R, M>(rows: &[R], show: impl FnMut(&R) -> T, of: &domain::db::Listed<M>, limit: u64) -> Self {
+        let pagination = Pagination { total: of.total, limit, offset: of.offset, has_more: of.has_more };
+        Page { data: rows.iter().map(show).collect(), pagination }
     }
 }
 

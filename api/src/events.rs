@@ -66,7 +66,7 @@ pub async fn list_events(
     auth: Allowed<perm::EventsRead>,
     q: QueryParams,
 ) -> ApiResult<Page<EventResponse>> {
-    let page = q.pagination()?;
+    let page = q.page()?;
     let kinds = EventKind::ALL.map(EventKind::as_str).join(", ");
     let filter = ListFilter {
         event_type: q.one_of("type", |v| EventKind::parse(v).map(EventKind::as_str), &kinds)?,
@@ -75,8 +75,8 @@ pub async fn list_events(
         invoice_id: uuid(&q, "invoice_id")?,
         payout_id: uuid(&q, "payout_id")?,
     };
-    let (rows, total) = owned::list(&state.db, &auth, &filter, page).await?;
-    Ok(Page::of(&rows, EventResponse::from_model, total, page))
+    let listed = owned::page(&state.db, &auth, &filter, page).await?;
+    Ok(Page::listed(&listed.rows, EventResponse::from_model, &listed, page.limit))
 }
 
 /// Get one event, with exactly the body its webhooks carry.

@@ -2,6 +2,7 @@
 
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
+use domain::db::{PageAt, PageRequest};
 use serde::de::DeserializeOwned;
 use uuid::Uuid;
 
@@ -186,6 +187,35 @@ impl QueryParams {
         if problems.is_empty() { Ok((limit, offset)) } else { Err(ApiError::validation(problems)) }
     }
 
+    /// The page a list asks for: `limit` and `offset` ([`QueryParams::pagination`]), or instead
+    /// of `offset` one cursor, `starting_after` or `ending_before`: the id of a row of the same
+    /// list (add-only to spec section 8). Two cursors, or a cursor with `offset`, are 400.
+    pub fn page(&self) -> Result<PageRequest, ApiError> {
+        let (limit, offset) = self.pagination()?;
+        let cursor = |name: &str| -> Result<Option<Uuid>, ApiError> {
+            match self.get(name) {
+                None => Ok(None),
+                Some(s) => Uuid::parse_str(s).map(Some).map_err(|_| {
+                    ApiError::invalid_field(name, format!("must be the id of a row of this list, got {s:?}"))
+                }),
+            }
+        };
+        let (after, before) = (cursor("starting_after")?, cursor("ending_before")?);
+        let at = match (after, before) {
+            (Some(_), Some(_)) => {
+                return Err(ApiError::invalid_field("ending_before", "cannot be combined with starting_after"));
+            }
+            (Some(_), None) | (None, Some(_)) if self.get("offset").is_some() => {
+                let name = if after.is_some() { "starting_after" } else { "ending_before" };
+                return Err(ApiError::invalid_field("offset", format!("cannot be combined with {name}")));
+            }
+            (Some(id), None) => PageAt::After(id),
+            (None, Some(id)) => PageAt::Before(id),
+            (None, None) => PageAt::Offset(offset),
+        };
+        Ok(PageRequest { limit, at })
+    }
+
     /// An optional enum-like (or otherwise typed) parameter; any other value, the empty one
     /// included, is 400 naming the allowed ones (as the OpenAPI document states them).
     pub fn one_of<T>(
@@ -227,6 +257,27 @@ mod tests {
 
     fn q(s: &str) -> QueryParams {
         QueryParams::parse(s).unwrap()
+    }
+
+    #[test]
+    fn a_page_is_an_offset_or_one_cursor_never_both() {
+        let id = Uuid::now_v7();
+        assert_eq!(q("limit=5&offset=40").page().unwrap(), PageRequest { limit: 5, at: PageAt::Offset(40) });
+        assert_eq!(
+            q(&format!("starting_after={id}")).page().unwrap(),
+            PageRequest { limit: 20, at: PageAt::After(id) }
+        );
+        assert_eq!(
+            q(&format!("ending_before={id}&limit=3")).page().unwrap(),
+            PageRequest { limit: 3, at: PageAt::Before(id) }
+        );
+        let field = |s: &str| q(s).page().unwrap_err().details[0].split(':').next().unwrap().to_owned();
+        assert_eq!(field(&format!("starting_after={id}&ending_before={id}")), "ending_before");
+        assert_eq!(field(&format!("starting_after={id}&offset=0")), "offset");
+        assert_eq!(field(&format!("ending_before={id}&offset=20")), "offset");
+        assert_eq!(field("starting_after=inv_42"), "starting_after");
+        assert_eq!(field("ending_before="), "ending_before");
+        assert_eq!(field(&format!("starting_after={id}&limit=0")), "limit");
     }
 
     #[test]

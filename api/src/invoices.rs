@@ -73,7 +73,7 @@ pub async fn list_invoices(
     auth: Allowed<perm::InvoicesRead>,
     q: QueryParams,
 ) -> ApiResult<Page<InvoiceResponse>> {
-    let page = q.pagination()?;
+    let page = q.page()?;
     let filter = ListFilter {
         status: q.one_of("status", InvoiceStatus::parse, InvoiceStatus::WIRE_LIST)?,
         currency: q.get("currency").filter(|s| !s.is_empty()).map(str::to_owned),
@@ -81,10 +81,10 @@ pub async fn list_invoices(
         static_address_id: None,
         ..Default::default()
     };
-    let (rows, total) = owned::list(&state.db, &auth, &filter, page).await?;
-    let rows = service::with_payments(&state.db, rows).await?;
+    let mut listed = owned::page(&state.db, &auth, &filter, page).await?;
+    let rows = service::with_payments(&state.db, std::mem::take(&mut listed.rows)).await?;
     let base = &state.config.public_base_url;
-    Ok(Page::of(&rows, |(inv, p)| InvoiceResponse::from_model(inv, p, base), total, page))
+    Ok(Page::listed(&rows, |(inv, p)| InvoiceResponse::from_model(inv, p, base), &listed, page.limit))
 }
 
 /// Get an invoice with its payments.

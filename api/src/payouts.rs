@@ -65,10 +65,10 @@ pub async fn list_payouts(
     auth: Allowed<perm::PayoutsRead>,
     q: QueryParams,
 ) -> ApiResult<Page<PayoutFull>> {
-    let page = q.pagination()?;
+    let page = q.page()?;
     let status = q.one_of("status", PayoutStatus::parse, PayoutStatus::WIRE_LIST)?;
-    let (rows, total) = owned::list(&state.db, &auth, &service::ListFilter { status }, page).await?;
-    Ok(Page::of(&rows, PayoutFull::from_model, total, page))
+    let listed = owned::page(&state.db, &auth, &service::ListFilter { status }, page).await?;
+    Ok(Page::listed(&listed.rows, PayoutFull::from_model, &listed, page.limit))
 }
 
 /// Get a payout (full field set).

@@ -69,12 +69,12 @@ pub async fn list_refunds(
     auth: Allowed<perm::RefundsRead>,
     q: QueryParams,
 ) -> ApiResult<Page<RefundResponse>> {
-    let page = q.pagination()?;
+    let page = q.page()?;
     let status = q.one_of("status", RefundStatus::parse, RefundStatus::WIRE_LIST)?;
     let invoice_id = q.one_of("invoice_id", |s| uuid::Uuid::parse_str(s).ok(), "a UUID")?;
-    let (rows, total) = owned::list(&state.db, &auth, &ListFilter { status, invoice_id }, page).await?;
-    let rows = service::with_payouts(&state.db, rows).await?;
-    Ok(Page::of(&rows, |(r, p)| RefundResponse::new(r, p), total, page))
+    let mut listed = owned::page(&state.db, &auth, &ListFilter { status, invoice_id }, page).await?;
+    let rows = service::with_payouts(&state.db, std::mem::take(&mut listed.rows)).await?;
+    Ok(Page::listed(&rows, |(r, p)| RefundResponse::new(r, p), &listed, page.limit))
 }
 
 /// Get a refund.

@@ -69,13 +69,13 @@ pub async fn list_addresses(
     auth: Allowed<perm::AddressesRead>,
     q: QueryParams,
 ) -> ApiResult<Page<StaticAddressResponse>> {
-    let page = q.pagination()?;
+    let page = q.page()?;
     let filter = ListFilter {
         currency: q.get("currency").filter(|s| !s.is_empty()).map(str::to_owned),
         network: q.get("network").filter(|s| !s.is_empty()).map(str::to_owned),
     };
-    let (rows, total) = owned::list(&state.db, &auth, &filter, page).await?;
-    Ok(Page::of(&rows, StaticAddressResponse::from_model, total, page))
+    let listed = owned::page(&state.db, &auth, &filter, page).await?;
+    Ok(Page::listed(&listed.rows, StaticAddressResponse::from_model, &listed, page.limit))
 }
 
 /// Get a static address.
@@ -112,13 +112,13 @@ pub async fn list_address_invoices(
     PathId(id): PathId<StaticAddressId>,
     q: QueryParams,
 ) -> ApiResult<Page<InvoiceResponse>> {
-    let page = q.pagination()?;
+    let page = q.page()?;
     let status = q.one_of("status", InvoiceStatus::parse, InvoiceStatus::WIRE_LIST)?;
     let address = service::get(&state, &auth, id).await?;
     let filter =
         domain::invoices::service::ListFilter { status, static_address_id: Some(address.id), ..Default::default() };
-    let (rows, total) = owned::list(&state.db, &auth, &filter, page).await?;
-    let rows = domain::invoices::service::with_payments(&state.db, rows).await?;
+    let mut listed = owned::page(&state.db, &auth, &filter, page).await?;
+    let rows = domain::invoices::service::with_payments(&state.db, std::mem::take(&mut listed.rows)).await?;
     let base = &state.config.public_base_url;
-    Ok(Page::of(&rows, |(inv, p)| InvoiceResponse::from_model(inv, p, base), total, page))
+    Ok(Page::listed(&rows, |(inv, p)| InvoiceResponse::from_model(inv, p, base), &listed, page.limit))
 }

@@ -116,7 +116,7 @@ pub async fn list_deliveries(
     auth: Allowed<perm::WebhooksRead>,
     q: QueryParams,
 ) -> ApiResult<Page<DeliveryResponse>> {
-    let page = q.pagination()?;
+    let page = q.page()?;
     let statuses = "pending, retrying, succeeded, dead";
     let kinds = EventKind::ALL.map(EventKind::as_str).join(", ");
     let filter = DeliveryFilter {
@@ -124,8 +124,8 @@ pub async fn list_deliveries(
         event_type: q.one_of("type", |v| EventKind::parse(v).map(|k| k.as_str().to_owned()), &kinds)?,
         endpoint_id: q.one_of("endpoint_id", |v| Uuid::parse_str(v).ok(), "a UUID")?,
     };
-    let (rows, total) = deliveries::list(&state, &auth, &filter, page).await?;
-    Ok(Page::of(&rows, |d| DeliveryResponse::of(d, &[]), total, page))
+    let listed = deliveries::list(&state, &auth, &filter, page).await?;
+    Ok(Page::listed(&listed.rows, |d| DeliveryResponse::of(d, &[]), &listed, page.limit))
 }
 
 /// One delivery with every attempt: status, latency and the first bytes of each answer.

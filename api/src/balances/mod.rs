@@ -3,7 +3,7 @@
 use axum::extract::State;
 use chrono::{DateTime, Utc};
 use entity::{EntryType, balance, ledger_entry};
-use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde::Serialize;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -15,6 +15,7 @@ use crate::envelope::{Page, Pagination};
 use crate::error::{ApiError, ApiResult, ErrorCode, ErrorEnvelope};
 use crate::extract::QueryParams;
 use crate::state::HttpState;
+use domain::db::{PageAt, Position};
 use domain::gates::{self, GATES};
 use domain::invoices::types::ts;
 
@@ -144,7 +145,7 @@ pub async fn list_ledger(
 ) -> ApiResult<Page<LedgerEntryResponse>> {
     let gate = gates::resolve(&currency, None)
         .map_err(|e| ApiError::unprocessable(ErrorCode::UnsupportedCurrency, "currency", e.to_string()))?;
-    let (limit, offset) = q.pagination()?;
+    let page = q.page()?;
     let entry_type = q.one_of("type", EntryType::parse, EntryType::WIRE_LIST)?;
     let (from, to) = (parse_time(&q, "from")?, parse_time(&q, "to")?);
     let mut query = ledger_entry::Entity::find()
@@ -160,32 +161,46 @@ pub async fn list_ledger(
     if let Some(t) = to {
         query = query.filter(ledger_entry::Column::CreatedAt.lt(t));
     }
-    let total = query.clone().count(&state.db).await?;
-    let rows = query
-        .order_by_desc(ledger_entry::Column::CreatedAt)
-        .order_by_desc(ledger_entry::Column::Id)
-        .limit(limit)
-        .offset(offset)
-        .all(&state.db)
-        .await?;
-    Ok(Page {
-        data: rows
-            .into_iter()
-            .map(|e| LedgerEntryResponse {
-                id: e.id,
-                currency: gate.asset.into(),
-                network: gate.network.into(),
-                gate_id: gate.id.into(),
-                entry_type: e.entry_type,
-                bucket: e.bucket,
-                amount: e.amount.0.normalize().to_string(),
-                balance_after: e.balance_after.0.normalize().to_string(),
-                reference_type: e.reference_type,
-                reference_id: e.reference_id,
-                description: e.description,
-                created_at: ts(e.created_at),
-            })
-            .collect(),
-        pagination: Pagination::new(total, limit, offset),
-    })
+    // A cursor is an entry of the same ledger (merchant, environment and currency).
+    let cursor = |field: &'static str, id: uuid::Uuid| {
+        let own = query.clone().filter(ledger_entry::Column::Id.eq(id));
+        let db = &state.db;
+        async move {
+            let row = own.one(db).await?;
+            let row = row.ok_or_else(|| ApiError::invalid_field(field, format!("no ledger entry with id {id}")))?;
+            Ok::<_, ApiError>((sea_orm::Value::from(row.created_at), row.id))
+        }
+    };
+    let at = match page.at {
+        PageAt::Offset(offset) => Position::Offset(offset),
+        PageAt::After(id) => {
+            let (created, id) = cursor("starting_after", id).await?;
+            Position::After(created, id)
+        }
+        PageAt::Before(id) => {
+            let (created, id) = cursor("ending_before", id).await?;
+            Position::Before(created, id)
+        }
+    };
+    let columns = (ledger_entry::Column::CreatedAt, ledger_entry::Column::Id);
+    let listed = domain::db::newest_first(&state.db, query, columns, page.limit, at).await?;
+    Ok(Page::listed(
+        &listed.rows,
+        |e| LedgerEntryResponse {
+            id: e.id,
+            currency: gate.asset.into(),
+            network: gate.network.into(),
+            gate_id: gate.id.into(),
+            entry_type: e.entry_type,
+            bucket: e.bucket,
+            amount: e.amount.0.normalize().to_string(),
+            balance_after: e.balance_after.0.normalize().to_string(),
+            reference_type: e.reference_type.clone(),
+            reference_id: e.reference_id,
+            description: e.description.clone(),
+            created_at: ts(e.created_at),
+        },
+        &listed,
+        page.limit,
+    ))
 }

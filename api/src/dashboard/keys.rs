@@ -133,7 +133,11 @@ pub async fn create(State(state): State<HttpState>, Extension(s): Extension<Sign
         match Permission::parse(p) {
             Some(p) => named.push(p),
             None => {
-                return error_page(Some(&s), StatusCode::BAD_REQUEST, &format!("permissions: unknown permission {p:?}"));
+                return error_page(
+                    Some(&s),
+                    StatusCode::BAD_REQUEST,
+                    &format!("permissions: unknown permission {p:?}"),
+                );
             }
         }
     }

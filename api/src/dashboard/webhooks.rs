@@ -44,8 +44,8 @@ pub async fn list(
         Ok(e) => e,
         Err(e) => return from_domain(&s, e),
     };
-    let (recent, total) = match deliveries::list(&state, &who, &DeliveryFilter::default(), (50, 0)).await {
-        Ok(r) => r,
+    let (recent, total) = match deliveries::list(&state, &who, &DeliveryFilter::default(), (50, 0).into()).await {
+        Ok(r) => (r.rows, r.total),
         Err(e) => return from_domain(&s, e),
     };
     let manage = s.can(Capability::ManageWebhooks);

@@ -9,6 +9,7 @@ mod audit;
 mod auth;
 mod bad_input;
 mod checkout;
+mod cursors;
 mod dashboard;
 mod events;
 mod exports;

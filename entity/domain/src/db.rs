@@ -67,22 +67,103 @@ where
     .await
 }
 
+/// Which page of a newest-first list (spec section 8): `limit` rows from `offset`, or (add-only)
+/// the rows right after or right before one row of the same list, by its id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageRequest {
+    pub limit: u64,
+    pub at: PageAt,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PageAt {
+    /// Skip this many rows (`offset`): the database reads every row it skips, so a deep offset
+    /// costs its depth.
+    Offset(u64),
+    /// The rows older than this one (`starting_after`): an index seek, the same cost at any
+    /// depth.
+    After(uuid::Uuid),
+    /// The rows newer than this one (`ending_before`), shown newest first as every page is.
+    Before(uuid::Uuid),
+}
+
+impl From<(u64, u64)> for PageRequest {
+    fn from((limit, offset): (u64, u64)) -> Self {
+        PageRequest { limit, at: PageAt::Offset(offset) }
+    }
+}
+
+/// Where a page starts once a cursor is resolved to its row's `(created, id)`.
+#[derive(Debug, Clone)]
+pub enum Position {
+    Offset(u64),
+    After(sea_orm::Value, uuid::Uuid),
+    Before(sea_orm::Value, uuid::Uuid),
+}
+
+/// One page and what the list envelope says of it.
+#[derive(Debug, Clone)]
+pub struct Listed<M> {
+    pub rows: Vec<M>,
+    /// Rows the list's filter matches in all.
+    pub total: u64,
+    /// Rows skipped (`offset`); 0 for a page found by cursor, whose depth is not counted.
+    pub offset: u64,
+    /// More rows lie beyond this page in the direction of travel: older ones after an offset or
+    /// `starting_after` page, newer ones after an `ending_before` page.
+    pub has_more: bool,
+}
+
 /// One page of `q`, newest first (`created`, then `id`, both descending, so the order is total),
-/// and how many rows `q` matches in all: every list endpoint pages this way.
+/// and how many rows `q` matches in all: every list endpoint pages this way. A cursor position
+/// compares the row value `(created, id)`, which an index on `created` serves as a range seek.
 pub async fn newest_first<E, C>(
     db: &C,
     q: sea_orm::Select<E>,
     (created, id): (E::Column, E::Column),
     limit: u64,
-    offset: u64,
-) -> Result<(Vec<E::Model>, u64), sea_orm::DbErr>
+    at: Position,
+) -> Result<Listed<E::Model>, sea_orm::DbErr>
 where
     E: sea_orm::EntityTrait,
     E::Model: Sync,
     C: sea_orm::ConnectionTrait,
 {
-    use sea_orm::{PaginatorTrait, QueryOrder, QuerySelect};
+    use sea_orm::sea_query::{Expr, ExprTrait};
+    use sea_orm::{PaginatorTrait, QueryFilter, QueryOrder, QuerySelect};
     let total = q.clone().count(db).await?;
-    let rows = q.order_by_desc(created).order_by_desc(id).limit(limit).offset(offset).all(db).await?;
-    Ok((rows, total))
+    let key = || Expr::tuple([Expr::col(created), Expr::col(id)]);
+    let at_row = |v: sea_orm::Value, i: uuid::Uuid| Expr::tuple([Expr::val(v), Expr::val(i)]);
+    let (rows, offset, has_more) = match at {
+        Position::Offset(offset) => {
+            let rows = q.order_by_desc(created).order_by_desc(id).limit(limit).offset(offset).all(db).await?;
+            (rows, offset, offset.saturating_add(limit) < total)
+        }
+        Position::After(c, i) => {
+            let mut rows = q
+                .filter(key().lt(at_row(c, i)))
+                .order_by_desc(created)
+                .order_by_desc(id)
+                .limit(limit + 1)
+                .all(db)
+                .await?;
+            let more = rows.len() as u64 > limit;
+            rows.truncate(limit as usize);
+            (rows, 0, more)
+        }
+        Position::Before(c, i) => {
+            let mut rows = q
+                .filter(key().gt(at_row(c, i)))
+                .order_by_asc(created)
+                .order_by_asc(id)
+                .limit(limit + 1)
+                .all(db)
+                .await?;
+            let more = rows.len() as u64 > limit;
+            rows.truncate(limit as usize);
+            rows.reverse();
+            (rows, 0, more)
+        }
+    };
+    Ok(Listed { rows, total, offset, has_more })
 }

@@ -1,10 +1,12 @@
 //! What every merchant-facing read has in common: an API key sees only its own merchant's rows
 //! in its own environment (anyone else's row is "not found", never "forbidden"), and a list is
-//! one page, newest first, with the total its filter matches (spec section 8).
+//! one page, newest first, with the total its filter matches (spec section 8), found by offset or
+//! (add-only) by a cursor: the id of the row the page starts after or ends before.
 
 use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, Select};
 use uuid::Uuid;
 
+use crate::db::{Listed, PageAt, PageRequest, Position, newest_first};
 use crate::domain_error::{DomainError, DomainResult};
 use crate::keys::Principal;
 
@@ -78,5 +80,42 @@ pub async fn list<E: Owned>(
     f: &impl Filter<E>,
     (limit, offset): (u64, u64),
 ) -> Result<(Vec<E::Model>, u64), DbErr> {
-    crate::db::newest_first(db, f.apply(who.rows()), (E::CREATED_AT, E::ID), limit, offset).await
+    let listed = newest_first(db, f.apply(who.rows()), (E::CREATED_AT, E::ID), limit, Position::Offset(offset)).await?;
+    Ok((listed.rows, listed.total))
+}
+
+/// The page `page` asks for of the rows of `E` that `who` may see and `f` selects. A cursor
+/// names one of those rows (any of the caller's rows of `E`, whatever the filter); another id is
+/// 400 naming the parameter.
+pub async fn page<E: Owned>(
+    db: &impl ConnectionTrait,
+    who: &Principal,
+    f: &impl Filter<E>,
+    page: PageRequest,
+) -> DomainResult<Listed<E::Model>> {
+    let at = match page.at {
+        PageAt::Offset(offset) => Position::Offset(offset),
+        PageAt::After(id) => {
+            let (created, id) = cursor::<E>(db, who, "starting_after", id).await?;
+            Position::After(created, id)
+        }
+        PageAt::Before(id) => {
+            let (created, id) = cursor::<E>(db, who, "ending_before", id).await?;
+            Position::Before(created, id)
+        }
+    };
+    Ok(newest_first(db, f.apply(who.rows()), (E::CREATED_AT, E::ID), page.limit, at).await?)
+}
+
+/// The `(created_at, id)` of the caller's row `id`, the cursor `field` names.
+async fn cursor<E: Owned>(
+    db: &impl ConnectionTrait,
+    who: &Principal,
+    field: &str,
+    id: Uuid,
+) -> DomainResult<(sea_orm::Value, Uuid)> {
+    use sea_orm::ModelTrait;
+    let row = who.rows::<E>().filter(E::ID.eq(id)).one(db).await?;
+    let row = row.ok_or_else(|| DomainError::invalid_field(field, format!("no {} with id {id}", E::NAME)))?;
+    Ok((row.get(E::CREATED_AT), id))
 }

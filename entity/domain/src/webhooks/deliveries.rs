@@ -46,9 +46,9 @@ pub async fn list(
     state: &AppState,
     who: &Principal,
     f: &DeliveryFilter,
-    page: (u64, u64),
-) -> DomainResult<(Vec<webhook_delivery::Model>, u64)> {
-    Ok(owned::list(&state.db, who, f, page).await?)
+    page: crate::db::PageRequest,
+) -> DomainResult<crate::db::Listed<webhook_delivery::Model>> {
+    owned::page(&state.db, who, f, page).await
 }
 
 /// One of the caller's deliveries with its attempts, oldest first.
