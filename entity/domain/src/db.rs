@@ -9,6 +9,10 @@ use sea_orm::{ConnectOptions, Database, DatabaseConnection, SqlxSqliteConnector}
 
 use crate::config::Config;
 
+/// The partial indexes' predicates (`migration::open_rows`): a sweep that should use one repeats
+/// its predicate verbatim in its WHERE clause.
+pub use migration::open_rows;
+
 pub async fn connect(cfg: &Config) -> anyhow::Result<DatabaseConnection> {
     if cfg.database_url.starts_with("sqlite:") {
         // WAL + busy timeout: readers never block the writer, writers wait instead of failing.

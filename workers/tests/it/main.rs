@@ -24,6 +24,7 @@ mod fault_e2e;
 mod fiat_at_credit;
 mod invoice_resolve;
 mod invoice_table_e2e;
+mod open_rows;
 mod payer_email;
 mod payout_execution;
 mod payout_verdicts;
