@@ -1,7 +1,7 @@
 //! Work proportional to what is open, not to history: partial indexes holding only the rows a
 //! background sweep looks for. The invoice expiry sweeps read pending invoices by `expires_at`
 //! and drafts by `draft_expires_at`; the webhook dispatcher reads undispatched events oldest
-//! first. A year of paid, expired and dispatched rows is not in these indexes at all. The full
+//! first; retention reads the webhook attempts still holding a response excerpt. A year of paid, expired and dispatched rows is not in these indexes at all. The full
 //! index on `events.dispatched_at`, which only the dispatcher read, is dropped: it held every
 //! event ever written, and every dispatch rewrote an entry of it.
 //!
@@ -26,11 +26,14 @@ pub const OPEN_PENDING: &str = "status = 'pending'";
 pub const OPEN_DRAFT: &str = "status = 'draft'";
 /// Events the dispatcher has not fanned out yet.
 pub const OPEN_UNDISPATCHED: &str = "dispatched_at IS NULL";
+/// Webhook attempts still holding the endpoint's answer (retention clears it after a while).
+pub const OPEN_ATTEMPT_BODIES: &str = "response_body IS NOT NULL";
 
-const INDEXES: [(&str, &str, &str, &str); 3] = [
+const INDEXES: [(&str, &str, &str, &str); 4] = [
     ("idx_invoices_pending_expiry", "invoices", "expires_at", OPEN_PENDING),
     ("idx_invoices_draft_expiry", "invoices", "draft_expires_at", OPEN_DRAFT),
     ("idx_events_undispatched", "events", "created_at", OPEN_UNDISPATCHED),
+    ("idx_webhook_attempts_bodies", "webhook_attempts", "started_at", OPEN_ATTEMPT_BODIES),
 ];
 
 #[async_trait::async_trait]

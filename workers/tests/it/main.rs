@@ -33,6 +33,7 @@ mod pipeline;
 mod pipeline_e2e;
 mod pipeline_live;
 mod platform;
+mod retention;
 mod rpc_redaction;
 mod settlement;
 mod settlement_e2e;
