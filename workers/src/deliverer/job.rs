@@ -149,7 +149,7 @@ async fn deliveries(ctx: &DelivererCtx, stop: &CancellationToken) {
             }
             due
         };
-        if mail_due && let Err(e) = mail_sweep(&ctx).await {
+        if mail_due && let Err(e) = mail_sweep(ctx).await {
             tracing::warn!(error = %e, "payer e-mail sweep failed");
         }
     })
