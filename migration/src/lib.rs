@@ -33,7 +33,9 @@ mod m20261128_000030_open_rows;
 
 /// The partial indexes' predicates, for the queries that must repeat them verbatim.
 pub mod open_rows {
-    pub use crate::m20261128_000030_open_rows::{OPEN_ATTEMPT_BODIES, OPEN_DRAFT, OPEN_PENDING, OPEN_UNDISPATCHED};
+    pub use crate::m20261128_000030_open_rows::{
+        FINAL_AT_CONFIRMATION, OPEN_ATTEMPT_BODIES, OPEN_DRAFT, OPEN_PAYMENTS_WATCHED, OPEN_PENDING, OPEN_UNDISPATCHED,
+    };
 }
 
 pub struct Migrator;

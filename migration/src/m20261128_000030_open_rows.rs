@@ -1,7 +1,8 @@
 //! Work proportional to what is open, not to history: partial indexes holding only the rows a
 //! background sweep looks for. The invoice expiry sweeps read pending invoices by `expires_at`
 //! and drafts by `draft_expires_at`; the webhook dispatcher reads undispatched events oldest
-//! first; retention reads the webhook attempts still holding a response excerpt. A year of paid, expired and dispatched rows is not in these indexes at all. The full
+//! first; retention reads the webhook attempts still holding a response excerpt; the tracker's
+//! sweeper reads the payments still watched. A year of paid, expired and dispatched rows is not in these indexes at all. The full
 //! index on `events.dispatched_at`, which only the dispatcher read, is dropped: it held every
 //! event ever written, and every dispatch rewrote an entry of it.
 //!
@@ -28,12 +29,22 @@ pub const OPEN_DRAFT: &str = "status = 'draft'";
 pub const OPEN_UNDISPATCHED: &str = "dispatched_at IS NULL";
 /// Webhook attempts still holding the endpoint's answer (retention clears it after a while).
 pub const OPEN_ATTEMPT_BODIES: &str = "response_body IS NOT NULL";
+/// The gates whose confirmation is final (Solana, XRP: `workers::pipeline::final_at_confirmation`,
+/// whose test checks this list against the gates).
+pub const FINAL_AT_CONFIRMATION: [&str; 3] = ["solana", "solana_usdc", "xrp"];
+/// Payments the confirmation tracker may still have to look at: unconfirmed, with a check asked
+/// for, or confirmed short of their final depth (their required confirmations where those are
+/// final, else twice them). A payment past its final depth, with no check asked for, is history.
+pub const OPEN_PAYMENTS_WATCHED: &str = "(status = 'confirming' OR next_check_at IS NOT NULL \
+    OR confirmations < required_confirmations \
+    OR (confirmations < required_confirmations * 2 AND gate_id NOT IN ('solana', 'solana_usdc', 'xrp')))";
 
-const INDEXES: [(&str, &str, &str, &str); 4] = [
+const INDEXES: [(&str, &str, &str, &str); 5] = [
     ("idx_invoices_pending_expiry", "invoices", "expires_at", OPEN_PENDING),
     ("idx_invoices_draft_expiry", "invoices", "draft_expires_at", OPEN_DRAFT),
     ("idx_events_undispatched", "events", "created_at", OPEN_UNDISPATCHED),
     ("idx_webhook_attempts_bodies", "webhook_attempts", "started_at", OPEN_ATTEMPT_BODIES),
+    ("idx_payments_watched", "payments", "checked_at", OPEN_PAYMENTS_WATCHED),
 ];
 
 #[async_trait::async_trait]
@@ -57,5 +68,16 @@ impl MigrationTrait for Migration {
         }
         db.execute_unprepared("CREATE INDEX IF NOT EXISTS idx_events_dispatch ON events (dispatched_at)").await?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_watched_predicate_names_the_final_gates() {
+        let list = FINAL_AT_CONFIRMATION.map(|g| format!("'{g}'")).join(", ");
+        assert!(OPEN_PAYMENTS_WATCHED.contains(&format!("NOT IN ({list})")), "{OPEN_PAYMENTS_WATCHED}");
     }
 }

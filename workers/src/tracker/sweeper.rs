@@ -63,6 +63,29 @@ pub fn expiring(kind: Expiry, now: chrono::DateTime<Utc>) -> Select<invoice::Ent
         .limit(SWEEP_LIMIT)
 }
 
+/// Payments overdue past `stale` that still need tracking, least recently checked first, at
+/// most one sweep's worth: every unconfirmed payment, whatever its stored confirmations (a
+/// tracker may have died between storing them and crediting), and credited ones short of their
+/// final depth (`pipeline::final_depth`: still watched for reversal) or with a check asked for
+/// (a sandbox reversal wakes the tracker however deep: the tracker clears `next_check_at` when
+/// it stops watching). Read through the partial index of watched payments
+/// (`open_rows::OPEN_PAYMENTS_WATCHED`, which holds all of these), so its cost follows the
+/// payments in flight, not the year of final ones.
+pub fn stale_payments(stale: chrono::DateTime<Utc>) -> Select<payment::Entity> {
+    payment::Entity::find()
+        .filter(Expr::cust(open_rows::OPEN_PAYMENTS_WATCHED))
+        .filter(overdue(stale))
+        .filter(
+            Condition::any().add(payment::Column::Status.eq(PaymentStatus::Confirming)).add(
+                Condition::all()
+                    .add(payment::Column::Status.eq(PaymentStatus::Confirmed))
+                    .add(Condition::any().add(short_of_final()).add(payment::Column::NextCheckAt.is_not_null())),
+            ),
+        )
+        .order_by_asc(payment::Column::CheckedAt)
+        .limit(SWEEP_LIMIT)
+}
+
 pub async fn sweep(db: &DatabaseConnection, stale_after: std::time::Duration) -> Result<SweepReport, PipelineError> {
     let now = Utc::now();
     let mut report = SweepReport::default();
@@ -83,24 +106,7 @@ pub async fn sweep(db: &DatabaseConnection, stale_after: std::time::Duration) ->
         txn.commit().await?;
     }
     let stale = now - Duration::from_std(stale_after).unwrap_or(Duration::seconds(30));
-    let candidates = payment::Entity::find()
-        .filter(overdue(stale))
-        // Every unconfirmed payment, whatever its stored confirmations (a tracker may have died
-        // between storing them and crediting), and credited ones short of their final depth
-        // (`pipeline::final_depth`: still watched for reversal) or
-        // with a check asked for (a sandbox reversal wakes the tracker however deep: the
-        // tracker clears `next_check_at` when it stops watching).
-        .filter(
-            Condition::any().add(payment::Column::Status.eq(PaymentStatus::Confirming)).add(
-                Condition::all()
-                    .add(payment::Column::Status.eq(PaymentStatus::Confirmed))
-                    .add(Condition::any().add(short_of_final()).add(payment::Column::NextCheckAt.is_not_null())),
-            ),
-        )
-        .order_by_asc(payment::Column::CheckedAt)
-        .limit(SWEEP_LIMIT)
-        .all(db)
-        .await?;
+    let candidates = stale_payments(stale).all(db).await?;
     report.stale_payments = candidates.into_iter().map(|p| p.id).collect();
     Ok(report)
 }

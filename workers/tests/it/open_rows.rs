@@ -1,5 +1,6 @@
-//! Work proportional to what is open: the invoice expiry sweeps and the webhook dispatcher read
-//! their partial indexes (only pending invoices, drafts, undispatched events), as the database's
+//! Work proportional to what is open: the invoice expiry sweeps, the payment sweep and the
+//! webhook dispatcher read their partial indexes (only pending invoices, drafts, watched
+//! payments, undispatched events), as the database's
 //! own query plan shows, on SQLite and (feature `pg-tests`) on PostgreSQL, with a history of
 //! closed rows beside the open ones.
 
@@ -11,7 +12,7 @@ use sea_orm::{
 };
 use serde_json::json;
 use testkit::TestApp;
-use workers::tracker::sweeper::{Expiry, expiring};
+use workers::tracker::sweeper::{Expiry, expiring, stale_payments};
 
 /// The plan of `sql` as text: PostgreSQL's `EXPLAIN` (sequential scans off, so any usable index
 /// shows) or SQLite's `EXPLAIN QUERY PLAN`.
@@ -64,6 +65,8 @@ async fn the_sweeps_read_only_open_rows_through_their_partial_indexes() {
     assert!(drafts.contains("idx_invoices_draft_expiry"), "the draft sweep's plan:\n{drafts}");
     let dispatch = plan(&app, domain::webhooks::dispatch::undispatched(100).build(backend).to_string()).await;
     assert!(dispatch.contains("idx_events_undispatched"), "the dispatcher's plan:\n{dispatch}");
+    let watched = plan(&app, stale_payments(Utc::now()).build(backend).to_string()).await;
+    assert!(watched.contains("idx_payments_watched"), "the payment sweep's plan:\n{watched}");
 
     // And the sweep expires exactly the open ones that are due.
     let past = Utc::now() - chrono::Duration::minutes(1);
