@@ -4,7 +4,8 @@
 //! first; retention reads the webhook attempts still holding a response excerpt; the tracker's
 //! sweeper reads the payments still watched. A year of paid, expired and dispatched rows is not in these indexes at all. The full
 //! index on `events.dispatched_at`, which only the dispatcher read, is dropped: it held every
-//! event ever written, and every dispatch rewrote an entry of it.
+//! event ever written, and every dispatch rewrote an entry of it. The payer e-mail sweep's and
+//! the settlement converter's indexes are narrowed to the rows they look for.
 //!
 //! The predicates are literal SQL (`OPEN_*`), and the queries that use an index repeat its
 //! predicate verbatim: PostgreSQL and SQLite use a partial index only where the query's WHERE
@@ -47,6 +48,22 @@ const INDEXES: [(&str, &str, &str, &str); 5] = [
     ("idx_payments_watched", "payments", "checked_at", OPEN_PAYMENTS_WATCHED),
 ];
 
+/// Indexes that were full and are now partial: the full one (name, column), the partial one
+/// (name, column, predicate), their table.
+type Narrowed = ((&'static str, &'static str), (&'static str, &'static str, &'static str), &'static str);
+const NARROWED: [Narrowed; 2] = [
+    (
+        ("idx_invoices_email_due", "email_due_at"),
+        ("idx_invoices_email_open", "email_due_at", "email_due_at IS NOT NULL"),
+        "invoices",
+    ),
+    (
+        ("idx_payments_uncredited", "credited_at"),
+        ("idx_payments_uncredited_open", "detected_at", "credited_at IS NULL"),
+        "payments",
+    ),
+];
+
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
@@ -58,6 +75,16 @@ impl MigrationTrait for Migration {
             .await?;
         }
         db.execute_unprepared("DROP INDEX IF EXISTS idx_events_dispatch").await?;
+        // Two full indexes become partial: the payer e-mails still due (most invoices never have
+        // one, and each new invoice wrote a NULL entry), and the payments not credited yet,
+        // oldest detected first (the settlement converter's read).
+        for ((old, _), (name, column, predicate), table) in NARROWED {
+            db.execute_unprepared(&format!("DROP INDEX IF EXISTS {old}")).await?;
+            db.execute_unprepared(&format!(
+                "CREATE INDEX IF NOT EXISTS {name} ON {table} ({column}) WHERE {predicate}"
+            ))
+            .await?;
+        }
         Ok(())
     }
 
@@ -67,6 +94,10 @@ impl MigrationTrait for Migration {
             db.execute_unprepared(&format!("DROP INDEX IF EXISTS {name}")).await?;
         }
         db.execute_unprepared("CREATE INDEX IF NOT EXISTS idx_events_dispatch ON events (dispatched_at)").await?;
+        for ((old, column), (name, ..), table) in NARROWED {
+            db.execute_unprepared(&format!("DROP INDEX IF EXISTS {name}")).await?;
+            db.execute_unprepared(&format!("CREATE INDEX IF NOT EXISTS {old} ON {table} ({column})")).await?;
+        }
         Ok(())
     }
 }

@@ -503,6 +503,12 @@ async fn post_conversion<C: ConnectionTrait>(
 /// Payments the converter has work for: to invoices that convert, not credited or reversed,
 /// and either without a quote or confirmed. Oldest first.
 pub async fn due(db: &DatabaseConnection, limit: u64) -> Result<Vec<Uuid>, DbErr> {
+    due_query(limit).into_tuple::<Uuid>().all(db).await
+}
+
+/// [`due`] as a query: a read of the partial index of uncredited payments (oldest detected
+/// first), whatever the number credited before.
+pub fn due_query(limit: u64) -> sea_orm::Select<payment::Entity> {
     use sea_orm::QueryOrder;
     use sea_orm::sea_query::ExprTrait;
     payment::Entity::find()
@@ -524,9 +530,6 @@ pub async fn due(db: &DatabaseConnection, limit: u64) -> Result<Vec<Uuid>, DbErr
         )
         .order_by_asc(payment::Column::DetectedAt)
         .limit(limit)
-        .into_tuple::<Uuid>()
-        .all(db)
-        .await
 }
 
 /// In the tracker's reversal of an uncredited payment (the payment's row already locked by

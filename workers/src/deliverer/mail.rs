@@ -119,19 +119,22 @@ impl Mailer {
     }
 }
 
-/// Invoices whose e-mail is due (at most `limit`, oldest first); each is marked due again after
-/// `stale` (when its job was lost, or failed every retry), then handed to a job.
-pub async fn due(db: &DatabaseConnection, stale: Duration, limit: u64) -> Result<Vec<Uuid>, sea_orm::DbErr> {
-    let now = Utc::now();
-    let ids: Vec<Uuid> = invoice::Entity::find()
+/// The ids of invoices whose e-mail is due at `now`, oldest first: a read of the partial index of
+/// due e-mails (`email_due_at IS NOT NULL`), whatever the number of invoices.
+pub fn due_query(now: chrono::DateTime<Utc>, limit: u64) -> sea_orm::Select<invoice::Entity> {
+    invoice::Entity::find()
         .select_only()
         .column(invoice::Column::Id)
         .filter(invoice::Column::EmailDueAt.lte(now))
         .order_by_asc(invoice::Column::EmailDueAt)
         .limit(limit)
-        .into_tuple()
-        .all(db)
-        .await?;
+}
+
+/// Invoices whose e-mail is due (at most `limit`, oldest first); each is marked due again after
+/// `stale` (when its job was lost, or failed every retry), then handed to a job.
+pub async fn due(db: &DatabaseConnection, stale: Duration, limit: u64) -> Result<Vec<Uuid>, sea_orm::DbErr> {
+    let now = Utc::now();
+    let ids: Vec<Uuid> = due_query(now, limit).into_tuple().all(db).await?;
     if !ids.is_empty() {
         let again = now + chrono::Duration::from_std(stale).unwrap_or(chrono::Duration::minutes(5));
         invoice::Entity::update_many()

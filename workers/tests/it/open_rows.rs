@@ -67,6 +67,10 @@ async fn the_sweeps_read_only_open_rows_through_their_partial_indexes() {
     assert!(dispatch.contains("idx_events_undispatched"), "the dispatcher's plan:\n{dispatch}");
     let watched = plan(&app, stale_payments(Utc::now()).build(backend).to_string()).await;
     assert!(watched.contains("idx_payments_watched"), "the payment sweep's plan:\n{watched}");
+    let mail = plan(&app, workers::deliverer::mail::due_query(now, 50).build(backend).to_string()).await;
+    assert!(mail.contains("idx_invoices_email_open"), "the payer e-mail sweep's plan:\n{mail}");
+    let convert = plan(&app, workers::converter::due_query(100).build(backend).to_string()).await;
+    assert!(convert.contains("idx_payments_uncredited_open"), "the converter's plan:\n{convert}");
 
     // And the sweep expires exactly the open ones that are due.
     let past = Utc::now() - chrono::Duration::minutes(1);
