@@ -80,10 +80,10 @@ pub struct Pagination {
     /// Rows the list's filter matches in all.
     pub total: u64,
     pub limit: u64,
-    /// Rows skipped; 0 on a page asked for by `starting_after` or `ending_before`.
+    /// Rows skipped, as asked (counted from the cursor on a page asked for by cursor).
     pub offset: u64,
-    /// More rows lie beyond this page in the direction of travel: older ones (after an `offset`
-    /// or `starting_after` page), newer ones (after an `ending_before` page).
+    /// More rows lie beyond this page in the direction of travel: older ones, or newer ones on
+    /// a page asked for by `ending_before` alone.
     pub has_more: bool,
 }
 
@@ -158,12 +158,13 @@ pub struct PageParams {
     /// costs its depth; page through a long list with `starting_after` instead.
     #[param(minimum = 0)]
     pub offset: Option<i64>,
-    /// A cursor instead of `offset`: the page of rows right after (older than) the row with this
-    /// id, the same cost at any depth. Pass the last id of a page to get the next one. Not with
-    /// `offset` or `ending_before`; an id that is not one of this list's rows is 400.
+    /// Cursor: only rows older than the row with this id (the page right after it); pass the
+    /// last id of a page to get the next one, the same cost at any depth. An id that is not a
+    /// row of this list is 404.
     pub starting_after: Option<uuid::Uuid>,
-    /// A cursor instead of `offset`: the page of rows right before (newer than) the row with this
-    /// id, still newest first. Pass the first id of a page to get the previous one.
+    /// Cursor: only rows newer than the row with this id. Alone, the page right before it (still
+    /// newest first); pass the first id of a page to get the previous one. With
+    /// `starting_after`, the rows between the two. `offset` skips rows from where the page starts.
     pub ending_before: Option<uuid::Uuid>,
 }
 

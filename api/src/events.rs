@@ -58,7 +58,7 @@ fn uuid(q: &QueryParams, name: &str) -> Result<Option<uuid::Uuid>, ApiError> {
     ),
     responses(
         (status = 200, description = "One page of events, newest first", body = EventListEnvelope),
-        (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope),
+        (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 404, description = "not_found: a cursor (starting_after, ending_before) names no row of this list", body = ErrorEnvelope),
         (status = 403, description = "Key lacks events:read", body = ErrorEnvelope),
     ))]
 pub async fn list_events(

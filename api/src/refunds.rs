@@ -63,7 +63,7 @@ pub async fn create_refund(
         crate::envelope::PageParams,
     ),
     responses((status = 200, description = "One page of refunds, newest first", body = RefundListEnvelope),
-        (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope)))]
+        (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope), (status = 404, description = "not_found: a cursor (starting_after, ending_before) names no row of this list", body = ErrorEnvelope)))]
 pub async fn list_refunds(
     State(state): State<HttpState>,
     auth: Allowed<perm::RefundsRead>,

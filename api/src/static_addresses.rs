@@ -62,7 +62,7 @@ pub async fn create_address(
     ),
     responses(
         (status = 200, description = "One page of static addresses, newest first", body = StaticAddressListEnvelope),
-        (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
+        (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope), (status = 404, description = "not_found: a cursor (starting_after, ending_before) names no row of this list", body = ErrorEnvelope),
     ))]
 pub async fn list_addresses(
     State(state): State<HttpState>,

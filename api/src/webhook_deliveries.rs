@@ -109,7 +109,7 @@ impl DeliveryResponse {
     ),
     responses(
         (status = 200, description = "One page, newest first", body = DeliveryListEnvelope),
-        (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
+        (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope), (status = 404, description = "not_found: a cursor (starting_after, ending_before) names no row of this list", body = ErrorEnvelope),
     ))]
 pub async fn list_deliveries(
     State(state): State<HttpState>,

@@ -29,6 +29,12 @@ mod m20261128_000024_rent_reclaimed;
 mod m20261128_000027_dashboard_users;
 mod m20261128_000028_webhook_endpoints;
 mod m20261128_000029_fiat_at_credit;
+mod m20261128_000030_open_rows;
+
+/// The partial indexes' predicates, for the queries that must repeat them verbatim.
+pub mod open_rows {
+    pub use crate::m20261128_000030_open_rows::{OPEN_ATTEMPT_BODIES, OPEN_DRAFT, OPEN_PENDING, OPEN_UNDISPATCHED};
+}
 
 pub struct Migrator;
 
@@ -63,6 +69,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261128_000027_dashboard_users::Migration),
             Box::new(m20261128_000028_webhook_endpoints::Migration),
             Box::new(m20261128_000029_fiat_at_credit::Migration),
+            Box::new(m20261128_000030_open_rows::Migration),
         ]
     }
 }

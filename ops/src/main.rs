@@ -43,6 +43,10 @@ struct Cli {
 enum Command {
     /// Apply database migrations.
     Migrate,
+    /// Prune now what `[retention]` says has served its purpose (the webhook deliverer also does
+    /// it every `retention.interval_secs`): old webhook response excerpts, ended dashboard
+    /// sessions and invitations. The books and events are never pruned.
+    Prune,
     /// Run the whole service in one process (the embedded default: SQLite file, sandbox chain).
     Serve,
     /// Merchants and their settings.
@@ -132,6 +136,15 @@ async fn main() -> anyhow::Result<()> {
         Command::Sweeps(cmd) => sweeps::run(&config, cmd, actor).await,
         Command::Treasury(cmd) => treasury::run(&config, cmd, actor).await,
         Command::Audit(cmd) => audit::run(&connect(&config).await?, cmd, &mut std::io::stdout()).await,
+        Command::Prune => {
+            let db = connect(&config).await?;
+            let p = domain::retention::prune(&db, &config.retention, chrono::Utc::now()).await?;
+            println!(
+                "pruned: {} webhook response excerpts, {} ended sessions, {} ended invitations",
+                p.attempt_bodies, p.sessions, p.invitations
+            );
+            Ok(())
+        }
         Command::Migrate => {
             let db = domain::db::connect(&config).await?;
             domain::db::migrate(&db).await?;

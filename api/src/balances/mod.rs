@@ -15,7 +15,7 @@ use crate::envelope::{Page, Pagination};
 use crate::error::{ApiError, ApiResult, ErrorCode, ErrorEnvelope};
 use crate::extract::QueryParams;
 use crate::state::HttpState;
-use domain::db::{PageAt, Position};
+use domain::db::Position;
 use domain::gates::{self, GATES};
 use domain::invoices::types::ts;
 
@@ -135,7 +135,7 @@ fn parse_time(q: &QueryParams, name: &str) -> ApiResult<Option<DateTime<Utc>>> {
         crate::envelope::PageParams,
     ),
     responses((status = 200, description = "One page of the currency's ledger entries, newest first", body = LedgerListEnvelope),
-        (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope),
+        (status = 400, body = ErrorEnvelope), (status = 401, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope), (status = 404, description = "not_found: a cursor (starting_after, ending_before) names no row of this list", body = ErrorEnvelope),
         (status = 422, description = "unsupported_currency: unknown or ambiguous currency", body = ErrorEnvelope)))]
 pub async fn list_ledger(
     State(state): State<HttpState>,
@@ -162,25 +162,20 @@ pub async fn list_ledger(
         query = query.filter(ledger_entry::Column::CreatedAt.lt(t));
     }
     // A cursor is an entry of the same ledger (merchant, environment and currency).
-    let cursor = |field: &'static str, id: uuid::Uuid| {
-        let own = query.clone().filter(ledger_entry::Column::Id.eq(id));
+    let cursor = |field: &'static str, id: Option<Uuid>| {
+        let own = query.clone();
         let db = &state.db;
         async move {
-            let row = own.one(db).await?;
-            let row = row.ok_or_else(|| ApiError::invalid_field(field, format!("no ledger entry with id {id}")))?;
-            Ok::<_, ApiError>((sea_orm::Value::from(row.created_at), row.id))
+            let Some(id) = id else { return Ok::<_, ApiError>(None) };
+            let row = own.filter(ledger_entry::Column::Id.eq(id)).one(db).await?;
+            let row = row.ok_or_else(|| domain::owned::cursor_not_found(field, "ledger entry", id))?;
+            Ok(Some((sea_orm::Value::from(row.created_at), row.id)))
         }
     };
-    let at = match page.at {
-        PageAt::Offset(offset) => Position::Offset(offset),
-        PageAt::After(id) => {
-            let (created, id) = cursor("starting_after", id).await?;
-            Position::After(created, id)
-        }
-        PageAt::Before(id) => {
-            let (created, id) = cursor("ending_before", id).await?;
-            Position::Before(created, id)
-        }
+    let at = Position {
+        offset: page.offset,
+        after: cursor("starting_after", page.after).await?,
+        before: cursor("ending_before", page.before).await?,
     };
     let columns = (ledger_entry::Column::CreatedAt, ledger_entry::Column::Id);
     let listed = domain::db::newest_first(&state.db, query, columns, page.limit, at).await?;

@@ -1,7 +1,7 @@
 //! Cursor pagination (add-only to spec section 8): `starting_after` and `ending_before` page
 //! every list by the id of one of its rows, giving exactly the rows offsets give, in the same
-//! order, ties on `created_at` included; a cursor that is not one of the caller's rows, two
-//! cursors, or a cursor with `offset` is 400 naming the parameter.
+//! order, ties on `created_at` included; both cursors give the rows between them, `offset` skips
+//! from the cursor; a cursor that is not one of the caller's rows is 404 naming the parameter.
 
 use chrono::Utc;
 use entity::{Environment, invoice};
@@ -133,46 +133,68 @@ async fn the_ledger_events_and_payouts_page_by_cursor_too() {
     let payouts = by_offset(&app, &key, "/v1/payouts", 2).await;
     assert_eq!(payouts.len(), 3);
     assert_eq!(by_cursor(&app, &key, "/v1/payouts", 2, 3).await, payouts);
-    // A ledger cursor is an entry of that ledger: another currency's is 400.
+    // A ledger cursor is an entry of that ledger: another currency's is 404.
     let r = app.get(&format!("/v1/balances/bitcoin/ledger?starting_after={}", offsets[0]), Some(&key)).await;
-    assert_eq!(r.status.as_u16(), 400, "{}", r.body);
+    assert_eq!(r.status.as_u16(), 404, "{}", r.body);
     assert!(r.body["error"]["details"][0].as_str().unwrap().starts_with("starting_after"), "{}", r.body);
 }
 
 #[tokio::test]
-async fn a_cursor_names_one_of_the_callers_rows_and_stands_alone() {
+async fn a_cursor_names_one_of_the_callers_rows_and_combines_with_the_others() {
     let app = TestApp::spawn().await;
     let (_, key) = app.test_key().await;
     let (_, other) = app.test_key().await;
     let theirs = app.create_invoice_id(&other, json!({"currency": "BTC", "amount": "0.01"})).await;
-    let mine = app.create_invoice_id(&key, json!({"currency": "BTC", "amount": "0.01"})).await;
-    let refused = |q: String, field: &'static str| {
-        let app = &app;
-        let key = key.clone();
-        async move {
-            let r = app.get(&format!("/v1/invoices?{q}"), Some(&key)).await;
-            assert_eq!(r.status.as_u16(), 400, "{q}: {}", r.body);
-            let detail = r.body["error"]["details"][0].as_str().unwrap().to_owned();
-            assert!(detail.starts_with(field), "{q}: {detail}");
-        }
-    };
-    // Another merchant's invoice, an unknown id, and a payout's id are not rows of this list.
-    refused(format!("starting_after={theirs}"), "starting_after").await;
-    refused(format!("ending_before={}", Uuid::now_v7()), "ending_before").await;
-    refused("starting_after=not-an-id".into(), "starting_after").await;
-    refused(format!("starting_after={mine}&ending_before={mine}"), "ending_before").await;
-    refused(format!("starting_after={mine}&offset=0"), "offset").await;
-    // Nothing of theirs shows on either side of a cursor of mine.
-    for q in [format!("starting_after={mine}"), format!("ending_before={mine}")] {
-        let r = app.get(&format!("/v1/invoices?{q}"), Some(&key)).await;
-        assert_eq!(r.status.as_u16(), 200, "{}", r.body);
-        assert!(ids(&r.body).is_empty(), "{q}: {}", r.body);
+    let mut mine = Vec::new();
+    for i in 0..6 {
+        mine.push(app.create_invoice_id(&key, json!({"currency": "BTC", "amount": format!("0.0{}", i + 1)})).await);
     }
-    // The OpenAPI document declares both cursors on the lists.
+    let all = by_offset(&app, &key, "/v1/invoices", 20).await;
+    assert_eq!(all.len(), 6);
+    let get = |q: String| {
+        let (app, key) = (&app, key.clone());
+        async move { app.get(&format!("/v1/invoices?{q}"), Some(&key)).await }
+    };
+    // Another merchant's invoice and an unknown id name no row of this list: 404 naming the
+    // parameter (no other merchant's id is ever confirmed to exist); a non-id is 400.
+    for (q, field, status) in [
+        (format!("starting_after={theirs}"), "starting_after", 404),
+        (format!("ending_before={}", Uuid::now_v7()), "ending_before", 404),
+        ("starting_after=not-an-id".to_owned(), "starting_after", 400),
+    ] {
+        let r = get(q.clone()).await;
+        assert_eq!(r.status.as_u16(), status, "{q}: {}", r.body);
+        let detail = r.body["error"]["details"][0].as_str().unwrap().to_owned();
+        assert!(detail.starts_with(field), "{q}: {detail}");
+    }
+    // Both cursors: the rows between them, newest first; `offset` skips from the cursor.
+    let r = get(format!("starting_after={}&ending_before={}", all[0], all[5])).await;
+    assert_eq!(ids(&r.body), all[1..5].to_vec());
+    r.assert_page(6, 20, 0, false);
+    let r = get(format!("starting_after={}&ending_before={}&limit=2", all[0], all[5])).await;
+    assert_eq!(ids(&r.body), all[1..3].to_vec());
+    r.assert_page(6, 2, 0, true);
+    let r = get(format!("starting_after={}&offset=2&limit=2", all[0])).await;
+    assert_eq!(ids(&r.body), all[3..5].to_vec());
+    r.assert_page(6, 2, 2, true);
+    let r = get(format!("ending_before={}&offset=1&limit=2", all[5])).await;
+    assert_eq!(ids(&r.body), all[2..4].to_vec(), "towards newer rows, skipping the nearest one");
+    r.assert_page(6, 2, 1, true);
+    let r = get(format!("starting_after={}&ending_before={}", all[3], all[2])).await;
+    assert!(ids(&r.body).is_empty(), "nothing lies between crossed cursors");
+    // Nothing of theirs shows on either side of a cursor of mine.
+    for q in [format!("starting_after={}", all[0]), format!("ending_before={}", all[5])] {
+        let r = get(q.clone()).await;
+        assert_eq!(r.status.as_u16(), 200, "{}", r.body);
+        assert!(!ids(&r.body).contains(&theirs.to_string()), "{q}: {}", r.body);
+    }
+    // The OpenAPI document declares both cursors on the lists, and the 404.
     let doc = app.get("/openapi.json", None).await;
-    let params = doc.body["paths"]["/v1/invoices"]["get"]["parameters"].as_array().unwrap().clone();
+    let get_op = &doc.body["paths"]["/v1/invoices"]["get"];
+    let params = get_op["parameters"].as_array().unwrap().clone();
     for name in ["starting_after", "ending_before", "offset", "limit"] {
         let p = params.iter().find(|p| p["name"] == name).unwrap_or_else(|| panic!("{name} not declared"));
         assert_eq!(p["in"], "query");
     }
+    assert!(get_op["responses"].get("404").is_some());
 }

@@ -9,6 +9,10 @@ use sea_orm::{ConnectOptions, Database, DatabaseConnection, SqlxSqliteConnector}
 
 use crate::config::Config;
 
+/// The partial indexes' predicates (`migration::open_rows`): a sweep that should use one repeats
+/// its predicate verbatim in its WHERE clause.
+pub use migration::open_rows;
+
 pub async fn connect(cfg: &Config) -> anyhow::Result<DatabaseConnection> {
     if cfg.database_url.starts_with("sqlite:") {
         // WAL + busy timeout: readers never block the writer, writers wait instead of failing.
@@ -67,56 +71,58 @@ where
     .await
 }
 
-/// Which page of a newest-first list (spec section 8): `limit` rows from `offset`, or (add-only)
-/// the rows right after or right before one row of the same list, by its id.
+/// Which page of a newest-first list (spec section 8): `limit` rows after skipping `offset`, and
+/// (add-only) within the cursors, each the id of a row of the same list: `after` keeps the rows
+/// older than it, `before` the rows newer than it. Every combination has one meaning: the rows
+/// between the cursors, newest first, walked from `after` (or, with only `before`, from
+/// `before` towards newer rows), `offset` of them skipped in that direction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PageRequest {
     pub limit: u64,
-    pub at: PageAt,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PageAt {
-    /// Skip this many rows (`offset`): the database reads every row it skips, so a deep offset
-    /// costs its depth.
-    Offset(u64),
-    /// The rows older than this one (`starting_after`): an index seek, the same cost at any
-    /// depth.
-    After(uuid::Uuid),
-    /// The rows newer than this one (`ending_before`), shown newest first as every page is.
-    Before(uuid::Uuid),
+    /// Rows skipped: the database reads every row it skips, so a deep offset costs its depth.
+    pub offset: u64,
+    /// `starting_after`: an index seek, the same cost at any depth.
+    pub after: Option<uuid::Uuid>,
+    /// `ending_before`.
+    pub before: Option<uuid::Uuid>,
 }
 
 impl From<(u64, u64)> for PageRequest {
     fn from((limit, offset): (u64, u64)) -> Self {
-        PageRequest { limit, at: PageAt::Offset(offset) }
+        PageRequest { limit, offset, after: None, before: None }
     }
 }
 
-/// Where a page starts once a cursor is resolved to its row's `(created, id)`.
+/// A page with its cursors resolved to their rows' `(created, id)`.
 #[derive(Debug, Clone)]
-pub enum Position {
-    Offset(u64),
-    After(sea_orm::Value, uuid::Uuid),
-    Before(sea_orm::Value, uuid::Uuid),
+pub struct Position {
+    pub offset: u64,
+    pub after: Option<(sea_orm::Value, uuid::Uuid)>,
+    pub before: Option<(sea_orm::Value, uuid::Uuid)>,
+}
+
+impl Position {
+    pub fn offset(offset: u64) -> Self {
+        Position { offset, after: None, before: None }
+    }
 }
 
 /// One page and what the list envelope says of it.
 #[derive(Debug, Clone)]
 pub struct Listed<M> {
     pub rows: Vec<M>,
-    /// Rows the list's filter matches in all.
+    /// Rows the list's filter matches in all (whatever the cursors).
     pub total: u64,
-    /// Rows skipped (`offset`); 0 for a page found by cursor, whose depth is not counted.
+    /// Rows skipped, as asked.
     pub offset: u64,
-    /// More rows lie beyond this page in the direction of travel: older ones after an offset or
-    /// `starting_after` page, newer ones after an `ending_before` page.
+    /// More rows lie beyond this page in the direction of travel: older ones (newer ones when
+    /// only `ending_before` was given).
     pub has_more: bool,
 }
 
 /// One page of `q`, newest first (`created`, then `id`, both descending, so the order is total),
-/// and how many rows `q` matches in all: every list endpoint pages this way. A cursor position
-/// compares the row value `(created, id)`, which an index on `created` serves as a range seek.
+/// and how many rows `q` matches in all: every list endpoint pages this way. A cursor compares
+/// the row value `(created, id)`, which an index on `created` serves as a range seek.
 pub async fn newest_first<E, C>(
     db: &C,
     q: sea_orm::Select<E>,
@@ -133,37 +139,34 @@ where
     use sea_orm::{PaginatorTrait, QueryFilter, QueryOrder, QuerySelect};
     let total = q.clone().count(db).await?;
     let key = || Expr::tuple([Expr::col(created), Expr::col(id)]);
-    let at_row = |v: sea_orm::Value, i: uuid::Uuid| Expr::tuple([Expr::val(v), Expr::val(i)]);
-    let (rows, offset, has_more) = match at {
-        Position::Offset(offset) => {
-            let rows = q.order_by_desc(created).order_by_desc(id).limit(limit).offset(offset).all(db).await?;
-            (rows, offset, offset.saturating_add(limit) < total)
-        }
-        Position::After(c, i) => {
-            let mut rows = q
-                .filter(key().lt(at_row(c, i)))
-                .order_by_desc(created)
-                .order_by_desc(id)
-                .limit(limit + 1)
-                .all(db)
-                .await?;
-            let more = rows.len() as u64 > limit;
-            rows.truncate(limit as usize);
-            (rows, 0, more)
-        }
-        Position::Before(c, i) => {
-            let mut rows = q
-                .filter(key().gt(at_row(c, i)))
-                .order_by_asc(created)
-                .order_by_asc(id)
-                .limit(limit + 1)
-                .all(db)
-                .await?;
-            let more = rows.len() as u64 > limit;
-            rows.truncate(limit as usize);
-            rows.reverse();
-            (rows, 0, more)
-        }
+    let row = |(v, i): (sea_orm::Value, uuid::Uuid)| Expr::tuple([Expr::val(v), Expr::val(i)]);
+    let Position { offset, after, before } = at;
+    let towards_newer = after.is_none() && before.is_some();
+    let by_cursor = after.is_some() || before.is_some();
+    let mut q = q;
+    if let Some(a) = after {
+        q = q.filter(key().lt(row(a)));
+    }
+    if let Some(b) = before {
+        q = q.filter(key().gt(row(b)));
+    }
+    let q = if towards_newer {
+        q.order_by_asc(created).order_by_asc(id)
+    } else {
+        q.order_by_desc(created).order_by_desc(id)
     };
+    let (rows, has_more) = if !by_cursor {
+        let rows = q.limit(limit).offset(offset).all(db).await?;
+        (rows, offset.saturating_add(limit) < total)
+    } else {
+        let mut rows = q.limit(limit.saturating_add(1)).offset(offset).all(db).await?;
+        let more = rows.len() as u64 > limit;
+        rows.truncate(limit as usize);
+        (rows, more)
+    };
+    let mut rows = rows;
+    if towards_newer {
+        rows.reverse();
+    }
     Ok(Listed { rows, total, offset, has_more })
 }

@@ -95,6 +95,12 @@ impl DomainError {
         Self::new(Kind::NotFound, ErrorCode::NotFound, format!("{what} not found"))
     }
 
+    /// Not found: the row a parameter names (a list's cursor), with one `field: problem` detail.
+    pub fn not_found_field(field: &str, problem: impl fmt::Display) -> Self {
+        let detail = format!("{field}: {problem}");
+        Self::new(Kind::NotFound, ErrorCode::NotFound, detail.clone()).with_details(vec![detail])
+    }
+
     /// Refused to this caller, with `field: problem` details.
     pub fn forbidden(message: impl Into<String>, details: Vec<String>) -> Self {
         Self::new(Kind::Forbidden, ErrorCode::Forbidden, message).with_details(details)

@@ -28,6 +28,7 @@ pub mod payments;
 pub mod payouts;
 pub mod rates;
 pub mod refunds;
+pub mod retention;
 pub mod sandbox_payments;
 pub mod settings;
 pub mod settlement;

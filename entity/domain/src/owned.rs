@@ -6,7 +6,7 @@
 use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, Select};
 use uuid::Uuid;
 
-use crate::db::{Listed, PageAt, PageRequest, Position, newest_first};
+use crate::db::{Listed, PageRequest, Position, newest_first};
 use crate::domain_error::{DomainError, DomainResult};
 use crate::keys::Principal;
 
@@ -80,30 +80,28 @@ pub async fn list<E: Owned>(
     f: &impl Filter<E>,
     (limit, offset): (u64, u64),
 ) -> Result<(Vec<E::Model>, u64), DbErr> {
-    let listed = newest_first(db, f.apply(who.rows()), (E::CREATED_AT, E::ID), limit, Position::Offset(offset)).await?;
+    let listed = newest_first(db, f.apply(who.rows()), (E::CREATED_AT, E::ID), limit, Position::offset(offset)).await?;
     Ok((listed.rows, listed.total))
 }
 
 /// The page `page` asks for of the rows of `E` that `who` may see and `f` selects. A cursor
 /// names one of those rows (any of the caller's rows of `E`, whatever the filter); another id is
-/// 400 naming the parameter.
+/// 404 naming the parameter, as a missing row is.
 pub async fn page<E: Owned>(
     db: &impl ConnectionTrait,
     who: &Principal,
     f: &impl Filter<E>,
     page: PageRequest,
 ) -> DomainResult<Listed<E::Model>> {
-    let at = match page.at {
-        PageAt::Offset(offset) => Position::Offset(offset),
-        PageAt::After(id) => {
-            let (created, id) = cursor::<E>(db, who, "starting_after", id).await?;
-            Position::After(created, id)
-        }
-        PageAt::Before(id) => {
-            let (created, id) = cursor::<E>(db, who, "ending_before", id).await?;
-            Position::Before(created, id)
-        }
+    let after = match page.after {
+        Some(id) => Some(cursor::<E>(db, who, "starting_after", id).await?),
+        None => None,
     };
+    let before = match page.before {
+        Some(id) => Some(cursor::<E>(db, who, "ending_before", id).await?),
+        None => None,
+    };
+    let at = Position { offset: page.offset, after, before };
     Ok(newest_first(db, f.apply(who.rows()), (E::CREATED_AT, E::ID), page.limit, at).await?)
 }
 
@@ -116,6 +114,11 @@ async fn cursor<E: Owned>(
 ) -> DomainResult<(sea_orm::Value, Uuid)> {
     use sea_orm::ModelTrait;
     let row = who.rows::<E>().filter(E::ID.eq(id)).one(db).await?;
-    let row = row.ok_or_else(|| DomainError::invalid_field(field, format!("no {} with id {id}", E::NAME)))?;
+    let row = row.ok_or_else(|| cursor_not_found(field, E::NAME, id))?;
     Ok((row.get(E::CREATED_AT), id))
+}
+
+/// 404 `not_found` for a cursor that is not one of the caller's rows of the list, naming it.
+pub fn cursor_not_found(field: &str, name: &str, id: Uuid) -> DomainError {
+    DomainError::not_found_field(field, format!("no {name} with id {id}"))
 }

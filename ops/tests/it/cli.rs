@@ -693,3 +693,35 @@ fn sweeps_list_and_unknown_sweeps() {
     assert!(ops.fails(&["sweeps", "retry", id], &[]).contains("no sweep"));
     assert!(ops.fails(&["sweeps", "fail", id, "--reason", " "], &[]).contains("--reason"));
 }
+
+/// `ops prune`: what `[retention]` says is past its age goes now, and the count is printed; a
+/// second run finds nothing, and a retention of 0 days keeps everything.
+#[tokio::test]
+async fn prune_clears_old_webhook_answers_now() {
+    use sea_orm::{ActiveModelTrait, EntityTrait, IntoActiveModel};
+    let ops = Ops::new();
+    ops.ok(&["migrate"]);
+    let url = format!("sqlite://{}?mode=rwc", ops.dir.path().join("ops.db").display());
+    let db = sea_orm::Database::connect(url).await.unwrap();
+    let old = entity::webhook_attempt::Model {
+        id: uuid::Uuid::now_v7(),
+        delivery_id: uuid::Uuid::now_v7(),
+        attempt_no: 1,
+        url: "https://shop.example/hooks".into(),
+        started_at: chrono::Utc::now() - chrono::Duration::days(120),
+        latency_ms: 7,
+        status_code: Some(500),
+        error: None,
+        response_body: Some("stack trace of the shop".into()),
+        succeeded: false,
+    };
+    old.clone().into_active_model().insert(&db).await.unwrap();
+    let keep = [("PAYGATE_RETENTION__ATTEMPT_BODIES_DAYS", "0")];
+    let out = ops.run_env(&["prune"], &keep);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("pruned: 0 webhook response excerpts"));
+    assert_eq!(ops.ok(&["prune"]).trim(), "pruned: 1 webhook response excerpts, 0 ended sessions, 0 ended invitations");
+    let row = entity::webhook_attempt::Entity::find_by_id(old.id).one(&db).await.unwrap().unwrap();
+    assert_eq!((row.response_body, row.status_code), (None, Some(500)));
+    assert!(ops.ok(&["prune"]).contains("pruned: 0 webhook"));
+}

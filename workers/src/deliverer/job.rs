@@ -98,12 +98,35 @@ async fn sweep(ctx: &Shared) -> anyhow::Result<()> {
 
 /// The dispatcher every `dispatch_interval_ms`, the sweeper every `sweep_interval_ms`.
 pub(crate) async fn background(ctx: DelivererCtx, stop: CancellationToken) {
+    tokio::join!(deliveries(&ctx, &stop), retention(&ctx, &stop));
+}
+
+/// Retention (`[retention]`): prunes what has served its purpose every `interval_secs`, in
+/// short batches (`domain::retention`).
+async fn retention(ctx: &DelivererCtx, stop: &CancellationToken) {
+    let cfg = &ctx.shared.config.retention;
+    repeat(stop, Duration::from_secs(cfg.interval_secs), || async {
+        match domain::retention::prune(&ctx.shared.db, cfg, chrono::Utc::now()).await {
+            Ok(p) if p != domain::retention::Pruned::default() => tracing::info!(
+                attempt_bodies = p.attempt_bodies,
+                sessions = p.sessions,
+                invitations = p.invitations,
+                "retention pruned"
+            ),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "retention pruning failed"),
+        }
+    })
+    .await
+}
+
+async fn deliveries(ctx: &DelivererCtx, stop: &CancellationToken) {
     let every = Duration::from_millis(ctx.shared.config.webhooks.dispatch_interval_ms);
     let sweep_every = Duration::from_millis(ctx.shared.config.webhooks.sweep_interval_ms);
     let last_sweep = std::sync::Mutex::new(Instant::now());
     let mail_every = Duration::from_millis(ctx.shared.config.email.sweep_interval_ms);
     let last_mail = std::sync::Mutex::new(None::<Instant>);
-    repeat(&stop, every, || async {
+    repeat(stop, every, || async {
         if let Err(e) = dispatch(&ctx.shared).await {
             tracing::warn!(error = %e, "webhook dispatch failed");
         }

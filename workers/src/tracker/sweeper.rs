@@ -5,11 +5,12 @@
 
 use chrono::{Duration, Utc};
 use entity::{InvoiceStatus, InvoiceTrigger, PaymentStatus, invoice, payment};
-use sea_orm::sea_query::Condition;
-use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
+use sea_orm::sea_query::{Condition, Expr};
+use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Select};
 use uuid::Uuid;
 
 use crate::pipeline::{PipelineError, short_of_final};
+use domain::db::open_rows;
 use domain::events::{self, EventKind};
 use domain::invoices::lifecycle::transition;
 
@@ -37,17 +38,35 @@ fn overdue(stale: chrono::DateTime<Utc>) -> Condition {
 /// Most rows one sweep handles per kind; the next sweep continues.
 const SWEEP_LIMIT: u64 = 500;
 
+/// What the sweeper expires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expiry {
+    /// Pending invoices past `expires_at`.
+    Pending,
+    /// Drafts past `draft_expires_at`.
+    Draft,
+}
+
+/// The invoices of `kind` whose time has passed at `now`, soonest first, at most one sweep's
+/// worth. Each reads its partial index (`open_rows`: pending or draft invoices only), so its
+/// cost follows the open invoices, not the paid and expired history.
+pub fn expiring(kind: Expiry, now: chrono::DateTime<Utc>) -> Select<invoice::Entity> {
+    let (status, open, col) = match kind {
+        Expiry::Pending => (InvoiceStatus::Pending, open_rows::OPEN_PENDING, invoice::Column::ExpiresAt),
+        Expiry::Draft => (InvoiceStatus::Draft, open_rows::OPEN_DRAFT, invoice::Column::DraftExpiresAt),
+    };
+    invoice::Entity::find()
+        .filter(invoice::Column::Status.eq(status))
+        .filter(Expr::cust(open))
+        .filter(col.lt(now))
+        .order_by_asc(col)
+        .limit(SWEEP_LIMIT)
+}
+
 pub async fn sweep(db: &DatabaseConnection, stale_after: std::time::Duration) -> Result<SweepReport, PipelineError> {
     let now = Utc::now();
     let mut report = SweepReport::default();
-    let due = |status: InvoiceStatus, col: invoice::Column| {
-        invoice::Entity::find()
-            .filter(invoice::Column::Status.eq(status))
-            .filter(col.lt(now))
-            .order_by_asc(col)
-            .limit(SWEEP_LIMIT)
-    };
-    for inv in due(InvoiceStatus::Pending, invoice::Column::ExpiresAt).all(db).await? {
+    for inv in expiring(Expiry::Pending, now).all(db).await? {
         let txn = domain::db::begin_write(db).await?;
         if let Some(after) = transition(&txn, &inv, InvoiceTrigger::Expire).await? {
             events::emit_invoice(&txn, EventKind::InvoiceExpired, &after, None).await?;
@@ -55,7 +74,7 @@ pub async fn sweep(db: &DatabaseConnection, stale_after: std::time::Duration) ->
         }
         txn.commit().await?;
     }
-    for inv in due(InvoiceStatus::Draft, invoice::Column::DraftExpiresAt).all(db).await? {
+    for inv in expiring(Expiry::Draft, now).all(db).await? {
         let txn = domain::db::begin_write(db).await?;
         if let Some(after) = transition(&txn, &inv, InvoiceTrigger::DraftExpire).await? {
             events::emit_invoice(&txn, EventKind::InvoiceDraftExpired, &after, None).await?;

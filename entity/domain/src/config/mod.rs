@@ -30,6 +30,7 @@ mod pipeline;
 mod queue;
 mod rate_limits;
 mod rates;
+mod retention;
 mod sandbox;
 mod server;
 mod settlement;
@@ -54,6 +55,7 @@ pub use pipeline::PipelineConfig;
 pub use queue::{DEFAULT_QUEUE_PREFIX, QueueBackend, QueueBackendKind, QueueConfig};
 pub use rate_limits::{RateLimit, RateLimitsConfig};
 pub use rates::{RatesConfig, RatesProviderKind, RatesSourceConfig};
+pub use retention::RetentionConfig;
 pub use sandbox::SandboxConfig;
 pub use server::ServerConfig;
 pub use settlement::{SandboxVenueConfig, SettlementConfig, TreasuryVenueConfig};
@@ -121,6 +123,8 @@ pub struct Config {
     pub rate_limits: RateLimitsConfig,
     /// The operator's wallets per gate (watch-only) and the reconciliation (`[treasury]`).
     pub treasury: TreasuryConfig,
+    /// What is pruned after how long (`[retention]`).
+    pub retention: RetentionConfig,
 }
 
 impl Default for Config {
@@ -156,6 +160,7 @@ impl Default for Config {
             email: EmailConfig::default(),
             rate_limits: RateLimitsConfig::default(),
             treasury: TreasuryConfig::default(),
+            retention: RetentionConfig::default(),
         }
     }
 }
@@ -282,6 +287,7 @@ impl Config {
         self.db.validate()?;
         self.auth.validate()?;
         self.dashboard.validate()?;
+        self.retention.validate()?;
         self.invoices.validate()?;
         self.rates.validate()?;
         self.addresses.validate()?;

@@ -136,14 +136,18 @@ pub struct Dispatched {
     pub deliveries: Vec<Uuid>,
 }
 
-/// One round of at most `limit` events.
-pub async fn dispatch_batch(db: &DatabaseConnection, limit: u64) -> Result<Dispatched, DbErr> {
-    let candidates = event::Entity::find()
+/// At most `limit` events not dispatched yet, oldest first: a read of the partial index of
+/// undispatched events (`open_rows::OPEN_UNDISPATCHED`), whatever the number dispatched before.
+pub fn undispatched(limit: u64) -> sea_orm::Select<event::Entity> {
+    event::Entity::find()
         .filter(event::Column::DispatchedAt.is_null())
         .order_by_asc(event::Column::CreatedAt)
         .limit(limit)
-        .all(db)
-        .await?;
+}
+
+/// One round of at most `limit` events.
+pub async fn dispatch_batch(db: &DatabaseConnection, limit: u64) -> Result<Dispatched, DbErr> {
+    let candidates = undispatched(limit).all(db).await?;
     if candidates.is_empty() {
         return Ok(Dispatched::default());
     }
