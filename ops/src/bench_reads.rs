@@ -629,7 +629,8 @@ fn newest_first<E: EntityTrait>(
             .filter(Expr::tuple([Expr::col(created), Expr::col(id)]).lt(Expr::tuple([Expr::val(c), Expr::val(i)])))
             .order_by_desc(created)
             .order_by_desc(id)
-            .limit(limit + 1),
+            .limit(limit + 1)
+            .offset(0),
     };
     vec![("count", count), ("page", sql_of(page))]
 }

@@ -20,7 +20,8 @@
 //!   realistic share of invoice.paid), 5 N.
 //! - `webhook_endpoints`: one per merchant and environment; `webhook_deliveries`: one per
 //!   dispatched event (5 N, less the newest 0.1 % still undispatched); `webhook_attempts`: 1 per
-//!   delivery, 2-3 for 5 %, 10 for the 0.5 % dead (about 1.1 per delivery).
+//!   delivery, 2-3 for 5 %, 10 for the 0.5 % dead (about 1.1 per delivery); their response
+//!   excerpts cleared after 90 days, as retention (`[retention]`) does.
 //!
 //! Each table's secondary indexes (those that back no constraint) are dropped before its load and
 //! rebuilt from their own definitions after it (checked: the same definitions come back), foreign
@@ -685,7 +686,8 @@ impl Plan {
                      'https://merchant-' || left(d.merchant_id::text, 8) || '.example.com/webhooks/paygate', at, \
                      40 + mod(abs(hashtext(d.id::text || a)::bigint), 300), \
                      CASE WHEN ok THEN 200 ELSE 500 END, CASE WHEN NOT ok THEN 'HTTP 500' END, \
-                     CASE WHEN ok THEN '{{\"received\":true}}' ELSE 'Internal Server Error' END, ok \
+                     CASE WHEN at < now() - interval '90 days' THEN NULL \
+                       WHEN ok THEN '{{\"received\":true}}' ELSE 'Internal Server Error' END, ok \
                      FROM webhook_deliveries d CROSS JOIN LATERAL (SELECT a, d.created_at + (a - 1) * interval '30 seconds' AS at, \
                        (a = d.attempt_count AND d.status = 'succeeded') AS ok \
                        FROM generate_series(1, d.attempt_count) AS a) x \
