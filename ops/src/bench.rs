@@ -52,15 +52,15 @@ enum Limits {
     On,
 }
 
-struct HttpResult {
-    requests: u64,
-    errors: u64,
-    elapsed: Duration,
-    p50_ms: f64,
-    p90_ms: f64,
-    p99_ms: f64,
-    p999_ms: f64,
-    max_ms: f64,
+pub(crate) struct HttpResult {
+    pub(crate) requests: u64,
+    pub(crate) errors: u64,
+    pub(crate) elapsed: Duration,
+    pub(crate) p50_ms: f64,
+    pub(crate) p90_ms: f64,
+    pub(crate) p99_ms: f64,
+    pub(crate) p999_ms: f64,
+    pub(crate) max_ms: f64,
 }
 
 /// The benchmark goal: invoice creation at this share of PostgreSQL's raw single-row insert rate or more.
@@ -145,27 +145,27 @@ fn limits_label(args: &BenchArgs) -> &'static str {
 }
 
 impl HttpResult {
-    fn rps(&self) -> f64 {
+    pub(crate) fn rps(&self) -> f64 {
         self.requests as f64 / self.elapsed.as_secs_f64()
     }
 }
 
 /// Latencies (µs) of the successful requests of measured windows, with errors and total time.
 #[derive(Default)]
-struct Samples {
-    lat: Vec<u32>,
-    errors: u64,
-    elapsed: Duration,
+pub(crate) struct Samples {
+    pub(crate) lat: Vec<u32>,
+    pub(crate) errors: u64,
+    pub(crate) elapsed: Duration,
 }
 
 impl Samples {
-    fn merge(&mut self, other: Samples) {
+    pub(crate) fn merge(&mut self, other: Samples) {
         self.lat.extend(other.lat);
         self.errors += other.errors;
         self.elapsed += other.elapsed;
     }
 
-    fn summary(mut self) -> HttpResult {
+    pub(crate) fn summary(mut self) -> HttpResult {
         self.lat.sort_unstable();
         let all = &self.lat;
         let pct = |p: f64| -> f64 {
@@ -199,33 +199,20 @@ async fn http_run(args: &BenchArgs, db_url: &str, limits: Limits) -> anyhow::Res
         config.rate_limits.writes = domain::config::RateLimit { limit: 100_000_000, period_secs: 60 };
         config.redis_url = args.rate_limit_redis.clone();
     }
-    // The API gets its own runtime (two workers, as the `api` binary has on this machine), so
-    // the load generator's tasks never share run queues with the server's.
-    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = std::thread::spawn(move || -> anyhow::Result<()> {
-        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-        rt.block_on(async move {
-            let state = api::bootstrap(config).await?;
-            let m = domain::merchants::create_merchant(&state.db, "bench", &Default::default()).await?;
-            let (_, key) = domain::merchants::create_api_key(
-                &state.db,
-                m.id.into(),
-                Environment::Test,
-                Permissions::all(),
-                Some("bench"),
-            )
-            .await?;
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-            let _ = ready_tx.send((listener.local_addr()?, key));
-            api::app::serve(listener, state, async {
-                let _ = stop_rx.await;
-            })
-            .await?;
-            Ok(())
-        })
-    });
-    let (addr, key) = ready_rx.await.context("the API did not start")?;
+    let api = ApiThread::start(config, |state| async move {
+        let m = domain::merchants::create_merchant(&state.db, "bench", &Default::default()).await?;
+        let (_, key) = domain::merchants::create_api_key(
+            &state.db,
+            m.id.into(),
+            Environment::Test,
+            Permissions::all(),
+            Some("bench"),
+        )
+        .await?;
+        Ok(key)
+    })
+    .await?;
+    let (addr, key) = (api.addr, api.setup.clone());
 
     // A lean load generator: one HTTP/1.1 connection per task over raw hyper (like wrk), so the
     // client takes as little of the machine's CPU as possible from the system under test.
@@ -285,8 +272,7 @@ async fn http_run(args: &BenchArgs, db_url: &str, limits: Limits) -> anyhow::Res
     for t in tasks {
         all.extend(t.await?);
     }
-    let _ = stop_tx.send(());
-    server.join().map_err(|_| anyhow::anyhow!("API thread panicked"))??;
+    api.stop()?;
     Ok(Samples { lat: all, errors: errors.load(Ordering::Relaxed), elapsed })
 }
 
@@ -364,4 +350,53 @@ pub(crate) async fn scratch_database(pg: &str, name: &str) -> anyhow::Result<(se
     admin.execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await?;
     admin.execute_unprepared(&format!("CREATE DATABASE {name}")).await?;
     Ok((admin, format!("{}/{name}?sslmode=disable", pg.trim_end_matches('/'))))
+}
+
+/// The API on its own runtime in its own thread (two workers, as the `api` binary has on this
+/// machine), so that a load generator's tasks never share run queues with the server's. `setup`
+/// runs on the server's state before it listens (a bench's merchant and key); its result is
+/// `setup`.
+pub(crate) struct ApiThread<T> {
+    pub(crate) addr: std::net::SocketAddr,
+    pub(crate) setup: T,
+    stop: tokio::sync::oneshot::Sender<()>,
+    thread: std::thread::JoinHandle<anyhow::Result<()>>,
+}
+
+impl<T: Send + 'static> ApiThread<T> {
+    pub(crate) async fn start<F, Fut>(config: Config, setup: F) -> anyhow::Result<Self>
+    where
+        F: FnOnce(api::state::HttpState) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = anyhow::Result<T>> + Send,
+    {
+        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || -> anyhow::Result<()> {
+            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+            rt.block_on(async move {
+                let state = api::bootstrap(config).await?;
+                let made = setup(state.clone()).await?;
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+                let _ = ready_tx.send((listener.local_addr()?, made));
+                api::app::serve(listener, state, async {
+                    let _ = stop_rx.await;
+                })
+                .await?;
+                Ok(())
+            })
+        });
+        match ready_rx.await {
+            Ok((addr, setup)) => Ok(ApiThread { addr, setup, stop: stop_tx, thread }),
+            Err(_) => match thread.join() {
+                Ok(Err(e)) => Err(e.context("the API did not start")),
+                _ => bail!("the API did not start"),
+            },
+        }
+    }
+
+    /// Stops the server and waits for its thread.
+    pub(crate) fn stop(self) -> anyhow::Result<()> {
+        let _ = self.stop.send(());
+        self.thread.join().map_err(|_| anyhow::anyhow!("API thread panicked"))?
+    }
 }

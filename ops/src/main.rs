@@ -8,7 +8,9 @@ mod bench_evm;
 mod bench_fakes;
 mod bench_node;
 mod bench_pipeline;
+mod bench_reads;
 mod bench_scan;
+mod bench_seed;
 mod bench_webhooks;
 mod deposits;
 mod jobs;
@@ -71,6 +73,12 @@ enum Command {
     BenchPipeline(bench_pipeline::BenchPipelineArgs),
     /// Webhook benchmark: one deliverer process against a receiver answering in 50 ms.
     BenchWebhooks(bench_webhooks::BenchWebhooksArgs),
+    /// Grows a PostgreSQL database to a merchant's first year (`--invoices N` and every table
+    /// scaled with it) for `bench-reads`.
+    BenchSeed(bench_seed::BenchSeedArgs),
+    /// Read requests on an empty database and on one grown by `bench-seed`, side by side, with
+    /// the plans of the list queries.
+    BenchReads(bench_reads::BenchReadsArgs),
     /// Sandbox chains of the test environment: deposits, reversals, blocks.
     #[command(subcommand)]
     Sandbox(sandbox::SandboxCmd),
@@ -115,6 +123,8 @@ async fn main() -> anyhow::Result<()> {
         Command::BenchScan(args) => bench_scan::run(args).await,
         Command::BenchPipeline(args) => bench_pipeline::run(args).await,
         Command::BenchWebhooks(args) => bench_webhooks::run(args).await,
+        Command::BenchSeed(args) => bench_seed::run(args).await,
+        Command::BenchReads(args) => bench_reads::run(args).await,
         Command::Sandbox(cmd) => {
             let db = domain::db::connect(&config).await?;
             domain::db::migrate(&db).await?;

@@ -6,6 +6,9 @@
 //! from `testkit::fleet::free_port`, which hands out a port once per process.
 
 mod audit;
+/// A PostgreSQL server is needed: only with `--features pg-tests`.
+#[cfg(feature = "pg-tests")]
+mod bench_scale;
 /// Headless Chromium and chromedriver are needed: only with `--features browser-tests`.
 #[cfg(feature = "browser-tests")]
 mod browser;

@@ -1,0 +1,98 @@
+//! `ops bench-seed` then `ops bench-reads` on a small grown database (2,000 invoices): every
+//! request kind answers 2xx on both databases, and every list query can be served by an index
+//! (explained with `enable_seqscan = off`, since at this size a sequential scan is cheaper).
+//! PostgreSQL server at `PAYGATE_TEST_PG` (default postgres://postgres@127.0.0.1:5432).
+
+use std::process::{Command, Output};
+
+fn pg() -> String {
+    std::env::var("PAYGATE_TEST_PG").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".into())
+}
+
+fn ops(dir: &std::path::Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ops"))
+        .args(args)
+        .current_dir(dir)
+        .env("RUST_LOG", "error")
+        .output()
+        .expect("run ops")
+}
+
+/// Drops the test's databases however the test ends.
+struct Dropper(Vec<String>);
+
+impl Drop for Dropper {
+    fn drop(&mut self) {
+        for db in &self.0 {
+            let _ = Command::new("psql")
+                .env("PGSSLMODE", "disable")
+                .args([
+                    "-q",
+                    "-d",
+                    &format!("{}/postgres", pg()),
+                    "-c",
+                    &format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"),
+                ])
+                .output();
+        }
+    }
+}
+
+#[test]
+fn seed_then_reads_answer_2xx_and_every_list_has_an_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let tag = format!("{}_{}", std::process::id(), uuid::Uuid::new_v4().simple().to_string().get(..8).unwrap());
+    let (grown, empty) = (format!("paygate_bench_seed_{tag}"), format!("paygate_bench_empty_{tag}"));
+    let _drop = Dropper(vec![grown.clone(), empty.clone()]);
+    let pg = pg();
+
+    let seed = ops(dir.path(), &["bench-seed", "--pg", &pg, "--database", &grown, "--invoices", "2000"]);
+    let out = String::from_utf8_lossy(&seed.stdout);
+    assert!(seed.status.success(), "bench-seed failed: {out}{}", String::from_utf8_lossy(&seed.stderr));
+    for table in
+        ["invoices", "payments", "ledger_entries", "events", "webhook_deliveries", "webhook_attempts", "payouts"]
+    {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(&format!("{table} ")))
+            .unwrap_or_else(|| panic!("no {table} row in {out}"));
+        let rows: u64 = line.split_whitespace().nth(1).and_then(|n| n.parse().ok()).unwrap_or(0);
+        assert!(rows > 0, "{table}: {line}");
+    }
+    assert!(out.contains("disk per million invoices"), "{out}");
+
+    let args = [
+        "bench-reads",
+        "--pg",
+        &pg,
+        "--grown",
+        &grown,
+        "--empty",
+        &empty,
+        "--seconds",
+        "1",
+        "--warmup",
+        "0",
+        "--concurrency",
+        "2",
+        "--plans-without-seqscan",
+    ];
+    let reads = ops(dir.path(), &args);
+    let out = String::from_utf8_lossy(&reads.stdout);
+    let err = String::from_utf8_lossy(&reads.stderr);
+    assert!(reads.status.success(), "bench-reads failed: {out}{err}");
+    // The table: one row per request kind, none with a non-2xx answer.
+    let rows: Vec<&str> = out.lines().filter(|l| l.starts_with("| `GET ")).collect();
+    assert_eq!(rows.len(), 12, "{out}");
+    for row in &rows {
+        let non_2xx = row.trim_end_matches('|').rsplit('|').next().unwrap().trim();
+        assert_eq!(non_2xx, "0", "{row}");
+    }
+    // Every list statement explained names an index.
+    let plans: Vec<&str> = out.lines().filter(|l| l.starts_with("-- GET ")).collect();
+    assert!(plans.len() >= 20, "{out}");
+    for p in &plans {
+        assert!(p.contains(": uses an index"), "{p}\n{out}");
+    }
+    assert!(out.contains("bench-reads: all 2xx: yes; every list plan uses an index: yes"), "{out}");
+}
