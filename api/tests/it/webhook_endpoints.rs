@@ -351,7 +351,11 @@ async fn webhook_endpoint_migration_keeps_an_existing_endpoint_and_its_deliverie
     use sea_orm::sea_query::{Alias, Query};
     let db_file = testkit::Db::fresh().await;
     let db = sea_orm::Database::connect(&db_file.url).await.unwrap();
-    let before = migration::Migrator::migrations().len() - 1;
+    // Every migration before the one that gave endpoints their ids.
+    let before = migration::Migrator::migrations()
+        .iter()
+        .position(|m| m.name() == "m20261128_000028_webhook_endpoints")
+        .expect("the webhook endpoints migration");
     migration::Migrator::up(&db, Some(u32::try_from(before).unwrap())).await.unwrap();
     let (merchant, now) = (Uuid::now_v7(), Utc::now());
     let insert = |table: &str, cols: &[&str], vals: Vec<sea_orm::Value>| {
