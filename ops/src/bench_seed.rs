@@ -482,6 +482,9 @@ impl Plan {
         out
     }
 
+    /// One payment per invoice that received money; a confirmed one holds the depth the tracker
+    /// stopped watching it at (`workers::pipeline::final_depth`: its confirmations where those
+    /// are final, else twice them), as a year-old payment does.
     fn payments(&self) -> Vec<String> {
         self.spans(CHUNK_ROWS)
             .into_iter()
@@ -494,7 +497,8 @@ impl Plan {
                      credited_fiat_rate, credited_fiat_value) \
                      SELECT bench_seed_uuid7(d, 'pay' || inv.id), inv.id, inv.environment, inv.gate_id, \
                      CASE WHEN g.family = 'evm' THEN '0x' ELSE '' END || md5('tx1' || inv.id) || md5('tx2' || inv.id), 0, \
-                     amount, CASE WHEN confirming THEN g.confirmations / 2 ELSE g.confirmations END, g.confirmations, \
+                     amount, CASE WHEN confirming THEN g.confirmations / 2 WHEN g.family IN ('solana', 'xrp') THEN g.confirmations \
+                     ELSE g.confirmations * 2 END, g.confirmations, \
                      CASE WHEN confirming THEN 'confirming' ELSE 'confirmed' END, 800000 + inv.derivation_index, \
                      d, CASE WHEN NOT confirming THEN inv.paid_at END, d, \
                      CASE WHEN NOT confirming THEN inv.gate_id END, CASE WHEN NOT confirming THEN amount END, \
