@@ -62,6 +62,7 @@ pub async fn create_invoice(
         ("status" = Option<entity::InvoiceStatus>, Query),
         ("currency" = Option<String>, Query, description = "Asset code or gate id"),
         ("network" = Option<String>, Query),
+        ("external_id" = Option<String>, Query, description = "Only the invoices with this external_id (the merchant's own reference)"),
         crate::envelope::PageParams,
     ),
     responses(
@@ -78,6 +79,7 @@ pub async fn list_invoices(
         status: q.one_of("status", InvoiceStatus::parse, InvoiceStatus::WIRE_LIST)?,
         currency: q.get("currency").filter(|s| !s.is_empty()).map(str::to_owned),
         network: q.get("network").filter(|s| !s.is_empty()).map(str::to_owned),
+        external_id: q.get("external_id").filter(|s| !s.is_empty()).map(str::to_owned),
         static_address_id: None,
         ..Default::default()
     };

@@ -30,6 +30,7 @@ mod m20261128_000027_dashboard_users;
 mod m20261128_000028_webhook_endpoints;
 mod m20261128_000029_fiat_at_credit;
 mod m20261128_000030_open_rows;
+mod m20261128_000031_invoice_external_id;
 
 /// The partial indexes' predicates, for the queries that must repeat them verbatim.
 pub mod open_rows {
@@ -72,6 +73,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261128_000028_webhook_endpoints::Migration),
             Box::new(m20261128_000029_fiat_at_credit::Migration),
             Box::new(m20261128_000030_open_rows::Migration),
+            Box::new(m20261128_000031_invoice_external_id::Migration),
         ]
     }
 }

@@ -497,3 +497,37 @@ async fn an_exhausted_solana_pool_is_503_and_wastes_no_entries() {
         None,
     );
 }
+
+/// `GET /v1/invoices?external_id=…`: the merchant's own reference finds its invoices (and only
+/// the caller's), with the total of that filter; an empty value filters nothing.
+#[tokio::test]
+async fn invoices_are_found_by_their_external_id() {
+    let app = TestApp::spawn().await;
+    let (_, key) = app.test_key().await;
+    let (_, other) = app.test_key().await;
+    let body = |external: Option<&str>| {
+        let mut b = json!({"currency": "BTC", "amount": "0.01"});
+        if let Some(e) = external {
+            b["external_id"] = json!(e);
+        }
+        b
+    };
+    let first = app.create_invoice_id(&key, body(Some("order-1001"))).await;
+    let second = app.create_invoice_id(&key, body(Some("order-1001"))).await;
+    app.create_invoice_id(&key, body(Some("order-1002"))).await;
+    app.create_invoice_id(&key, body(None)).await;
+    app.create_invoice_id(&other, body(Some("order-1001"))).await;
+
+    let r = app.get("/v1/invoices?external_id=order-1001", Some(&key)).await;
+    assert_eq!(r.status.as_u16(), 200, "{}", r.body);
+    let ids: Vec<&str> = r.data().as_array().unwrap().iter().map(|i| i["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, [second.to_string(), first.to_string()], "newest first, the other merchant's not among them");
+    r.assert_page(2, 20, 0, false);
+    let none = app.get("/v1/invoices?external_id=order-9999", Some(&key)).await;
+    none.assert_page(0, 20, 0, false);
+    let all = app.get("/v1/invoices?external_id=", Some(&key)).await;
+    all.assert_page(4, 20, 0, false);
+    let doc = app.get("/openapi.json", None).await;
+    let params = doc.body["paths"]["/v1/invoices"]["get"]["parameters"].as_array().unwrap().clone();
+    assert!(params.iter().any(|p| p["name"] == "external_id"), "declared in the OpenAPI document");
+}

@@ -329,8 +329,8 @@ pub struct ListFilter {
     pub currency: Option<String>,
     pub network: Option<String>,
     pub static_address_id: Option<Uuid>,
-    /// The dashboard's filters: the merchant's own reference, and a creation window
-    /// (`created_from` inclusive, `created_to` exclusive).
+    /// The merchant's own reference (the API's and the dashboard's filter), and the dashboard's
+    /// creation window (`created_from` inclusive, `created_to` exclusive).
     pub external_id: Option<String>,
     pub created_from: Option<chrono::DateTime<chrono::Utc>>,
     pub created_to: Option<chrono::DateTime<chrono::Utc>>,
