@@ -60,15 +60,10 @@ where
 /// One batch of attempts' response excerpts older than `cutoff` cleared: read through the
 /// partial index of attempts still holding one (`open_rows::OPEN_ATTEMPT_BODIES`).
 async fn attempt_bodies(db: &DatabaseConnection, cutoff: DateTime<Utc>, size: u64) -> Result<u64, DbErr> {
-    let ids: Vec<Uuid> = webhook_attempt::Entity::find()
-        .select_only()
-        .column(webhook_attempt::Column::Id)
-        .filter(Expr::cust(open_rows::OPEN_ATTEMPT_BODIES))
-        .filter(webhook_attempt::Column::StartedAt.lt(cutoff))
-        .limit(size)
-        .into_tuple()
-        .all(db)
-        .await?;
+    let held = Condition::all()
+        .add(Expr::cust(open_rows::OPEN_ATTEMPT_BODIES))
+        .add(webhook_attempt::Column::StartedAt.lt(cutoff));
+    let ids = batch_ids::<webhook_attempt::Entity>(db, webhook_attempt::Column::Id, held, size).await?;
     if ids.is_empty() {
         return Ok(0);
     }
@@ -80,21 +75,34 @@ async fn attempt_bodies(db: &DatabaseConnection, cutoff: DateTime<Utc>, size: u6
     Ok(r.rows_affected)
 }
 
-async fn sessions(db: &DatabaseConnection, cutoff: DateTime<Utc>, size: u64) -> Result<u64, DbErr> {
-    use dashboard_session::Column as C;
-    let ended = Condition::any().add(C::ExpiresAt.lt(cutoff)).add(C::RevokedAt.lt(cutoff));
-    let ids: Vec<Uuid> = dashboard_session::Entity::find()
-        .select_only()
-        .column(C::Id)
-        .filter(ended)
-        .limit(size)
-        .into_tuple()
-        .all(db)
-        .await?;
+/// The ids of at most `size` rows of `E` matching `which`.
+async fn batch_ids<E: EntityTrait>(
+    db: &DatabaseConnection,
+    id: E::Column,
+    which: Condition,
+    size: u64,
+) -> Result<Vec<Uuid>, DbErr> {
+    E::find().select_only().column(id).filter(which).limit(size).into_tuple().all(db).await
+}
+
+/// Deletes one batch of at most `size` rows of `E` matching `which`; the rows deleted.
+async fn delete_batch<E: EntityTrait>(
+    db: &DatabaseConnection,
+    id: E::Column,
+    which: Condition,
+    size: u64,
+) -> Result<u64, DbErr> {
+    let ids = batch_ids::<E>(db, id, which, size).await?;
     if ids.is_empty() {
         return Ok(0);
     }
-    Ok(dashboard_session::Entity::delete_many().filter(C::Id.is_in(ids)).exec(db).await?.rows_affected)
+    Ok(E::delete_many().filter(id.is_in(ids)).exec(db).await?.rows_affected)
+}
+
+async fn sessions(db: &DatabaseConnection, cutoff: DateTime<Utc>, size: u64) -> Result<u64, DbErr> {
+    use dashboard_session::Column as C;
+    let ended = Condition::any().add(C::ExpiresAt.lt(cutoff)).add(C::RevokedAt.lt(cutoff));
+    delete_batch::<dashboard_session::Entity>(db, C::Id, ended, size).await
 }
 
 async fn invitations(db: &DatabaseConnection, cutoff: DateTime<Utc>, size: u64) -> Result<u64, DbErr> {
@@ -102,16 +110,5 @@ async fn invitations(db: &DatabaseConnection, cutoff: DateTime<Utc>, size: u64) 
     let ended = Condition::all()
         .add(C::AcceptedAt.is_null())
         .add(Condition::any().add(C::ExpiresAt.lt(cutoff)).add(C::RevokedAt.lt(cutoff)));
-    let ids: Vec<Uuid> = dashboard_invitation::Entity::find()
-        .select_only()
-        .column(C::Id)
-        .filter(ended)
-        .limit(size)
-        .into_tuple()
-        .all(db)
-        .await?;
-    if ids.is_empty() {
-        return Ok(0);
-    }
-    Ok(dashboard_invitation::Entity::delete_many().filter(C::Id.is_in(ids)).exec(db).await?.rows_affected)
+    delete_batch::<dashboard_invitation::Entity>(db, C::Id, ended, size).await
 }
