@@ -31,12 +31,18 @@ mod m20261128_000028_webhook_endpoints;
 mod m20261128_000029_fiat_at_credit;
 mod m20261128_000030_open_rows;
 mod m20261128_000031_invoice_external_id;
+mod m20261128_000032_list_counts;
 
 /// The partial indexes' predicates, for the queries that must repeat them verbatim.
 pub mod open_rows {
     pub use crate::m20261128_000030_open_rows::{
         FINAL_AT_CONFIRMATION, OPEN_ATTEMPT_BODIES, OPEN_DRAFT, OPEN_PAYMENTS_WATCHED, OPEN_PENDING, OPEN_UNDISPATCHED,
     };
+}
+
+/// The lists whose totals the database counts (`list_counts`), and how.
+pub mod list_counts {
+    pub use crate::m20261128_000032_list_counts::{COUNTED, Counted, KEY_COLUMNS};
 }
 
 pub struct Migrator;
@@ -74,6 +80,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261128_000029_fiat_at_credit::Migration),
             Box::new(m20261128_000030_open_rows::Migration),
             Box::new(m20261128_000031_invoice_external_id::Migration),
+            Box::new(m20261128_000032_list_counts::Migration),
         ]
     }
 }

@@ -27,7 +27,7 @@ use api::auth::Permissions;
 use clap::Args;
 use domain::config::Config;
 use domain::keys::Principal;
-use domain::owned::Filter;
+use domain::owned::{self, Filter, Owned, TotalPart};
 use entity::{event, invoice, ledger_entry, payout, webhook_delivery};
 use sea_orm::sea_query::{Expr, ExprTrait, PostgresQueryBuilder, SelectStatement};
 use sea_orm::{
@@ -517,7 +517,9 @@ async fn load(
     Ok(Measured { samples, bad, first_bad })
 }
 
-/// The count and the page statement of `list` for `who`, as `newest_first` runs them.
+/// The statements of `list` for `who` as the API runs them: its total (`owned::total_parts`:
+/// the list counters, and rows counted where they do not hold the filter), then the page
+/// (`newest_first`).
 async fn list_sql(
     list: ListQuery,
     who: &Principal,
@@ -525,40 +527,31 @@ async fn list_sql(
     db: &DatabaseConnection,
 ) -> anyhow::Result<Vec<(&'static str, String)>> {
     use domain::invoices::service::ListFilter as InvoiceFilter;
-    let invoices = |f: InvoiceFilter| f.apply(who.rows::<invoice::Entity>());
-    let cols = |c: invoice::Column, i: invoice::Column| (c, i);
-    let ic = cols(invoice::Column::CreatedAt, invoice::Column::Id);
+    let ic = (invoice::Column::CreatedAt, invoice::Column::Id);
+    let invoices = |f: InvoiceFilter, at: Page| {
+        let mut out = totals(who, &f);
+        out.push(page_of(f.apply(who.rows::<invoice::Entity>()), ic, 20, at));
+        out
+    };
     Ok(match list {
-        ListQuery::Invoices | ListQuery::InvoicesSmall | ListQuery::InvoicesExternalId => {
-            // `external_id` is not a filter of `GET /v1/invoices` (the dashboard's only): the API
-            // ignores the parameter and serves the unfiltered first page.
-            newest_first(invoices(InvoiceFilter::default()), ic, 20, Page::Offset(0))
+        ListQuery::Invoices | ListQuery::InvoicesSmall => invoices(InvoiceFilter::default(), Page::Offset(0)),
+        ListQuery::InvoicesExternalId => {
+            invoices(InvoiceFilter { external_id: Some(t.external_id.clone()), ..Default::default() }, Page::Offset(0))
         }
-        ListQuery::InvoicesPaid => newest_first(
-            invoices(InvoiceFilter { status: Some(entity::InvoiceStatus::Paid), ..Default::default() }),
-            ic,
-            20,
-            Page::Offset(0),
-        ),
-        ListQuery::InvoicesBtc => newest_first(
-            invoices(InvoiceFilter { currency: Some("BTC".into()), ..Default::default() }),
-            ic,
-            20,
-            Page::Offset(0),
-        ),
-        ListQuery::InvoicesOffset => newest_first(invoices(InvoiceFilter::default()), ic, 20, Page::Offset(DEPTH)),
+        ListQuery::InvoicesPaid => {
+            invoices(InvoiceFilter { status: Some(entity::InvoiceStatus::Paid), ..Default::default() }, Page::Offset(0))
+        }
+        ListQuery::InvoicesBtc => {
+            invoices(InvoiceFilter { currency: Some("BTC".into()), ..Default::default() }, Page::Offset(0))
+        }
+        ListQuery::InvoicesOffset => invoices(InvoiceFilter::default(), Page::Offset(DEPTH)),
         ListQuery::InvoicesCursor => {
-            // The cursor's own row first (`owned::cursor`), then the page after it.
+            // The cursor's own row first (`owned::cursor`), then the total and the page after it.
             let row = who.rows::<invoice::Entity>().filter(invoice::Column::Id.eq(t.cursor)).one(db).await?;
             let row = row.context("the cursor row")?;
             let mut out =
                 vec![("cursor row", sql_of(who.rows::<invoice::Entity>().filter(invoice::Column::Id.eq(t.cursor))))];
-            out.extend(newest_first(
-                invoices(InvoiceFilter::default()),
-                ic,
-                20,
-                Page::After(row.created_at.into(), row.id),
-            ));
+            out.extend(invoices(InvoiceFilter::default(), Page::After(row.created_at.into(), row.id)));
             out
         }
         ListQuery::Ledger => {
@@ -567,7 +560,13 @@ async fn list_sql(
                 .filter(ledger_entry::Column::MerchantId.eq(who.merchant_id))
                 .filter(ledger_entry::Column::Environment.eq(who.environment))
                 .filter(ledger_entry::Column::GateId.eq(gate.id));
-            newest_first(q, (ledger_entry::Column::CreatedAt, ledger_entry::Column::Id), 20, Page::Offset(0))
+            let key = domain::list_counts::Key { gate_id: Some(gate.id.to_owned()), ..Default::default() };
+            let days = domain::list_counts::Days::Whole;
+            let total = domain::list_counts::statement(who, domain::list_counts::List::Ledger, &key, days);
+            vec![
+                ("count: counters", total.to_string(PostgresQueryBuilder)),
+                page_of(q, (ledger_entry::Column::CreatedAt, ledger_entry::Column::Id), 20, Page::Offset(0)),
+            ]
         }
         ListQuery::Events => {
             let parse = |s: &str| chrono::DateTime::parse_from_rfc3339(s).map(|t| t.to_utc());
@@ -578,30 +577,24 @@ async fn list_sql(
                 invoice_id: None,
                 payout_id: None,
             };
-            newest_first(
-                f.apply(who.rows::<event::Entity>()),
-                (event::Column::CreatedAt, event::Column::Id),
-                20,
-                Page::Offset(0),
-            )
+            let mut out = totals(who, &f);
+            let cols = (event::Column::CreatedAt, event::Column::Id);
+            out.push(page_of(f.apply(who.rows::<event::Entity>()), cols, 20, Page::Offset(0)));
+            out
         }
         ListQuery::Deliveries => {
             let f = domain::webhooks::deliveries::DeliveryFilter::default();
-            newest_first(
-                f.apply(who.rows::<webhook_delivery::Entity>()),
-                (webhook_delivery::Column::CreatedAt, webhook_delivery::Column::Id),
-                20,
-                Page::Offset(0),
-            )
+            let mut out = totals(who, &f);
+            let cols = (webhook_delivery::Column::CreatedAt, webhook_delivery::Column::Id);
+            out.push(page_of(f.apply(who.rows::<webhook_delivery::Entity>()), cols, 20, Page::Offset(0)));
+            out
         }
         ListQuery::Payouts => {
             let f = domain::payouts::service::ListFilter { status: None };
-            newest_first(
-                f.apply(who.rows::<payout::Entity>()),
-                (payout::Column::CreatedAt, payout::Column::Id),
-                20,
-                Page::Offset(0),
-            )
+            let mut out = totals(who, &f);
+            let cols = (payout::Column::CreatedAt, payout::Column::Id);
+            out.push(page_of(f.apply(who.rows::<payout::Entity>()), cols, 20, Page::Offset(0)));
+            out
         }
     })
 }
@@ -611,18 +604,31 @@ enum Page {
     After(sea_orm::Value, Uuid),
 }
 
-/// The statements `domain::db::newest_first` runs for `q`: the total, then the page.
-fn newest_first<E: EntityTrait>(
+/// The statements of a list's total (`owned::total_parts`).
+fn totals<E: Owned>(who: &Principal, f: &impl Filter<E>) -> Vec<(&'static str, String)> {
+    owned::total_parts(who, f)
+        .into_iter()
+        .map(|part| match part {
+            TotalPart::Counters(s) => ("count: counters", s.to_string(PostgresQueryBuilder)),
+            TotalPart::Rows(q) => (
+                "count: rows",
+                SelectStatement::new()
+                    .expr(Expr::cust("COUNT(*) AS num_items"))
+                    .from_subquery(q.into_query().clear_order_by().to_owned(), "sub_query")
+                    .to_owned()
+                    .to_string(PostgresQueryBuilder),
+            ),
+        })
+        .collect()
+}
+
+/// The page statement `domain::db::newest_first` runs for `q`.
+fn page_of<E: EntityTrait>(
     q: Select<E>,
     (created, id): (E::Column, E::Column),
     limit: u64,
     at: Page,
-) -> Vec<(&'static str, String)> {
-    let count = SelectStatement::new()
-        .expr(Expr::cust("COUNT(*) AS num_items"))
-        .from_subquery(q.clone().into_query().clear_order_by().to_owned(), "sub_query")
-        .to_owned()
-        .to_string(PostgresQueryBuilder);
+) -> (&'static str, String) {
     let page = match at {
         Page::Offset(offset) => q.order_by_desc(created).order_by_desc(id).limit(limit).offset(offset),
         Page::After(c, i) => q
@@ -632,7 +638,7 @@ fn newest_first<E: EntityTrait>(
             .limit(limit + 1)
             .offset(0),
     };
-    vec![("count", count), ("page", sql_of(page))]
+    ("page", sql_of(page))
 }
 
 fn sql_of<E: EntityTrait>(q: Select<E>) -> String {

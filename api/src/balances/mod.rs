@@ -177,8 +177,17 @@ pub async fn list_ledger(
         after: cursor("starting_after", page.after).await?,
         before: cursor("ending_before", page.before).await?,
     };
+    // The total from the list counters (currency and type), or counted within a time window.
+    let total = if from.is_none() && to.is_none() {
+        use domain::list_counts::{Days, Key, List, sum};
+        let kind = entry_type.map(|t| sea_orm::ActiveEnum::to_value(&t));
+        let key = Key { gate_id: Some(gate.id.to_owned()), kind, ..Key::default() };
+        sum(&state.db, &auth, List::Ledger, &key, Days::Whole).await?
+    } else {
+        sea_orm::PaginatorTrait::count(query.clone(), &state.db).await?
+    };
     let columns = (ledger_entry::Column::CreatedAt, ledger_entry::Column::Id);
-    let listed = domain::db::newest_first(&state.db, query, columns, page.limit, at).await?;
+    let listed = domain::db::newest_first(&state.db, query, columns, page.limit, at, total).await?;
     Ok(Page::listed(
         &listed.rows,
         |e| LedgerEntryResponse {

@@ -18,6 +18,7 @@ mod exports;
 mod integrity;
 mod invoices;
 mod ledger;
+mod list_counts;
 mod live_gates;
 mod metrics;
 mod money_properties;

@@ -121,7 +121,8 @@ pub struct Listed<M> {
 }
 
 /// One page of `q`, newest first (`created`, then `id`, both descending, so the order is total),
-/// and how many rows `q` matches in all: every list endpoint pages this way. A cursor compares
+/// with `total`, how many rows `q` matches in all (`crate::owned::total`: from the list
+/// counters where they hold the filter): every list endpoint pages this way. A cursor compares
 /// the row value `(created, id)`, which an index on `created` serves as a range seek.
 pub async fn newest_first<E, C>(
     db: &C,
@@ -129,6 +130,7 @@ pub async fn newest_first<E, C>(
     (created, id): (E::Column, E::Column),
     limit: u64,
     at: Position,
+    total: u64,
 ) -> Result<Listed<E::Model>, sea_orm::DbErr>
 where
     E: sea_orm::EntityTrait,
@@ -136,8 +138,7 @@ where
     C: sea_orm::ConnectionTrait,
 {
     use sea_orm::sea_query::{Expr, ExprTrait};
-    use sea_orm::{PaginatorTrait, QueryFilter, QueryOrder, QuerySelect};
-    let total = q.clone().count(db).await?;
+    use sea_orm::{QueryFilter, QueryOrder, QuerySelect};
     let key = || Expr::tuple([Expr::col(created), Expr::col(id)]);
     let row = |(v, i): (sea_orm::Value, uuid::Uuid)| Expr::tuple([Expr::val(v), Expr::val(i)]);
     let Position { offset, after, before } = at;

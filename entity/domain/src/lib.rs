@@ -21,6 +21,7 @@ pub mod gates;
 pub mod invoices;
 pub mod keys;
 pub mod ledger;
+pub mod list_counts;
 pub mod merchants;
 pub mod messages;
 pub mod owned;

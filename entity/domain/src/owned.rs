@@ -3,12 +3,13 @@
 //! one page, newest first, with the total its filter matches (spec section 8), found by offset or
 //! (add-only) by a cursor: the id of the row the page starts after or ends before.
 
-use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, Select};
+use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, PaginatorTrait, QueryFilter, Select};
 use uuid::Uuid;
 
 use crate::db::{Listed, PageRequest, Position, newest_first};
 use crate::domain_error::{DomainError, DomainResult};
 use crate::keys::Principal;
+use crate::list_counts::{self, Days, Tally};
 
 /// A table whose rows each belong to one merchant in one environment.
 pub trait Owned: EntityTrait<Model: Sync> {
@@ -48,14 +49,66 @@ owned!(
 /// A list's query parameters beyond the page: which of the caller's rows of `E` it shows.
 pub trait Filter<E: EntityTrait> {
     fn apply(&self, q: Select<E>) -> Select<E>;
+
+    /// The same filter as the list counters hold it, if they do (`None`: its rows are counted).
+    fn tally(&self) -> Option<Tally> {
+        None
+    }
+}
+
+/// How many of the rows of `E` that `who` may see `f` selects: the list's total. From the
+/// counters when they hold the filter (a few rows read, at any size of the list; a window's
+/// partial first and last day counted row by row), else by counting the rows.
+pub async fn total<E: Owned>(db: &impl ConnectionTrait, who: &Principal, f: &impl Filter<E>) -> Result<u64, DbErr> {
+    let mut n = 0;
+    for part in total_parts(who, f) {
+        n += match part {
+            TotalPart::Counters(s) => list_counts::total_of(db, &s).await?,
+            TotalPart::Rows(q) => q.count(db).await?,
+        };
+    }
+    Ok(n)
+}
+
+/// One statement of a list's total: a sum of counters, or rows counted.
+pub enum TotalPart<E: EntityTrait> {
+    Counters(sea_orm::sea_query::SelectStatement),
+    Rows(Select<E>),
+}
+
+/// The statements whose results add up to the total [`total`] returns.
+pub fn total_parts<E: Owned>(who: &Principal, f: &impl Filter<E>) -> Vec<TotalPart<E>> {
+    let rows = || f.apply(who.rows());
+    let Some(Tally { list, key, window }) = f.tally() else { return vec![TotalPart::Rows(rows())] };
+    let split = match window {
+        (None, None) => return vec![TotalPart::Counters(list_counts::statement(who, list, &key, Days::Whole))],
+        (lo, hi) => list_counts::split(lo, hi),
+    };
+    let Some(split) = split else { return vec![TotalPart::Rows(rows())] };
+    let mut parts = vec![TotalPart::Counters(list_counts::statement(who, list, &key, split.days))];
+    if let Some(t) = split.head_before {
+        parts.push(TotalPart::Rows(rows().filter(E::CREATED_AT.lt(t))));
+    }
+    if let Some(t) = split.tail_from {
+        parts.push(TotalPart::Rows(rows().filter(E::CREATED_AT.gte(t))));
+    }
+    parts
+}
+
+/// The counter key of the list filter `currency=…` ([`currency_is`]): `(gate_id, currency)`.
+pub fn currency_key(given: &str) -> (Option<String>, Option<String>) {
+    match crate::gates::find(given) {
+        Some(g) => (Some(g.id.to_owned()), None),
+        None => (None, Some(given.to_ascii_uppercase())),
+    }
 }
 
 /// The list filter `currency=…`: a gate id (`tron_usdt`) selects that gate's rows, anything else
 /// the rows of that asset code (`usdt` as `USDT`, on every network).
 pub fn currency_is<C: ColumnTrait>(gate_id: C, currency: C, given: &str) -> sea_orm::sea_query::SimpleExpr {
-    match crate::gates::find(given) {
-        Some(g) => gate_id.eq(g.id),
-        None => currency.eq(given.to_ascii_uppercase()),
+    match currency_key(given) {
+        (Some(g), _) => gate_id.eq(g),
+        (None, c) => currency.eq(c),
     }
 }
 
@@ -80,7 +133,9 @@ pub async fn list<E: Owned>(
     f: &impl Filter<E>,
     (limit, offset): (u64, u64),
 ) -> Result<(Vec<E::Model>, u64), DbErr> {
-    let listed = newest_first(db, f.apply(who.rows()), (E::CREATED_AT, E::ID), limit, Position::offset(offset)).await?;
+    let total = total(db, who, f).await?;
+    let at = Position::offset(offset);
+    let listed = newest_first(db, f.apply(who.rows()), (E::CREATED_AT, E::ID), limit, at, total).await?;
     Ok((listed.rows, listed.total))
 }
 
@@ -102,7 +157,8 @@ pub async fn page<E: Owned>(
         None => None,
     };
     let at = Position { offset: page.offset, after, before };
-    Ok(newest_first(db, f.apply(who.rows()), (E::CREATED_AT, E::ID), page.limit, at).await?)
+    let total = total(db, who, f).await?;
+    Ok(newest_first(db, f.apply(who.rows()), (E::CREATED_AT, E::ID), page.limit, at, total).await?)
 }
 
 /// The `(created_at, id)` of the caller's row `id`, the cursor `field` names.

@@ -98,7 +98,20 @@ async fn sweep(ctx: &Shared) -> anyhow::Result<()> {
 
 /// The dispatcher every `dispatch_interval_ms`, the sweeper every `sweep_interval_ms`.
 pub(crate) async fn background(ctx: DelivererCtx, stop: CancellationToken) {
-    tokio::join!(deliveries(&ctx, &stop), retention(&ctx, &stop));
+    tokio::join!(deliveries(&ctx, &stop), retention(&ctx, &stop), list_counts(&ctx, &stop));
+}
+
+/// How often the list counters' deltas are folded (`domain::list_counts`): a list's total is
+/// exact either way; folding keeps the deltas a reader sums few.
+const FOLD_EVERY: Duration = Duration::from_secs(1);
+
+async fn list_counts(ctx: &DelivererCtx, stop: &CancellationToken) {
+    repeat(stop, FOLD_EVERY, || async {
+        if let Err(e) = domain::list_counts::fold(&ctx.shared.db, 100).await {
+            tracing::warn!(error = %e, "folding the list counters failed");
+        }
+    })
+    .await
 }
 
 /// Retention (`[retention]`): prunes what has served its purpose every `interval_secs`, in

@@ -54,6 +54,27 @@ async fn setup(extra: &[(&str, &str)]) -> Setup {
 }
 
 impl Setup {
+    /// The deliverer process folds the list counters' deltas (`domain::list_counts`): none is
+    /// left, and the folded counter of the deliveries list holds every delivery.
+    async fn list_counts_folded(&self, deliveries: i64) {
+        use sea_orm::{ConnectionTrait, Statement};
+        let backend = self.conn.get_database_backend();
+        let one = |sql: &str| {
+            let stmt = Statement::from_string(backend, sql.to_owned());
+            async move { self.conn.query_one_raw(stmt).await.unwrap().unwrap().try_get_by_index::<i64>(0).unwrap() }
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while one("SELECT COUNT(*) FROM list_count_deltas").await > 0 {
+            assert!(Instant::now() < deadline, "the deliverer never folded the list counters");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let folded = one(
+            "SELECT CAST(COALESCE(SUM(n), 0) AS BIGINT) FROM list_counts WHERE list = 'webhook_deliveries' AND day = ''",
+        )
+        .await;
+        assert_eq!(folded, deliveries);
+    }
+
     async fn endpoint(&self, url: &str) -> String {
         let sbox = SecretBox::new(SecretBox::parse_key(KEY_HEX).unwrap());
         let policy = TargetPolicy { allow_insecure: true };
@@ -166,6 +187,7 @@ async fn a_receiver_that_is_down_fails_hangs_and_rate_limits_still_gets_every_ev
             attempts.iter().find(|b| b.delivery_id == a.delivery_id && b.attempt_no == a.attempt_no + 1).unwrap();
         assert!(next.started_at - a.started_at >= chrono::Duration::milliseconds(1900), "Retry-After honoured");
     }
+    s.list_counts_folded(deliveries.len() as i64).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,6 +10,7 @@ use uuid::Uuid;
 use super::EventKind;
 use crate::domain_error::DomainResult;
 use crate::keys::Principal;
+use crate::list_counts::{Key, List, Tally};
 use crate::owned::{self, Filter};
 use crate::state::AppState;
 
@@ -27,15 +28,12 @@ impl Filter<event::Entity> for ListFilter {
         if let Some(t) = self.event_type {
             q = q.filter(event::Column::EventType.eq(t));
         }
-        // Compared as shown: `created_at` is given to the millisecond, so "after t" is every event
-        // shown later than t (stored at or after the next millisecond), "before t" every one shown
-        // earlier.
-        if let Some(t) = self.created_after {
-            q = q.filter(event::Column::CreatedAt.gte(floor_ms(t) + TimeDelta::milliseconds(1)));
+        let (from, until) = self.window();
+        if let Some(t) = from {
+            q = q.filter(event::Column::CreatedAt.gte(t));
         }
-        if let Some(t) = self.created_before {
-            let floor = floor_ms(t);
-            q = q.filter(event::Column::CreatedAt.lt(if floor == t { t } else { floor + TimeDelta::milliseconds(1) }));
+        if let Some(t) = until {
+            q = q.filter(event::Column::CreatedAt.lt(t));
         }
         if let Some(id) = self.invoice_id {
             q = q.filter(event::Column::InvoiceId.eq(id));
@@ -44,6 +42,26 @@ impl Filter<event::Entity> for ListFilter {
             q = q.filter(event::Column::PayoutId.eq(id));
         }
         q
+    }
+
+    fn tally(&self) -> Option<Tally> {
+        let counted = self.invoice_id.is_none() && self.payout_id.is_none();
+        let key = Key { kind: self.event_type.map(str::to_owned), ..Key::default() };
+        counted.then(|| Tally { window: self.window(), ..Tally::new(List::Events, key) })
+    }
+}
+
+impl ListFilter {
+    /// The creation window `[from, until)` of `created_after` / `created_before`, compared as
+    /// shown: `created_at` is given to the millisecond, so "after t" is every event shown later
+    /// than t (stored at or after the next millisecond), "before t" every one shown earlier.
+    fn window(&self) -> (Option<DateTime<Utc>>, Option<DateTime<Utc>>) {
+        let from = self.created_after.map(|t| floor_ms(t) + TimeDelta::milliseconds(1));
+        let until = self.created_before.map(|t| {
+            let floor = floor_ms(t);
+            if floor == t { t } else { floor + TimeDelta::milliseconds(1) }
+        });
+        (from, until)
     }
 }
 

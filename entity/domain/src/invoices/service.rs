@@ -361,6 +361,23 @@ impl Filter<invoice::Entity> for ListFilter {
         }
         q
     }
+
+    fn tally(&self) -> Option<crate::list_counts::Tally> {
+        use crate::list_counts::{Key, List, Tally};
+        let counted = self.static_address_id.is_none()
+            && self.external_id.is_none()
+            && self.created_from.is_none()
+            && self.created_to.is_none();
+        let (gate_id, currency) = self.currency.as_deref().map(owned::currency_key).unwrap_or_default();
+        let key = Key {
+            status: self.status.map(|s| sea_orm::ActiveEnum::to_value(&s)),
+            gate_id,
+            currency,
+            network: self.network.clone(),
+            kind: None,
+        };
+        counted.then(|| Tally::new(List::Invoices, key))
+    }
 }
 
 /// Each of `rows` (a page of invoices) with its payments, oldest first.

@@ -400,6 +400,14 @@ impl Filter<payout::Entity> for ListFilter {
             None => q,
         }
     }
+
+    fn tally(&self) -> Option<crate::list_counts::Tally> {
+        use crate::list_counts::{Key, List, Tally};
+        Some(Tally::new(
+            List::Payouts,
+            Key { status: self.status.map(|s| sea_orm::ActiveEnum::to_value(&s)), ..Key::default() },
+        ))
+    }
 }
 
 fn not_cancellable(status: PayoutStatus) -> DomainError {

@@ -330,6 +330,12 @@ impl Filter<refund::Entity> for ListFilter {
         }
         q
     }
+
+    fn tally(&self) -> Option<crate::list_counts::Tally> {
+        use crate::list_counts::{Key, List, Tally};
+        let key = Key { status: self.status.map(|s| sea_orm::ActiveEnum::to_value(&s)), ..Key::default() };
+        self.invoice_id.is_none().then(|| Tally::new(List::Refunds, key))
+    }
 }
 
 /// Each of `rows` (a page of refunds) with its linked payout.

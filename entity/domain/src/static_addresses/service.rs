@@ -94,6 +94,13 @@ impl Filter<static_address::Entity> for ListFilter {
         }
         q
     }
+
+    fn tally(&self) -> Option<crate::list_counts::Tally> {
+        use crate::list_counts::{Key, List, Tally};
+        let (gate_id, currency) = self.currency.as_deref().map(owned::currency_key).unwrap_or_default();
+        let key = Key { gate_id, currency, network: self.network.clone(), ..Key::default() };
+        Some(Tally::new(List::StaticAddresses, key))
+    }
 }
 
 #[cfg(test)]

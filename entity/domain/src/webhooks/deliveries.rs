@@ -39,6 +39,16 @@ impl Filter<webhook_delivery::Entity> for DeliveryFilter {
         }
         q
     }
+
+    fn tally(&self) -> Option<crate::list_counts::Tally> {
+        use crate::list_counts::{Key, List, Tally};
+        let key = Key {
+            status: self.status.map(|s| sea_orm::ActiveEnum::to_value(&s)),
+            kind: self.event_type.clone(),
+            ..Key::default()
+        };
+        self.endpoint_id.is_none().then(|| Tally::new(List::WebhookDeliveries, key))
+    }
 }
 
 /// One page of the caller's deliveries, newest first, and how many there are in all.
