@@ -4,7 +4,7 @@
 //!
 //! Every insert, delete, and change of a counted column of a listed table appends a delta row
 //! (`list_count_deltas`: +1 for the new key, -1 for the old one) from a trigger, in the writing
-//! transaction, so no code path can forget it and no two writers wait on each other (appends
+//! transaction (on PostgreSQL an insert statement appends one delta per key, its rows grouped), so no code path can forget it and no two writers wait on each other (appends
 //! take no shared row lock; a counter row updated in place would serialize every writer of one
 //! merchant and could deadlock transactions that change several rows). A fold
 //! (`domain::list_counts::fold`) moves the deltas into `list_counts` in batches; a reader sums
@@ -163,8 +163,25 @@ $f$",
                         self.delta(backend, "OLD", -1),
                         self.delta(backend, "NEW", 1)
                     ),
+                    // Inserts are counted once per statement, grouped: a multi-row insert (the
+                    // invoice writer's group commit, a batch of events) appends one delta per key.
                     format!(
-                        "CREATE TRIGGER list_count_{list}_rows AFTER INSERT OR DELETE ON {table} \
+                        "CREATE OR REPLACE FUNCTION list_count_{list}_added() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN
+    INSERT INTO list_count_deltas (merchant_id, environment, list, {}, n)
+    {};
+    RETURN NULL;
+END
+$f$",
+                        KEY_COLUMNS.join(", "),
+                        self.grouped_from(backend, "added")
+                    ),
+                    format!(
+                        "CREATE TRIGGER list_count_{list}_added AFTER INSERT ON {table} \
+                         REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION list_count_{list}_added()"
+                    ),
+                    format!(
+                        "CREATE TRIGGER list_count_{list}_rows AFTER DELETE ON {table} \
                          FOR EACH ROW EXECUTE FUNCTION list_count_{list}()"
                     ),
                     format!(
@@ -201,6 +218,8 @@ $f$",
         let (list, table) = (self.list, self.table);
         match backend {
             DatabaseBackend::Postgres => vec![
+                format!("DROP TRIGGER IF EXISTS list_count_{list}_added ON {table}"),
+                format!("DROP FUNCTION IF EXISTS list_count_{list}_added()"),
                 format!("DROP TRIGGER IF EXISTS list_count_{list}_rows ON {table}"),
                 format!("DROP TRIGGER IF EXISTS list_count_{list}_keys ON {table}"),
                 format!("DROP FUNCTION IF EXISTS list_count_{list}()"),
@@ -227,11 +246,15 @@ $f$",
     /// The table's rows counted by counter key (per day if `dated`), as
     /// `merchant_id, environment, list, status, gate_id, currency, network, kind, day, n`.
     pub fn grouped_sql(&self, backend: DatabaseBackend, dated: bool) -> String {
-        let keyed = Counted { day: dated, ..*self };
+        Counted { day: dated, ..*self }.grouped_from(backend, self.table)
+    }
+
+    /// [`Counted::grouped_sql`] of the rows of `source` (the table, or a trigger's transition table).
+    fn grouped_from(&self, backend: DatabaseBackend, source: &str) -> String {
         let names = ["merchant_id", "environment", "list"].into_iter().chain(KEY_COLUMNS);
         let exprs: Vec<String> =
-            keyed.key_exprs(backend, self.table).into_iter().zip(names).map(|(e, n)| format!("{e} AS {n}")).collect();
-        format!("SELECT {}, COUNT(*) AS n FROM {} GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9", exprs.join(", "), self.table)
+            self.key_exprs(backend, source).into_iter().zip(names).map(|(e, n)| format!("{e} AS {n}")).collect();
+        format!("SELECT {}, COUNT(*) AS n FROM {source} GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9", exprs.join(", "))
     }
 }
 
