@@ -3,17 +3,21 @@
 //! both, the grown/empty p99 ratio against the goal (a request costs the same then as on day one:
 //! ≤ 1.2×), then `EXPLAIN (ANALYZE, BUFFERS)` of each list's SQL on the grown database.
 //!
-//! The "empty" database is made fresh by the same seed at 200 invoices (100 merchants, a
-//! handful of rows each), so every request has rows to return and the same schema, keys and
-//! row shapes. The API runs in this process on its own runtime (`bench::ApiThread`), rate limits
+//! The "empty" database, day one, is made fresh by the same seed at `DAY_ONE_INVOICES` (5,000
+//! invoices over 100 merchants: the small merchant holds about 25), just enough that every page
+//! measured is full on both sides (a day-one page of 3 rows would measure the page, not the
+//! database's size), with the same schema, keys and row shapes. The cursor page is taken at
+//! `DEPTH` or, when the merchant holds fewer rows, at half of them, so it is full too; only the
+//! `offset=100000` page is empty on day one (that request's cost on day one). The API runs in this process on its own runtime (`bench::ApiThread`), rate limits
 //! off; the load is `--concurrency` keep-alive HTTP/1.1 connections over raw hyper, one request
 //! kind at a time, `--warmup` then `--seconds` each.
 //!
 //! The SQL explained is each list's own query, rebuilt from the domain's pieces: the caller's
 //! rows (`Principal::rows`), the resource's list filter (`Filter::apply`), then what
-//! `domain::db::newest_first` adds (the count `SELECT COUNT(*) AS num_items FROM (…) AS
-//! sub_query`, and the page ordered by `created_at DESC, id DESC` with `LIMIT`/`OFFSET` or the
-//! row-value cursor), printed with its values inlined.
+//! `domain::db::newest_first` adds: the total's statements (`owned::total_parts`: the list
+//! counters' sum, and rows counted where the counters do not hold the filter), and the page
+//! ordered by `created_at DESC, id DESC` with `LIMIT`/`OFFSET` or the row-value cursor, printed
+//! with its values inlined.
 //! Floats here are measurements (rates, milliseconds), never money.
 #![allow(clippy::float_arithmetic)]
 
@@ -73,6 +77,8 @@ pub struct BenchReadsArgs {
 const GOAL_RATIO: f64 = 1.2;
 /// The deep page: this many rows skipped (or the row just before them, by cursor).
 const DEPTH: u64 = 100_000;
+/// The day-one database's invoices: every measured page full (module doc).
+const DAY_ONE_INVOICES: u64 = 5_000;
 /// The ledger read (the gate with most entries in the seed).
 const LEDGER_GATE: &str = "tron_usdt";
 
@@ -99,6 +105,8 @@ struct Kind {
     /// The small merchant's key instead of the big one's.
     small: bool,
     list: Option<ListQuery>,
+    /// POSTed as JSON (a write: invoice creation) instead of a GET.
+    body: Option<&'static str>,
 }
 
 /// The values a database's requests need, read from it.
@@ -110,6 +118,9 @@ struct Targets {
     cursor: Uuid,
     created_after: String,
     created_before: String,
+    /// A test key of the big merchant: invoices are created in the test environment, on the
+    /// sandbox chain (the live gates need the operator's deposit keys). Same tables and indexes.
+    big_test_key: String,
 }
 
 /// One request kind on one database, over its legs.
@@ -151,8 +162,8 @@ pub async fn run(args: BenchReadsArgs) -> anyhow::Result<()> {
     let grown_invoices = bench_seed::count(&grown_db, "SELECT count(*) FROM invoices").await?;
     let grown_size = bench_seed::count(&grown_db, "SELECT pg_database_size(current_database())").await?;
 
-    println!("making the empty database {} (the seed at 200 invoices)", args.empty);
-    bench_seed::seed(&args.pg, &args.empty, 200, false).await?;
+    println!("making the empty database {} (the seed at {DAY_ONE_INVOICES} invoices)", args.empty);
+    bench_seed::seed(&args.pg, &args.empty, DAY_ONE_INVOICES, false).await?;
     let empty_url = bench_seed::db_url(&args.pg, &args.empty);
     let empty_db = sea_orm::Database::connect(&empty_url).await?;
     let empty_targets = targets(&empty_db).await?;
@@ -306,10 +317,22 @@ async fn targets(db: &DatabaseConnection) -> anyhow::Result<Targets> {
     let external_id = one_string(db, &by(mine / 2, "external_id"), vec![info.big_merchant.into(), env.into()])
         .await?
         .context("an external_id")?;
-    let cursor = one_string(db, &by(Ord::min(DEPTH, mine) - 1, "id::text"), vec![info.big_merchant.into(), env.into()])
-        .await?
-        .context("the cursor row")?
-        .parse()?;
+    let cursor = one_string(
+        db,
+        &by(Ord::max(Ord::min(DEPTH, mine / 2), 1) - 1, "id::text"),
+        vec![info.big_merchant.into(), env.into()],
+    )
+    .await?
+    .context("the cursor row")?
+    .parse()?;
+    let (_, big_test_key) = domain::merchants::create_api_key(
+        db,
+        info.big_merchant.into(),
+        entity::Environment::Test,
+        Permissions::all(),
+        Some("bench-reads writes"),
+    )
+    .await?;
     let now = chrono::Utc::now();
     let fmt = |t: chrono::DateTime<chrono::Utc>| t.format("%Y-%m-%dT%H:%M:%SZ").to_string();
     Ok(Targets {
@@ -319,6 +342,7 @@ async fn targets(db: &DatabaseConnection) -> anyhow::Result<Targets> {
         cursor,
         created_after: fmt(now - chrono::Duration::days(30)),
         created_before: fmt(now),
+        big_test_key,
     })
 }
 
@@ -328,6 +352,7 @@ fn kinds(t: &Targets) -> Vec<Kind> {
         paths: vec![path],
         small: false,
         list: Some(list),
+        body: None,
     };
     vec![
         Kind {
@@ -335,6 +360,17 @@ fn kinds(t: &Targets) -> Vec<Kind> {
             paths: t.invoice_ids.iter().map(|id| format!("/v1/invoices/{id}")).collect(),
             small: false,
             list: None,
+            body: None,
+        },
+        // Writes cost the same too: each new invoice goes into the invoices' indexes (and the
+        // list counters) however many rows they already hold. In the big merchant's test
+        // environment (`Targets::big_test_key`).
+        Kind {
+            name: "POST /v1/invoices",
+            paths: vec!["/v1/invoices".into()],
+            small: false,
+            list: None,
+            body: Some(r#"{"currency": "BTC", "amount": "0.001"}"#),
         },
         list("GET /v1/invoices?limit=20", "/v1/invoices?limit=20".into(), ListQuery::Invoices),
         list(
@@ -382,6 +418,7 @@ fn kinds(t: &Targets) -> Vec<Kind> {
             paths: vec!["/v1/invoices?limit=20".into()],
             small: true,
             list: Some(ListQuery::InvoicesSmall),
+            body: None,
         },
     ]
 }
@@ -407,8 +444,12 @@ async fn measure_all(
         let (mut e, mut g) = (Measured::default(), Measured::default());
         for grown in [false, true, true, false] {
             let (api, t, k) = if grown { (&grown_api, grown_t, &kg) } else { (&empty_api, empty_t, &ke) };
-            let key = if k.small { &t.info.small_key } else { &t.info.big_key };
-            let m = load(args, api.addr, key, &k.paths).await?;
+            let key = match (k.small, k.body) {
+                (true, _) => &t.info.small_key,
+                (false, Some(_)) => &t.big_test_key,
+                (false, None) => &t.info.big_key,
+            };
+            let m = load(args, api.addr, key, &k.paths, k.body).await?;
             if grown { g.merge(m) } else { e.merge(m) }
         }
         let detail = |label: &str, m: &Measured| {
@@ -436,12 +477,14 @@ async fn measure_all(
     Ok(rows)
 }
 
-/// `args.concurrency` connections sending GET `paths` (a random one each time) with `key`.
+/// `args.concurrency` connections sending GET `paths` (a random one each time) with `key`, or
+/// POST with `body`.
 async fn load(
     args: &BenchReadsArgs,
     addr: std::net::SocketAddr,
     key: &str,
     paths: &[String],
+    body: Option<&'static str>,
 ) -> anyhow::Result<Measured> {
     let paths: Arc<Vec<String>> = Arc::new(paths.to_vec());
     let measuring = Arc::new(AtomicBool::new(false));
@@ -460,10 +503,13 @@ async fn load(
             let mut lat = Vec::with_capacity(16_384);
             while !stop.load(Ordering::Relaxed) {
                 let path = if paths.len() == 1 { &paths[0] } else { &paths[rand::random_range(0..paths.len())] };
-                let req = hyper::Request::get(path.as_str())
-                    .header("host", addr.to_string())
-                    .header("x-api-key", &key)
-                    .body(http_body_util::Empty::<bytes::Bytes>::new());
+                let req = match body {
+                    None => hyper::Request::get(path.as_str()),
+                    Some(_) => hyper::Request::post(path.as_str()).header("content-type", "application/json"),
+                }
+                .header("host", addr.to_string())
+                .header("x-api-key", &key)
+                .body(http_body_util::Full::new(bytes::Bytes::from_static(body.unwrap_or("").as_bytes())));
                 let t = Instant::now();
                 let (ok, status, body) = match req {
                     Ok(req) => match sender.send_request(req).await {
