@@ -317,14 +317,11 @@ async fn targets(db: &DatabaseConnection) -> anyhow::Result<Targets> {
     let external_id = one_string(db, &by(mine / 2, "external_id"), vec![info.big_merchant.into(), env.into()])
         .await?
         .context("an external_id")?;
-    let cursor = one_string(
-        db,
-        &by(Ord::max(Ord::min(DEPTH, mine / 2), 1) - 1, "id::text"),
-        vec![info.big_merchant.into(), env.into()],
-    )
-    .await?
-    .context("the cursor row")?
-    .parse()?;
+    let cursor =
+        one_string(db, &by(Ord::clamp(mine / 2, 1, DEPTH) - 1, "id::text"), vec![info.big_merchant.into(), env.into()])
+            .await?
+            .context("the cursor row")?
+            .parse()?;
     let (_, big_test_key) = domain::merchants::create_api_key(
         db,
         info.big_merchant.into(),
