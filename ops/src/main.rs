@@ -13,6 +13,7 @@ mod bench_scan;
 mod bench_seed;
 mod bench_webhooks;
 mod deposits;
+mod evm_replay;
 mod jobs;
 mod keys;
 mod ledger;
@@ -65,6 +66,9 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Scan speed of the live EVM scanner against anvil, with growing watched-address sets.
     BenchEvmScan(bench_evm::BenchEvmScanArgs),
+    /// `bench-evm-scan`'s recorded EVM node: answers JSON-RPC from a recording until killed.
+    #[command(hide = true)]
+    BenchEvmReplay(evm_replay::ReplayArgs),
     /// Scan speed of a non-EVM live scanner with growing watched-address sets: `--gate bitcoin`
     /// against Litecoin Core regtest; tron, tron_usdt, solana, solana_usdc, xrp against an
     /// in-process fake node.
@@ -120,6 +124,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Payouts(cmd) => payouts::run(&config, cmd, actor).await,
         Command::Bench(args) => bench::run(args).await,
         Command::BenchEvmScan(args) => bench_evm::run(args).await,
+        Command::BenchEvmReplay(args) => evm_replay::serve(args).await,
         Command::BenchScan(args) => bench_scan::run(args).await,
         Command::BenchPipeline(args) => bench_pipeline::run(args).await,
         Command::BenchWebhooks(args) => bench_webhooks::run(args).await,

@@ -6,6 +6,9 @@
 //! from `testkit::fleet::free_port`, which hands out a port once per process.
 
 mod audit;
+/// PostgreSQL and anvil (`$ANVIL_BIN`) are needed: only with `--features pg-tests`.
+#[cfg(feature = "pg-tests")]
+mod bench_evm_replay;
 /// A PostgreSQL server is needed: only with `--features pg-tests`.
 #[cfg(feature = "pg-tests")]
 mod bench_scale;
