@@ -343,14 +343,52 @@ fn pgbench(args: &BenchArgs, db_url: &str) -> anyhow::Result<f64> {
 /// 0.9.0 does not set TCP_NODELAY, so TLS-split writes stall on Nagle + delayed ACK (~40-100 ms
 /// tails; see docs/operations.md).
 pub(crate) async fn scratch_database(pg: &str, name: &str) -> anyhow::Result<(sea_orm::DatabaseConnection, String)> {
+    scratch_database_from(pg, name, None).await
+}
+
+/// [`scratch_database`], as a copy of `template` when given (a grown database made by
+/// `ops bench-seed`: the copy is written to and dropped, the template stays as seeded). The copy
+/// is made file by file, so it takes the time of copying the template's files (about a minute
+/// for a million invoices), and it keeps the template's planner statistics.
+pub(crate) async fn scratch_database_from(
+    pg: &str,
+    name: &str,
+    template: Option<&str>,
+) -> anyhow::Result<(sea_orm::DatabaseConnection, String)> {
     use sea_orm::ConnectionTrait;
     let admin = sea_orm::Database::connect(format!("{}/postgres", pg.trim_end_matches('/')))
         .await
         .context("connecting to PostgreSQL")?;
     admin.execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await?;
-    admin.execute_unprepared(&format!("CREATE DATABASE {name}")).await?;
+    match template {
+        None => admin.execute_unprepared(&format!("CREATE DATABASE {name}")).await?,
+        Some(t) => admin
+            .execute_unprepared(&format!("CREATE DATABASE {name} TEMPLATE {t} STRATEGY FILE_COPY"))
+            .await
+            .with_context(|| {
+            format!("copying the grown database {t} (is it there, and is nothing connected to it?)")
+        })?,
+    };
     Ok((admin, format!("{}/{name}?sslmode=disable", pg.trim_end_matches('/'))))
 }
+
+/// The grown-vs-empty table of a bench run on both (`--grown`): each figure on the empty and
+/// on the grown database, their ratio, and whether it is within the 1.2× the scale goal allows
+/// (a rate: grown at least empty / 1.2; a time: grown at most empty × 1.2). Rows are
+/// (figure, empty, grown, higher is better).
+#[allow(clippy::float_arithmetic)]
+pub(crate) fn print_side_by_side(rows: &[(&str, f64, f64, bool)]) {
+    println!("\n| figure | empty | grown | grown / empty | within 1.2x |");
+    println!("|---|---:|---:|---:|---|");
+    for &(name, empty, grown, higher_better) in rows {
+        let ratio = grown / empty;
+        let ok = if higher_better { ratio * GROWN_WITHIN >= 1.0 } else { ratio <= GROWN_WITHIN };
+        println!("| {name} | {empty:.0} | {grown:.0} | {ratio:.2} | {} |", if ok { "yes" } else { "NO" });
+    }
+}
+
+/// The scale goal: a figure on the grown database within this factor of the empty one's.
+pub(crate) const GROWN_WITHIN: f64 = 1.2;
 
 /// The API on its own runtime in its own thread (two workers, as the `api` binary has on this
 /// machine), so that a load generator's tasks never share run queues with the server's. `setup`

@@ -23,7 +23,7 @@ use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, Pag
 use serde_json::json;
 use uuid::Uuid;
 
-use crate::bench_pipeline::{delete_redis_prefix, pct};
+use crate::bench_pipeline::{Figures, delete_redis_prefix, pct};
 
 /// The benchmark goal: one deliverer process sustains this many deliveries a second.
 const TARGET_PER_SEC: f64 = 2000.0;
@@ -45,6 +45,11 @@ pub struct BenchWebhooksArgs {
     /// Seconds of offered load.
     #[arg(long, default_value_t = 20)]
     secs: u64,
+    /// Seconds of the same load offered before the measured window (its deliveries awaited and
+    /// not counted): the database's working set is in memory, as on a server that has been
+    /// running, rather than just copied (`--grown`) or created.
+    #[arg(long, default_value_t = 10)]
+    warmup_secs: u64,
     /// The receiver's answer time.
     #[arg(long, default_value_t = 50)]
     latency_ms: u64,
@@ -64,6 +69,11 @@ pub struct BenchWebhooksArgs {
     /// events the backlog arrives once the load stops.
     #[arg(long)]
     ceiling: Option<f64>,
+    /// Run twice in one invocation: on an empty database, then on a copy of this grown database
+    /// (made by `ops bench-seed`; the copy is dropped at the end), and print both side by side
+    /// with grown / empty. The events are the bench's merchants' on both.
+    #[arg(long)]
+    grown: Option<String>,
     /// Exit non-zero unless every event arrived, signed, once, and the goals held (>= 2000
     /// deliveries/s; with `--ceiling`, >= 90 % of it under overload, the backlog in order).
     #[arg(long)]
@@ -81,22 +91,46 @@ pub async fn run(args: BenchWebhooksArgs) -> anyhow::Result<()> {
         "{} is missing: build it first (cargo build --release -p workers --bin webhook-deliverer) or pass --deliverer-bin",
         bin.display()
     );
-    let (admin, db_url) = crate::bench::scratch_database(&args.pg, &args.database).await?;
-    let prefix = format!("paygate-benchwh-{}-{}", std::process::id(), Utc::now().timestamp_millis());
-    let result = measure(&args, &bin, &db_url, &prefix).await;
-    let cleaned = delete_redis_prefix(&args.redis, &prefix).await;
-    admin.execute_unprepared(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", args.database)).await?;
-    let pass = result?;
-    if let Err(e) = cleaned {
-        eprintln!("cleanup: could not delete the Redis keys under {prefix}:*: {e:#}");
+    let mut runs = Vec::new();
+    for template in [None].into_iter().chain(args.grown.as_deref().map(Some)) {
+        if args.grown.is_some() {
+            println!("\n== on {}", template.map_or("an empty database".to_owned(), |g| format!("a copy of {g}")));
+        }
+        runs.push(run_on(&args, &bin, template).await?);
     }
-    if args.check && !pass {
+    if let [empty, grown] = &runs[..] {
+        crate::bench::print_side_by_side(&[
+            ("deliveries/s", empty.rate, grown.rate, true),
+            ("p50 event -> received, ms", empty.p50_ms, grown.p50_ms, false),
+            ("p99 event -> received, ms", empty.p99_ms, grown.p99_ms, false),
+        ]);
+    }
+    if args.check && !runs.iter().all(|r| r.pass) {
         bail!("webhook benchmark target not met");
     }
     Ok(())
 }
 
-async fn measure(args: &BenchWebhooksArgs, bin: &std::path::Path, db_url: &str, prefix: &str) -> anyhow::Result<bool> {
+/// One run on a scratch database (a copy of `template` when given), cleaned up after.
+async fn run_on(args: &BenchWebhooksArgs, bin: &std::path::Path, template: Option<&str>) -> anyhow::Result<Figures> {
+    let (admin, db_url) = crate::bench::scratch_database_from(&args.pg, &args.database, template).await?;
+    let prefix = format!("paygate-benchwh-{}-{}", std::process::id(), Utc::now().timestamp_millis());
+    let result = measure(args, bin, &db_url, &prefix).await;
+    let cleaned = delete_redis_prefix(&args.redis, &prefix).await;
+    admin.execute_unprepared(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", args.database)).await?;
+    let figures = result?;
+    if let Err(e) = cleaned {
+        eprintln!("cleanup: could not delete the Redis keys under {prefix}:*: {e:#}");
+    }
+    Ok(figures)
+}
+
+async fn measure(
+    args: &BenchWebhooksArgs,
+    bin: &std::path::Path,
+    db_url: &str,
+    prefix: &str,
+) -> anyhow::Result<Figures> {
     let config = Config { database_url: db_url.to_owned(), ..Config::default() };
     let db = domain::db::connect(&config).await?;
     domain::db::migrate(&db).await?;
@@ -150,36 +184,34 @@ async fn offer_and_wait(
     db: &DatabaseConnection,
     rx: &Receiver,
     merchants: &[Uuid],
-) -> anyhow::Result<bool> {
+) -> anyhow::Result<Figures> {
     let total = usize::try_from(args.rate * args.secs)?;
     println!(
         "webhook bench: {total} events at {}/s for {} s over {} merchant endpoints; receiver answers in {} ms; one deliverer process, PostgreSQL + Redis",
         args.rate, args.secs, args.merchants, args.latency_ms
     );
-    // Warm up: the deliverer is up once a first event comes through.
+    // Warm up: the deliverer is up once a first event comes through; then the same load for
+    // `--warmup-secs`, delivered before the window opens.
     let warm = Instant::now();
     insert_events(db, merchants, 1, 0).await?;
     while rx.count() == 0 {
         ensure!(warm.elapsed() < Duration::from_secs(60), "the deliverer never delivered the warm-up event");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    let warmup = usize::try_from(args.rate * args.warmup_secs)?;
+    let mut n = 1usize;
+    if warmup > 0 {
+        n += offer(db, merchants, args.rate, warmup, n).await?;
+        while rx.count() < n {
+            ensure!(warm.elapsed() < Duration::from_secs(180), "the warm-up's deliveries did not all arrive");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        println!("warm-up: {warmup} events at {}/s delivered, not counted", args.rate);
+    }
     let baseline = rx.count();
 
-    // Offered load: a batch every 10 ms.
-    let tick = Duration::from_millis(10);
     let start = Instant::now();
-    let mut offered = 0usize;
-    let mut n = 1usize;
-    while offered < total {
-        let due = (start.elapsed().as_secs_f64() * args.rate as f64).ceil() as usize;
-        let batch = due.min(total) - offered;
-        if batch > 0 {
-            insert_events(db, merchants, batch, n).await?;
-            offered += batch;
-            n += batch;
-        }
-        tokio::time::sleep(tick).await;
-    }
+    offer(db, merchants, args.rate, total, n).await?;
     let offered_secs = start.elapsed().as_secs_f64();
     let load_off = Utc::now();
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -222,11 +254,13 @@ async fn offer_and_wait(
     let unverified = received.iter().filter(|r| !r.verified).count();
     let ids: HashSet<&str> = received.iter().map(|r| r.delivery_id.as_str()).collect();
     // The last answers are being recorded as the receiver counts them.
-    let events = event::Entity::find().count(db).await?;
+    let events =
+        event::Entity::find().filter(event::Column::MerchantId.is_in(merchants.iter().copied())).count(db).await?;
     let deadline = Instant::now() + Duration::from_secs(30);
     let succeeded = loop {
         let n = webhook_delivery::Entity::find()
             .filter(webhook_delivery::Column::Status.eq(DeliveryStatus::Succeeded))
+            .filter(webhook_delivery::Column::MerchantId.is_in(merchants.iter().copied()))
             .count(db)
             .await?;
         if n >= events || Instant::now() > deadline {
@@ -260,7 +294,31 @@ async fn offer_and_wait(
         }
         Some(ceiling) => overload(args, ceiling, &window, first, load_off),
     };
-    Ok(all && met)
+    Ok(Figures { rate: per_sec, p50_ms: pct(&lat, 0.50), p99_ms: pct(&lat, 0.99), pass: all && met })
+}
+
+/// Offers `total` events at `rate` a second (a batch every 10 ms), numbered from `from`; returns
+/// how many.
+async fn offer(
+    db: &DatabaseConnection,
+    merchants: &[Uuid],
+    rate: u64,
+    total: usize,
+    from: usize,
+) -> anyhow::Result<usize> {
+    let tick = Duration::from_millis(10);
+    let start = Instant::now();
+    let mut offered = 0usize;
+    while offered < total {
+        let due = (start.elapsed().as_secs_f64() * rate as f64).ceil() as usize;
+        let batch = due.min(total) - offered;
+        if batch > 0 {
+            insert_events(db, merchants, batch, from + offered).await?;
+            offered += batch;
+        }
+        tokio::time::sleep(tick).await;
+    }
+    Ok(offered)
 }
 
 fn verdict(ok: bool) -> &'static str {

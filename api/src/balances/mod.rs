@@ -179,10 +179,8 @@ pub async fn list_ledger(
     };
     // The total from the list counters (currency and type), or counted within a time window.
     let total = if from.is_none() && to.is_none() {
-        use domain::list_counts::{Days, Key, List, sum};
-        let kind = entry_type.map(|t| sea_orm::ActiveEnum::to_value(&t));
-        let key = Key { gate_id: Some(gate.id.to_owned()), kind, ..Key::default() };
-        sum(&state.db, &auth, List::Ledger, &key, Days::Whole).await?
+        let tally = domain::ledger::tally(gate.id, entry_type);
+        domain::list_counts::sum(&state.db, &auth, tally.list, &tally.key, domain::list_counts::Days::Whole).await?
     } else {
         sea_orm::PaginatorTrait::count(query.clone(), &state.db).await?
     };

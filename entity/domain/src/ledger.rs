@@ -25,6 +25,8 @@ use sea_orm::sea_query::OnConflict;
 use sea_orm::{ActiveModelTrait, ActiveValue::Set, ConnectionTrait, DbErr, EntityTrait};
 use uuid::Uuid;
 
+use crate::list_counts::{Key, List, Tally};
+
 /// One signed change of one bucket.
 #[derive(Debug, Clone)]
 pub struct Posting {
@@ -90,6 +92,13 @@ async fn lock_balance<C: ConnectionTrait>(txn: &C, account: Account<'_>) -> Resu
         )
         .exec_with_returning(txn)
         .await
+}
+
+/// One currency's ledger (and, when given, one entry type) as the list counters key it: what
+/// `GET /v1/balances/{currency}/ledger` without a time window totals.
+pub fn tally(gate_id: &str, entry_type: Option<EntryType>) -> Tally {
+    let kind = entry_type.map(|t| sea_orm::ActiveEnum::to_value(&t));
+    Tally::new(List::Ledger, Key { gate_id: Some(gate_id.to_owned()), kind, ..Key::default() })
 }
 
 /// Applies `postings` to the balance of `account` in the caller's transaction. All or nothing:

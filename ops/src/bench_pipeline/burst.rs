@@ -10,7 +10,7 @@ use domain::chain::sandbox::SandboxChain;
 use rust_decimal::Decimal;
 use tokio::task::JoinSet;
 
-use super::{Run, pct, profile, read_back, secs, wait_for_credits};
+use super::{Figures, Run, pct, profile, read_back, secs, wait_for_credits};
 
 const TARGET_CREDITS_PER_SEC: f64 = 500.0;
 const TARGET_P99_MS: f64 = 2000.0;
@@ -19,8 +19,8 @@ const BURST_PAYERS: usize = 32;
 
 /// Sends every deposit at once, waits for every credit, prints the figures; returns whether the
 /// targets hold.
-pub(super) async fn run(run: &Run<'_>) -> anyhow::Result<bool> {
-    let Run { args, gate, interval_ms, db, invoices, prefix } = *run;
+pub(super) async fn run(run: &Run<'_>) -> anyhow::Result<Figures> {
+    let Run { gate, interval_ms, db, invoices, prefix, .. } = *run;
     // Every payer at once, as many in flight as the pool has connections (the sandbox chain
     // serializes deposits on its row lock anyway; more would only queue for a connection).
     let payments: Arc<Vec<(String, Decimal)>> = Arc::new(super::payments_of(invoices)?);
@@ -43,8 +43,8 @@ pub(super) async fn run(run: &Run<'_>) -> anyhow::Result<bool> {
     }
     let burst_secs = t.elapsed().as_secs_f64();
     super::analyze_chain(db).await?;
-    let metrics = wait_for_credits(db, gate, invoices.len(), args.timeout_secs).await?;
-    let timeline = read_back(db, gate, interval_ms).await?;
+    let metrics = wait_for_credits(run, invoices.len()).await?;
+    let timeline = read_back(run).await?;
 
     let samples = &timeline.samples;
     let n = samples.len();
@@ -95,5 +95,5 @@ pub(super) async fn run(run: &Run<'_>) -> anyhow::Result<bool> {
         pct(&credit, 0.99),
         if p99_ok { "PASS" } else { "FAIL" }
     );
-    Ok(rate_ok && p99_ok)
+    Ok(Figures { rate, p50_ms: pct(&credit, 0.50), p99_ms: pct(&credit, 0.99), pass: rate_ok && p99_ok })
 }

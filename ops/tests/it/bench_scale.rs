@@ -1,6 +1,7 @@
 //! `ops bench-seed` then `ops bench-reads` on a small grown database (2,000 invoices): every
 //! request kind answers 2xx on both databases, and every list query can be served by an index
-//! (explained with `enable_seqscan = off`, since at this size a sequential scan is cheaper).
+//! (explained with `enable_seqscan = off`, since at this size a sequential scan is cheaper);
+//! then `ops bench-pipeline --grown` and `ops bench-webhooks --grown` on copies of it.
 //! PostgreSQL server at `PAYGATE_TEST_PG` (default postgres://postgres@127.0.0.1:5432).
 
 use std::process::{Command, Output};
@@ -119,4 +120,87 @@ fn seed_then_reads_answer_2xx_and_every_list_has_an_index() {
         assert!(p.contains(": uses an index"), "{p}\n{out}");
     }
     assert!(out.contains("bench-reads: all 2xx: yes; every list plan uses an index: yes"), "{out}");
+
+    // The deposit pipeline and the webhook deliverer, each on an empty database and then on a
+    // copy of the grown one, side by side: every payment credited once and every event
+    // delivered, signed, on both; the grown database as seeded afterwards.
+    let redis = std::env::var("PAYGATE_TEST_REDIS").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
+    let (pipe_db, hooks_db) = (format!("paygate_bench_pipe_{tag}"), format!("paygate_bench_hooks_{tag}"));
+    let _drop_copies = Dropper(vec![pipe_db.clone(), hooks_db.clone()]);
+    let invoices_before = count(&pg, &grown, "invoices");
+    let args = [
+        "bench-pipeline",
+        "--pg",
+        &pg,
+        "--redis",
+        &redis,
+        "--database",
+        &pipe_db,
+        "--grown",
+        &grown,
+        "--invoices",
+        "30",
+        "--block-interval-ms",
+        "200",
+        "--scan-interval-ms",
+        "200",
+        "--track-interval-ms",
+        "200",
+    ];
+    let pipeline = ops(dir.path(), &args);
+    let out = String::from_utf8_lossy(&pipeline.stdout);
+    assert!(pipeline.status.success(), "bench-pipeline failed: {out}{}", String::from_utf8_lossy(&pipeline.stderr));
+    assert_eq!(out.matches("correctness: PASS").count(), 2, "{out}");
+    assert_eq!(out.matches("credited: 30 of 30 payments").count(), 2, "{out}");
+    assert!(out.contains("== on a copy of paygate_bench_seed_"), "{out}");
+    assert!(out.lines().any(|l| l.starts_with("| credits/s |")), "{out}");
+    assert!(out.lines().any(|l| l.starts_with("| p99 block -> credit, ms |")), "{out}");
+
+    let deliverer = testkit::fleet::sibling_binary("webhook-deliverer");
+    let args = [
+        "bench-webhooks",
+        "--pg",
+        &pg,
+        "--redis",
+        &redis,
+        "--database",
+        &hooks_db,
+        "--grown",
+        &grown,
+        "--rate",
+        "50",
+        "--secs",
+        "1",
+        "--latency-ms",
+        "1",
+        "--warmup-secs",
+        "0",
+        "--deliverer-bin",
+        deliverer.to_str().unwrap(),
+    ];
+    let hooks = ops(dir.path(), &args);
+    let out = String::from_utf8_lossy(&hooks.stdout);
+    assert!(hooks.status.success(), "bench-webhooks failed: {out}{}", String::from_utf8_lossy(&hooks.stderr));
+    let checks: Vec<&str> = out.lines().filter(|l| l.starts_with("checks: ")).collect();
+    assert_eq!(checks.len(), 2, "{out}");
+    for c in &checks {
+        // 50 offered and the warm-up event, each delivered once, every signature verified.
+        assert!(
+            c.starts_with("checks: 51 events, 51 deliveries succeeded") && c.ends_with(" 0 unverified: ok"),
+            "{c}\n{out}"
+        );
+    }
+    assert!(out.lines().any(|l| l.starts_with("| deliveries/s |")), "{out}");
+    assert_eq!(count(&pg, &grown, "invoices"), invoices_before, "the grown database itself is not written to");
+}
+
+/// Rows of `table` in database `db`.
+fn count(pg: &str, db: &str, table: &str) -> String {
+    let psql = Command::new("psql")
+        .env("PGSSLMODE", "disable")
+        .args(["-tA", "-d", &format!("{pg}/{db}"), "-c", &format!("SELECT COUNT(*) FROM {table}")])
+        .output()
+        .expect("psql");
+    assert!(psql.status.success(), "{}", String::from_utf8_lossy(&psql.stderr));
+    String::from_utf8_lossy(&psql.stdout).trim().to_owned()
 }

@@ -9,8 +9,8 @@ mod audit;
 /// PostgreSQL and anvil (`$ANVIL_BIN`) are needed: only with `--features pg-tests`.
 #[cfg(feature = "pg-tests")]
 mod bench_evm_replay;
-/// A PostgreSQL server is needed: only with `--features pg-tests`.
-#[cfg(feature = "pg-tests")]
+/// PostgreSQL and Redis are needed: only with `--features pg-tests,redis-tests`.
+#[cfg(all(feature = "pg-tests", feature = "redis-tests"))]
 mod bench_scale;
 /// Headless Chromium and chromedriver are needed: only with `--features browser-tests`.
 #[cfg(feature = "browser-tests")]
