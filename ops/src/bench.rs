@@ -372,12 +372,96 @@ pub(crate) async fn scratch_database_from(
     Ok((admin, format!("{}/{name}?sslmode=disable", pg.trim_end_matches('/'))))
 }
 
+/// What one run of a write benchmark measured, for the grown-vs-empty table.
+pub(crate) struct Figures {
+    /// Events handled per second (credits, deliveries).
+    pub(crate) rate: f64,
+    pub(crate) p50_ms: f64,
+    pub(crate) p99_ms: f64,
+    /// Every target and check held.
+    pub(crate) pass: bool,
+}
+
+/// `run` on an empty database, then, with `--grown`, on a copy of the grown one, each announced;
+/// with both, the side-by-side table of `labels` (the rate's, p50's and p99's names). Returns
+/// each run's figures.
+pub(crate) async fn empty_then_grown(
+    grown: Option<&str>,
+    labels: [&str; 3],
+    mut run: impl AsyncFnMut(Option<&str>) -> anyhow::Result<Figures>,
+) -> anyhow::Result<Vec<Figures>> {
+    let mut runs = Vec::new();
+    for template in [None].into_iter().chain(grown.map(Some)) {
+        if grown.is_some() {
+            println!("\n== on {}", template.map_or("an empty database".to_owned(), |g| format!("a copy of {g}")));
+        }
+        runs.push(run(template).await?);
+    }
+    if let [empty, grown] = &runs[..] {
+        print_side_by_side(&[
+            (labels[0], empty.rate, grown.rate, true),
+            (labels[1], empty.p50_ms, grown.p50_ms, false),
+            (labels[2], empty.p99_ms, grown.p99_ms, false),
+        ]);
+    }
+    Ok(runs)
+}
+
+/// `measure(database URL, key prefix)` on the scratch database `name` (a copy of `template` when
+/// given) under a fresh Redis key prefix `stem-…`; the database and the keys are removed after,
+/// however the measurement ended.
+pub(crate) async fn on_scratch<T>(
+    pg: &str,
+    name: &str,
+    template: Option<&str>,
+    redis: &str,
+    stem: &str,
+    measure: impl AsyncFnOnce(&str, &str) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    let (admin, db_url) = scratch_database_from(pg, name, template).await?;
+    let prefix = format!("{stem}-{}-{}", std::process::id(), chrono::Utc::now().timestamp_millis());
+    let result = measure(&db_url, &prefix).await;
+    let cleaned = delete_redis_prefix(redis, &prefix).await;
+    admin.execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await?;
+    let out = result?;
+    match cleaned {
+        Ok(n) => println!("cleanup: deleted {n} Redis keys under {prefix}:*, dropped database {name}"),
+        Err(e) => eprintln!("cleanup: could not delete the Redis keys under {prefix}:*: {e:#}"),
+    }
+    Ok(out)
+}
+
+/// Deletes every Redis key under `prefix:` (SCAN, never KEYS); returns how many.
+pub(crate) async fn delete_redis_prefix(url: &str, prefix: &str) -> anyhow::Result<u64> {
+    let client = redis::Client::open(url)?;
+    let mut conn = client.get_multiplexed_async_connection().await?;
+    let mut cursor: u64 = 0;
+    let mut deleted = 0;
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(format!("{prefix}:*"))
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(&mut conn)
+            .await?;
+        if !keys.is_empty() {
+            deleted += redis::cmd("DEL").arg(&keys).query_async::<u64>(&mut conn).await?;
+        }
+        if next == 0 {
+            return Ok(deleted);
+        }
+        cursor = next;
+    }
+}
+
 /// The grown-vs-empty table of a bench run on both (`--grown`): each figure on the empty and
 /// on the grown database, their ratio, and whether it is within the 1.2× the scale goal allows
 /// (a rate: grown at least empty / 1.2; a time: grown at most empty × 1.2). Rows are
 /// (figure, empty, grown, higher is better).
 #[allow(clippy::float_arithmetic)]
-pub(crate) fn print_side_by_side(rows: &[(&str, f64, f64, bool)]) {
+fn print_side_by_side(rows: &[(&str, f64, f64, bool)]) {
     println!("\n| figure | empty | grown | grown / empty | within 1.2x |");
     println!("|---|---:|---:|---:|---|");
     for &(name, empty, grown, higher_better) in rows {

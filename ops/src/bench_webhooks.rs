@@ -19,11 +19,12 @@ use domain::config::Config;
 use domain::webhooks::outbound::TargetPolicy;
 use domain::webhooks::secrets::SecretBox;
 use entity::{DeliveryStatus, Environment, event, webhook_delivery};
-use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter};
+use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter};
 use serde_json::json;
 use uuid::Uuid;
 
-use crate::bench_pipeline::{Figures, delete_redis_prefix, pct};
+use crate::bench::{Figures, on_scratch};
+use crate::bench_pipeline::pct;
 
 /// The benchmark goal: one deliverer process sustains this many deliveries a second.
 const TARGET_PER_SEC: f64 = 2000.0;
@@ -91,38 +92,19 @@ pub async fn run(args: BenchWebhooksArgs) -> anyhow::Result<()> {
         "{} is missing: build it first (cargo build --release -p workers --bin webhook-deliverer) or pass --deliverer-bin",
         bin.display()
     );
-    let mut runs = Vec::new();
-    for template in [None].into_iter().chain(args.grown.as_deref().map(Some)) {
-        if args.grown.is_some() {
-            println!("\n== on {}", template.map_or("an empty database".to_owned(), |g| format!("a copy of {g}")));
-        }
-        runs.push(run_on(&args, &bin, template).await?);
-    }
-    if let [empty, grown] = &runs[..] {
-        crate::bench::print_side_by_side(&[
-            ("deliveries/s", empty.rate, grown.rate, true),
-            ("p50 event -> received, ms", empty.p50_ms, grown.p50_ms, false),
-            ("p99 event -> received, ms", empty.p99_ms, grown.p99_ms, false),
-        ]);
-    }
+    let labels = ["deliveries/s", "p50 event -> received, ms", "p99 event -> received, ms"];
+    let runs = crate::bench::empty_then_grown(args.grown.as_deref(), labels, async |template| {
+        let (pg, db, redis) = (&args.pg, &args.database, &args.redis);
+        on_scratch(pg, db, template, redis, "paygate-benchwh", async |url, prefix| {
+            measure(&args, &bin, url, prefix).await
+        })
+        .await
+    })
+    .await?;
     if args.check && !runs.iter().all(|r| r.pass) {
         bail!("webhook benchmark target not met");
     }
     Ok(())
-}
-
-/// One run on a scratch database (a copy of `template` when given), cleaned up after.
-async fn run_on(args: &BenchWebhooksArgs, bin: &std::path::Path, template: Option<&str>) -> anyhow::Result<Figures> {
-    let (admin, db_url) = crate::bench::scratch_database_from(&args.pg, &args.database, template).await?;
-    let prefix = format!("paygate-benchwh-{}-{}", std::process::id(), Utc::now().timestamp_millis());
-    let result = measure(args, bin, &db_url, &prefix).await;
-    let cleaned = delete_redis_prefix(&args.redis, &prefix).await;
-    admin.execute_unprepared(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", args.database)).await?;
-    let figures = result?;
-    if let Err(e) = cleaned {
-        eprintln!("cleanup: could not delete the Redis keys under {prefix}:*: {e:#}");
-    }
-    Ok(figures)
 }
 
 async fn measure(

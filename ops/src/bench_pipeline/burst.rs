@@ -10,7 +10,9 @@ use domain::chain::sandbox::SandboxChain;
 use rust_decimal::Decimal;
 use tokio::task::JoinSet;
 
-use super::{Figures, Run, pct, profile, read_back, secs, wait_for_credits};
+use crate::bench::Figures;
+
+use super::{Run, pct, profile, read_back, secs, wait_for_credits};
 
 const TARGET_CREDITS_PER_SEC: f64 = 500.0;
 const TARGET_P99_MS: f64 = 2000.0;

@@ -28,6 +28,8 @@ use uuid::Uuid;
 use workers::platform::{QueueBackend, Queues};
 use workers::stages::Stage;
 
+use crate::bench::{Figures, on_scratch};
+
 mod burst;
 mod sustained;
 
@@ -108,53 +110,24 @@ struct Sample {
     detect_ms: f64,
 }
 
-/// What one run measured, for the grown-vs-empty table.
-pub(crate) struct Figures {
-    /// Credits per second (burst: first to last credit; sustained: over the window).
-    pub(crate) rate: f64,
-    pub(crate) p50_ms: f64,
-    pub(crate) p99_ms: f64,
-    /// Every target and check held.
-    pub(crate) pass: bool,
-}
-
 pub async fn run(args: BenchPipelineArgs) -> anyhow::Result<()> {
     ensure!(args.invoice_count() > 0, "--invoices (or --rate and --secs with --sustained) must be at least 1");
     ensure!(args.merchants > 0, "--merchants must be at least 1");
     let gate = domain::gates::find(&args.gate).with_context(|| format!("unknown gate {:?}", args.gate))?;
-    let mut runs = Vec::new();
-    for template in [None].into_iter().chain(args.grown.as_deref().map(Some)) {
-        if args.grown.is_some() {
-            println!("\n== on {}", template.map_or("an empty database".to_owned(), |g| format!("a copy of {g}")));
-        }
-        runs.push(run_on(&args, gate, template).await?);
-    }
-    if let [empty, grown] = &runs[..] {
-        crate::bench::print_side_by_side(&[
-            ("credits/s", empty.rate, grown.rate, true),
-            ("p50 block -> credit, ms", empty.p50_ms, grown.p50_ms, false),
-            ("p99 block -> credit, ms", empty.p99_ms, grown.p99_ms, false),
-        ]);
-    }
+    // Credits per second: burst, first to last credit; sustained, over the window.
+    let labels = ["credits/s", "p50 block -> credit, ms", "p99 block -> credit, ms"];
+    let runs = crate::bench::empty_then_grown(args.grown.as_deref(), labels, async |template| {
+        let (pg, db, redis) = (&args.pg, &args.database, &args.redis);
+        on_scratch(pg, db, template, redis, "paygate-bench", async |url, prefix| {
+            measure(&args, gate, url, prefix).await
+        })
+        .await
+    })
+    .await?;
     if args.check && !runs.iter().all(|r| r.pass) {
         bail!("pipeline benchmark targets not met");
     }
     Ok(())
-}
-
-/// One run on a scratch database (a copy of `template` when given), cleaned up after.
-async fn run_on(args: &BenchPipelineArgs, gate: &'static Gate, template: Option<&str>) -> anyhow::Result<Figures> {
-    let (admin, db_url) = crate::bench::scratch_database_from(&args.pg, &args.database, template).await?;
-    let prefix = format!("paygate-bench-{}-{}", std::process::id(), Utc::now().timestamp_millis());
-    let result = measure(args, gate, &db_url, &prefix).await;
-    let cleaned = delete_redis_prefix(&args.redis, &prefix).await;
-    admin.execute_unprepared(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", args.database)).await?;
-    let figures = result?;
-    match cleaned {
-        Ok(n) => println!("cleanup: deleted {n} Redis keys under {prefix}:*, dropped database {}", args.database),
-        Err(e) => eprintln!("cleanup: could not delete the Redis keys under {prefix}:*: {e:#}"),
-    }
-    Ok(figures)
 }
 
 /// The whole run: its figures, and whether every target and check passed.
@@ -546,31 +519,6 @@ fn profile(metrics: &str, prefix: &str, payments: usize, window_secs: f64) {
             .map(|le| format!("<= {le} s {:.0}%", 100.0 * value(lag, "track-payment", Some(le)) / total))
             .collect();
         println!("  track-payment start lag after due: {}", shares.join(", "));
-    }
-}
-
-/// Deletes every Redis key under `prefix:` (SCAN, never KEYS); returns how many.
-pub(crate) async fn delete_redis_prefix(url: &str, prefix: &str) -> anyhow::Result<u64> {
-    let client = redis::Client::open(url)?;
-    let mut conn = client.get_multiplexed_async_connection().await?;
-    let mut cursor: u64 = 0;
-    let mut deleted = 0;
-    loop {
-        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(format!("{prefix}:*"))
-            .arg("COUNT")
-            .arg(1000)
-            .query_async(&mut conn)
-            .await?;
-        if !keys.is_empty() {
-            deleted += redis::cmd("DEL").arg(&keys).query_async::<u64>(&mut conn).await?;
-        }
-        if next == 0 {
-            return Ok(deleted);
-        }
-        cursor = next;
     }
 }
 

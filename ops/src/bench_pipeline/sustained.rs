@@ -11,7 +11,9 @@ use anyhow::Context;
 use chrono::{DateTime, Utc};
 use domain::chain::sandbox::SandboxChain;
 
-use super::{Figures, Run, Sample, pct, profile, read_back, secs, wait_for_credits};
+use crate::bench::Figures;
+
+use super::{Run, Sample, pct, profile, read_back, secs, wait_for_credits};
 
 /// The sustained benchmark goals: at least this many credits a second, sustained for at least `GOAL_SECS`,
 /// with p99 from the completing block to the credit under `GOAL_P99_MS` and no growing backlog.

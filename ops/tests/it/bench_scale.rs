@@ -75,13 +75,7 @@ fn seed_then_reads_answer_2xx_and_every_list_has_an_index() {
             let sql = format!(
                 "SELECT COUNT(*) FROM ((({rows}) EXCEPT ({counters})) UNION ALL (({counters}) EXCEPT ({rows}))) AS d"
             );
-            let psql = Command::new("psql")
-                .env("PGSSLMODE", "disable")
-                .args(["-tA", "-d", &format!("{pg}/{grown}"), "-c", &sql])
-                .output()
-                .expect("psql");
-            let differ = String::from_utf8_lossy(&psql.stdout).trim().to_owned();
-            assert!(psql.status.success(), "{}", String::from_utf8_lossy(&psql.stderr));
+            let differ = psql_value(&pg, &grown, &sql);
             assert_eq!(differ, "0", "{} (per day: {dated}): counters differ from the rows", c.list);
         }
     }
@@ -127,7 +121,8 @@ fn seed_then_reads_answer_2xx_and_every_list_has_an_index() {
     let redis = std::env::var("PAYGATE_TEST_REDIS").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
     let (pipe_db, hooks_db) = (format!("paygate_bench_pipe_{tag}"), format!("paygate_bench_hooks_{tag}"));
     let _drop_copies = Dropper(vec![pipe_db.clone(), hooks_db.clone()]);
-    let invoices_before = count(&pg, &grown, "invoices");
+    let count_invoices = "SELECT COUNT(*) FROM invoices";
+    let invoices_before = psql_value(&pg, &grown, count_invoices);
     let args = [
         "bench-pipeline",
         "--pg",
@@ -191,14 +186,14 @@ fn seed_then_reads_answer_2xx_and_every_list_has_an_index() {
         );
     }
     assert!(out.lines().any(|l| l.starts_with("| deliveries/s |")), "{out}");
-    assert_eq!(count(&pg, &grown, "invoices"), invoices_before, "the grown database itself is not written to");
+    assert_eq!(psql_value(&pg, &grown, count_invoices), invoices_before, "the grown database itself is not written to");
 }
 
-/// Rows of `table` in database `db`.
-fn count(pg: &str, db: &str, table: &str) -> String {
+/// The answer of one query in database `db`, as `psql -tA` prints it.
+fn psql_value(pg: &str, db: &str, sql: &str) -> String {
     let psql = Command::new("psql")
         .env("PGSSLMODE", "disable")
-        .args(["-tA", "-d", &format!("{pg}/{db}"), "-c", &format!("SELECT COUNT(*) FROM {table}")])
+        .args(["-tA", "-d", &format!("{pg}/{db}"), "-c", sql])
         .output()
         .expect("psql");
     assert!(psql.status.success(), "{}", String::from_utf8_lossy(&psql.stderr));
