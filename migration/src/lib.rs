@@ -32,12 +32,14 @@ mod m20261128_000029_fiat_at_credit;
 mod m20261128_000030_open_rows;
 mod m20261128_000031_invoice_external_id;
 mod m20261128_000032_list_counts;
+mod m20261205_000033_open_deliveries;
 
 /// The partial indexes' predicates, for the queries that must repeat them verbatim.
 pub mod open_rows {
     pub use crate::m20261128_000030_open_rows::{
         FINAL_AT_CONFIRMATION, OPEN_ATTEMPT_BODIES, OPEN_DRAFT, OPEN_PAYMENTS_WATCHED, OPEN_PENDING, OPEN_UNDISPATCHED,
     };
+    pub use crate::m20261205_000033_open_deliveries::OPEN_DELIVERIES;
 }
 
 /// The lists whose totals the database counts (`list_counts`), and how.
@@ -81,6 +83,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261128_000030_open_rows::Migration),
             Box::new(m20261128_000031_invoice_external_id::Migration),
             Box::new(m20261128_000032_list_counts::Migration),
+            Box::new(m20261205_000033_open_deliveries::Migration),
         ]
     }
 }

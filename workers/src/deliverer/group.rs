@@ -151,20 +151,33 @@ pub(super) async fn claim(
     let mut unique = ids.clone();
     unique.sort_unstable();
     unique.dedup();
-    let mut claim = webhook_delivery::Entity::update_many()
+    let mut claimed: HashMap<Uuid, webhook_delivery::Model> = claim_update(unique, now, until, ordered)
+        .exec_with_returning(db)
+        .await?
+        .into_iter()
+        .map(|d| (d.id, d))
+        .collect();
+    Ok(ids.iter().map(|id| claimed.remove(id)).collect())
+}
+
+/// The claim of the deliveries `ids` at `now`, leased until `until`: those open, due and not
+/// leased (and, `ordered`, with no earlier open sibling: `NO_EARLIER_OPEN`, which reads the open
+/// deliveries' index).
+pub fn claim_update(
+    ids: Vec<Uuid>,
+    now: DateTime<Utc>,
+    until: DateTime<Utc>,
+    ordered: bool,
+) -> sea_orm::UpdateMany<webhook_delivery::Entity> {
+    let claim = webhook_delivery::Entity::update_many()
         .col_expr(webhook_delivery::Column::AttemptCount, Expr::col(webhook_delivery::Column::AttemptCount).add(1))
         .col_expr(webhook_delivery::Column::LeaseUntil, Expr::value(until))
         .col_expr(webhook_delivery::Column::UpdatedAt, Expr::value(now))
-        .filter(webhook_delivery::Column::Id.is_in(unique))
+        .filter(webhook_delivery::Column::Id.is_in(ids))
         .filter(webhook_delivery::Column::Status.is_in([DeliveryStatus::Pending, DeliveryStatus::Retrying]))
         .filter(webhook_delivery::Column::NextAttemptAt.lte(now))
         .filter(webhook_delivery::Column::LeaseUntil.is_null().or(webhook_delivery::Column::LeaseUntil.lt(now)));
-    if ordered {
-        claim = claim.filter(Expr::cust(NO_EARLIER_OPEN));
-    }
-    let mut claimed: HashMap<Uuid, webhook_delivery::Model> =
-        claim.exec_with_returning(db).await?.into_iter().map(|d| (d.id, d)).collect();
-    Ok(ids.iter().map(|id| claimed.remove(id)).collect())
+    if ordered { claim.filter(Expr::cust(NO_EARLIER_OPEN)) } else { claim }
 }
 
 /// The outcome of one claimed attempt, to be written: its attempt row (whose number, answer

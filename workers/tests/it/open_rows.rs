@@ -85,3 +85,58 @@ async fn the_sweeps_read_only_open_rows_through_their_partial_indexes() {
     let expired = testkit::event_payloads(db, "invoice.expired").await;
     assert_eq!(expired.len(), 2);
 }
+
+#[tokio::test]
+async fn the_deliverers_reads_of_open_deliveries_use_their_partial_indexes() {
+    use domain::webhooks::dispatch::{new_delivery, open_with_keys};
+    use entity::{DeliveryStatus, Environment, event, webhook_delivery};
+    use workers::deliverer::{claim_update, earlier_open, stale_query};
+
+    let app = TestApp::spawn().await;
+    let db = &app.state.db;
+    let backend = db.get_database_backend();
+    let merchant = app.merchant().await;
+    let now = Utc::now();
+    // A history: 120 deliveries about 6 invoices: two due now, 18 retrying later, the rest delivered.
+    let keys: Vec<uuid::Uuid> = (0..6).map(|_| uuid::Uuid::now_v7()).collect();
+    let events: Vec<event::Model> = (0..120)
+        .map(|i| event::Model::new(merchant, Environment::Test, "invoice.paid", format!("k{i}"), json!({}), now))
+        .collect();
+    event::Entity::insert_many(events.iter().cloned().map(event::ActiveModel::from))
+        .exec_without_returning(db)
+        .await
+        .unwrap();
+    let deliveries: Vec<webhook_delivery::Model> = events
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let mut d = new_delivery(e, None, now);
+            d.order_key = Some(keys[i % keys.len()]);
+            if (2..20).contains(&i) {
+                d.status = DeliveryStatus::Retrying;
+                d.next_attempt_at = now + chrono::Duration::hours(1);
+            } else if i >= 20 {
+                d.status = DeliveryStatus::Succeeded;
+                d.delivered_at = Some(now);
+            }
+            d
+        })
+        .collect();
+    webhook_delivery::Entity::insert_many(deliveries.iter().cloned().map(webhook_delivery::ActiveModel::from))
+        .exec_without_returning(db)
+        .await
+        .unwrap();
+    if backend == DatabaseBackend::Postgres {
+        db.execute_unprepared("ANALYZE webhook_deliveries").await.unwrap();
+    }
+    let stale = plan(&app, stale_query(now, now, 100).build(backend).to_string()).await;
+    assert!(stale.contains("idx_webhook_deliveries_open"), "the stale delivery sweep's plan:\n{stale}");
+    let mut waiting = deliveries[1].clone();
+    waiting.wait_for_earlier = true;
+    let earlier = plan(&app, earlier_open(&waiting).unwrap().build(backend).to_string()).await;
+    assert!(earlier.contains("idx_webhook_deliveries_open"), "the look for an earlier open delivery:\n{earlier}");
+    let marking = plan(&app, open_with_keys([keys[0]]).build(backend).to_string()).await;
+    assert!(marking.contains("idx_webhook_deliveries_open"), "the dispatcher's marking of waiting ones:\n{marking}");
+    let claim = plan(&app, claim_update(vec![waiting.id], now, now, true).build(backend).to_string()).await;
+    assert!(claim.contains("idx_webhook_deliveries_open"), "the ordered claim's guard:\n{claim}");
+}

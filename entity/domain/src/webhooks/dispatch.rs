@@ -80,18 +80,21 @@ pub async fn mark_waiting<C: sea_orm::ConnectionTrait>(
     if keys.is_empty() {
         return Ok(());
     }
-    let open: Vec<(Option<Uuid>, Option<Uuid>)> = webhook_delivery::Entity::find()
+    let open: Vec<(Option<Uuid>, Option<Uuid>)> = open_with_keys(keys).into_tuple().all(db).await?;
+    let mut seen: HashSet<(Uuid, Option<Uuid>)> = open.into_iter().filter_map(|(k, e)| Some((k?, e))).collect();
+    waiting(&mut seen, rows);
+    Ok(())
+}
+
+/// The (order key, endpoint) of every open delivery with one of `keys`, read through the open
+/// deliveries' index (`open_rows::OPEN_DELIVERIES`), whatever the number delivered before.
+pub fn open_with_keys(keys: impl IntoIterator<Item = Uuid>) -> sea_orm::Select<webhook_delivery::Entity> {
+    webhook_delivery::Entity::find()
         .select_only()
         .column(webhook_delivery::Column::OrderKey)
         .column(webhook_delivery::Column::EndpointId)
         .filter(webhook_delivery::Column::OrderKey.is_in(keys))
-        .filter(webhook_delivery::Column::Status.is_in([DeliveryStatus::Pending, DeliveryStatus::Retrying]))
-        .into_tuple()
-        .all(db)
-        .await?;
-    let mut seen: HashSet<(Uuid, Option<Uuid>)> = open.into_iter().filter_map(|(k, e)| Some((k?, e))).collect();
-    waiting(&mut seen, rows);
-    Ok(())
+        .filter(Expr::cust(crate::db::open_rows::OPEN_DELIVERIES))
 }
 
 /// [`mark_waiting`] once the open (order key, endpoint) pairs are known.
