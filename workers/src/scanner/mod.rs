@@ -35,11 +35,12 @@ mod revive;
 use chrono::Utc;
 use entity::{Environment, PaymentStatus, payment, scan_cursor};
 use sea_orm::sea_query::{Expr, OnConflict};
-use sea_orm::{ColumnTrait, Condition, DatabaseConnection, EntityTrait, QueryFilter};
+use sea_orm::{ColumnTrait, Condition, DatabaseConnection, EntityTrait, QueryFilter, QuerySelect};
 use uuid::Uuid;
 
 use crate::chain::{Chain, Transfer};
 use crate::pipeline::PipelineError;
+use domain::db::open_rows;
 use record::{Seen, record_transfers};
 
 pub(crate) use revive::revive_on_chain;
@@ -261,6 +262,18 @@ pub async fn due_payments(
     from: u64,
     to: u64,
 ) -> Result<Vec<Uuid>, PipelineError> {
+    Ok(due_payments_query(env, gate, from, to).into_tuple().all(db).await?)
+}
+
+/// The ids [`due_payments`] reads, among the payments still watched
+/// (`open_rows::OPEN_PAYMENTS_WATCHED`, through their index by gate and height): a scan costs the
+/// payments in flight, not the gate's history.
+pub fn due_payments_query(
+    env: Environment,
+    gate: &domain::gates::Gate,
+    from: u64,
+    to: u64,
+) -> sea_orm::Select<payment::Entity> {
     // A depth of `d` confirmations completes at block `block_height + d - 1`.
     let completed = |status: PaymentStatus, depth: i32| {
         let back = i64::from(depth.max(1)) - 1;
@@ -274,13 +287,11 @@ pub async fn due_payments(
     if until > required {
         milestones = milestones.add(completed(PaymentStatus::Confirmed, until));
     }
-    Ok(payment::Entity::find()
+    payment::Entity::find()
+        .select_only()
+        .column(payment::Column::Id)
         .filter(payment::Column::Environment.eq(env))
         .filter(payment::Column::GateId.eq(gate.id))
+        .filter(Expr::cust(open_rows::OPEN_PAYMENTS_WATCHED))
         .filter(milestones)
-        .all(db)
-        .await?
-        .into_iter()
-        .map(|p| p.id)
-        .collect())
 }

@@ -140,3 +140,53 @@ async fn the_deliverers_reads_of_open_deliveries_use_their_partial_indexes() {
     let claim = plan(&app, claim_update(vec![waiting.id], now, now, true).build(backend).to_string()).await;
     assert!(claim.contains("idx_webhook_deliveries_open"), "the ordered claim's guard:\n{claim}");
 }
+
+#[tokio::test]
+async fn the_scanners_look_at_the_payments_of_its_blocks_reads_only_watched_ones() {
+    use entity::{Amount, Environment, PaymentStatus, payment};
+    use rust_decimal::Decimal;
+
+    let (app, _, key) = TestApp::with_test_key().await;
+    let db = &app.state.db;
+    let backend = db.get_database_backend();
+    let gate = domain::gates::find("bitcoin").unwrap();
+    let required = i32::try_from(gate.confirmations).unwrap();
+    // A history: 40 payments of the gate at final depth, two still confirming.
+    let mut rows = Vec::new();
+    for i in 0..42 {
+        let invoice =
+            app.create_invoice_id(&key, json!({"currency": "BTC", "amount": format!("0.{:04}", i + 1)})).await;
+        let mut p = payment::Model::detected(
+            invoice,
+            Environment::Test,
+            gate.id.to_owned(),
+            format!("tx{i}"),
+            0,
+            Amount::new(Decimal::new(i + 1, 4)),
+            Utc::now(),
+        );
+        p.block_height = Some(100 + i);
+        p.required_confirmations = required;
+        if i >= 2 {
+            p.status = PaymentStatus::Confirmed;
+            p.confirmations = required * 2 + 5;
+        }
+        rows.push(payment::ActiveModel::from(p));
+    }
+    payment::Entity::insert_many(rows).exec_without_returning(db).await.unwrap();
+    if backend == DatabaseBackend::Postgres {
+        db.execute_unprepared("ANALYZE payments").await.unwrap();
+    }
+    let due = workers::scanner::due_payments_query(Environment::Test, gate, 100, 110).build(backend).to_string();
+    let due = plan(&app, due).await;
+    assert!(due.contains("idx_payments_watched_heights"), "the scan's due payments:\n{due}");
+    let depths = domain::payments::tracking::refresh_depths_update(Environment::Test, gate.id, 110);
+    let depths = plan(&app, depths.build(backend).to_string()).await;
+    assert!(depths.contains("idx_payments_watched_heights"), "the scan's depth refresh:\n{depths}");
+    // And the two confirming ones are the ones handed over once their blocks complete them.
+    let completes = 100 + i64::from(required) - 1;
+    let ids = workers::scanner::due_payments(db, Environment::Test, gate, completes as u64, completes as u64 + 1)
+        .await
+        .unwrap();
+    assert_eq!(ids.len(), 2, "{ids:?}");
+}

@@ -56,17 +56,23 @@ pub async fn settle_height<C: ConnectionTrait>(
 /// arithmetic, not money). A payment these blocks bring to its depth is left to the tracker,
 /// which confirms it and writes what it reads.
 pub async fn refresh_depths<C: ConnectionTrait>(db: &C, env: Environment, gate_id: &str, to: i64) -> Result<(), DbErr> {
+    refresh_depths_update(env, gate_id, to).exec(db).await?;
+    Ok(())
+}
+
+/// The statement of [`refresh_depths`]: among the payments still watched (every confirming one
+/// is), through their index by gate and height (`open_rows::OPEN_PAYMENTS_WATCHED`), so it costs
+/// the payments in flight, not the gate's history.
+pub fn refresh_depths_update(env: Environment, gate_id: &str, to: i64) -> sea_orm::UpdateMany<payment::Entity> {
     let depth = Expr::val(to + 1).sub(Expr::col(payment::Column::BlockHeight));
     payment::Entity::update_many()
         .col_expr(payment::Column::Confirmations, depth.clone())
         .filter(payment::Column::Environment.eq(env))
         .filter(payment::Column::GateId.eq(gate_id))
+        .filter(Expr::cust(crate::db::open_rows::OPEN_PAYMENTS_WATCHED))
         .filter(payment::Column::Status.eq(PaymentStatus::Confirming))
         .filter(payment::Column::BlockHeight.lte(to))
         .filter(depth.lt(Expr::col(payment::Column::RequiredConfirmations)))
-        .exec(db)
-        .await?;
-    Ok(())
 }
 
 /// A check that found `p`'s transaction missing at tip `tip`, stored as (missing since height,
