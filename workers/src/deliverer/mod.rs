@@ -575,6 +575,14 @@ mod tests {
     }
 
     #[test]
+    fn the_open_deliveries_predicate_names_exactly_the_open_statuses() {
+        for s in DeliveryStatus::ALL {
+            let named = open_rows::OPEN_DELIVERIES.contains(&format!("'{}'", s.as_str()));
+            assert_eq!(named, s.is_open(), "{s:?} in {}", open_rows::OPEN_DELIVERIES);
+        }
+    }
+
+    #[test]
     fn only_a_delivery_made_to_wait_looks_for_an_earlier_one() {
         let now = Utc::now();
         let mut d = delivery(now);
