@@ -42,20 +42,18 @@ const FULL: [(&str, &str); 2] = [
     ("idx_webhook_deliveries_due", "status, next_attempt_at"),
     ("idx_webhook_deliveries_order", "order_key, event_created_at"),
 ];
-/// Their partial replacement: (name, columns).
-const PARTIAL: [(&str, &str); 1] =
-    [("idx_webhook_deliveries_open", "order_key, merchant_id, environment, event_created_at")];
+/// Their partial replacement.
+const OPEN_INDEX: &str = "idx_webhook_deliveries_open";
+const OPEN_COLUMNS: &str = "order_key, merchant_id, environment, event_created_at";
 
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
         let db = manager.get_connection();
-        for (name, columns) in PARTIAL {
-            db.execute_unprepared(&format!(
-                "CREATE INDEX IF NOT EXISTS {name} ON webhook_deliveries ({columns}) WHERE {OPEN_DELIVERIES}"
-            ))
-            .await?;
-        }
+        db.execute_unprepared(&format!(
+            "CREATE INDEX IF NOT EXISTS {OPEN_INDEX} ON webhook_deliveries ({OPEN_COLUMNS}) WHERE {OPEN_DELIVERIES}"
+        ))
+        .await?;
         for (name, _) in FULL {
             db.execute_unprepared(&format!("DROP INDEX IF EXISTS {name}")).await?;
         }
@@ -68,9 +66,7 @@ impl MigrationTrait for Migration {
             db.execute_unprepared(&format!("CREATE INDEX IF NOT EXISTS {name} ON webhook_deliveries ({columns})"))
                 .await?;
         }
-        for (name, _) in PARTIAL {
-            db.execute_unprepared(&format!("DROP INDEX IF EXISTS {name}")).await?;
-        }
+        db.execute_unprepared(&format!("DROP INDEX IF EXISTS {OPEN_INDEX}")).await?;
         Ok(())
     }
 }
