@@ -46,11 +46,13 @@ pub(super) async fn post_seen<C: ConnectionTrait>(
 /// `expired` first: it is then a late deposit).
 pub(super) async fn invoice_sees_deposit<C: ConnectionTrait>(
     txn: &C,
-    inv: &invoice::Model,
     p: &payment::Model,
 ) -> Result<(), PipelineError> {
     let now = Utc::now();
-    let inv = invoice::Entity::find_by_id(inv.id).one(txn).await?.unwrap_or_else(|| inv.clone());
+    let inv = invoice::Entity::find_by_id(p.invoice_id)
+        .one(txn)
+        .await?
+        .ok_or_else(|| PipelineError::Invariant(format!("invoice of payment {} missing", p.id)))?;
     if inv.status == InvoiceStatus::Pending {
         if inv.expires_at.is_some_and(|e| e < now) {
             // The window closed before the sweeper noticed: expire first; this is a late deposit.

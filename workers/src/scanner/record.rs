@@ -10,7 +10,7 @@ use entity::{
     payment, static_address, unclaimed_deposit,
 };
 use sea_orm::sea_query::{Expr, OnConflict};
-use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, TryInsertResult};
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QuerySelect, TryInsertResult};
 use uuid::Uuid;
 
 use super::deposit::{Recorded, invoice_sees_deposit, post_seen};
@@ -58,18 +58,11 @@ pub(super) async fn record_transfers<C: ConnectionTrait>(
     let (gate_id, ours) = (chain.gate().id, chain.transfers_are_ours());
     let keys: Vec<&str> =
         transfers.iter().map(|t| t.address_key.as_str()).collect::<HashSet<_>>().into_iter().collect();
-    let mut invoices: HashMap<String, invoice::Model> = HashMap::new();
+    let mut invoices: HashMap<String, Payee> = HashMap::new();
     let mut statics: HashMap<String, static_address::Model> = HashMap::new();
     for chunk in keys.chunks(500) {
-        for inv in invoice::Entity::find()
-            .filter(invoice::Column::Environment.eq(env))
-            .filter(invoice::Column::AddressKey.is_in(chunk.iter().copied()))
-            .all(txn)
-            .await?
-        {
-            if let Some(k) = inv.address_key.clone() {
-                invoices.insert(k, inv);
-            }
+        for (key, inv) in Payee::by_address_keys(txn, env, chunk).await? {
+            invoices.insert(key, inv);
         }
         for a in static_address::Entity::find()
             .filter(static_address::Column::Environment.eq(env))
@@ -84,7 +77,7 @@ pub(super) async fn record_transfers<C: ConnectionTrait>(
     for t in transfers {
         let target = match (invoices.get(&t.address_key), statics.get(&t.address_key)) {
             (Some(inv), _) if inv.gate_id.as_deref() == Some(gate_id) => inv.clone(),
-            (None, Some(a)) if a.gate_id == gate_id => static_invoice(txn, a, t).await?,
+            (None, Some(a)) if a.gate_id == gate_id => Payee::from(static_invoice(txn, a, t).await?),
             // Another asset or network sent to one of our addresses: no deposit of this gate.
             (Some(_), _) | (None, Some(_)) => {
                 let seen_as = (seen.at(chain, tip, t).1, seen);
@@ -138,9 +131,60 @@ pub(super) async fn record_transfers<C: ConnectionTrait>(
 /// parameters for the widest row written this way (a payment, 25 columns).
 const ROWS_PER_INSERT: usize = 500;
 
+/// What recording a deposit reads of the invoice it pays: the lookup by address reads these
+/// columns alone (by position), not the whole row; whatever else a rare path needs (an invoice
+/// the batch's guarded update did not move) it reads again.
+#[derive(Debug, Clone)]
+struct Payee {
+    id: Uuid,
+    merchant_id: Uuid,
+    environment: Environment,
+    gate_id: Option<String>,
+    status: InvoiceStatus,
+}
+
+impl Payee {
+    /// The invoices of `env` watching `keys` (one `IN` lookup on the unique `address_key`
+    /// index), by address key.
+    async fn by_address_keys<C: ConnectionTrait>(
+        txn: &C,
+        env: Environment,
+        keys: &[&str],
+    ) -> Result<Vec<(String, Self)>, PipelineError> {
+        /// Address key, id, merchant, gate, status: the columns the lookup reads, in order.
+        type Row = (Option<String>, Uuid, Uuid, Option<String>, InvoiceStatus);
+        let rows: Vec<Row> = invoice::Entity::find()
+            .select_only()
+            .columns([
+                invoice::Column::AddressKey,
+                invoice::Column::Id,
+                invoice::Column::MerchantId,
+                invoice::Column::GateId,
+                invoice::Column::Status,
+            ])
+            .filter(invoice::Column::Environment.eq(env))
+            .filter(invoice::Column::AddressKey.is_in(keys.iter().copied()))
+            .into_tuple()
+            .all(txn)
+            .await?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(key, id, merchant_id, gate_id, status)| {
+                Some((key?, Self { id, merchant_id, environment: env, gate_id, status }))
+            })
+            .collect())
+    }
+}
+
+impl From<invoice::Model> for Payee {
+    fn from(inv: invoice::Model) -> Self {
+        Self { id: inv.id, merchant_id: inv.merchant_id, environment: inv.environment, gate_id: inv.gate_id, status: inv.status }
+    }
+}
+
 /// A transfer matched to the invoice it pays, with the payment that records it.
 struct Matched<'a> {
-    invoice: invoice::Model,
+    invoice: Payee,
     payment: payment::Model,
     transfer: &'a Transfer,
 }
@@ -148,7 +192,7 @@ struct Matched<'a> {
 impl<'a> Matched<'a> {
     /// `(block_height, confirmations)`: where the scan saw the transfer ([`Seen::at`]).
     fn new(
-        invoice: invoice::Model,
+        invoice: Payee,
         t: &'a Transfer,
         (block_height, confirmations): (Option<i64>, i32),
     ) -> Result<Self, PipelineError> {
@@ -222,7 +266,7 @@ async fn invoices_see_deposits<C: ConnectionTrait>(txn: &C, fresh: &[Matched<'_>
     let mut rest: Vec<&Matched<'_>> = causes.into_values().collect();
     rest.sort_by_key(|m| m.payment.id);
     for m in rest {
-        invoice_sees_deposit(txn, &m.invoice, &m.payment).await?;
+        invoice_sees_deposit(txn, &m.payment).await?;
     }
     Ok(())
 }

@@ -65,6 +65,6 @@ pub(super) async fn revive<C: ConnectionTrait>(
         .one(txn)
         .await?
         .ok_or_else(|| PipelineError::Invariant(format!("invoice of payment {} missing", p.id)))?;
-    invoice_sees_deposit(txn, &inv, &p).await?;
+    invoice_sees_deposit(txn, &p).await?;
     Ok(Some(Recorded { merchant_id: inv.merchant_id, payment_id: p.id, amount: p.amount.0 }))
 }
