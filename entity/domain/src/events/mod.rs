@@ -190,13 +190,15 @@ pub async fn emit_invoices<C: ConnectionTrait>(
 /// Inserts `rows` in multi-row inserts (500 a statement), each unless its `dedupe_key` exists;
 /// returns how many were new.
 async fn insert_new<C: ConnectionTrait>(txn: &C, rows: impl Iterator<Item = event::Model>) -> Result<u64, DbErr> {
-    let rows: Vec<event::ActiveModel> = rows.map(event::ActiveModel::from).collect();
+    let mut rows: Vec<event::ActiveModel> = rows.map(event::ActiveModel::from).collect();
     let mut new = 0;
-    for chunk in rows.chunks(500) {
-        new += event::Entity::insert_many(chunk.iter().cloned())
+    while !rows.is_empty() {
+        let rest = rows.split_off(rows.len().min(500));
+        new += event::Entity::insert_many(rows)
             .on_conflict(OnConflict::column(event::Column::DedupeKey).do_nothing().to_owned())
             .exec_without_returning(txn)
             .await?;
+        rows = rest;
     }
     Ok(new)
 }
