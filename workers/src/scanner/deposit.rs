@@ -43,11 +43,11 @@ pub(super) async fn post_seen<C: ConnectionTrait>(
 }
 
 /// A recorded deposit moves a `pending` invoice to `confirming` (or, past its window, to
-/// `expired` first: it is then a late deposit).
+/// `expired` first: it is then a late deposit). Returns the invoice as it read it, before the move.
 pub(super) async fn invoice_sees_deposit<C: ConnectionTrait>(
     txn: &C,
     p: &payment::Model,
-) -> Result<(), PipelineError> {
+) -> Result<invoice::Model, PipelineError> {
     let now = Utc::now();
     let inv = invoice::Entity::find_by_id(p.invoice_id)
         .one(txn)
@@ -63,5 +63,5 @@ pub(super) async fn invoice_sees_deposit<C: ConnectionTrait>(
             events::emit_invoice(txn, EventKind::InvoiceConfirming, &after, Some(p)).await?;
         }
     }
-    Ok(())
+    Ok(inv)
 }

@@ -178,7 +178,13 @@ impl Payee {
 
 impl From<invoice::Model> for Payee {
     fn from(inv: invoice::Model) -> Self {
-        Self { id: inv.id, merchant_id: inv.merchant_id, environment: inv.environment, gate_id: inv.gate_id, status: inv.status }
+        Self {
+            id: inv.id,
+            merchant_id: inv.merchant_id,
+            environment: inv.environment,
+            gate_id: inv.gate_id,
+            status: inv.status,
+        }
     }
 }
 

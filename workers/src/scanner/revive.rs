@@ -2,7 +2,7 @@
 //! that holds it, or the transaction mined again) is recorded again as if new.
 
 use chrono::Utc;
-use entity::{Environment, invoice, payment};
+use entity::{Environment, payment};
 use sea_orm::{ConnectionTrait, DatabaseConnection, EntityTrait};
 
 use super::deposit::{Recorded, invoice_sees_deposit, post_seen};
@@ -61,10 +61,6 @@ pub(super) async fn revive<C: ConnectionTrait>(
     let Some(p) = revived else { return Ok(None) };
     tracing::info!(payment_id = %p.id, tx_hash = %p.tx_hash, "reversed deposit is on chain again; revived");
     entity::settlement_conversion::Entity::delete_by_id(p.id).exec(txn).await?;
-    let inv = invoice::Entity::find_by_id(p.invoice_id)
-        .one(txn)
-        .await?
-        .ok_or_else(|| PipelineError::Invariant(format!("invoice of payment {} missing", p.id)))?;
-    invoice_sees_deposit(txn, &p).await?;
+    let inv = invoice_sees_deposit(txn, &p).await?;
     Ok(Some(Recorded { merchant_id: inv.merchant_id, payment_id: p.id, amount: p.amount.0 }))
 }
