@@ -34,6 +34,7 @@ mod m20261128_000031_invoice_external_id;
 mod m20261128_000032_list_counts;
 mod m20261205_000033_open_deliveries;
 mod m20261205_000034_watched_heights;
+mod m20261205_000035_ledger_page_order;
 
 /// The partial indexes' predicates, for the queries that must repeat them verbatim.
 pub mod open_rows {
@@ -86,6 +87,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261128_000032_list_counts::Migration),
             Box::new(m20261205_000033_open_deliveries::Migration),
             Box::new(m20261205_000034_watched_heights::Migration),
+            Box::new(m20261205_000035_ledger_page_order::Migration),
         ]
     }
 }
