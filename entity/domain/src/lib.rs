@@ -10,6 +10,7 @@ pub mod addresses;
 pub mod api_keys;
 pub mod audit;
 pub mod availability;
+pub mod bulk;
 pub mod cache;
 pub mod chain;
 pub mod config;

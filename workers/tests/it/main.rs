@@ -14,6 +14,7 @@ mod support;
 mod bitcoin_payouts_e2e;
 mod bitcoin_regtest;
 mod bitcoin_sweeps;
+mod bulk_insert;
 mod deliverer;
 mod evm_anvil;
 mod evm_anvil_payouts;
