@@ -143,28 +143,23 @@ async fn post_with<C: ConnectionTrait>(
             return Err(LedgerError::Insufficient { bucket: p.bucket, has: *slot, needed: -p.amount });
         }
         *slot = next;
-        entries.push(ledger_entry::ActiveModel {
-            id: Set(Uuid::now_v7()),
-            merchant_id: Set(merchant_id),
-            environment: Set(env),
-            gate_id: Set(gate_id.to_owned()),
-            bucket: Set(p.bucket),
-            entry_type: Set(p.entry_type),
-            amount: Set(Amount::new(p.amount)),
-            balance_after: Set(Amount::new(next)),
-            reference_type: Set(p.reference.map(|(t, _)| t.to_owned())),
-            reference_id: Set(p.reference.map(|(_, id)| id)),
-            description: Set(p.description.clone()),
-            created_at: Set(now),
+        entries.push(ledger_entry::Model {
+            id: Uuid::now_v7(),
+            merchant_id,
+            environment: env,
+            gate_id: gate_id.to_owned(),
+            bucket: p.bucket,
+            entry_type: p.entry_type,
+            amount: Amount::new(p.amount),
+            balance_after: Amount::new(next),
+            reference_type: p.reference.map(|(t, _)| t.to_owned()),
+            reference_id: p.reference.map(|(_, id)| id),
+            description: p.description.clone(),
+            created_at: now,
         });
     }
-    // A scan posts a whole batch's deposits of one merchant at once: several inserts keep each
-    // statement well below the databases' bound-parameter limits (12 columns an entry).
-    while !entries.is_empty() {
-        let rest = entries.split_off(entries.len().min(ENTRIES_PER_INSERT));
-        ledger_entry::Entity::insert_many(entries).exec_without_returning(txn).await?;
-        entries = rest;
-    }
+    // A scan posts a whole batch's deposits of one merchant at once.
+    crate::bulk::insert::<ledger_entry::Entity, _>(txn, entries, &[]).await?;
     let mut row: balance::ActiveModel = current.into();
     row.available = Set(Amount::new(available));
     row.pending = Set(Amount::new(pending));

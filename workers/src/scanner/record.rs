@@ -10,7 +10,7 @@ use entity::{
     payment, static_address, unclaimed_deposit,
 };
 use sea_orm::sea_query::{Expr, OnConflict};
-use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QuerySelect, TryInsertResult};
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QuerySelect};
 use uuid::Uuid;
 
 use super::deposit::{Recorded, invoice_sees_deposit, post_seen};
@@ -127,10 +127,6 @@ pub(super) async fn record_transfers<C: ConnectionTrait>(
     Ok(recorded.into_iter().map(|s| s.payment_id).collect())
 }
 
-/// Rows per multi-row insert: far below PostgreSQL's 65,535 and SQLite's 32,766 bound
-/// parameters for the widest row written this way (a payment, 25 columns).
-const ROWS_PER_INSERT: usize = 500;
-
 /// What recording a deposit reads of the invoice it pays: the lookup by address reads these
 /// columns alone (by position), not the whole row; whatever else a rare path needs (an invoice
 /// the batch's guarded update did not move) it reads again.
@@ -230,24 +226,12 @@ impl<'a> Matched<'a> {
 /// index; a conflicting row, or a second copy of one transfer in the batch, is skipped) and
 /// returns the ids of those inserted.
 async fn insert_payments<C: ConnectionTrait>(txn: &C, matched: &[Matched<'_>]) -> Result<HashSet<Uuid>, PipelineError> {
-    let mut inserted = HashSet::with_capacity(matched.len());
-    for chunk in matched.chunks(ROWS_PER_INSERT) {
-        let rows = chunk.iter().map(|m| payment::ActiveModel::from(m.payment.clone()));
-        let ids = payment::Entity::insert_many(rows)
-            .on_conflict(once_per_transfer([
-                payment::Column::Environment,
-                payment::Column::GateId,
-                payment::Column::TxHash,
-                payment::Column::OutputIndex,
-            ]))
-            .try_insert()
-            .exec_with_returning_keys(txn)
-            .await?;
-        if let TryInsertResult::Inserted(ids) = ids {
-            inserted.extend(ids);
-        }
-    }
-    Ok(inserted)
+    let rows = matched.iter().map(|m| m.payment.clone()).collect();
+    let key =
+        [payment::Column::Environment, payment::Column::GateId, payment::Column::TxHash, payment::Column::OutputIndex];
+    let ids: Vec<Uuid> =
+        domain::bulk::insert_returning::<payment::Entity, _, _>(txn, rows, &key, payment::Column::Id).await?;
+    Ok(ids.into_iter().collect())
 }
 
 /// New payments move their `pending` invoices to `confirming`, each with the first of its new

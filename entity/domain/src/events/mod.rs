@@ -187,20 +187,10 @@ pub async fn emit_invoices<C: ConnectionTrait>(
     insert_new(txn, rows).await
 }
 
-/// Inserts `rows` in multi-row inserts (500 a statement), each unless its `dedupe_key` exists;
-/// returns how many were new.
+/// Inserts `rows` ([`crate::bulk`]), each unless its `dedupe_key` exists; returns how many were
+/// new.
 async fn insert_new<C: ConnectionTrait>(txn: &C, rows: impl Iterator<Item = event::Model>) -> Result<u64, DbErr> {
-    let mut rows: Vec<event::ActiveModel> = rows.map(event::ActiveModel::from).collect();
-    let mut new = 0;
-    while !rows.is_empty() {
-        let rest = rows.split_off(rows.len().min(500));
-        new += event::Entity::insert_many(rows)
-            .on_conflict(OnConflict::column(event::Column::DedupeKey).do_nothing().to_owned())
-            .exec_without_returning(txn)
-            .await?;
-        rows = rest;
-    }
-    Ok(new)
+    crate::bulk::insert::<event::Entity, _>(txn, rows.collect(), &[event::Column::DedupeKey]).await
 }
 
 fn invoice_dedupe_key(kind: EventKind, inv: &invoice::Model, cause: Option<&payment::Model>) -> String {
