@@ -247,9 +247,8 @@ async fn invoices_see_deposits<C: ConnectionTrait>(txn: &C, fresh: &[Matched<'_>
     let ids: Vec<InvoiceId> = causes.keys().copied().map(InvoiceId::from).collect();
     let moved = domain::invoices::lifecycle::see_deposits(txn, &ids, Utc::now()).await?;
     let events: Vec<_> = moved
-        .iter()
-        .filter_map(|after| causes.remove(&after.id).map(|m| (after, &m.payment)))
-        .map(|(after, cause)| (EventKind::InvoiceConfirming, after, Some(cause)))
+        .into_iter()
+        .filter_map(|after| causes.remove(&after.id).map(|m| (EventKind::InvoiceConfirming, after, Some(&m.payment))))
         .collect();
     events::emit_invoices(txn, &events).await?;
     // Not moved: past the window (expired first, a late deposit) or no longer pending.

@@ -14,7 +14,7 @@ use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, Que
 use uuid::Uuid;
 
 use crate::pipeline::PipelineError;
-use domain::events::{self, EventKind};
+use domain::events::{self, EventKind, InvoiceFacts};
 use domain::invoices::lifecycle::transition_many;
 use domain::ledger::{self, Credit};
 use domain::payments::lifecycle;
@@ -262,13 +262,13 @@ async fn invoices_see_confirmations<C: ConnectionTrait>(
     for ((from, trigger), ids) in transitions {
         after.extend(transition_many(txn, from, trigger, &ids).await?);
     }
-    let mut events: Vec<(EventKind, &invoice::Model, Option<&payment::Model>)> = Vec::with_capacity(moved.len());
+    let mut events: Vec<(EventKind, InvoiceFacts, Option<&payment::Model>)> = Vec::with_capacity(moved.len());
     for p in late {
-        events.push((EventKind::InvoiceLateDeposit, &invoices[&p.invoice_id], Some(p)));
+        events.push((EventKind::InvoiceLateDeposit, InvoiceFacts::from(&invoices[&p.invoice_id]), Some(p)));
     }
     for inv in &after {
         let (event, cause) = caused[&inv.id];
-        events.push((event, inv, Some(cause)));
+        events.push((event, InvoiceFacts::from(inv), Some(cause)));
     }
     events::emit_invoices(txn, &events).await?;
     Ok(invoices)

@@ -23,6 +23,7 @@ mod evm_payouts_e2e;
 mod evm_sweeps;
 mod fault_e2e;
 mod fiat_at_credit;
+mod invoice_moves;
 mod invoice_resolve;
 mod invoice_table_e2e;
 mod open_rows;

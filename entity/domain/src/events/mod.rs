@@ -3,9 +3,11 @@
 //! does. The webhook deliverer reads them from here. `dedupe_key` (unique) makes a replayed
 //! stage unable to write an event twice. `query` reads them back for `GET /v1/events`.
 
+mod facts;
 mod kind;
 pub mod query;
 
+pub use facts::InvoiceFacts;
 pub use kind::{EventKind, Subject};
 
 use chrono::Utc;
@@ -39,33 +41,9 @@ fn amount(a: Option<entity::Amount>) -> Value {
     a.map_or(Value::Null, |a| Value::String(a.0.normalize().to_string()))
 }
 
-/// `data` of every invoice event: the invoice as it is after the change, plus the payment that
-/// caused it where one did, else the invoice's `activation_count` (an event without a payment
-/// happens at most once per activation, so type + `invoice_id` + `activation_count` tell two
-/// expiries of a re-activated draft apart).
+/// `data` of every invoice event ([`InvoiceFacts::data`]) for the invoice `inv`.
 pub fn invoice_data(inv: &invoice::Model, cause: Option<&payment::Model>) -> Value {
-    let mut d = json!({
-        "invoice_id": inv.id,
-        "external_id": inv.external_id,
-        "currency": inv.currency,
-        "network": inv.network,
-        "environment": inv.environment.as_str(),
-        "amount_requested": amount(inv.amount_requested),
-        "amount_paid": amount(Some(inv.amount_paid)),
-        "status": inv.status.as_str(),
-    });
-    match cause {
-        Some(p) => {
-            d["payment_id"] = json!(p.id);
-            d["tx_hash"] = json!(p.tx_hash);
-            d["payment_amount"] = amount(Some(p.amount));
-        }
-        None => d["activation_count"] = json!(inv.activation_count),
-    }
-    if let Some(t) = inv.paid_at {
-        d["paid_at"] = json!(ts(t));
-    }
-    d
+    InvoiceFacts::from(inv).data(cause)
 }
 
 /// `data` of `payout.completed` and `payout.failed`: the payout as it is after the change.
@@ -169,20 +147,21 @@ pub async fn emit_invoice<C: ConnectionTrait>(
     inv: &invoice::Model,
     cause: Option<&payment::Model>,
 ) -> Result<bool, DbErr> {
-    let key = invoice_dedupe_key(kind, inv, cause);
-    Ok(emit(txn, inv.merchant_id.into(), inv.environment, kind, key, invoice_data(inv, cause)).await?.is_some())
+    let inv = InvoiceFacts::from(inv);
+    let key = invoice_dedupe_key(kind, &inv, cause);
+    Ok(emit(txn, inv.merchant_id.into(), inv.environment, kind, key, inv.data(cause)).await?.is_some())
 }
 
 /// [`emit_invoice`] for many events in multi-row inserts (a scan's batch); each is written unless
 /// its `dedupe_key` exists. Returns how many were new.
 pub async fn emit_invoices<C: ConnectionTrait>(
     txn: &C,
-    events: &[(EventKind, &invoice::Model, Option<&payment::Model>)],
+    events: &[(EventKind, InvoiceFacts, Option<&payment::Model>)],
 ) -> Result<u64, DbErr> {
     let now = Utc::now();
-    let rows = events.iter().map(|&(kind, inv, cause)| {
-        let key = invoice_dedupe_key(kind, inv, cause);
-        event::Model::new(inv.merchant_id, inv.environment, kind.as_str(), key, invoice_data(inv, cause), now)
+    let rows = events.iter().map(|(kind, inv, cause)| {
+        let key = invoice_dedupe_key(*kind, inv, *cause);
+        event::Model::new(inv.merchant_id, inv.environment, kind.as_str(), key, inv.data(*cause), now)
     });
     insert_new(txn, rows).await
 }
@@ -193,7 +172,7 @@ async fn insert_new<C: ConnectionTrait>(txn: &C, rows: impl Iterator<Item = even
     crate::bulk::insert::<event::Entity, _>(txn, rows.collect(), &[event::Column::DedupeKey]).await
 }
 
-fn invoice_dedupe_key(kind: EventKind, inv: &invoice::Model, cause: Option<&payment::Model>) -> String {
+fn invoice_dedupe_key(kind: EventKind, inv: &InvoiceFacts, cause: Option<&payment::Model>) -> String {
     let tag = cause.map_or_else(|| format!("activation-{}", inv.activation_count), payment_tag);
     format!("{kind}:{}:{tag}", inv.id)
 }

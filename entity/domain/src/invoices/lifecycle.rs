@@ -8,9 +8,10 @@
 
 use chrono::{DateTime, Utc};
 use entity::{Amount, InvoiceId, InvoiceStatus, InvoiceTrigger, invoice};
-use sea_orm::sea_query::{Expr, Func};
-use sea_orm::{ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
+use sea_orm::sea_query::{Expr, Func, Query};
+use sea_orm::{ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryTrait};
 
+use crate::events::InvoiceFacts;
 use crate::gates::Gate;
 
 /// Rows a guarded update names at once (bind parameters stay well under SQLite's limit).
@@ -55,30 +56,31 @@ pub async fn transition_many<C: ConnectionTrait>(
 }
 
 /// `pending` → `confirming` for the invoices `ids` that a deposit reached within their payment
-/// window (`expires_at` not before `now`); returns those it moved. An invoice past its window or
-/// no longer pending is left as it is, for the caller to look at on its own.
+/// window (`expires_at` not before `now`); returns those it moved, as their events read them
+/// ([`InvoiceFacts`]: a scan's batch moves thousands, and whole rows cost several times as much
+/// to return and decode). An invoice past its window or no longer pending is left as it is, for
+/// the caller to look at on its own.
 pub async fn see_deposits<C: ConnectionTrait>(
     txn: &C,
     ids: &[InvoiceId],
     now: DateTime<Utc>,
-) -> Result<Vec<invoice::Model>, DbErr> {
+) -> Result<Vec<InvoiceFacts>, DbErr> {
     let Some(next) = InvoiceStatus::Pending.on(InvoiceTrigger::DepositSeen) else {
         return Err(DbErr::Custom("invariant: a pending invoice must take a deposit".into()));
     };
     let mut moved = Vec::with_capacity(ids.len());
     for chunk in ids.chunks(IDS_PER_UPDATE) {
-        moved.extend(
-            invoice::Entity::update_many()
-                .col_expr(invoice::Column::Status, Expr::value(next.as_str()))
-                .col_expr(invoice::Column::UpdatedAt, Expr::value(now))
-                .filter(invoice::Column::Id.is_in(chunk.iter().copied()))
-                .filter(invoice::Column::Status.eq(InvoiceStatus::Pending))
-                .filter(
-                    Condition::any().add(invoice::Column::ExpiresAt.is_null()).add(invoice::Column::ExpiresAt.gte(now)),
-                )
-                .exec_with_returning(txn)
-                .await?,
-        );
+        let mut update = invoice::Entity::update_many()
+            .col_expr(invoice::Column::Status, Expr::value(next.as_str()))
+            .col_expr(invoice::Column::UpdatedAt, Expr::value(now))
+            .filter(invoice::Column::Id.is_in(chunk.iter().copied()))
+            .filter(invoice::Column::Status.eq(InvoiceStatus::Pending))
+            .filter(Condition::any().add(invoice::Column::ExpiresAt.is_null()).add(invoice::Column::ExpiresAt.gte(now)))
+            .into_query();
+        update.returning(Query::returning().columns(InvoiceFacts::COLUMNS));
+        for row in txn.query_all(&update).await? {
+            moved.push(InvoiceFacts::from_row(&row)?);
+        }
     }
     Ok(moved)
 }
