@@ -22,8 +22,8 @@ use entity::{DeliveryStatus, DeliveryTrigger, webhook_attempt, webhook_delivery}
 use futures::FutureExt;
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
-    ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, DbBackend, DbErr, EntityTrait, IntoActiveModel,
-    QueryFilter, QueryTrait, RuntimeErr,
+    ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, DbBackend, DbErr, EntityTrait, QueryFilter,
+    QueryTrait, RuntimeErr,
 };
 use tokio::sync::{OwnedRwLockWriteGuard, RwLock, mpsc, oneshot};
 use uuid::Uuid;
@@ -273,8 +273,7 @@ async fn write(db: &DatabaseConnection, records: &[Record]) -> Result<Vec<Writte
     let applied = |updated: bool| if updated { Written::Applied } else { Written::TakenOver };
     let mut alike: HashMap<(DeliveryStatus, Option<i32>), Vec<usize>> = HashMap::new();
     let txn = domain::db::begin_write(db).await?;
-    webhook_attempt::Entity::insert_many(records.iter().map(|r| r.attempt.clone().into_active_model()))
-        .exec_without_returning(&txn)
+    domain::bulk::insert::<webhook_attempt::Entity, _>(&txn, records.iter().map(|r| r.attempt.clone()).collect(), &[])
         .await?;
     for (i, r) in records.iter().enumerate() {
         match r.group_key() {

@@ -8,10 +8,8 @@ use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use entity::{DeliveryStatus, Environment, event, webhook_delivery, webhook_endpoint};
-use sea_orm::sea_query::{Expr, OnConflict};
-use sea_orm::{
-    ColumnTrait, DatabaseConnection, DbErr, EntityTrait, IntoActiveModel, QueryFilter, QueryOrder, QuerySelect,
-};
+use sea_orm::sea_query::Expr;
+use sea_orm::{ColumnTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 use serde::Serialize;
 use serde_json::Value;
 use uuid::Uuid;
@@ -175,18 +173,9 @@ pub async fn dispatch_batch(db: &DatabaseConnection, limit: u64) -> Result<Dispa
     let taken: Vec<&event::Model> = candidates.iter().filter(|e| claimed.contains(&e.id)).collect();
     let mut made = fan_out(&taken, &endpoints, now);
     mark_waiting(&txn, &mut made).await?;
-    let rows: Vec<webhook_delivery::ActiveModel> = made.into_iter().map(IntoActiveModel::into_active_model).collect();
-    let deliveries: Vec<Uuid> = rows.iter().map(|r| *r.id.as_ref()).collect();
-    if !rows.is_empty() {
-        webhook_delivery::Entity::insert_many(rows)
-            .on_conflict(
-                OnConflict::columns([webhook_delivery::Column::EventId, webhook_delivery::Column::EndpointId])
-                    .do_nothing()
-                    .to_owned(),
-            )
-            .exec_without_returning(&txn)
-            .await?;
-    }
+    let deliveries: Vec<Uuid> = made.iter().map(|d| d.id).collect();
+    let once_per_endpoint = [webhook_delivery::Column::EventId, webhook_delivery::Column::EndpointId];
+    crate::bulk::insert::<webhook_delivery::Entity, _>(&txn, made, &once_per_endpoint).await?;
     txn.commit().await?;
     Ok(Dispatched { events: claimed.len(), deliveries })
 }
