@@ -20,7 +20,7 @@ async fn a_deposit_moves_pending_invoices_once_and_returns_their_facts_as_the_ro
 
     let mut moved = domain::invoices::lifecycle::see_deposits(db, &ids, Utc::now()).await.unwrap();
     moved.sort_by_key(|f| f.id);
-    let mut rows = vec![
+    let mut rows = [
         invoice::Entity::find_by_id(a).one(db).await.unwrap().unwrap(),
         invoice::Entity::find_by_id(b).one(db).await.unwrap().unwrap(),
     ];
