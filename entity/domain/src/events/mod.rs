@@ -152,7 +152,7 @@ pub async fn emit_invoice<C: ConnectionTrait>(
     Ok(emit(txn, inv.merchant_id.into(), inv.environment, kind, key, inv.data(cause)).await?.is_some())
 }
 
-/// [`emit_invoice`] for many events in multi-row inserts (a scan's batch); each is written unless
+/// [`emit_invoice`] for many events in one batch (a scan's; [`crate::bulk`]), each written unless
 /// its `dedupe_key` exists. Returns how many were new.
 pub async fn emit_invoices<C: ConnectionTrait>(
     txn: &C,
