@@ -35,6 +35,7 @@ mod m20261128_000032_list_counts;
 mod m20261205_000033_open_deliveries;
 mod m20261205_000034_watched_heights;
 mod m20261205_000035_ledger_page_order;
+mod m20261205_000036_list_counts_by_statement;
 
 /// The partial indexes' predicates, for the queries that must repeat them verbatim.
 pub mod open_rows {
@@ -88,6 +89,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261205_000033_open_deliveries::Migration),
             Box::new(m20261205_000034_watched_heights::Migration),
             Box::new(m20261205_000035_ledger_page_order::Migration),
+            Box::new(m20261205_000036_list_counts_by_statement::Migration),
         ]
     }
 }

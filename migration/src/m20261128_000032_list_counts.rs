@@ -104,7 +104,7 @@ impl Counted {
     }
 
     /// The key values of `r` one by one, `merchant_id, environment, list` and then `KEY_COLUMNS`.
-    fn key_exprs(&self, backend: DatabaseBackend, r: &str) -> Vec<String> {
+    pub(crate) fn key_exprs(&self, backend: DatabaseBackend, r: &str) -> Vec<String> {
         let col = |c: Option<&str>| match c {
             Some(c) => format!("COALESCE(CAST({r}.{c} AS TEXT), '')"),
             None => "''".to_owned(),
