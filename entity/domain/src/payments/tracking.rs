@@ -54,10 +54,16 @@ pub async fn settle_height<C: ConnectionTrait>(
 /// After a scan up to block `to`, the depth of the gate's confirming payments in the last
 /// blocks that are still short of their required confirmations (one statement; integer
 /// arithmetic, not money). A payment these blocks bring to its depth is left to the tracker,
-/// which confirms it and writes what it reads.
-pub async fn refresh_depths<C: ConnectionTrait>(db: &C, env: Environment, gate_id: &str, to: i64) -> Result<(), DbErr> {
-    refresh_depths_update(env, gate_id, to).exec(db).await?;
-    Ok(())
+/// which confirms it and writes what it reads. A payment that already shows this depth (the
+/// scan that recorded it wrote it) is not written again: an update of a row writes a new
+/// version of it even when nothing changes. Returns the payments written.
+pub async fn refresh_depths<C: ConnectionTrait>(
+    db: &C,
+    env: Environment,
+    gate_id: &str,
+    to: i64,
+) -> Result<u64, DbErr> {
+    Ok(refresh_depths_update(env, gate_id, to).exec(db).await?.rows_affected)
 }
 
 /// The statement of [`refresh_depths`]: among the payments still watched (every confirming one
@@ -72,7 +78,8 @@ pub fn refresh_depths_update(env: Environment, gate_id: &str, to: i64) -> sea_or
         .filter(Expr::cust(crate::db::open_rows::OPEN_PAYMENTS_WATCHED))
         .filter(payment::Column::Status.eq(PaymentStatus::Confirming))
         .filter(payment::Column::BlockHeight.lte(to))
-        .filter(depth.lt(Expr::col(payment::Column::RequiredConfirmations)))
+        .filter(depth.clone().lt(Expr::col(payment::Column::RequiredConfirmations)))
+        .filter(depth.ne(Expr::col(payment::Column::Confirmations)))
 }
 
 /// A check that found `p`'s transaction missing at tip `tip`, stored as (missing since height,
@@ -156,4 +163,39 @@ pub async fn wake<C: ConnectionTrait>(db: &C, env: Environment, gate_id: &str, t
         .exec(db)
         .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use entity::Amount;
+    use migration::MigratorTrait;
+    use rust_decimal::Decimal;
+    use sea_orm::{ActiveModelTrait, Database, IntoActiveModel};
+
+    #[tokio::test]
+    async fn a_depth_refresh_writes_only_the_payments_whose_depth_changed() {
+        let db = Database::connect("sqlite::memory:").await.unwrap();
+        db.execute_unprepared("PRAGMA foreign_keys = OFF").await.unwrap();
+        migration::Migrator::up(&db, None).await.unwrap();
+        let amount = Amount::new(Decimal::new(125, 2));
+        let mut p = payment::Model::detected(
+            Uuid::now_v7(),
+            Environment::Test,
+            "bitcoin".into(),
+            "tx".into(),
+            0,
+            amount,
+            Utc::now(),
+        );
+        (p.block_height, p.confirmations, p.required_confirmations) = (Some(10), 1, 3);
+        p.clone().into_active_model().insert(&db).await.unwrap();
+        let depth = |db| async move { payment::Entity::find_by_id(p.id).one(db).await.unwrap().unwrap().confirmations };
+        assert_eq!(refresh_depths(&db, Environment::Test, "bitcoin", 10).await.unwrap(), 0, "recorded at this depth");
+        assert_eq!(refresh_depths(&db, Environment::Test, "bitcoin", 11).await.unwrap(), 1);
+        assert_eq!(depth(&db).await, 2);
+        assert_eq!(refresh_depths(&db, Environment::Test, "bitcoin", 11).await.unwrap(), 0, "a second scan of the tip");
+        assert_eq!(refresh_depths(&db, Environment::Test, "bitcoin", 12).await.unwrap(), 0, "due: the tracker's");
+        assert_eq!(depth(&db).await, 2);
+    }
 }
