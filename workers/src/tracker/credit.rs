@@ -2,22 +2,24 @@
 //! table, and (passthrough settlement) their amounts credited with their fiat value at that
 //! moment, in one transaction.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Duration;
 
 use chrono::Utc;
 use entity::{
     Amount, InvoiceId, InvoiceStatus, InvoiceTrigger, PaymentId, PaymentStatus, invoice, payment, static_address,
 };
 use rust_decimal::Decimal;
-use sea_orm::sea_query::{CaseStatement, Expr};
+use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 use uuid::Uuid;
 
-use crate::pipeline::PipelineError;
+use super::next_look;
+use crate::pipeline::{PipelineError, final_depth};
 use domain::events::{self, EventKind, InvoiceFacts};
-use domain::invoices::lifecycle::transition_many;
+use domain::invoices::lifecycle::{store_paid, transition_paid};
 use domain::ledger::{self, Credit};
-use domain::payments::lifecycle;
+use domain::payments::{fiat, lifecycle};
 
 /// Confirmation: the payment moves to `confirmed`, the invoice moves per the PRODUCT.md table
 /// (or records a late deposit), and, for passthrough settlement, its pending amount is credited
@@ -28,8 +30,9 @@ pub(super) async fn confirm(
     db: &DatabaseConnection,
     p: &payment::Model,
     confirmations: i32,
+    interval: Duration,
 ) -> Result<(), PipelineError> {
-    confirm_many(db, &[(p.clone(), confirmations)]).await.map(drop)
+    confirm_many(db, &[(p.clone(), confirmations)], interval).await.map(drop)
 }
 
 /// [`confirm`] for many payments (each with the confirmations the chain reported, at least its
@@ -37,12 +40,15 @@ pub(super) async fn confirm(
 /// of them. Payments of one invoice in a batch count together: the invoice's `amount_paid`
 /// includes all of them from the first, so its transition names the first as its cause. Should
 /// the batch fail, each payment is confirmed in a transaction of its own, so one bad payment
-/// holds up no other; the first error is returned after all were tried.
+/// holds up no other; the first error is returned after all were tried. Each confirmed payment
+/// awaits its hand-over at its next milestone (`super::next_look` with `interval`), stored by the
+/// confirmation's own update.
 pub async fn confirm_many(
     db: &DatabaseConnection,
     due: &[(payment::Model, i32)],
+    interval: Duration,
 ) -> Result<Vec<payment::Model>, PipelineError> {
-    let e = match confirm_together(db, due).await {
+    let e = match confirm_together(db, due, interval).await {
         Ok(moved) => return Ok(moved),
         Err(e) if due.len() < 2 => return Err(e),
         Err(e) => e,
@@ -50,7 +56,7 @@ pub async fn confirm_many(
     tracing::warn!(error = %e, payments = due.len(), "a batch of confirmations failed; confirming one by one");
     let (mut moved, mut first) = (Vec::new(), None);
     for item in due {
-        match confirm_together(db, std::slice::from_ref(item)).await {
+        match confirm_together(db, std::slice::from_ref(item), interval).await {
             Ok(m) => moved.extend(m),
             Err(e) => {
                 first.get_or_insert(e);
@@ -67,6 +73,7 @@ pub async fn confirm_many(
 async fn confirm_together(
     db: &DatabaseConnection,
     due: &[(payment::Model, i32)],
+    interval: Duration,
 ) -> Result<Vec<payment::Model>, PipelineError> {
     if due.is_empty() {
         return Ok(Vec::new());
@@ -86,18 +93,37 @@ async fn confirm_together(
             .ok_or_else(|| PipelineError::Invariant(format!("invoice {} missing", p.invoice_id)))?;
         Ok(domain::settlement::converting_target(inv, p).is_some())
     };
-    let mut groups: BTreeMap<(bool, i32), Vec<PaymentId>> = BTreeMap::new();
+    let now = Utc::now();
+    // Payments confirmed alike by one update: converting or not, their depth, their next look.
+    type Alike = (bool, i32, Option<chrono::DateTime<Utc>>);
+    let mut groups: BTreeMap<Alike, Vec<PaymentId>> = BTreeMap::new();
+    let mut credited_now = Vec::with_capacity(due.len());
     for (p, confirmations) in due {
-        groups.entry((converting(p)?, *confirmations)).or_default().push(p.id.into());
+        let converting = converting(p)?;
+        let depths = (*confirmations, p.required_confirmations, final_depth(&p.gate_id, p.required_confirmations));
+        let next_at = next_look(interval, depths)
+            .map(|after| now + chrono::Duration::from_std(after).unwrap_or(chrono::Duration::MAX));
+        groups.entry((converting, *confirmations, next_at)).or_default().push(p.id.into());
+        if !converting {
+            credited_now.push(fiat::Credited {
+                payment_id: p.id,
+                environment: p.environment,
+                invoice: &invoices[&p.invoice_id],
+                gate: &p.gate_id,
+                amount: p.amount.0,
+            });
+        }
     }
     let txn = domain::db::begin_write(db).await?;
-    let now = Utc::now();
+    // Each credit's fiat value on the day, written by the confirmation's update.
+    let fiat_values = fiat::values(&txn, &credited_now).await?;
     // Confirmed (and, for passthrough, stamped credited) by guarded updates: of two trackers,
     // one moves each payment.
     let mut moved = Vec::with_capacity(due.len());
-    for ((converting, confirmations), ids) in groups {
+    for ((converting, confirmations, next_check_at), ids) in groups {
         let credit = if converting { lifecycle::Credit::Later } else { lifecycle::Credit::Now };
-        let rows = lifecycle::confirm_many(&txn, &ids, confirmations, credit, now).await?;
+        let how = lifecycle::Confirmation { confirmations, credit, next_check_at, fiat: &fiat_values };
+        let rows = lifecycle::confirm_many(&txn, &ids, how, now).await?;
         moved.extend(rows.into_iter().map(|p| (p, converting)));
     }
     if moved.is_empty() {
@@ -124,9 +150,6 @@ async fn confirm_together(
         credited.push((inv, p, credit));
     }
     events::emit_balance_credits(&txn, &credited).await?;
-    // Each credit's fiat value on the day, with the credit.
-    let priced: Vec<_> = credited.iter().map(|(inv, p, _)| (*p, *inv)).collect();
-    domain::payments::fiat::record(&txn, &priced).await?;
     // Last: the balances (pending released and available credited, one posting per balance).
     let credits: Vec<Credit<'_>> = credited
         .iter()
@@ -161,7 +184,7 @@ async fn invoices_see_confirmations<C: ConnectionTrait>(
     let mut ids: Vec<Uuid> = moved.iter().map(|(p, _)| p.invoice_id).collect();
     ids.dedup();
     let mut invoices = HashMap::with_capacity(ids.len());
-    let (mut paid, mut unconfirmed) = (HashMap::<Uuid, Decimal>::new(), std::collections::HashSet::new());
+    let (mut paid, mut unconfirmed) = (HashMap::<Uuid, Decimal>::new(), HashSet::new());
     for chunk in ids.chunks(INVOICES_PER_STATEMENT) {
         let mut lock = invoice::Entity::find().filter(invoice::Column::Id.is_in(chunk.iter().copied()));
         if txn.get_database_backend() == sea_orm::DatabaseBackend::Postgres {
@@ -195,21 +218,12 @@ async fn invoices_see_confirmations<C: ConnectionTrait>(
             add_static_total(txn, sa, p.amount.0).await?;
         }
     }
-    for chunk in ids.chunks(INVOICES_PER_STATEMENT) {
-        let mut amount_paid = CaseStatement::new();
-        for id in chunk {
-            let sum = Amount::new(paid.get(id).copied().unwrap_or_default());
-            amount_paid = amount_paid.case(invoice::Column::Id.eq(*id), Expr::value(sum));
-            if let Some(inv) = invoices.get_mut(id) {
-                inv.amount_paid = sum;
-            }
+    // Each invoice's `amount_paid` becomes the sum of its confirmed payments, written below with
+    // its move (or alone where it does not move).
+    for id in &ids {
+        if let Some(inv) = invoices.get_mut(id) {
+            inv.amount_paid = Amount::new(paid.get(id).copied().unwrap_or_default());
         }
-        invoice::Entity::update_many()
-            .col_expr(invoice::Column::AmountPaid, amount_paid.finally(Expr::col(invoice::Column::AmountPaid)).into())
-            .col_expr(invoice::Column::UpdatedAt, Expr::value(now))
-            .filter(invoice::Column::Id.is_in(chunk.iter().copied()))
-            .exec(txn)
-            .await?;
     }
     let merchants: Vec<Uuid> = invoices.values().map(|i| i.merchant_id).collect();
     let tolerance_pct: HashMap<Uuid, Decimal> = entity::merchant::Entity::find()
@@ -222,7 +236,9 @@ async fn invoices_see_confirmations<C: ConnectionTrait>(
 
     // Per invoice: its late deposits, or the transition its payments make.
     let mut late = Vec::new();
-    let mut transitions: Vec<((InvoiceStatus, InvoiceTrigger), Vec<InvoiceId>)> = Vec::new();
+    // Each move (from, trigger) with the invoices that make it and their new `amount_paid`.
+    type Moves = Vec<((InvoiceStatus, InvoiceTrigger), Vec<(InvoiceId, Amount)>)>;
+    let mut transitions: Moves = Vec::new();
     let mut caused = HashMap::new();
     for (p, _) in moved {
         let inv = invoices.get(&p.invoice_id).ok_or_else(|| PipelineError::Invariant("invoice not locked".into()))?;
@@ -251,24 +267,33 @@ async fn invoices_see_confirmations<C: ConnectionTrait>(
             None
         };
         if let Some((trigger, event)) = trigger {
+            let moving = (InvoiceId::from(inv.id), inv.amount_paid);
             match transitions.iter_mut().find(|(key, _)| *key == (inv.status, trigger)) {
-                Some((_, ids)) => ids.push(InvoiceId::from(inv.id)),
-                None => transitions.push(((inv.status, trigger), vec![InvoiceId::from(inv.id)])),
+                Some((_, ids)) => ids.push(moving),
+                None => transitions.push(((inv.status, trigger), vec![moving])),
             }
             caused.insert(inv.id, (event, p));
         }
     }
+    // One write per invoice: its move with its `amount_paid`, or its `amount_paid` alone.
     let mut after = Vec::new();
-    for ((from, trigger), ids) in transitions {
-        after.extend(transition_many(txn, from, trigger, &ids).await?);
+    for ((from, trigger), paid) in transitions {
+        after.extend(transition_paid(txn, from, trigger, &paid, now).await?);
     }
+    let moved_ids: HashSet<Uuid> = after.iter().map(|f| f.id).collect();
+    let unmoved: Vec<(InvoiceId, Amount)> = ids
+        .iter()
+        .filter(|id| !moved_ids.contains(id))
+        .map(|id| (InvoiceId::from(*id), invoices[id].amount_paid))
+        .collect();
+    store_paid(txn, &unmoved, now).await?;
     let mut events: Vec<(EventKind, InvoiceFacts, Option<&payment::Model>)> = Vec::with_capacity(moved.len());
     for p in late {
         events.push((EventKind::InvoiceLateDeposit, InvoiceFacts::from(&invoices[&p.invoice_id]), Some(p)));
     }
-    for inv in &after {
-        let (event, cause) = caused[&inv.id];
-        events.push((event, InvoiceFacts::from(inv), Some(cause)));
+    for facts in after {
+        let (event, cause) = caused[&facts.id];
+        events.push((event, facts, Some(cause)));
     }
     events::emit_invoices(txn, &events).await?;
     Ok(invoices)

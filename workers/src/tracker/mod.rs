@@ -145,28 +145,26 @@ pub async fn track_due(
             PaymentStatus::Confirming | PaymentStatus::Confirmed | PaymentStatus::Reversed => {}
         }
     }
-    let (confirmed, mut first) = match confirm_many(db, &due).await {
+    let interval = Duration::from_millis(cfg.track_interval_ms);
+    let (confirmed, mut first) = match confirm_many(db, &due, interval).await {
         Ok(moved) => (moved, None),
         Err(e) => (Vec::new(), Some(e)),
     };
     let mut out = Vec::with_capacity(payment_ids.len());
+    // Confirmed here: the next look, at final depth, comes with the scan of the block that
+    // completes it; the confirmation stored when, so the sweeper takes the payment should that
+    // hand-over be lost.
+    for p in &confirmed {
+        let depths = (p.confirmations, p.required_confirmations, final_depth(&p.gate_id, p.required_confirmations));
+        let next = if next_look(interval, depths).is_some() { Next::AwaitsHandOver } else { Next::Done };
+        out.push((p.id, next));
+    }
     let mut note = |r: Result<Vec<(Uuid, Next)>, PipelineError>| match r {
         Ok(nexts) => out.extend(nexts),
         Err(e) => {
             first.get_or_insert(e);
         }
     };
-    // Confirmed here: the next look, at final depth, comes with the scan of the block that
-    // completes it; stored, so the sweeper takes the payment should that hand-over be lost.
-    let interval = Duration::from_millis(cfg.track_interval_ms);
-    let mut waits: BTreeMap<Option<Duration>, Vec<Uuid>> = BTreeMap::new();
-    for p in &confirmed {
-        let depths = (p.confirmations, p.required_confirmations, final_depth(&p.gate_id, p.required_confirmations));
-        waits.entry(next_look(interval, depths)).or_default().push(p.id);
-    }
-    for (again, ids) in waits {
-        note(await_hand_over(db, &ids, again).await);
-    }
     // At final depth: watched no more.
     let mut depths: BTreeMap<i32, Vec<Uuid>> = BTreeMap::new();
     for (id, n) in &finals {
@@ -193,20 +191,6 @@ pub async fn track_due(
         }
     }
     (out, first)
-}
-
-/// Stores when to look at `ids` again (none: never) without a job: the scanner hands each over
-/// with the block that completes its next milestone, and the sweeper takes it should that be
-/// lost. Their older job chains end (`Superseded`).
-async fn await_hand_over(
-    db: &DatabaseConnection,
-    ids: &[Uuid],
-    again: Option<Duration>,
-) -> Result<Vec<(Uuid, Next)>, PipelineError> {
-    let at = again.map(|after| Utc::now() + chrono::Duration::from_std(after).unwrap_or(chrono::Duration::MAX));
-    tracking::schedule(db, &payment_ids(ids), None, at).await?;
-    let next = if again.is_some() { Next::AwaitsHandOver } else { Next::Done };
-    Ok(ids.iter().map(|id| (*id, next)).collect())
 }
 
 /// Confirmed payments the chain shows at `confirmations`, their final depth: stored, and
@@ -279,7 +263,7 @@ async fn track(
     }
     match p.status {
         PaymentStatus::Confirming if due => {
-            confirm(db, p, confirmations).await?;
+            confirm(db, p, confirmations, interval).await?;
         }
         PaymentStatus::Confirming => {
             let window = chrono::Duration::seconds(cfg.monitor_window_secs as i64);

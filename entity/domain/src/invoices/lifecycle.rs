@@ -8,7 +8,7 @@
 
 use chrono::{DateTime, Utc};
 use entity::{Amount, InvoiceId, InvoiceStatus, InvoiceTrigger, invoice};
-use sea_orm::sea_query::{Expr, Func, Query};
+use sea_orm::sea_query::{CaseStatement, Expr, Func, Query};
 use sea_orm::{ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryTrait};
 
 use crate::events::InvoiceFacts;
@@ -41,18 +41,86 @@ pub async fn transition_many<C: ConnectionTrait>(
     let now = Utc::now();
     let mut moved = Vec::with_capacity(ids.len());
     for chunk in ids.chunks(IDS_PER_UPDATE) {
-        let mut update = invoice::Entity::update_many()
-            .col_expr(invoice::Column::Status, Expr::value(next.as_str()))
-            .col_expr(invoice::Column::UpdatedAt, Expr::value(now))
-            .filter(invoice::Column::Id.is_in(chunk.iter().copied()))
-            .filter(invoice::Column::Status.eq(from));
-        if matches!(trigger, InvoiceTrigger::ConfirmedExact | InvoiceTrigger::ConfirmedOver) {
-            let paid_at = Func::coalesce([Expr::col(invoice::Column::PaidAt), Expr::value(now)]);
-            update = update.col_expr(invoice::Column::PaidAt, paid_at.into());
-        }
-        moved.extend(update.exec_with_returning(txn).await?);
+        moved.extend(moving(from, trigger, next, chunk, now).exec_with_returning(txn).await?);
     }
     Ok(moved)
+}
+
+/// Invoices an update of `amount_paid` names at once (each its own `CASE` arm).
+const PAID_PER_UPDATE: usize = 200;
+
+/// The `amount_paid` of each of `paid`, by id, as one `CASE` (the others keep theirs).
+fn amount_paid_case(paid: &[(InvoiceId, Amount)]) -> sea_orm::sea_query::SimpleExpr {
+    let mut case = CaseStatement::new();
+    for (id, sum) in paid {
+        case = case.case(invoice::Column::Id.eq(*id), Expr::value(*sum));
+    }
+    case.finally(Expr::col(invoice::Column::AmountPaid)).into()
+}
+
+/// A confirmation's move: [`transition_many`] of the invoices of `paid` (all in status `from`),
+/// each also taking its `amount_paid` (the sum of its confirmed payments) in the same update, so
+/// the invoice is written once; returns those it moved as their events read them. An invoice not
+/// moved (another writer moved it first; under the caller's row lock, none) keeps its old
+/// `amount_paid`: the caller stores it with [`store_paid`].
+pub async fn transition_paid<C: ConnectionTrait>(
+    txn: &C,
+    from: InvoiceStatus,
+    trigger: InvoiceTrigger,
+    paid: &[(InvoiceId, Amount)],
+    now: DateTime<Utc>,
+) -> Result<Vec<InvoiceFacts>, DbErr> {
+    let Some(next) = from.on(trigger) else { return Ok(Vec::new()) };
+    let mut moved = Vec::with_capacity(paid.len());
+    for chunk in paid.chunks(PAID_PER_UPDATE) {
+        let ids: Vec<InvoiceId> = chunk.iter().map(|(id, _)| *id).collect();
+        let mut update = moving(from, trigger, next, &ids, now)
+            .col_expr(invoice::Column::AmountPaid, amount_paid_case(chunk))
+            .into_query();
+        update.returning(Query::returning().columns(InvoiceFacts::COLUMNS));
+        for row in txn.query_all(&update).await? {
+            moved.push(InvoiceFacts::from_row(&row)?);
+        }
+    }
+    Ok(moved)
+}
+
+/// Stores each invoice's `amount_paid` of `paid` (no move), in updates of 200.
+pub async fn store_paid<C: ConnectionTrait>(
+    txn: &C,
+    paid: &[(InvoiceId, Amount)],
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    for chunk in paid.chunks(PAID_PER_UPDATE) {
+        invoice::Entity::update_many()
+            .col_expr(invoice::Column::AmountPaid, amount_paid_case(chunk))
+            .col_expr(invoice::Column::UpdatedAt, Expr::value(now))
+            .filter(invoice::Column::Id.is_in(chunk.iter().map(|(id, _)| *id)))
+            .exec(txn)
+            .await?;
+    }
+    Ok(())
+}
+
+/// The guarded update of `from` → `next` by `trigger` for `ids` (`paid_at` set on the way to
+/// paid/overpaid unless it was set before).
+fn moving(
+    from: InvoiceStatus,
+    trigger: InvoiceTrigger,
+    next: InvoiceStatus,
+    ids: &[InvoiceId],
+    now: DateTime<Utc>,
+) -> sea_orm::UpdateMany<invoice::Entity> {
+    let mut update = invoice::Entity::update_many()
+        .col_expr(invoice::Column::Status, Expr::value(next.as_str()))
+        .col_expr(invoice::Column::UpdatedAt, Expr::value(now))
+        .filter(invoice::Column::Id.is_in(ids.iter().copied()))
+        .filter(invoice::Column::Status.eq(from));
+    if matches!(trigger, InvoiceTrigger::ConfirmedExact | InvoiceTrigger::ConfirmedOver) {
+        let paid_at = Func::coalesce([Expr::col(invoice::Column::PaidAt), Expr::value(now)]);
+        update = update.col_expr(invoice::Column::PaidAt, paid_at.into());
+    }
+    update
 }
 
 /// `pending` → `confirming` for the invoices `ids` that a deposit reached within their payment

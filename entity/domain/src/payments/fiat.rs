@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use chrono::Utc;
 use entity::{Amount, Environment, exchange_rate, invoice, merchant, payment};
 use rust_decimal::Decimal;
-use sea_orm::sea_query::{CaseStatement, Expr};
+use sea_orm::sea_query::{CaseStatement, Expr, SimpleExpr};
 use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
 use uuid::Uuid;
 
@@ -65,18 +65,60 @@ pub fn recorded(p: &payment::Model) -> Option<FiatAtCredit> {
 }
 
 /// Rows per `UPDATE … CASE` statement.
-const PAYMENTS_PER_STATEMENT: usize = 200;
+pub const PAYMENTS_PER_STATEMENT: usize = 200;
+
+/// A credit whose fiat value is to be recorded: the payment (id, environment), its invoice, and
+/// the credited gate and amount.
+#[derive(Debug, Clone, Copy)]
+pub struct Credited<'a> {
+    pub payment_id: Uuid,
+    pub environment: Environment,
+    pub invoice: &'a invoice::Model,
+    pub gate: &'a str,
+    pub amount: Decimal,
+}
 
 /// Records the fiat value of each of `credited`: payments the caller stamped credited in `txn`
-/// (their `credited_gate_id` and `credited_amount` set), with their invoices. One read of the
-/// fresh rates, one of the merchants' base currencies where an invoice does not name a fiat
-/// currency, and one update per 200 payments.
+/// (their `credited_gate_id` and `credited_amount` set), with their invoices. The values are
+/// [`values`]; one update per 200 payments writes them.
 pub async fn record<C: ConnectionTrait>(txn: &C, credited: &[(&payment::Model, &invoice::Model)]) -> Result<(), DbErr> {
-    if credited.is_empty() {
-        return Ok(());
+    let credits: Vec<Credited<'_>> = credited
+        .iter()
+        .filter_map(|(p, inv)| {
+            Some(Credited {
+                payment_id: p.id,
+                environment: p.environment,
+                invoice: inv,
+                gate: p.credited_gate_id.as_deref()?,
+                amount: p.credited_amount?.0,
+            })
+        })
+        .collect();
+    let values = values(txn, &credits).await?;
+    let values: Vec<(Uuid, FiatAtCredit)> = values.into_iter().collect();
+    for chunk in values.chunks(PAYMENTS_PER_STATEMENT) {
+        let by_id: HashMap<Uuid, FiatAtCredit> = chunk.iter().cloned().collect();
+        let mut update = payment::Entity::update_many();
+        for (col, expr) in columns(&by_id) {
+            update = update.col_expr(col, expr);
+        }
+        update.filter(payment::Column::Id.is_in(chunk.iter().map(|(id, _)| *id))).exec(txn).await?;
+    }
+    Ok(())
+}
+
+/// The fiat value of each of `credits` at this moment, by payment id (none where no fresh rate
+/// gives one): one read of the fresh rates, and one of the merchants' base currencies where an
+/// invoice does not name a fiat currency.
+pub async fn values<C: ConnectionTrait>(
+    txn: &C,
+    credits: &[Credited<'_>],
+) -> Result<HashMap<Uuid, FiatAtCredit>, DbErr> {
+    if credits.is_empty() {
+        return Ok(HashMap::new());
     }
     let now = Utc::now();
-    let mut envs: Vec<Environment> = credited.iter().map(|(p, _)| p.environment).collect();
+    let mut envs: Vec<Environment> = credits.iter().map(|c| c.environment).collect();
     envs.sort_by_key(|e| e.as_str());
     envs.dedup();
     let rates: HashMap<(Environment, String, String), Decimal> = exchange_rate::Entity::find()
@@ -87,13 +129,13 @@ pub async fn record<C: ConnectionTrait>(txn: &C, credited: &[(&payment::Model, &
         .into_iter()
         .map(|r| ((r.environment, r.currency, r.fiat_currency), r.rate.0))
         .collect();
-    if rates.is_empty() && credited.iter().all(|(_, inv)| inv.exchange_rate.is_none()) {
-        return Ok(());
+    if rates.is_empty() && credits.iter().all(|c| c.invoice.exchange_rate.is_none()) {
+        return Ok(HashMap::new());
     }
-    let mut merchants: Vec<Uuid> = credited
+    let mut merchants: Vec<Uuid> = credits
         .iter()
-        .filter(|(_, inv)| inv.fiat_currency.is_none() && inv.base_currency.is_none())
-        .map(|(_, inv)| inv.merchant_id)
+        .filter(|c| c.invoice.fiat_currency.is_none() && c.invoice.base_currency.is_none())
+        .map(|c| c.invoice.merchant_id)
         .collect();
     merchants.sort();
     merchants.dedup();
@@ -108,33 +150,35 @@ pub async fn record<C: ConnectionTrait>(txn: &C, credited: &[(&payment::Model, &
             .map(|m| (m.id, m.base_currency))
             .collect()
     };
-    let values: Vec<(Uuid, FiatAtCredit)> = credited
+    Ok(credits
         .iter()
-        .filter_map(|(p, inv)| {
-            let gate = p.credited_gate_id.as_deref()?;
-            let amount = p.credited_amount?.0;
-            let base = bases.get(&inv.merchant_id).map_or("USD", String::as_str);
+        .filter_map(|c| {
+            let base = bases.get(&c.invoice.merchant_id).map_or("USD", String::as_str);
             let market =
-                |asset: &str, fiat: &str| rates.get(&(p.environment, asset.to_owned(), fiat.to_owned())).copied();
-            value_at_credit(inv, base, gate, amount, market).map(|v| (p.id, v))
+                |asset: &str, fiat: &str| rates.get(&(c.environment, asset.to_owned(), fiat.to_owned())).copied();
+            value_at_credit(c.invoice, base, c.gate, c.amount, market).map(|v| (c.payment_id, v))
         })
-        .collect();
-    for chunk in values.chunks(PAYMENTS_PER_STATEMENT) {
-        let (mut currency, mut rate, mut value) = (CaseStatement::new(), CaseStatement::new(), CaseStatement::new());
-        for (id, v) in chunk {
-            currency = currency.case(payment::Column::Id.eq(*id), Expr::value(v.currency.clone()));
-            rate = rate.case(payment::Column::Id.eq(*id), Expr::value(v.rate));
-            value = value.case(payment::Column::Id.eq(*id), Expr::value(v.value));
-        }
-        payment::Entity::update_many()
-            .col_expr(payment::Column::CreditedFiatCurrency, currency.into())
-            .col_expr(payment::Column::CreditedFiatRate, rate.into())
-            .col_expr(payment::Column::CreditedFiatValue, value.into())
-            .filter(payment::Column::Id.is_in(chunk.iter().map(|(id, _)| *id)))
-            .exec(txn)
-            .await?;
+        .collect())
+}
+
+/// The three `credited_fiat_*` columns of an update of payments, each set to its payment's
+/// value in `values` (by id; `CASE`, so keep a statement to 200 payments or so) and left as it
+/// is for the others.
+pub fn columns(values: &HashMap<Uuid, FiatAtCredit>) -> [(payment::Column, SimpleExpr); 3] {
+    let (mut currency, mut rate, mut value) = (CaseStatement::new(), CaseStatement::new(), CaseStatement::new());
+    for (id, v) in values {
+        currency = currency.case(payment::Column::Id.eq(*id), Expr::value(v.currency.clone()));
+        rate = rate.case(payment::Column::Id.eq(*id), Expr::value(v.rate));
+        value = value.case(payment::Column::Id.eq(*id), Expr::value(v.value));
     }
-    Ok(())
+    [
+        (
+            payment::Column::CreditedFiatCurrency,
+            currency.finally(Expr::col(payment::Column::CreditedFiatCurrency)).into(),
+        ),
+        (payment::Column::CreditedFiatRate, rate.finally(Expr::col(payment::Column::CreditedFiatRate)).into()),
+        (payment::Column::CreditedFiatValue, value.finally(Expr::col(payment::Column::CreditedFiatValue)).into()),
+    ]
 }
 
 #[cfg(test)]

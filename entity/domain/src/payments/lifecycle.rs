@@ -4,11 +4,16 @@
 //! tracker) only one applies it, and each returns the rows it moved. The credit stamp
 //! (`credit`) is guarded on `credited_at IS NULL`: a payment is credited exactly once.
 
+use std::collections::HashMap;
+
 use chrono::{DateTime, Utc};
 use entity::{Amount, Environment, PaymentId, PaymentStatus, PaymentTrigger, payment};
 use rust_decimal::Decimal;
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
+use uuid::Uuid;
+
+use super::fiat::{self, FiatAtCredit};
 
 /// How a confirmation credits: at once in the paid asset (`Now`), or later by the settlement
 /// converter (`Later`: the invoice asks for a conversion).
@@ -20,38 +25,71 @@ pub enum Credit {
     Later,
 }
 
-/// `confirming` → `confirmed` for the payments `ids` the chain shows at `confirmations`, with
-/// `Credit::Now` also stamped credited in their paid gate and amount. Returns those it moved
-/// (another tracker, or a replay, moved the others first).
+/// What a confirmation writes on its payments besides the move.
+#[derive(Debug, Clone, Copy)]
+pub struct Confirmation<'a> {
+    /// The depth the chain shows them at.
+    pub confirmations: i32,
+    pub credit: Credit,
+    /// When the tracker looks at them next (none: never), with no job chain (the scan of the
+    /// block that completes their next milestone hands them over, the sweeper should that be
+    /// lost): the tracker's schedule, written by the same update rather than a second one.
+    pub next_check_at: Option<DateTime<Utc>>,
+    /// With `Credit::Now`: each credit's fiat value (`fiat::values`), by payment id.
+    pub fiat: &'a HashMap<Uuid, FiatAtCredit>,
+}
+
+/// `confirming` → `confirmed` for the payments `ids`, with `Credit::Now` also stamped credited
+/// in their paid gate and amount and their fiat values recorded, and their next look scheduled:
+/// one row version per payment (`fiat::PAYMENTS_PER_STATEMENT` a statement where fiat values
+/// are written, their `CASE` growing with the statement). Returns those it moved (another
+/// tracker, or a replay, moved the others first).
 pub async fn confirm_many<C: ConnectionTrait>(
     txn: &C,
     ids: &[PaymentId],
-    confirmations: i32,
-    credit: Credit,
+    how: Confirmation<'_>,
     now: DateTime<Utc>,
 ) -> Result<Vec<payment::Model>, DbErr> {
     let from = PaymentStatus::Confirming;
     let Some(next) = from.on(PaymentTrigger::Confirm) else { return Ok(Vec::new()) };
-    let mut update = payment::Entity::update_many()
-        .col_expr(payment::Column::Status, Expr::value(next.as_str()))
-        .col_expr(payment::Column::ConfirmedAt, Expr::value(now))
-        .col_expr(payment::Column::Confirmations, Expr::value(confirmations))
-        .col_expr(payment::Column::CheckedAt, Expr::value(now));
-    match credit {
-        Credit::Now => {
-            update = update
-                .col_expr(payment::Column::CreditedAt, Expr::value(now))
-                .col_expr(payment::Column::CreditedGateId, Expr::col(payment::Column::GateId))
-                .col_expr(payment::Column::CreditedAmount, Expr::col(payment::Column::Amount));
+    let per_statement = if how.fiat.is_empty() { ids.len().max(1) } else { fiat::PAYMENTS_PER_STATEMENT };
+    let mut moved = Vec::with_capacity(ids.len());
+    for chunk in ids.chunks(per_statement) {
+        let mut update = payment::Entity::update_many()
+            .col_expr(payment::Column::Status, Expr::value(next.as_str()))
+            .col_expr(payment::Column::ConfirmedAt, Expr::value(now))
+            .col_expr(payment::Column::Confirmations, Expr::value(how.confirmations))
+            .col_expr(payment::Column::CheckedAt, Expr::value(now))
+            .col_expr(payment::Column::TrackToken, Expr::value(Option::<Uuid>::None))
+            .col_expr(payment::Column::NextCheckAt, Expr::value(how.next_check_at));
+        match how.credit {
+            Credit::Now => {
+                update = update
+                    .col_expr(payment::Column::CreditedAt, Expr::value(now))
+                    .col_expr(payment::Column::CreditedGateId, Expr::col(payment::Column::GateId))
+                    .col_expr(payment::Column::CreditedAmount, Expr::col(payment::Column::Amount));
+                let values: HashMap<Uuid, FiatAtCredit> = chunk
+                    .iter()
+                    .filter_map(|id| how.fiat.get(&Uuid::from(*id)).map(|v| (Uuid::from(*id), v.clone())))
+                    .collect();
+                if !values.is_empty() {
+                    for (col, expr) in fiat::columns(&values) {
+                        update = update.col_expr(col, expr);
+                    }
+                }
+            }
+            Credit::Later => {}
         }
-        Credit::Later => {}
+        moved.extend(
+            update
+                .filter(payment::Column::Id.is_in(chunk.iter().copied()))
+                .filter(payment::Column::Status.eq(from))
+                .filter(payment::Column::CreditedAt.is_null())
+                .exec_with_returning(txn)
+                .await?,
+        );
     }
-    update
-        .filter(payment::Column::Id.is_in(ids.iter().copied()))
-        .filter(payment::Column::Status.eq(from))
-        .filter(payment::Column::CreditedAt.is_null())
-        .exec_with_returning(txn)
-        .await
+    Ok(moved)
 }
 
 /// Stamps a confirmed, uncredited payment credited in `gate` with `amount` (the paid asset, or
@@ -162,9 +200,14 @@ pub async fn revive<C: ConnectionTrait>(
 mod tests {
     use super::*;
     use entity::Amount;
+    use entity::payment::Model as Payment;
     use migration::MigratorTrait;
     use sea_orm::{ActiveModelTrait, Database, DatabaseConnection, IntoActiveModel};
-    use uuid::Uuid;
+
+    /// A confirmation at `confirmations` with no fiat value and no next look.
+    fn depth(confirmations: i32, credit: Credit, no_fiat: &HashMap<Uuid, FiatAtCredit>) -> Confirmation<'_> {
+        Confirmation { confirmations, credit, next_check_at: None, fiat: no_fiat }
+    }
 
     /// A migrated in-memory database holding `p` alone (no invoice row: these moves are the
     /// payment's own).
@@ -197,13 +240,17 @@ mod tests {
     async fn a_confirmation_applies_once_and_credits_in_the_paid_asset_when_asked() {
         let p = seen();
         let db = holding(&p).await;
-        let moved = confirm_many(&db, &[p.id.into()], 3, Credit::Now, Utc::now()).await.unwrap();
+        let none = HashMap::new();
+        let moved = confirm_many(&db, &[p.id.into()], depth(3, Credit::Now, &none), Utc::now()).await.unwrap();
         assert_eq!(moved.len(), 1);
         let c = &moved[0];
         assert_eq!((c.status, c.confirmations), (PaymentStatus::Confirmed, 3));
         assert!(c.credited_at.is_some() && c.confirmed_at.is_some());
         assert_eq!((c.credited_gate_id.as_deref(), c.credited_amount), (Some("bitcoin"), Some(p.amount)));
-        assert!(confirm_many(&db, &[p.id.into()], 4, Credit::Now, Utc::now()).await.unwrap().is_empty(), "a replay");
+        assert!(
+            confirm_many(&db, &[p.id.into()], depth(4, Credit::Now, &none), Utc::now()).await.unwrap().is_empty(),
+            "a replay"
+        );
         assert_eq!(row(&db, p.id).await.confirmations, 3);
         assert!(
             credit(&db, p.id.into(), "bitcoin", Decimal::ONE, Utc::now()).await.unwrap().is_none(),
@@ -212,14 +259,44 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_confirmation_writes_its_fiat_value_and_next_look_in_the_same_update() {
+        let (p, q) = (seen(), Payment { tx_hash: "tx2".into(), ..seen() });
+        let db = holding(&p).await;
+        q.clone().into_active_model().insert(&db).await.unwrap();
+        payment::Entity::update_many()
+            .col_expr(payment::Column::TrackToken, Expr::value(Uuid::now_v7()))
+            .exec(&db)
+            .await
+            .unwrap();
+        let value = FiatAtCredit {
+            currency: "EUR".into(),
+            rate: Amount::new(Decimal::new(54_000, 0)),
+            value: Amount::fiat(Decimal::new(6_750_000, 2)),
+        };
+        let fiat = HashMap::from([(p.id, value.clone())]);
+        let next = Utc::now() + chrono::Duration::seconds(3);
+        let how = Confirmation { confirmations: 2, credit: Credit::Now, next_check_at: Some(next), fiat: &fiat };
+        let moved = confirm_many(&db, &[p.id.into(), q.id.into()], how, Utc::now()).await.unwrap();
+        assert_eq!(moved.len(), 2);
+        let (p, q) = (row(&db, p.id).await, row(&db, q.id).await);
+        assert_eq!(fiat::recorded(&p), Some(value), "its own value");
+        assert_eq!(fiat::recorded(&q), None, "no value given: none recorded");
+        for r in [&p, &q] {
+            assert_eq!((r.status, r.track_token), (PaymentStatus::Confirmed, None));
+            assert_eq!(r.next_check_at.map(|t| t.timestamp_millis()), Some(next.timestamp_millis()));
+        }
+    }
+
+    #[tokio::test]
     async fn a_later_credit_is_stamped_once_and_only_on_a_confirmed_payment() {
         let p = seen();
         let db = holding(&p).await;
+        let none = HashMap::new();
         assert!(
             credit(&db, p.id.into(), "usdt-eth", Decimal::ONE, Utc::now()).await.unwrap().is_none(),
             "not confirmed"
         );
-        let moved = confirm_many(&db, &[p.id.into()], 1, Credit::Later, Utc::now()).await.unwrap();
+        let moved = confirm_many(&db, &[p.id.into()], depth(1, Credit::Later, &none), Utc::now()).await.unwrap();
         assert!(moved[0].credited_at.is_none());
         assert!(lock_uncredited(&db, p.id.into()).await.unwrap());
         let stamped = credit(&db, p.id.into(), "usdt-eth", Decimal::ONE, Utc::now()).await.unwrap().expect("stamped");
@@ -235,10 +312,12 @@ mod tests {
     async fn a_reversal_is_guarded_on_the_status_read_and_only_a_reversed_payment_revives() {
         let p = seen();
         let db = holding(&p).await;
+        let none = HashMap::new();
         let transfer = (p.tx_hash.as_str(), p.output_index);
         let at = SeenAt { block_height: Some(7), confirmations: 1 };
         assert!(revive(&db, p.environment, &p.gate_id, transfer, at, Utc::now()).await.unwrap().is_none(), "live");
-        let confirmed = confirm_many(&db, &[p.id.into()], 1, Credit::Now, Utc::now()).await.unwrap().remove(0);
+        let confirmed =
+            confirm_many(&db, &[p.id.into()], depth(1, Credit::Now, &none), Utc::now()).await.unwrap().remove(0);
         assert!(reverse(&db, &p, Utc::now()).await.unwrap().is_none(), "a stale copy (confirming) moves nothing");
         let reversed = reverse(&db, &confirmed, Utc::now()).await.unwrap().expect("reversed");
         assert_eq!(reversed.status, PaymentStatus::Reversed);
