@@ -135,13 +135,19 @@ pub async fn track_due(
             }
         }
     }
-    let (mut due, mut finals) = (Vec::new(), Vec::new());
+    let (mut due, mut finals, mut scheduled) = (Vec::new(), Vec::new(), Vec::new());
     for (p, n) in looks {
         match p.status {
             PaymentStatus::Confirming if n >= p.required_confirmations => due.push((p, n)),
             PaymentStatus::Confirmed if n >= final_depth(&p.gate_id, p.required_confirmations) => {
                 finals.push((p.id, n))
             }
+            // Confirmed and on the chain, short of its final depth, its next look stored (by
+            // its confirmation, or its job chain's): handed over again (two scans of one gate
+            // both hand over the blocks they peeked at, one records them). Nothing to do: the
+            // block that completes its final depth hands it over, the sweeper should that be
+            // lost. (Tracked one by one, each such duplicate cost a job chain per payment.)
+            PaymentStatus::Confirmed if p.next_check_at.is_some() => scheduled.push(p.id),
             PaymentStatus::Confirming | PaymentStatus::Confirmed | PaymentStatus::Reversed => {}
         }
     }
@@ -150,6 +156,22 @@ pub async fn track_due(
         Ok(moved) => (moved, None),
         Err(e) => (Vec::new(), Some(e)),
     };
+    if first.is_none() {
+        // Due here, on the chain, but moved by another tracker meanwhile (the same hand-over
+        // twice, both at once): confirmed with its next look stored, it needs nothing either.
+        let moved: std::collections::HashSet<Uuid> = confirmed.iter().map(|p| p.id).collect();
+        let raced: Vec<Uuid> = due.iter().map(|(p, _)| p.id).filter(|id| !moved.contains(id)).collect();
+        if !raced.is_empty() {
+            match payment::Entity::find().filter(payment::Column::Id.is_in(raced)).all(db).await {
+                Ok(rows) => scheduled.extend(
+                    rows.into_iter()
+                        .filter(|p| p.status == PaymentStatus::Confirmed && p.next_check_at.is_some())
+                        .map(|p| p.id),
+                ),
+                Err(e) => first = Some(e.into()),
+            }
+        }
+    }
     let mut out = Vec::with_capacity(payment_ids.len());
     // Confirmed here: the next look, at final depth, comes with the scan of the block that
     // completes it; the confirmation stored when, so the sweeper takes the payment should that
@@ -159,6 +181,7 @@ pub async fn track_due(
         let next = if next_look(interval, depths).is_some() { Next::AwaitsHandOver } else { Next::Done };
         out.push((p.id, next));
     }
+    out.extend(scheduled.iter().map(|id| (*id, Next::AwaitsHandOver)));
     let mut note = |r: Result<Vec<(Uuid, Next)>, PipelineError>| match r {
         Ok(nexts) => out.extend(nexts),
         Err(e) => {
@@ -173,9 +196,14 @@ pub async fn track_due(
     for (n, ids) in depths {
         note(finish(db, &ids, n).await);
     }
-    // The others as their own track does (not due after all, gone, or confirmed by another).
-    let handled: std::collections::HashSet<Uuid> =
-        confirmed.iter().map(|p| p.id).chain(finals.iter().map(|(id, _)| *id)).collect();
+    // The others as their own track does (not due after all, gone, confirmed by another
+    // meanwhile, or confirmed with no next look stored).
+    let handled: std::collections::HashSet<Uuid> = confirmed
+        .iter()
+        .map(|p| p.id)
+        .chain(finals.iter().map(|(id, _)| *id))
+        .chain(scheduled.iter().copied())
+        .collect();
     let rest = payment_ids.iter().copied().filter(|id| !handled.contains(id));
     let tracked: Vec<(Uuid, Result<Next, PipelineError>)> = futures::stream::iter(rest)
         .map(|id| async move { (id, track_payment(db, chains, cfg, id).await) })
