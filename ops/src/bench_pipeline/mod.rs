@@ -181,6 +181,7 @@ async fn measure(args: &BenchPipelineArgs, gate: &'static Gate, db_url: &str, pr
 
     // The API side: invoices through the same service the HTTP handler calls.
     let state = api::bootstrap(config.clone()).await?;
+    println!("{}", server_settings(&state.db).await?);
     let mut merchants = Vec::with_capacity(args.merchants);
     for i in 0..args.merchants {
         let m =
@@ -204,6 +205,11 @@ async fn measure(args: &BenchPipelineArgs, gate: &'static Gate, db_url: &str, pr
     let t = Instant::now();
     let invoices = create_invoices(&state, &merchants, gate, args.invoice_count()).await?;
     println!("created {} invoices in {:.2} s", invoices.len(), t.elapsed().as_secs_f64());
+    // Statistics of the invoices as autovacuum keeps them on a running deployment. All of them
+    // were created seconds ago: until autovacuum's first analyze, which came 5-10 s into paying
+    // (and changed the plans there), the planner took the table for empty, and the scanner's
+    // look-up of a block's addresses cost 34 ms a batch instead of 6 ms.
+    state.db.execute_unprepared("ANALYZE invoices").await?;
 
     // The workers, as the scanner and tracker binaries run them, minus the process boundary.
     let queues = Queues::connect(&QueueBackend::Redis { url: args.redis.clone(), prefix: prefix.to_owned() })
@@ -292,6 +298,26 @@ struct Run<'a> {
     invoices: &'a [(invoice::Model, Decimal)],
     merchants: &'a [Uuid],
     prefix: &'a str,
+}
+
+/// The PostgreSQL settings the figures depend on most, as one line: a server with autovacuum off
+/// (this project's development machine ships so) keeps every dead row version and plans on
+/// statistics nobody refreshes, which a deployment never does (docs/benchmarks.md).
+async fn server_settings(db: &DatabaseConnection) -> anyhow::Result<String> {
+    let names = ["autovacuum", "shared_buffers", "max_wal_size", "wal_compression", "synchronous_commit"];
+    let mut shown = Vec::with_capacity(names.len());
+    for name in names {
+        let row = db
+            .query_one_raw(sea_orm::Statement::from_string(db.get_database_backend(), format!("SHOW {name}")))
+            .await?
+            .context("SHOW returned no row")?;
+        shown.push(format!("{name} {}", row.try_get_by_index::<String>(0)?));
+    }
+    let mut line = format!("PostgreSQL: {}", shown.join(", "));
+    if shown[0] == "autovacuum off" {
+        line.push_str(" (autovacuum is on in every deployment: the figures below are not a deployment's)");
+    }
+    Ok(line)
 }
 
 /// Waits until the scanner's first tip read has created the chain (block 1) and its cursor: the
