@@ -197,7 +197,7 @@ pub async fn revive<C: ConnectionTrait>(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use entity::Amount;
     use entity::payment::Model as Payment;
@@ -211,7 +211,7 @@ mod tests {
 
     /// A migrated in-memory database holding `p` alone (no invoice row: these moves are the
     /// payment's own).
-    async fn holding(p: &payment::Model) -> DatabaseConnection {
+    pub(in crate::payments) async fn holding(p: &payment::Model) -> DatabaseConnection {
         let db = Database::connect("sqlite::memory:").await.unwrap();
         db.execute_unprepared("PRAGMA foreign_keys = OFF").await.unwrap();
         migration::Migrator::up(&db, None).await.unwrap();
@@ -219,7 +219,7 @@ mod tests {
         db
     }
 
-    fn seen() -> payment::Model {
+    pub(in crate::payments) fn seen() -> payment::Model {
         let amount = Amount::new(Decimal::new(125, 2));
         payment::Model::detected(
             Uuid::now_v7(),

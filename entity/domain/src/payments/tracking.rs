@@ -168,28 +168,13 @@ pub async fn wake<C: ConnectionTrait>(db: &C, env: Environment, gate_id: &str, t
 #[cfg(test)]
 mod tests {
     use super::*;
-    use entity::Amount;
-    use migration::MigratorTrait;
-    use rust_decimal::Decimal;
-    use sea_orm::{ActiveModelTrait, Database, IntoActiveModel};
+    use crate::payments::lifecycle::tests::{holding, seen};
 
     #[tokio::test]
     async fn a_depth_refresh_writes_only_the_payments_whose_depth_changed() {
-        let db = Database::connect("sqlite::memory:").await.unwrap();
-        db.execute_unprepared("PRAGMA foreign_keys = OFF").await.unwrap();
-        migration::Migrator::up(&db, None).await.unwrap();
-        let amount = Amount::new(Decimal::new(125, 2));
-        let mut p = payment::Model::detected(
-            Uuid::now_v7(),
-            Environment::Test,
-            "bitcoin".into(),
-            "tx".into(),
-            0,
-            amount,
-            Utc::now(),
-        );
+        let mut p = seen();
         (p.block_height, p.confirmations, p.required_confirmations) = (Some(10), 1, 3);
-        p.clone().into_active_model().insert(&db).await.unwrap();
+        let db = holding(&p).await;
         let depth = |db| async move { payment::Entity::find_by_id(p.id).one(db).await.unwrap().unwrap().confirmations };
         assert_eq!(refresh_depths(&db, Environment::Test, "bitcoin", 10).await.unwrap(), 0, "recorded at this depth");
         assert_eq!(refresh_depths(&db, Environment::Test, "bitcoin", 11).await.unwrap(), 1);
