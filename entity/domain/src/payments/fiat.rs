@@ -94,12 +94,10 @@ pub async fn record<C: ConnectionTrait>(txn: &C, credited: &[(&payment::Model, &
             })
         })
         .collect();
-    let values = values(txn, &credits).await?;
-    let values: Vec<(Uuid, FiatAtCredit)> = values.into_iter().collect();
+    let values: Vec<(Uuid, FiatAtCredit)> = values(txn, &credits).await?.into_iter().collect();
     for chunk in values.chunks(PAYMENTS_PER_STATEMENT) {
-        let by_id: HashMap<Uuid, FiatAtCredit> = chunk.iter().cloned().collect();
         let mut update = payment::Entity::update_many();
-        for (col, expr) in columns(&by_id) {
+        for (col, expr) in columns(chunk.iter().map(|(id, v)| (*id, v))) {
             update = update.col_expr(col, expr);
         }
         update.filter(payment::Column::Id.is_in(chunk.iter().map(|(id, _)| *id))).exec(txn).await?;
@@ -162,14 +160,14 @@ pub async fn values<C: ConnectionTrait>(
 }
 
 /// The three `credited_fiat_*` columns of an update of payments, each set to its payment's
-/// value in `values` (by id; `CASE`, so keep a statement to 200 payments or so) and left as it
-/// is for the others.
-pub fn columns(values: &HashMap<Uuid, FiatAtCredit>) -> [(payment::Column, SimpleExpr); 3] {
+/// value in `values` (payment id and value; `CASE`, so keep a statement to 200 payments or so)
+/// and left as it is for the others.
+pub fn columns<'a>(values: impl IntoIterator<Item = (Uuid, &'a FiatAtCredit)>) -> [(payment::Column, SimpleExpr); 3] {
     let (mut currency, mut rate, mut value) = (CaseStatement::new(), CaseStatement::new(), CaseStatement::new());
     for (id, v) in values {
-        currency = currency.case(payment::Column::Id.eq(*id), Expr::value(v.currency.clone()));
-        rate = rate.case(payment::Column::Id.eq(*id), Expr::value(v.rate));
-        value = value.case(payment::Column::Id.eq(*id), Expr::value(v.value));
+        currency = currency.case(payment::Column::Id.eq(id), Expr::value(v.currency.clone()));
+        rate = rate.case(payment::Column::Id.eq(id), Expr::value(v.rate));
+        value = value.case(payment::Column::Id.eq(id), Expr::value(v.value));
     }
     [
         (

@@ -68,12 +68,13 @@ pub async fn confirm_many<C: ConnectionTrait>(
                     .col_expr(payment::Column::CreditedAt, Expr::value(now))
                     .col_expr(payment::Column::CreditedGateId, Expr::col(payment::Column::GateId))
                     .col_expr(payment::Column::CreditedAmount, Expr::col(payment::Column::Amount));
-                let values: HashMap<Uuid, FiatAtCredit> = chunk
+                let values: Vec<(Uuid, &FiatAtCredit)> = chunk
                     .iter()
-                    .filter_map(|id| how.fiat.get(&Uuid::from(*id)).map(|v| (Uuid::from(*id), v.clone())))
+                    .map(|id| Uuid::from(*id))
+                    .filter_map(|id| how.fiat.get(&id).map(|v| (id, v)))
                     .collect();
                 if !values.is_empty() {
-                    for (col, expr) in fiat::columns(&values) {
+                    for (col, expr) in fiat::columns(values) {
                         update = update.col_expr(col, expr);
                     }
                 }
