@@ -56,23 +56,19 @@ pub(crate) fn statement_trigger_sql(c: &Counted) -> Vec<String> {
     };
     let changed = grouped(format!("{} UNION ALL {}", keyed_rows(c, "old_rows", -1), keyed_rows(c, "new_rows", 1)));
     let removed = grouped(keyed_rows(c, "old_rows", -1));
+    let function = |name: &str, body: &str| {
+        format!(
+            "CREATE OR REPLACE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN
+    {body}
+    RETURN NULL;
+END
+$f$"
+        )
+    };
     vec![
-        format!(
-            "CREATE OR REPLACE FUNCTION list_count_{list}_changed() RETURNS trigger LANGUAGE plpgsql AS $f$
-BEGIN
-    {changed}
-    RETURN NULL;
-END
-$f$"
-        ),
-        format!(
-            "CREATE OR REPLACE FUNCTION list_count_{list}_removed() RETURNS trigger LANGUAGE plpgsql AS $f$
-BEGIN
-    {removed}
-    RETURN NULL;
-END
-$f$"
-        ),
+        function(&format!("list_count_{list}_changed"), &changed),
+        function(&format!("list_count_{list}_removed"), &removed),
         format!("DROP TRIGGER IF EXISTS list_count_{list}_keys ON {table}"),
         format!("DROP TRIGGER IF EXISTS list_count_{list}_rows ON {table}"),
         format!("DROP FUNCTION IF EXISTS list_count_{list}()"),
