@@ -9,11 +9,12 @@
 //! multi-row `INSERT`, in statements of [`SQLITE_ROWS`] rows.
 //!
 //! Both are the same write: every column of every row as the model holds it, `ON CONFLICT
-//! (<skip_on>) DO NOTHING` when a key is given, and what a caller asks back (`RETURNING`) for the
+//! (<skip_on>) DO NOTHING` when a key is given (`ON CONFLICT (<skip_on>) WHERE <column> IS NOT
+//! NULL DO NOTHING` for a partial unique index), and what a caller asks back (`RETURNING`) for the
 //! rows inserted only.
 
 use sea_orm::IdenStatic;
-use sea_orm::sea_query::{ArrayType, OnConflict, Value};
+use sea_orm::sea_query::{ArrayType, Expr, ExprTrait, OnConflict, Value};
 use sea_orm::{
     ActiveModelTrait, ActiveValue, ConnectionTrait, DbBackend, DbErr, EntityTrait, ExecResult, IntoActiveModel,
     Iterable, QueryResult, QueryTrait, Statement, TryGetable,
@@ -36,7 +37,7 @@ where
     C: ConnectionTrait,
 {
     let mut inserted = 0;
-    for stmt in statements::<E>(db.get_database_backend(), rows, skip_on, None)? {
+    for stmt in statements::<E>(db.get_database_backend(), rows, Key::full(skip_on), None)? {
         let done: ExecResult = db.execute_raw(stmt).await?;
         inserted += done.rows_affected();
     }
@@ -57,8 +58,41 @@ where
     C: ConnectionTrait,
     T: TryGetable,
 {
+    returning_rows::<E, C, T>(db, rows, Key::full(skip_on), returning).await
+}
+
+/// As [`insert_returning`], skipped on a partial unique index: `skip_on`'s columns over the rows
+/// whose `set` column is not NULL (the index's predicate; a row without it is never skipped).
+pub async fn insert_returning_partial<E, C, T>(
+    db: &C,
+    rows: Vec<E::Model>,
+    skip_on: &[E::Column],
+    set: E::Column,
+    returning: E::Column,
+) -> Result<Vec<T>, DbErr>
+where
+    E: EntityTrait,
+    E::Model: IntoActiveModel<E::ActiveModel>,
+    C: ConnectionTrait,
+    T: TryGetable,
+{
+    returning_rows::<E, C, T>(db, rows, Key { columns: skip_on, set: Some(set) }, returning).await
+}
+
+async fn returning_rows<E, C, T>(
+    db: &C,
+    rows: Vec<E::Model>,
+    key: Key<'_, E::Column>,
+    returning: E::Column,
+) -> Result<Vec<T>, DbErr>
+where
+    E: EntityTrait,
+    E::Model: IntoActiveModel<E::ActiveModel>,
+    C: ConnectionTrait,
+    T: TryGetable,
+{
     let mut out = Vec::with_capacity(rows.len());
-    for stmt in statements::<E>(db.get_database_backend(), rows, skip_on, Some(returning))? {
+    for stmt in statements::<E>(db.get_database_backend(), rows, key, Some(returning))? {
         let found: Vec<QueryResult> = db.query_all_raw(stmt).await?;
         for row in found {
             out.push(row.try_get_by_index::<T>(0)?);
@@ -67,11 +101,25 @@ where
     Ok(out)
 }
 
+/// The unique key a row is skipped on: its columns (none: no conflict clause) and, for a partial
+/// unique index, the column its predicate requires to be set.
+#[derive(Clone, Copy)]
+struct Key<'a, C> {
+    columns: &'a [C],
+    set: Option<C>,
+}
+
+impl<'a, C> Key<'a, C> {
+    fn full(columns: &'a [C]) -> Self {
+        Key { columns, set: None }
+    }
+}
+
 /// The statements that write `rows`, in order.
 fn statements<E>(
     backend: DbBackend,
     rows: Vec<E::Model>,
-    skip_on: &[E::Column],
+    key: Key<'_, E::Column>,
     returning: Option<E::Column>,
 ) -> Result<Vec<Statement>, DbErr>
 where
@@ -84,7 +132,7 @@ where
         DbBackend::Postgres => {
             while !rows.is_empty() {
                 let rest = rows.split_off(rows.len().min(POSTGRES_ROWS));
-                out.push(unnest::<E>(rows, skip_on, returning)?);
+                out.push(unnest::<E>(rows, key, returning)?);
                 rows = rest;
             }
         }
@@ -92,8 +140,12 @@ where
             while !rows.is_empty() {
                 let rest = rows.split_off(rows.len().min(SQLITE_ROWS));
                 let mut insert = E::insert_many(rows.into_iter().map(IntoActiveModel::into_active_model));
-                if !skip_on.is_empty() {
-                    insert = insert.on_conflict(OnConflict::columns(skip_on.iter().copied()).do_nothing().to_owned());
+                if !key.columns.is_empty() {
+                    let mut conflict = OnConflict::columns(key.columns.iter().copied());
+                    if let Some(set) = key.set {
+                        conflict.target_and_where(Expr::col(set).is_not_null());
+                    }
+                    insert = insert.on_conflict(conflict.do_nothing().to_owned());
                 }
                 let mut query = insert.into_query();
                 if let Some(col) = returning {
@@ -120,7 +172,7 @@ enum Nulls {
 }
 
 /// One `INSERT … SELECT … FROM UNNEST(…)` for `rows` (PostgreSQL).
-fn unnest<E>(rows: Vec<E::Model>, skip_on: &[E::Column], returning: Option<E::Column>) -> Result<Statement, DbErr>
+fn unnest<E>(rows: Vec<E::Model>, key: Key<'_, E::Column>, returning: Option<E::Column>) -> Result<Statement, DbErr>
 where
     E: EntityTrait,
     E::Model: IntoActiveModel<E::ActiveModel>,
@@ -165,9 +217,13 @@ where
         params.join(", "),
         aliases.join(", "),
     );
-    if !skip_on.is_empty() {
-        let key: Vec<String> = skip_on.iter().map(|c| quoted(c.as_str())).collect();
-        sql.push_str(&format!(" ON CONFLICT ({}) DO NOTHING", key.join(", ")));
+    if !key.columns.is_empty() {
+        let columns: Vec<String> = key.columns.iter().map(|c| quoted(c.as_str())).collect();
+        sql.push_str(&format!(" ON CONFLICT ({})", columns.join(", ")));
+        if let Some(set) = key.set {
+            sql.push_str(&format!(" WHERE {} IS NOT NULL", quoted(set.as_str())));
+        }
+        sql.push_str(" DO NOTHING");
     }
     if let Some(col) = returning {
         sql.push_str(&format!(" RETURNING {}", quoted(col.as_str())));
@@ -247,13 +303,17 @@ mod tests {
 
     #[test]
     fn a_postgres_batch_is_one_statement_of_one_array_per_column_whatever_its_size() {
-        let one =
-            statements::<event::Entity>(DbBackend::Postgres, vec![event(false)], &[event::Column::DedupeKey], None)
-                .unwrap();
+        let one = statements::<event::Entity>(
+            DbBackend::Postgres,
+            vec![event(false)],
+            Key::full(&[event::Column::DedupeKey]),
+            None,
+        )
+        .unwrap();
         let many = statements::<event::Entity>(
             DbBackend::Postgres,
             (0..1200).map(|_| event(false)).collect(),
-            &[event::Column::DedupeKey],
+            Key::full(&[event::Column::DedupeKey]),
             None,
         )
         .unwrap();
@@ -274,14 +334,16 @@ mod tests {
     #[test]
     fn missing_values_are_a_null_array_when_all_are_missing_and_a_mask_when_some_are() {
         let none =
-            statements::<event::Entity>(DbBackend::Postgres, vec![event(false), event(false)], &[], None).unwrap();
+            statements::<event::Entity>(DbBackend::Postgres, vec![event(false), event(false)], Key::full(&[]), None)
+                .unwrap();
         let values = &none[0].values.as_ref().unwrap().0;
         // dispatched_at, the eighth column: never set in this batch.
         assert_eq!(values[7], Value::Array(ArrayType::ChronoDateTimeUtc, None));
         assert!(!none[0].sql.contains("CASE"), "{}", none[0].sql);
 
         let mixed =
-            statements::<event::Entity>(DbBackend::Postgres, vec![event(false), event(true)], &[], None).unwrap();
+            statements::<event::Entity>(DbBackend::Postgres, vec![event(false), event(true)], Key::full(&[]), None)
+                .unwrap();
         let sql = &mixed[0].sql;
         assert!(sql.contains("CASE WHEN \"n7\" THEN NULL ELSE \"c7\" END"), "{sql}");
         let values = &mixed[0].values.as_ref().unwrap().0;
@@ -297,7 +359,7 @@ mod tests {
         let stmts = statements::<event::Entity>(
             DbBackend::Sqlite,
             (0..1200).map(|_| event(false)).collect(),
-            &[event::Column::DedupeKey],
+            Key::full(&[event::Column::DedupeKey]),
             Some(event::Column::Id),
         )
         .unwrap();
@@ -308,9 +370,24 @@ mod tests {
     }
 
     #[test]
+    fn a_partial_unique_key_names_its_predicate_on_both_backends() {
+        // The invoices' idempotency index: unique over (merchant, environment, key) where a key is set.
+        let key = Key {
+            columns: &[event::Column::MerchantId, event::Column::DedupeKey][..],
+            set: Some(event::Column::DedupeKey),
+        };
+        let conflict = "ON CONFLICT (\"merchant_id\", \"dedupe_key\") WHERE \"dedupe_key\" IS NOT NULL DO NOTHING";
+        for backend in [DbBackend::Postgres, DbBackend::Sqlite] {
+            let stmts = statements::<event::Entity>(backend, vec![event(false)], key, Some(event::Column::Id)).unwrap();
+            assert!(stmts[0].sql.contains(conflict), "{backend:?}: {}", stmts[0].sql);
+            assert!(stmts[0].sql.ends_with("RETURNING \"id\""), "{backend:?}: {}", stmts[0].sql);
+        }
+    }
+
+    #[test]
     fn no_rows_is_no_statement() {
         for backend in [DbBackend::Postgres, DbBackend::Sqlite] {
-            assert!(statements::<event::Entity>(backend, Vec::new(), &[], None).unwrap().is_empty());
+            assert!(statements::<event::Entity>(backend, Vec::new(), Key::full(&[]), None).unwrap().is_empty());
         }
     }
 }

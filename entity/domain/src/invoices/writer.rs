@@ -3,24 +3,26 @@
 //! Creating an invoice is one INSERT, and under load PostgreSQL spends most of its time on
 //! per-statement and per-commit work rather than on the row. Requests hand their row to this
 //! writer; it takes whatever has queued up while the previous batch was being written (no
-//! artificial delay: an idle writer sends a lone row at once) and stores it with one multi-row
-//! `INSERT … ON CONFLICT DO NOTHING RETURNING id`. Each caller learns whether its own row went
-//! in (`false` = its idempotency key already exists). If a batch fails, its rows are retried one
-//! by one so one bad row cannot fail the others.
+//! artificial delay: an idle writer sends a lone row at once) and stores it with one statement
+//! (`domain::bulk`: on PostgreSQL one `INSERT … SELECT … FROM UNNEST` of one array per column,
+//! whose text does not change with the batch's size; on SQLite a multi-row `INSERT`), skipping
+//! on the idempotency key's partial unique index and returning the ids inserted. Each caller
+//! learns whether its own row went in (`false` = its idempotency key already exists). If a batch
+//! fails, its rows are retried one by one so one bad row cannot fail the others.
+//!
+//! One batch is written at a time: a row that arrives meanwhile joins the next one. Measured
+//! with `ops bench` (docs/benchmarks.md), two or four batches in flight at once were slower
+//! (fewer rows per statement, more statements and commits for the same invoices), not faster.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 
 use entity::invoice;
-use sea_orm::sea_query::{Expr, ExprTrait, OnConflict};
-use sea_orm::{DatabaseConnection, DbErr, EntityTrait};
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use sea_orm::{DatabaseConnection, DbErr};
+use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
-/// Rows per statement: 45 columns x 64 rows stays far below every bind-parameter limit.
+/// Rows per statement at most.
 const MAX_BATCH: usize = 64;
-/// Batches written concurrently.
-const MAX_IN_FLIGHT: usize = 4;
 
 struct Pending {
     model: invoice::Model,
@@ -32,18 +34,10 @@ pub struct InvoiceWriter {
     tx: mpsc::Sender<Pending>,
 }
 
-fn on_conflict() -> OnConflict {
-    // The partial unique index on (merchant_id, environment, idempotency_key).
-    OnConflict::columns([invoice::Column::MerchantId, invoice::Column::Environment, invoice::Column::IdempotencyKey])
-        .target_and_where(Expr::col(invoice::Column::IdempotencyKey).is_not_null())
-        .do_nothing()
-        .to_owned()
-}
-
 impl InvoiceWriter {
     /// Starts the writer task on the current runtime.
     pub fn spawn(db: DatabaseConnection) -> InvoiceWriter {
-        let (tx, rx) = mpsc::channel(4 * MAX_BATCH * MAX_IN_FLIGHT);
+        let (tx, rx) = mpsc::channel(16 * MAX_BATCH);
         tokio::spawn(run(db, rx));
         InvoiceWriter { tx }
     }
@@ -57,22 +51,10 @@ impl InvoiceWriter {
 }
 
 async fn run(db: DatabaseConnection, mut rx: mpsc::Receiver<Pending>) {
-    let slots = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
-    while let Some(first) = rx.recv().await {
-        // Wait for a free slot first: rows arriving meanwhile join this batch.
-        let Ok(permit) = slots.clone().acquire_owned().await else { return };
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(p) => batch.push(p),
-                Err(_) => break,
-            }
-        }
-        let db = db.clone();
-        tokio::spawn(async move {
-            write(&db, batch).await;
-            drop(permit);
-        });
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    // Rows that arrived while the previous batch was being written make the next one.
+    while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
+        write(&db, std::mem::replace(&mut batch, Vec::with_capacity(MAX_BATCH))).await;
     }
 }
 
@@ -102,10 +84,15 @@ async fn insert_rows<'a>(
     db: &DatabaseConnection,
     rows: impl Iterator<Item = &'a invoice::Model>,
 ) -> Result<HashSet<Uuid>, DbErr> {
-    let models = rows.map(|m| invoice::ActiveModel::from(m.clone()));
-    match invoice::Entity::insert_many(models).on_conflict(on_conflict()).exec_with_returning_keys(db).await {
-        Ok(ids) => Ok(ids.into_iter().collect()),
-        Err(DbErr::RecordNotInserted) => Ok(HashSet::new()),
-        Err(e) => Err(e),
-    }
+    use invoice::Column::{Environment, Id, IdempotencyKey, MerchantId};
+    // The partial unique index on (merchant_id, environment, idempotency_key) where a key is set.
+    let ids: Vec<Uuid> = crate::bulk::insert_returning_partial::<invoice::Entity, _, _>(
+        db,
+        rows.cloned().collect(),
+        &[MerchantId, Environment, IdempotencyKey],
+        IdempotencyKey,
+        Id,
+    )
+    .await?;
+    Ok(ids.into_iter().collect())
 }
