@@ -38,6 +38,20 @@ pub async fn connect(cfg: &Config) -> anyhow::Result<DatabaseConnection> {
     }
 }
 
+/// A pool of at most `connections` to the PostgreSQL server of `cfg`, opened on first use, for a
+/// component that runs on a Tokio runtime of its own (the invoice writer): a connection belongs
+/// to the runtime it was opened on, whose I/O driver wakes whoever waits on it, so a component
+/// that must not wait for a busy runtime's workers needs connections of its own.
+pub async fn connect_own(cfg: &Config, connections: u32) -> Result<DatabaseConnection, sea_orm::DbErr> {
+    let mut opts = ConnectOptions::new(cfg.database_url.clone());
+    opts.max_connections(connections)
+        .min_connections(0)
+        .acquire_timeout(Duration::from_secs(cfg.db.acquire_timeout_secs))
+        .connect_lazy(true)
+        .sqlx_logging(false);
+    Database::connect(opts).await
+}
+
 pub async fn migrate(db: &DatabaseConnection) -> anyhow::Result<()> {
     migration::Migrator::up(db, None).await?;
     Ok(())

@@ -30,7 +30,7 @@ impl AppState {
             rates: Rates::new(&config.rates),
             addresses: Arc::new(addresses),
             merchants: Arc::new(crate::cache::TtlCache::new(Duration::from_secs(config.auth.cache_ttl_secs))),
-            invoice_writer: crate::invoices::writer::InvoiceWriter::spawn(db.clone()),
+            invoice_writer: crate::invoices::writer::InvoiceWriter::spawn(db.clone(), &config),
             config: Arc::new(config),
         })
     }
