@@ -49,24 +49,7 @@ impl InvoiceWriter {
     pub fn spawn(db: DatabaseConnection, config: &Config) -> InvoiceWriter {
         let (tx, rx) = mpsc::channel(16 * MAX_BATCH);
         match db.get_database_backend() {
-            DbBackend::Postgres => {
-                let config = config.clone();
-                let started = std::thread::Builder::new().name("invoice-writer".into()).spawn(move || {
-                    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build();
-                    match runtime {
-                        Ok(rt) => rt.block_on(async move {
-                            match crate::db::connect_own(&config, 1).await {
-                                Ok(own) => run(own, rx).await,
-                                Err(e) => tracing::error!(error = %e, "the invoice writer cannot open its pool"),
-                            }
-                        }),
-                        Err(e) => tracing::error!(error = %e, "the invoice writer cannot start its runtime"),
-                    }
-                });
-                if let Err(e) = started {
-                    tracing::error!(error = %e, "the invoice writer's thread did not start");
-                }
-            }
+            DbBackend::Postgres => on_own_thread(config.clone(), rx),
             _ => {
                 tokio::spawn(run(db, rx));
             }
@@ -82,11 +65,34 @@ impl InvoiceWriter {
     }
 }
 
+/// Runs the writer on a thread named `invoice-writer` with a single-threaded runtime and one
+/// connection of its own to the server of `config`. Should any of them fail to start, the
+/// handles' inserts fail ("invoice writer stopped") and the error is logged.
+fn on_own_thread(config: Config, rx: mpsc::Receiver<Pending>) {
+    let writer = move || -> Result<(), String> {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build();
+        let runtime = runtime.map_err(|e| format!("runtime: {e}"))?;
+        runtime.block_on(async move {
+            let own = crate::db::connect_own(&config, 1).await.map_err(|e| format!("pool: {e}"))?;
+            run(own, rx).await;
+            Ok(())
+        })
+    };
+    let started = std::thread::Builder::new().name("invoice-writer".into()).spawn(move || {
+        if let Err(e) = writer() {
+            tracing::error!(error = %e, "the invoice writer could not start");
+        }
+    });
+    if let Err(e) = started {
+        tracing::error!(error = %e, "the invoice writer's thread did not start");
+    }
+}
+
 async fn run(db: DatabaseConnection, mut rx: mpsc::Receiver<Pending>) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     // Rows that arrived while the previous batch was being written make the next one.
     while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        write(&db, std::mem::replace(&mut batch, Vec::with_capacity(MAX_BATCH))).await;
+        write(&db, std::mem::take(&mut batch)).await;
     }
 }
 
