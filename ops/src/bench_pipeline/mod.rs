@@ -302,9 +302,11 @@ struct Run<'a> {
 
 /// The PostgreSQL settings the figures depend on most, as one line: a server with autovacuum off
 /// (this project's development machine ships so) keeps every dead row version and plans on
-/// statistics nobody refreshes, which a deployment never does (docs/benchmarks.md).
+/// statistics nobody refreshes, which a deployment never does; one with the default
+/// `random_page_cost` of 4 scans whole tables where an index answers (docs/benchmarks.md).
 async fn server_settings(db: &DatabaseConnection) -> anyhow::Result<String> {
-    let names = ["autovacuum", "shared_buffers", "max_wal_size", "wal_compression", "synchronous_commit"];
+    let names =
+        ["autovacuum", "shared_buffers", "random_page_cost", "max_wal_size", "wal_compression", "synchronous_commit"];
     let mut shown = Vec::with_capacity(names.len());
     for name in names {
         let row = db
@@ -316,6 +318,15 @@ async fn server_settings(db: &DatabaseConnection) -> anyhow::Result<String> {
     let mut line = format!("PostgreSQL: {}", shown.join(", "));
     if shown[0] == "autovacuum off" {
         line.push_str(" (autovacuum is on in every deployment: the figures below are not a deployment's)");
+    }
+    let random_page_cost = shown[2].trim_start_matches("random_page_cost ").parse::<f64>().unwrap_or(f64::NAN);
+    if random_page_cost >= 2.0 {
+        // A disk seek's price: the batched reads by id of a table of up to about 150,000 rows
+        // are planned as reads of the whole table, which grow with every payment of the run.
+        line.push_str(
+            " (random_page_cost prices a spinning disk: batched reads by id become whole-table scans; \
+             docs/operations.md, PostgreSQL for the deposit pipeline)",
+        );
     }
     Ok(line)
 }
