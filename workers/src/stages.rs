@@ -50,15 +50,27 @@ impl Stage {
 }
 
 /// Jobs at once per process when `pipeline.stage_concurrency` does not say: webhook attempts
-/// mostly wait on the network, the other stages on the database.
+/// mostly wait on the network, the other stages on the database. A scanned block hands its
+/// confirmations to the tracker as many batches at once (`TrackDue`, 200 payments each), each
+/// waiting on round trips and, for its last statements, on the merchant's balance row: eight at
+/// once credit a block's payments sooner than four (docs/benchmarks.md, "Eight batches at once").
 fn default_concurrency(queue: &str) -> usize {
-    if queue == DeliverWebhook::QUEUE { 256 } else { 4 }
+    match queue {
+        DeliverWebhook::QUEUE => 256,
+        TrackDue::QUEUE => 8,
+        _ => 4,
+    }
+}
+
+/// Jobs of `queue` at once per process: `pipeline.stage_concurrency`, else the default.
+pub fn concurrency(cfg: &Config, queue: &str) -> usize {
+    cfg.pipeline.stage_concurrency.get(queue).copied().unwrap_or_else(|| default_concurrency(queue)).max(1)
 }
 
 fn settings(cfg: &Config, queue: &str) -> StageSettings {
     let p = &cfg.pipeline;
     StageSettings {
-        concurrency: p.stage_concurrency.get(queue).copied().unwrap_or_else(|| default_concurrency(queue)).max(1),
+        concurrency: concurrency(cfg, queue),
         max_attempts: p.max_attempts.max(1),
         ..StageSettings::default()
     }
@@ -124,4 +136,21 @@ where
     let settings = settings(config, J::QUEUE);
     let ctx = ctx.clone();
     rt.stage(settings, move |job: J, _: JobCtx| handle.clone()(ctx.clone(), job))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn concurrency_is_the_configured_one_else_the_stage_default() {
+        let mut cfg = Config::default();
+        assert_eq!(concurrency(&cfg, TrackDue::QUEUE), 8);
+        assert_eq!(concurrency(&cfg, DeliverWebhook::QUEUE), 256);
+        assert_eq!(concurrency(&cfg, TrackPayment::QUEUE), 4);
+        cfg.pipeline.stage_concurrency.insert(TrackDue::QUEUE.into(), 2);
+        cfg.pipeline.stage_concurrency.insert(TrackPayment::QUEUE.into(), 0);
+        assert_eq!(concurrency(&cfg, TrackDue::QUEUE), 2);
+        assert_eq!(concurrency(&cfg, TrackPayment::QUEUE), 1, "at least one job at a time");
+    }
 }

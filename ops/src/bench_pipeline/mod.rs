@@ -151,7 +151,7 @@ async fn measure(args: &BenchPipelineArgs, gate: &'static Gate, db_url: &str, pr
     }
     let interval_ms = config.sandbox.interval_ms(gate.id);
     ensure!(interval_ms > 0, "the block interval must be positive (blocks are timed, never mined by hand here)");
-    let stage_conc = |q: &str| config.pipeline.stage_concurrency.get(q).copied().unwrap_or(4).max(1);
+    let stage_conc = |q: &str| workers::stages::concurrency(&config, q);
     println!(
         "pipeline bench: {} invoices of {} merchant(s) on gate {} ({} confirmations), test environment, {}",
         args.invoice_count(),
