@@ -53,7 +53,8 @@ impl Stage {
 /// mostly wait on the network, the other stages on the database. A scanned block hands its
 /// confirmations to the tracker as many batches at once (`TrackDue`, 200 payments each), each
 /// waiting on round trips and, for its last statements, on the merchant's balance row: eight at
-/// once credit a block's payments sooner than four (docs/benchmarks.md, "Eight batches at once").
+/// once credit a block's payments sooner than four (docs/benchmarks.md, "Plans for a table that
+/// grows; eight batches at once").
 fn default_concurrency(queue: &str) -> usize {
     match queue {
         DeliverWebhook::QUEUE => 256,

@@ -316,11 +316,11 @@ async fn server_settings(db: &DatabaseConnection) -> anyhow::Result<String> {
         shown.push(format!("{name} {}", row.try_get_by_index::<String>(0)?));
     }
     let mut line = format!("PostgreSQL: {}", shown.join(", "));
-    if shown[0] == "autovacuum off" {
+    let value = |name: &str| shown.iter().find_map(|s| s.strip_prefix(name)?.strip_prefix(' '));
+    if value("autovacuum") == Some("off") {
         line.push_str(" (autovacuum is on in every deployment: the figures below are not a deployment's)");
     }
-    let random_page_cost = shown[2].trim_start_matches("random_page_cost ").parse::<f64>().unwrap_or(f64::NAN);
-    if random_page_cost >= 2.0 {
+    if value("random_page_cost").and_then(|v| v.parse::<f64>().ok()).is_some_and(|cost| cost >= 2.0) {
         // A disk seek's price: the batched reads by id of a table of up to about 150,000 rows
         // are planned as reads of the whole table, which grow with every payment of the run.
         line.push_str(
