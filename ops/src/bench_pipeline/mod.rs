@@ -307,16 +307,17 @@ struct Run<'a> {
 async fn server_settings(db: &DatabaseConnection) -> anyhow::Result<String> {
     let names =
         ["autovacuum", "shared_buffers", "random_page_cost", "max_wal_size", "wal_compression", "synchronous_commit"];
-    let mut shown = Vec::with_capacity(names.len());
+    let mut settings = Vec::with_capacity(names.len());
     for name in names {
         let row = db
             .query_one_raw(sea_orm::Statement::from_string(db.get_database_backend(), format!("SHOW {name}")))
             .await?
             .context("SHOW returned no row")?;
-        shown.push(format!("{name} {}", row.try_get_by_index::<String>(0)?));
+        settings.push((name, row.try_get_by_index::<String>(0)?));
     }
+    let shown: Vec<String> = settings.iter().map(|(name, value)| format!("{name} {value}")).collect();
     let mut line = format!("PostgreSQL: {}", shown.join(", "));
-    let value = |name: &str| shown.iter().find_map(|s| s.strip_prefix(name)?.strip_prefix(' '));
+    let value = |name: &str| settings.iter().find(|(n, _)| *n == name).map(|(_, v)| v.as_str());
     if value("autovacuum") == Some("off") {
         line.push_str(" (autovacuum is on in every deployment: the figures below are not a deployment's)");
     }
@@ -371,6 +372,14 @@ fn credited_on(gate: &Gate, merchants: &[Uuid]) -> sea_orm::Select<payment::Enti
     payments_on(gate, merchants).filter(payment::Column::CreditedAt.is_not_null())
 }
 
+/// The balances of `merchants` on `gate` in the test environment: one row per merchant.
+fn balances_on(gate: &Gate, merchants: &[Uuid]) -> sea_orm::Select<balance::Entity> {
+    balance::Entity::find()
+        .filter(balance::Column::MerchantId.is_in(merchants.iter().copied()))
+        .filter(balance::Column::Environment.eq(Environment::Test))
+        .filter(balance::Column::GateId.eq(gate.id))
+}
+
 /// Polls until the run's merchants' available balances on its gate hold every payment's amount
 /// (or `timeout_secs` pass); returns the job platform's Prometheus text at that moment. The
 /// balances are one row per merchant: counting the credited payments instead read every payment
@@ -384,12 +393,7 @@ async fn wait_for_credits(run: &Run<'_>, want: usize) -> anyhow::Result<String> 
     let deadline = Instant::now() + Duration::from_secs(timeout_secs);
     let total: Decimal = run.invoices.iter().map(|(_, amount)| *amount).sum();
     loop {
-        let balances = balance::Entity::find()
-            .filter(balance::Column::MerchantId.is_in(run.merchants.iter().copied()))
-            .filter(balance::Column::Environment.eq(Environment::Test))
-            .filter(balance::Column::GateId.eq(run.gate.id))
-            .all(db)
-            .await?;
+        let balances = balances_on(run.gate, run.merchants).all(db).await?;
         if balances.iter().map(|b| b.available.0).sum::<Decimal>() >= total {
             break;
         }
@@ -507,15 +511,8 @@ async fn verify(
     for (inv, amount) in invoices {
         *expected.entry(inv.merchant_id).or_default() += *amount;
     }
-    let balances: HashMap<Uuid, balance::Model> = balance::Entity::find()
-        .filter(balance::Column::MerchantId.is_in(merchant_ids))
-        .filter(balance::Column::Environment.eq(Environment::Test))
-        .filter(balance::Column::GateId.eq(gate.id))
-        .all(db)
-        .await?
-        .into_iter()
-        .map(|b| (b.merchant_id, b))
-        .collect();
+    let balances: HashMap<Uuid, balance::Model> =
+        balances_on(gate, &merchant_ids).all(db).await?.into_iter().map(|b| (b.merchant_id, b)).collect();
     let (mut available, mut pending, mut matching) = (Decimal::ZERO, Decimal::ZERO, 0);
     for (id, want) in &expected {
         let (a, p) = balances.get(id).map_or((Decimal::ZERO, Decimal::ZERO), |b| (b.available.0, b.pending.0));
