@@ -231,6 +231,13 @@ async fn http_run(args: &BenchArgs, db_url: &str, limits: Limits) -> anyhow::Res
         tasks.push(tokio::spawn(async move {
             let mut lat = Vec::with_capacity(16_384);
             while !stop.load(Ordering::Relaxed) {
+                // The connection takes its next request once it has finished the last one;
+                // sending before that is refused on the client's side, not by the server. One
+                // that cannot take one any more was closed: an error, and its load ends.
+                if sender.ready().await.is_err() {
+                    errors.fetch_add(1, Ordering::Relaxed);
+                    break;
+                }
                 let req = hyper::Request::post("/v1/invoices")
                     .header("host", addr.to_string())
                     .header("x-api-key", &key)
@@ -253,9 +260,6 @@ async fn http_run(args: &BenchArgs, db_url: &str, limits: Limits) -> anyhow::Res
                     } else {
                         errors.fetch_add(1, Ordering::Relaxed);
                     }
-                }
-                if !ok && sender.ready().await.is_err() {
-                    break;
                 }
             }
             lat

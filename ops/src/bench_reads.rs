@@ -499,6 +499,18 @@ async fn load(
         tasks.push(tokio::spawn(async move {
             let mut lat = Vec::with_capacity(16_384);
             while !stop.load(Ordering::Relaxed) {
+                // An HTTP/1 connection takes its next request only once it has finished the last
+                // one (its task sees the body read to the end): sending before that is refused
+                // on the client's side ("connection was not ready"), which is no answer of the
+                // server's. A connection that cannot take one any more was closed: counted as a
+                // transport error, and this connection's load ends.
+                if let Err(e) = sender.ready().await {
+                    if let Ok(mut b) = bad.lock() {
+                        *b.0.entry(0).or_default() += 1;
+                        b.1.get_or_insert_with(|| format!("(connection) -> 0 closed: {e}"));
+                    }
+                    break;
+                }
                 let path = if paths.len() == 1 { &paths[0] } else { &paths[rand::random_range(0..paths.len())] };
                 let req = match body {
                     None => hyper::Request::get(path.as_str()),
@@ -517,9 +529,9 @@ async fn load(
                                 Err(_) => (false, status, bytes::Bytes::new()),
                             }
                         }
-                        Err(_) => (false, 0, bytes::Bytes::new()),
+                        Err(e) => (false, 0, bytes::Bytes::from(format!("transport error: {e}"))),
                     },
-                    Err(_) => (false, 0, bytes::Bytes::new()),
+                    Err(e) => (false, 0, bytes::Bytes::from(format!("bad request: {e}"))),
                 };
                 if ok {
                     if measuring.load(Ordering::Relaxed) {
@@ -535,9 +547,6 @@ async fn load(
                             let text = String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned();
                             b.1 = Some(format!("{path} -> {status} {text}"));
                         }
-                    }
-                    if sender.ready().await.is_err() {
-                        break;
                     }
                 }
             }
