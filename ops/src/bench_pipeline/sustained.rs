@@ -30,6 +30,7 @@ pub(super) async fn run(run: &Run<'_>) -> anyhow::Result<Figures> {
     let chain = SandboxChain::new(db.clone(), gate, interval_ms);
     let started_at = Utc::now();
     let start = tokio::time::Instant::now();
+    let analyzed = tokio::spawn(super::analyze_after_first_credit(db.clone(), Instant::now()));
     let (mut sent, mut slice, mut behind) = (0, 0, 0);
     while sent < n {
         slice += 1;
@@ -50,6 +51,7 @@ pub(super) async fn run(run: &Run<'_>) -> anyhow::Result<Figures> {
     }
     let ended_at = Utc::now();
     let send_secs = secs(ended_at - started_at);
+    let analyzed = analyzed.await.context("the analyze task")?.context("analyzing after the first credit")?;
     let t = Instant::now();
     let metrics = wait_for_credits(run, n).await?;
     let waited = t.elapsed().as_secs_f64();
@@ -82,6 +84,10 @@ pub(super) async fn run(run: &Run<'_>) -> anyhow::Result<Figures> {
     println!(
         "credited: {credited} of {n} payments; the last {:.2} s after paying stopped",
         secs(last_credit - ended_at)
+    );
+    println!(
+        "statistics: payments, invoice_credits, ledger_entries, events, balances analysed {:.1} s after the first payment, once one was credited (as autovacuum would on a running deployment)",
+        analyzed.as_secs_f64()
     );
     println!(
         "credits/s in the window ({:.1} s after the first payment to the end of paying, {window:.1} s): {rate:.0}",

@@ -120,7 +120,8 @@ fn seed_then_reads_answer_2xx_and_every_list_has_an_index() {
     // delivered, signed, on both; the grown database as seeded afterwards.
     let redis = std::env::var("PAYGATE_TEST_REDIS").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
     let (pipe_db, hooks_db) = (format!("paygate_bench_pipe_{tag}"), format!("paygate_bench_hooks_{tag}"));
-    let _drop_copies = Dropper(vec![pipe_db.clone(), hooks_db.clone()]);
+    let steady_db = format!("paygate_bench_steady_{tag}");
+    let _drop_copies = Dropper(vec![pipe_db.clone(), hooks_db.clone(), steady_db.clone()]);
     let count_invoices = "SELECT COUNT(*) FROM invoices";
     let invoices_before = psql_value(&pg, &grown, count_invoices);
     let args = [
@@ -150,6 +151,43 @@ fn seed_then_reads_answer_2xx_and_every_list_has_an_index() {
     assert!(out.contains("== on a copy of paygate_bench_seed_"), "{out}");
     assert!(out.lines().any(|l| l.starts_with("| credits/s |")), "{out}");
     assert!(out.lines().any(|l| l.starts_with("| p99 block -> credit, ms |")), "{out}");
+
+    // The sustained mode on an empty database: every payment credited once, and the tables the
+    // confirmations write analysed once the first payment is credited (a deployment's tables have
+    // statistics; without them the tracker's batched reads become whole-table scans).
+    let args = [
+        "bench-pipeline",
+        "--pg",
+        &pg,
+        "--redis",
+        &redis,
+        "--database",
+        &steady_db,
+        "--sustained",
+        "--rate",
+        "20",
+        "--secs",
+        "2",
+        "--block-interval-ms",
+        "200",
+        "--scan-interval-ms",
+        "200",
+        "--track-interval-ms",
+        "200",
+    ];
+    let steady = ops(dir.path(), &args);
+    let out = String::from_utf8_lossy(&steady.stdout);
+    assert!(
+        steady.status.success(),
+        "bench-pipeline --sustained failed: {out}{}",
+        String::from_utf8_lossy(&steady.stderr)
+    );
+    assert!(out.contains("credited: 40 of 40 payments"), "{out}");
+    assert!(out.contains("correctness: PASS"), "{out}");
+    assert!(
+        out.lines().any(|l| l.starts_with("statistics: payments, invoice_credits, ledger_entries, events, balances analysed ")),
+        "{out}"
+    );
 
     let deliverer = testkit::fleet::sibling_binary("webhook-deliverer");
     let args = [
