@@ -86,7 +86,8 @@ pub(super) async fn run(run: &Run<'_>) -> anyhow::Result<Figures> {
         secs(last_credit - ended_at)
     );
     println!(
-        "statistics: payments, invoice_credits, ledger_entries, events, balances analysed {:.1} s after the first payment, once one was credited (as autovacuum would on a running deployment)",
+        "statistics: {} analysed {:.1} s after the first payment, once one was credited (as autovacuum would on a running deployment)",
+        super::ANALYZED_AFTER_FIRST_CREDIT,
         analyzed.as_secs_f64()
     );
     println!(

@@ -124,28 +124,7 @@ fn seed_then_reads_answer_2xx_and_every_list_has_an_index() {
     let _drop_copies = Dropper(vec![pipe_db.clone(), hooks_db.clone(), steady_db.clone()]);
     let count_invoices = "SELECT COUNT(*) FROM invoices";
     let invoices_before = psql_value(&pg, &grown, count_invoices);
-    let args = [
-        "bench-pipeline",
-        "--pg",
-        &pg,
-        "--redis",
-        &redis,
-        "--database",
-        &pipe_db,
-        "--grown",
-        &grown,
-        "--invoices",
-        "30",
-        "--block-interval-ms",
-        "200",
-        "--scan-interval-ms",
-        "200",
-        "--track-interval-ms",
-        "200",
-    ];
-    let pipeline = ops(dir.path(), &args);
-    let out = String::from_utf8_lossy(&pipeline.stdout);
-    assert!(pipeline.status.success(), "bench-pipeline failed: {out}{}", String::from_utf8_lossy(&pipeline.stderr));
+    let out = bench_pipeline(dir.path(), &pg, &redis, &pipe_db, &["--grown", &grown, "--invoices", "30"]);
     assert_eq!(out.matches("correctness: PASS").count(), 2, "{out}");
     assert_eq!(out.matches("credited: 30 of 30 payments").count(), 2, "{out}");
     assert!(out.contains("== on a copy of paygate_bench_seed_"), "{out}");
@@ -155,33 +134,7 @@ fn seed_then_reads_answer_2xx_and_every_list_has_an_index() {
     // The sustained mode on an empty database: every payment credited once, and the tables the
     // confirmations write analysed once the first payment is credited (a deployment's tables have
     // statistics; without them the tracker's batched reads become whole-table scans).
-    let args = [
-        "bench-pipeline",
-        "--pg",
-        &pg,
-        "--redis",
-        &redis,
-        "--database",
-        &steady_db,
-        "--sustained",
-        "--rate",
-        "20",
-        "--secs",
-        "2",
-        "--block-interval-ms",
-        "200",
-        "--scan-interval-ms",
-        "200",
-        "--track-interval-ms",
-        "200",
-    ];
-    let steady = ops(dir.path(), &args);
-    let out = String::from_utf8_lossy(&steady.stdout);
-    assert!(
-        steady.status.success(),
-        "bench-pipeline --sustained failed: {out}{}",
-        String::from_utf8_lossy(&steady.stderr)
-    );
+    let out = bench_pipeline(dir.path(), &pg, &redis, &steady_db, &["--sustained", "--rate", "20", "--secs", "2"]);
     assert!(out.contains("credited: 40 of 40 payments"), "{out}");
     assert!(out.contains("correctness: PASS"), "{out}");
     assert!(
@@ -225,6 +178,19 @@ fn seed_then_reads_answer_2xx_and_every_list_has_an_index() {
     }
     assert!(out.lines().any(|l| l.starts_with("| deliveries/s |")), "{out}");
     assert_eq!(psql_value(&pg, &grown, count_invoices), invoices_before, "the grown database itself is not written to");
+}
+
+/// `ops bench-pipeline` on a fresh database `db` with blocks, scans and tracker looks every 200 ms
+/// (a smoke run's seconds, not a benchmark's), plus `extra`; fails the test unless it exits 0.
+/// Its standard output.
+fn bench_pipeline(dir: &std::path::Path, pg: &str, redis: &str, db: &str, extra: &[&str]) -> String {
+    let mut args = vec!["bench-pipeline", "--pg", pg, "--redis", redis, "--database", db];
+    args.extend(["--block-interval-ms", "200", "--scan-interval-ms", "200", "--track-interval-ms", "200"]);
+    args.extend_from_slice(extra);
+    let run = ops(dir, &args);
+    let out = String::from_utf8_lossy(&run.stdout).into_owned();
+    assert!(run.status.success(), "bench-pipeline {extra:?} failed: {out}{}", String::from_utf8_lossy(&run.stderr));
+    out
 }
 
 /// The answer of one query in database `db`, as `psql -tA` prints it.
